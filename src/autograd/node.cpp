@@ -1,0 +1,45 @@
+// Recording helpers.
+#include "autograd/node.h"
+
+#include "autograd/grad_mode.h"
+
+namespace unillm::autograd {
+
+const Tensor& SavedTensor::get() const {
+  UNILLM_CHECK(tensor_.defined(), "[autograd] saved tensor used after release (retain_graph?)");
+  UNILLM_CHECK(tensor_.raw_data() == data_, "[autograd] saved tensor was re-pointed");
+  return tensor_;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (auto& t : inputs)
+    if (t.defined() && (t.requires_grad() || t.grad_fn())) return true;
+  return false;
+}
+
+void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
+            std::vector<Tensor*> outputs) {
+  if (!needs_grad(inputs)) return;
+  node->next_edges.clear();
+  for (auto t : inputs) {
+    Edge e;
+    if (t.defined() && t.grad_fn()) {
+      e.node = t.grad_fn();
+      e.output_index = t.autograd_meta().output_index;
+    } else if (t.defined() && t.requires_grad()) {
+      // Leaf: share its meta so .grad lands on the caller's tensor handle.
+      e.leaf = t.autograd_meta_ptr();
+    }
+    node->next_edges.push_back(e);
+  }
+  node->num_outputs = static_cast<int>(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    auto& m = outputs[i]->autograd_meta();
+    m.grad_fn = node;
+    m.output_index = static_cast<int>(i);
+    m.requires_grad = true;
+  }
+}
+
+}  // namespace unillm::autograd

@@ -1,0 +1,40 @@
+// Element types and the scalar conversions between them (bf16/f16 <-> f32 round-to-nearest-even).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace unillm {
+
+enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64 };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+// Parses "f32"/"float32"/"F32"/"bfloat16"/"BF16"... (safetensors and HF torch_dtype spellings).
+// Throws DTypeError naming the spelling when unknown.
+DType dtype_from_name(const std::string& name);
+bool is_floating(DType t);
+
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+
+// Converts n elements between any two floating/integer dtypes (CPU memory).
+void convert_elements(const void* src, DType src_type, void* dst, DType dst_type, size_t n);
+
+}  // namespace unillm

@@ -1,0 +1,33 @@
+// Registry storage and the coverage table.
+#include "core/registry.h"
+
+#include <set>
+#include <sstream>
+
+namespace unillm {
+
+KernelRegistry& kernel_registry() {
+  static KernelRegistry registry;
+  return registry;
+}
+
+std::vector<KernelKey> KernelRegistry::keys() const {
+  std::vector<KernelKey> out;
+  for (auto& [k, v] : table_) out.push_back(k);
+  return out;
+}
+
+std::string KernelRegistry::coverage_table() const {
+  std::map<std::string, std::set<std::string>> rows;
+  for (auto& [k, v] : table_)
+    rows[k.op].insert(std::string(device_type_name(k.device)) + "/" + dtype_name(k.dtype));
+  std::ostringstream os;
+  for (auto& [op, cells] : rows) {
+    os << "  " << op << ":";
+    for (auto& c : cells) os << " " << c;
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace unillm

@@ -1,0 +1,57 @@
+// The kernel registry keyed by (op, device, dtype). Each op declares one typed kernel signature,
+// e.g. `using RmsNormKernel = void(const RmsNormArgs&)`; backends add function pointers of that
+// type with an explicit register call (no static initialisers). Lookups check the type.
+#pragma once
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <typeindex>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace unillm {
+
+struct KernelKey {
+  std::string op;
+  DeviceType device;
+  DType dtype;
+  bool operator<(const KernelKey& o) const {
+    return std::tie(op, device, dtype) < std::tie(o.op, o.device, o.dtype);
+  }
+};
+
+class KernelRegistry {
+ public:
+  template <typename Fn>
+  void add(const std::string& op, DeviceType device, DType dtype, Fn* fn) {
+    table_[KernelKey{op, device, dtype}] = Entry{reinterpret_cast<void (*)()>(fn), typeid(Fn)};
+  }
+  // The kernel or nullptr; throws if registered with another signature (a programming error).
+  template <typename Fn>
+  Fn* find(const std::string& op, DeviceType device, DType dtype) const {
+    auto it = table_.find(KernelKey{op, device, dtype});
+    if (it == table_.end()) return nullptr;
+    UNILLM_CHECK(it->second.type == std::type_index(typeid(Fn)), "[registry] kernel '", op,
+                 "' registered with a different signature");
+    return reinterpret_cast<Fn*>(it->second.fn);
+  }
+  std::vector<KernelKey> keys() const;
+  // A printable op × (device, dtype) table for `unillm env`.
+  std::string coverage_table() const;
+
+ private:
+  struct Entry {
+    void (*fn)();
+    std::type_index type;
+  };
+  std::map<KernelKey, Entry> table_;
+};
+
+// The process-wide registry (one of the two tolerated globals, with the logger).
+KernelRegistry& kernel_registry();
+
+}  // namespace unillm

@@ -1,0 +1,51 @@
+// Causal attention with GQA over a paged KV cache (flash-style: tiled, online softmax, no [T, T]
+// score matrix). A contiguous cache is the one-block case, so training and serving share it.
+//
+// Layout (S sequences in the batch, N query tokens in all):
+//   q            [N, H, D]           f32/f64 query rows of all sequences, concatenated
+//   k_cache      [NB, BS, Hkv, D]    NB blocks of BS token slots
+//   v_cache      [NB, BS, Hkv, D]
+//   block_table  [S, MB] i32         block ids of each sequence, in order
+//   q_start      [S + 1] i32         query rows of sequence s are q_start[s] .. q_start[s+1]-1
+//   kv_len       [S] i32             tokens in the cache for s (its new tokens included)
+// Query row j of sequence s (0-based within s, q_len = q_start[s+1] - q_start[s]) sits at
+// position kv_len[s] - q_len + j and attends to cache positions 0 ..= that position. Position p
+// of sequence s lives in block block_table[s][p / BS], slot p % BS. Head h uses kv head
+// h / (H / Hkv). out [N, H, D] = softmax(q·kᵀ · scale) · v.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace unillm::ops {
+
+struct AttentionArgs {
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  const int32_t* block_table;
+  const int32_t* q_start;
+  const int32_t* kv_len;
+  void* out;
+  int64_t num_seqs, max_blocks, block_size, heads, kv_heads, head_dim;
+  float scale;
+  DType dtype;
+};
+using AttentionKernel = void(const AttentionArgs&);
+
+struct AttentionBatch {
+  Tensor block_table;  // [S, MB] i32
+  Tensor q_start;  // [S + 1] i32
+  Tensor kv_len;  // [S] i32
+};
+
+Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const AttentionBatch& batch, float scale);
+// Straightforward per-query loop (full softmax in double): the fallback.
+void attention_reference(const AttentionArgs& a);
+
+// Writes new keys/values into cache slots: cache[slot / BS][slot % BS] = kv[i] for
+// slot = slot_mapping[i]. kv [N, Hkv, D], cache [NB, BS, Hkv, D], slot_mapping i32 [N].
+// The cache is written in place (it is state, never a saved tensor).
+void kv_cache_write(const Tensor& kv, Tensor& cache, const Tensor& slot_mapping);
+
+}  // namespace unillm::ops

@@ -1,0 +1,25 @@
+// Kernel lookup used by every op: the registered kernel for (op, device, dtype), or nullptr so
+// the op can fall back to its reference implementation (CPU only) or fail clearly.
+#pragma once
+
+#include <string>
+
+#include "core/registry.h"
+#include "core/tensor.h"
+
+namespace unillm::ops {
+
+template <typename Fn>
+Fn* find_kernel(const char* op, const Tensor& t, DType dtype) {
+  return kernel_registry().find<Fn>(op, t.device().type, dtype);
+}
+
+// Throws NotImplemented naming the op, device and dtype (used when no kernel and no fallback).
+[[noreturn]] void no_kernel(const char* op, const Tensor& t, DType dtype);
+
+// Shape/dtype checks shared by ops; messages start with "[op] ".
+void check_dtype(const char* op, const char* arg, const Tensor& t, DType expected);
+void check_ndim(const char* op, const char* arg, const Tensor& t, int ndim);
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+
+}  // namespace unillm::ops

@@ -1,0 +1,22 @@
+// Elementwise ops on same-shape f32/f64 tensors (residual adds and the like).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace unillm::ops {
+
+struct BinaryArgs {
+  const void* a;
+  const void* b;
+  void* out;
+  int64_t n;
+  DType dtype;
+};
+using BinaryKernel = void(const BinaryArgs&);
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+void add_reference(const BinaryArgs& a);
+void mul_reference(const BinaryArgs& a);
+
+}  // namespace unillm::ops

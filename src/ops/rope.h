@@ -1,0 +1,41 @@
+// rope: rotary position embedding in HF's rotate_half layout. For each head vector x of size D
+// (first rot_dim elements rotated, the rest passed through), with h = rot_dim/2 and i < h:
+//   out[i]     = x[i] * cos(p·f_i) - x[i+h] * sin(p·f_i)
+//   out[i+h]   = x[i+h] * cos(p·f_i) + x[i] * sin(p·f_i)
+// where f_i comes from RopeConfig (theta, linear or llama3 scaling) computed as HF does (in f32).
+// x f32/f64 [N, H, D]; positions i32 [N]. Out-of-place: returns a new tensor.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace unillm::ops {
+
+struct RopeConfig {
+  double theta = 10000.0;
+  int64_t rot_dim = 0;  // = head_dim unless partial rotary
+  std::string scaling_type;  // "", "linear", "llama3"
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  int64_t original_max_position = 8192;  // llama3
+};
+
+// The rot_dim/2 inverse frequencies f_i after scaling (HF's _compute_*_parameters), in f32.
+std::vector<float> rope_inv_freq(const RopeConfig& c);
+
+struct RopeArgs {
+  const void* x;
+  void* out;
+  const int32_t* positions;  // [n]
+  const float* inv_freq;  // [rot_dim / 2]
+  int64_t n, heads, head_dim, rot_dim;
+  DType dtype;
+};
+using RopeKernel = void(const RopeArgs&);
+
+Tensor rope(const Tensor& x, const Tensor& positions, const std::vector<float>& inv_freq);
+void rope_reference(const RopeArgs& a);
+
+}  // namespace unillm::ops

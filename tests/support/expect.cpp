@@ -1,0 +1,35 @@
+// Tensor comparison helpers for tests.
+#include "support/expect.h"
+
+#include <cmath>
+
+#include "backends/cpu/register.h"
+
+namespace unillm::testing {
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(shape_str(a.shape()), shape_str(b.shape()));
+  double m = 0;
+  int64_t n = std::min(a.numel(), b.numel());
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a.item_flat(i) - b.item_flat(i)));
+  return m;
+}
+
+void expect_close(const Tensor& a, const Tensor& b, double atol, double rtol) {
+  ASSERT_EQ(shape_str(a.shape()), shape_str(b.shape()));
+  std::vector<float> av = a.to_float_vector(), bv = b.to_float_vector();
+  int bad = 0;
+  for (size_t i = 0; i < av.size(); ++i) {
+    double tol = atol + rtol * std::fabs(bv[i]);
+    if (!(std::fabs(av[i] - bv[i]) <= tol)) {
+      if (++bad <= 5) ADD_FAILURE() << "element " << i << ": " << av[i] << " vs " << bv[i] << " (tol " << tol << ")";
+    }
+  }
+  EXPECT_EQ(bad, 0) << "elements out of tolerance";
+}
+
+std::string source_path(const std::string& rel) { return std::string(UNILLM_SOURCE_DIR) + "/" + rel; }
+
+void init_cpu() { cpu::register_cpu_backend(); }
+
+}  // namespace unillm::testing
