@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages unillm needs to build, test and run (run as root or sudo).
+# apt-get update runs only when something is missing, so a warm machine skips the network.
+set -euo pipefail
+pkgs=(
+  build-essential cmake g++ clang pkg-config
+  libopenblas-openmp-dev   # BLAS sharing the OpenMP runtime with our kernels
+  nlohmann-json3-dev libpcre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libsentencepiece-dev     # tests only: an independent SentencePiece reference
+  libclang-rt-14-dev       # libFuzzer/ASan runtime for the fuzz targets built with clang
+  python3-torch python3-venv   # tests only: the PyTorch reference implementation
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

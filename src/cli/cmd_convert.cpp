@@ -1,0 +1,38 @@
+// `unillm convert llama2c`: a llama2.c checkpoint + tokenizer.bin → a Hugging Face Llama dir.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "io/llama2c.h"
+
+namespace unillm::cli {
+
+namespace {
+int convert_llama2c_cmd(const std::vector<std::string>& args) {
+  io::Llama2cConvertOptions o;
+  bool force = false;
+  ArgParser p("convert llama2c", "Convert a llama2.c checkpoint and its tokenizer.bin to an HF Llama dir.");
+  p.option("checkpoint", "llama2.c checkpoint (.bin)", &o.checkpoint);
+  p.option("tokenizer", "llama2.c tokenizer (.bin)", &o.tokenizer);
+  p.option("out", "output dir", &o.out_dir);
+  p.flag("force", "overwrite a non-empty output dir", &force);
+  if (!p.parse(args)) return print_help(p);
+  p.require("checkpoint");
+  p.require("tokenizer");
+  p.require("out");
+  o.overwrite = force;
+  io::convert_llama2c(o);
+  std::printf("wrote %s\n", o.out_dir.c_str());
+  return 0;
+}
+}  // namespace
+
+int cmd_convert(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] != "llama2c") {
+    std::fprintf(stderr, "usage: unillm convert llama2c --checkpoint F.bin --tokenizer tok.bin --out DIR\n");
+    return 2;
+  }
+  return convert_llama2c_cmd(std::vector<std::string>(args.begin() + 1, args.end()));
+}
+
+}  // namespace unillm::cli

@@ -1,0 +1,32 @@
+// `unillm env`: version, build options, devices, threads, BLAS, SIMD level, kernel coverage.
+#include <cstdio>
+
+#include "backends/cpu/register.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/parallel.h"
+#include "core/registry.h"
+
+namespace unillm::cli {
+
+int cmd_env(const std::vector<std::string>& args) {
+  bool kernels = false;
+  RuntimeOptions runtime;
+  ArgParser p("env", "Describe this build and machine.");
+  p.flag("kernels", "also print the kernel coverage table (op: device/dtype ...)", &kernels);
+  add_runtime_options(p, runtime);
+  if (!p.parse(args)) return print_help(p);
+  setup_runtime(runtime);
+  std::printf("unillm %s (%s build, %s)\n", UNILLM_VERSION, UNILLM_BUILD_TYPE, UNILLM_COMPILER);
+  std::printf("build options: cuda=%s\n", "off");
+  for (Backend* b : registered_backends())
+    std::printf("device: %s (%d present)\n", b->name().c_str(), b->device_count());
+  std::printf("threads: %d (cores in affinity mask: %d; OpenMP runtime shared with BLAS)\n", num_threads(),
+              affinity_cores());
+  std::printf("blas: %s\n", cpu::blas_info().c_str());
+  std::printf("simd: %s\n", cpu::simd_level());
+  if (kernels) std::printf("kernels:\n%s", kernel_registry().coverage_table().c_str());
+  return 0;
+}
+
+}  // namespace unillm::cli

@@ -1,0 +1,19 @@
+// The sub-commands; each takes the arguments after its name and returns the exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+
+namespace unillm::cli {
+
+int cmd_generate(const std::vector<std::string>& args);
+int cmd_tokenize(const std::vector<std::string>& args);
+int cmd_eval(const std::vector<std::string>& args);
+int cmd_env(const std::vector<std::string>& args);
+int cmd_convert(const std::vector<std::string>& args);
+// Prints p.help() to stdout and returns 0.
+int print_help(const ArgParser& p);
+
+}  // namespace unillm::cli

@@ -1,0 +1,29 @@
+// Pieces shared by the sub-commands: runtime set-up (threads, device) and tokenizer/model
+// loading with the rules of the CLI contract.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "core/device.h"
+#include "io/tokenizer.h"
+
+namespace unillm::cli {
+
+struct RuntimeOptions {
+  std::string device = "cpu";
+  int64_t threads = 0;  // 0: cores in the affinity mask
+};
+
+void add_runtime_options(ArgParser& p, RuntimeOptions& o);
+// Registers backends, sets the thread count, resolves the device (throws when unavailable).
+Device setup_runtime(const RuntimeOptions& o);
+
+// "1,2,3" → ids; throws ConfigError naming the flag on a bad entry.
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);
+std::string ids_json(const std::vector<int32_t>& ids);
+std::string read_text_file(const std::string& path);
+
+}  // namespace unillm::cli

@@ -1,0 +1,42 @@
+// Token sampling with Hugging Face's logits-processor order: repetition penalty, temperature,
+// top-k, top-p, min-p; then a draw from the softmax (or argmax when temperature is 0).
+// Each processor works on a vector of scores in place; removed tokens become -inf.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace unillm::infer {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy
+  int top_k = 0;  // 0 = off
+  float top_p = 1.0f;  // 1 = off
+  float min_p = 0.0f;  // 0 = off
+  float repetition_penalty = 1.0f;  // 1 = off
+};
+
+// HF RepetitionPenaltyLogitsProcessor: for each distinct token in context, score < 0 → ×p,
+// else ÷p.
+void apply_repetition_penalty(std::vector<float>& scores, const std::vector<int32_t>& context,
+                              float penalty);
+void apply_temperature(std::vector<float>& scores, float temperature);
+// Keeps the k highest scores (and ties with the k-th), as TopKLogitsWarper.
+void apply_top_k(std::vector<float>& scores, int k);
+// TopPLogitsWarper: removes the low tail whose cumulative probability is <= 1 - p (at least
+// one token kept).
+void apply_top_p(std::vector<float>& scores, float p);
+// MinPLogitsWarper: removes tokens with probability < min_p × the top probability.
+void apply_min_p(std::vector<float>& scores, float min_p);
+std::vector<double> softmax(const std::vector<float>& scores);
+
+// Applies the processors of params (all of them; temperature 0 skips the warpers) to logits.
+std::vector<float> process_logits(const std::vector<float>& logits, const SamplingParams& params,
+                                  const std::vector<int32_t>& context);
+// Picks the next token: argmax for temperature 0, else a draw from softmax(processed).
+int32_t sample_token(const std::vector<float>& logits, const SamplingParams& params,
+                     const std::vector<int32_t>& context, Rng& rng);
+
+}  // namespace unillm::infer

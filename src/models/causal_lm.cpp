@@ -1,0 +1,109 @@
+// Model registry, weight loading by HF names, and the single-sequence helpers.
+#include "models/causal_lm.h"
+
+#include <filesystem>
+#include <functional>
+#include <map>
+
+#include "io/checkpoint.h"
+#include "models/llama.h"
+
+namespace unillm::models {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weight_dtype) {
+  // One registry line per family; all current families share the Llama blocks.
+  using Builder = std::function<std::unique_ptr<CausalLM>(const ModelConfig&, DType)>;
+  static const std::map<std::string, Builder> registry = {
+      {"llama", [](auto& c, DType d) { return std::make_unique<Llama>(c, d); }},
+      {"mistral", [](auto& c, DType d) { return std::make_unique<Llama>(c, d); }},
+      {"qwen2", [](auto& c, DType d) { return std::make_unique<Llama>(c, d); }},
+      {"qwen3", [](auto& c, DType d) { return std::make_unique<Llama>(c, d); }},
+  };
+  auto it = registry.find(config.model_type);
+  if (it == registry.end()) UNILLM_THROW(ConfigError, "[models] no builder for model_type '", config.model_type, "'");
+  return it->second(config, weight_dtype);
+}
+
+namespace {
+
+// Checkpoint tensors that HF models carry but that are recomputed here.
+bool ignorable(const std::string& name) {
+  return name.find("rotary_emb.inv_freq") != std::string::npos;
+}
+
+DType pick_weight_dtype(const io::CheckpointReader& ckpt, const LoadOptions& o) {
+  if (!o.weight_dtype.empty()) {
+    DType d = dtype_from_name(o.weight_dtype);
+    if (d != DType::f32 && d != DType::bf16 && d != DType::f16)
+      UNILLM_THROW(ConfigError, "[models] weight dtype must be f32, bf16 or f16, got ", o.weight_dtype);
+    return d;
+  }
+  DType d = ckpt.info("model.embed_tokens.weight").dtype;
+  return (d == DType::bf16 || d == DType::f16) ? d : DType::f32;
+}
+
+void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::string& dir) {
+  std::map<std::string, bool> used;
+  for (auto& n : ckpt.names()) used[n] = false;
+  for (auto& [name, param] : model.named_parameters()) {
+    if (!ckpt.has(name))
+      UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' missing from the checkpoint");
+    auto info = ckpt.info(name);
+    if (info.shape != param.shape())
+      UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' has shape ", shape_str(info.shape),
+                   ", expected ", shape_str(param.shape()), " from config.json");
+    if (!is_floating(info.dtype))
+      UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' has dtype ", dtype_name(info.dtype),
+                   ", expected a floating type");
+    Tensor dst = param;  // a view into the model's (possibly fused) storage
+    dst.copy_from(ckpt.get(name));
+    used[name] = true;
+  }
+  for (auto& [n, u] : used)
+    if (!u && !ignorable(n) && !(n == "lm_head.weight" && model.config().tie_word_embeddings))
+      UNILLM_THROW(IoError, "[models] ", dir, ": checkpoint tensor '", n, "' is not used by a ",
+                   model.config().model_type, " model (config.json and weights disagree)");
+}
+
+}  // namespace
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptions& options) {
+  if (!fs::is_directory(dir)) UNILLM_THROW(IoError, "[models] ", dir, ": not a directory");
+  ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
+  auto ckpt = io::CheckpointReader::open(dir);
+  auto model = build_causal_lm(config, pick_weight_dtype(ckpt, options));
+  load_weights(*model, ckpt, dir);
+  return model;
+}
+
+ForwardBatch single_sequence_batch(const std::vector<int32_t>& ids, int64_t past,
+                                   const std::vector<int32_t>& block_table, int64_t block_size,
+                                   bool last_only) {
+  const auto t = static_cast<int64_t>(ids.size());
+  ForwardBatch b;
+  b.ids = Tensor::from_ints(ids, {t});
+  std::vector<int32_t> pos(t), slots(t);
+  for (int64_t i = 0; i < t; ++i) {
+    int64_t p = past + i;
+    pos[i] = static_cast<int32_t>(p);
+    slots[i] = static_cast<int32_t>(block_table.at(p / block_size) * block_size + p % block_size);
+  }
+  b.positions = Tensor::from_ints(pos, {t});
+  b.slot_mapping = Tensor::from_ints(slots, {t});
+  b.attn.block_table = Tensor::from_ints(block_table, {1, static_cast<int64_t>(block_table.size())});
+  b.attn.q_start = Tensor::from_ints({0, static_cast<int32_t>(t)}, {2});
+  b.attn.kv_len = Tensor::from_ints({static_cast<int32_t>(past + t)}, {1});
+  if (last_only) b.logit_rows = Tensor::from_ints({static_cast<int32_t>(t - 1)}, {1});
+  return b;
+}
+
+Tensor CausalLM::logits_all(const std::vector<int32_t>& ids) {
+  UNILLM_CHECK(!ids.empty(), "[models] logits_all of an empty sequence");
+  auto t = static_cast<int64_t>(ids.size());
+  KvCaches caches = KvCaches::allocate(config(), 1, t);  // the contiguous one-block case
+  return forward(single_sequence_batch(ids, 0, {0}, t, false), caches);
+}
+
+}  // namespace unillm::models

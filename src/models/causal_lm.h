@@ -1,0 +1,59 @@
+// A Llama-family causal LM built from a Hugging Face model dir (config.json + safetensors).
+// One forward serves inference (paged KV cache) and, later, training (a one-block cache per
+// sequence). Parameters carry HF names; load and save walk those names.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "models/kv_cache.h"
+#include "models/model_config.h"
+#include "nn/module.h"
+#include "ops/attention.h"
+
+namespace unillm::models {
+
+struct LoadOptions {
+  Device device;
+  // Weight storage dtype for matrices: "" keeps the checkpoint's (f32/bf16/f16), else converts.
+  std::string weight_dtype;
+};
+
+// One forward call: N new tokens of S sequences, already laid out for the paged cache.
+struct ForwardBatch {
+  Tensor ids;  // [N] i32
+  Tensor positions;  // [N] i32
+  Tensor slot_mapping;  // [N] i32, cache slot of each token
+  ops::AttentionBatch attn;  // block tables, q_start, kv_len
+  Tensor logit_rows;  // [M] i32 rows of the N whose logits are wanted; undefined = all
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  virtual const ModelConfig& config() const = 0;
+  // Runs the decoder over the batch, writing K/V into caches; returns f32 logits [M, V]
+  // for the rows in batch.logit_rows only (the lm_head is never computed for the others).
+  virtual Tensor forward(const ForwardBatch& batch, KvCaches& caches) = 0;
+  virtual nn::NamedTensors named_parameters() const = 0;
+
+  // Convenience: logits for every position of one sequence, with a temporary one-block
+  // cache. ids: token ids; returns f32 [T, V].
+  Tensor logits_all(const std::vector<int32_t>& ids);
+};
+
+// Builds the model named by dir/config.json (`model_type` / `architectures`) with zero weights.
+std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weight_dtype);
+// Builds and loads weights; throws ConfigError/IoError naming the file and key on bad input
+// (missing tensor, wrong shape, pickled checkpoint, unknown model_type).
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptions& options = {});
+
+// A batch for one sequence whose first `past` tokens are already in a cache laid out as
+// consecutive slots 0.. in block 0..: positions past..past+T-1, all T logits unless last_only.
+ForwardBatch single_sequence_batch(const std::vector<int32_t>& ids, int64_t past,
+                                   const std::vector<int32_t>& block_table, int64_t block_size,
+                                   bool last_only);
+
+}  // namespace unillm::models

@@ -1,0 +1,77 @@
+// Llama-family forward.
+#include "models/llama.h"
+
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/gather.h"
+#include "ops/linear.h"
+
+namespace unillm::models {
+
+namespace {
+nn::AttentionConfig attention_config(const ModelConfig& c, DType wd) {
+  nn::AttentionConfig a;
+  a.hidden = c.hidden_size;
+  a.heads = c.num_heads;
+  a.kv_heads = c.num_kv_heads;
+  a.head_dim = c.head_dim;
+  a.qkv_bias = c.attention_bias;
+  a.o_bias = c.o_bias;
+  a.qk_norm = c.qk_norm;
+  a.norm_eps = c.rms_norm_eps;
+  a.weight_dtype = wd;
+  return a;
+}
+}  // namespace
+
+DecoderLayer::DecoderLayer(const ModelConfig& c, DType wd)
+    : input_norm_(c.hidden_size, c.rms_norm_eps),
+      post_attn_norm_(c.hidden_size, c.rms_norm_eps),
+      attn_(attention_config(c, wd)),
+      mlp_(c.hidden_size, c.intermediate_size, c.mlp_bias, wd) {
+  register_module("input_layernorm", &input_norm_);
+  register_module("self_attn", &attn_);
+  register_module("post_attention_layernorm", &post_attn_norm_);
+  register_module("mlp", &mlp_);
+}
+
+Tensor DecoderLayer::forward(const Tensor& x, const nn::AttentionInputs& in, Tensor& k_cache,
+                             Tensor& v_cache) const {
+  Tensor h = ops::add(x, attn_.forward(input_norm_.forward(x), in, k_cache, v_cache));
+  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h)));
+}
+
+Llama::Llama(const ModelConfig& c, DType wd) : c_(c), norm_(c.hidden_size, c.rms_norm_eps) {
+  ops::RopeConfig rope = c.rope;
+  inv_freq_ = ops::rope_inv_freq(rope);
+  embed_ = Tensor::zeros({c.vocab_size, c.hidden_size}, wd);
+  model_.register_parameter("embed_tokens.weight", &embed_);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    layers_.push_back(std::make_unique<DecoderLayer>(c, wd));
+    model_.register_module("layers." + std::to_string(l), layers_.back().get());
+  }
+  model_.register_module("norm", &norm_);
+  register_module("model", &model_);
+  if (c.tie_word_embeddings) {
+    lm_head_ = embed_;
+  } else {
+    lm_head_ = Tensor::zeros({c.vocab_size, c.hidden_size}, wd);
+    register_parameter("lm_head.weight", &lm_head_);
+  }
+}
+
+Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
+  UNILLM_CHECK(static_cast<int64_t>(caches.k.size()) == c_.num_layers, "[llama] cache has wrong layer count");
+  nn::AttentionInputs in;
+  in.positions = b.positions;
+  in.slot_mapping = b.slot_mapping;
+  in.batch = &b.attn;
+  in.inv_freq = &inv_freq_;
+  Tensor x = ops::embedding(b.ids, embed_);  // [N, C]
+  for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l]->forward(x, in, caches.k[l], caches.v[l]);
+  if (b.logit_rows.defined()) x = ops::gather_rows(x, b.logit_rows);  // [M, C]
+  x = norm_.forward(x);
+  return ops::linear(x, lm_head_);  // [M, V]
+}
+
+}  // namespace unillm::models

@@ -1,0 +1,43 @@
+// The Llama decoder stack shared by llama, mistral, qwen2 and qwen3 (differences are config
+// flags): embed → L × (norm, attention, residual, norm, SwiGLU MLP, residual) → norm → lm_head.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "models/causal_lm.h"
+#include "nn/attention.h"
+#include "nn/mlp.h"
+#include "nn/norm.h"
+
+namespace unillm::models {
+
+class DecoderLayer : public nn::Module {
+ public:
+  DecoderLayer(const ModelConfig& c, DType weight_dtype);
+  Tensor forward(const Tensor& x, const nn::AttentionInputs& in, Tensor& k_cache, Tensor& v_cache) const;
+
+ private:
+  nn::RMSNorm input_norm_, post_attn_norm_;
+  nn::Attention attn_;
+  nn::MLP mlp_;
+};
+
+class Llama : public CausalLM, public nn::Module {
+ public:
+  Llama(const ModelConfig& c, DType weight_dtype);
+  const ModelConfig& config() const override { return c_; }
+  Tensor forward(const ForwardBatch& batch, KvCaches& caches) override;
+  nn::NamedTensors named_parameters() const override { return nn::Module::named_parameters(); }
+
+ private:
+  ModelConfig c_;
+  std::vector<float> inv_freq_;
+  Tensor embed_;  // [V, C]
+  std::vector<std::unique_ptr<DecoderLayer>> layers_;
+  nn::RMSNorm norm_;
+  Tensor lm_head_;  // [V, C]; the same tensor as embed_ when tied
+  nn::Scope model_;  // the "model." scope of HF names
+};
+
+}  // namespace unillm::models

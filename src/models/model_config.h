@@ -1,0 +1,44 @@
+// The architecture hyper-parameters of a Llama-family model, read from HF config.json.
+// Family differences are flags here (qkv bias, qk-norm, tied embeddings, head_dim, RoPE scaling).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/rope.h"
+
+namespace unillm::models {
+
+struct ModelConfig {
+  std::string architecture;  // e.g. LlamaForCausalLM
+  std::string model_type;  // llama, mistral, qwen2, qwen3
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;  // C
+  int64_t intermediate_size = 0;  // F
+  int64_t num_layers = 0;  // L
+  int64_t num_heads = 0;  // H
+  int64_t num_kv_heads = 0;  // Hkv
+  int64_t head_dim = 0;  // D
+  int64_t max_position_embeddings = 2048;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // bias on q/k/v projections (qwen2: always)
+  bool o_bias = false;  // bias on o_proj (llama attention_bias: true)
+  bool mlp_bias = false;
+  bool qk_norm = false;  // qwen3: RMSNorm over head_dim on q and k per head
+  ops::RopeConfig rope;
+  int64_t sliding_window = 0;  // 0 = none
+  int32_t bos_token_id = -1;
+  std::vector<int32_t> eos_token_ids;
+  std::string torch_dtype;  // as written in config.json ("" when absent)
+  double initializer_range = 0.02;
+};
+
+// Parses PATH (a config.json). Throws ConfigError naming the file and key on missing or
+// mistyped keys and on an unsupported model_type / architecture (listing the supported ones).
+ModelConfig load_model_config(const std::string& path);
+// The model types this build can run.
+const std::vector<std::string>& supported_model_types();
+
+}  // namespace unillm::models

@@ -1,0 +1,43 @@
+// Self-attention of the Llama family: fused QKV projection (optional bias), optional per-head
+// q/k RMSNorm (Qwen3), RoPE, a write of the new K/V into the paged cache, flash-style causal
+// GQA attention through the block table, and the output projection.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/linear.h"
+#include "nn/norm.h"
+#include "ops/attention.h"
+
+namespace unillm::nn {
+
+struct AttentionConfig {
+  int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  bool qkv_bias = false, o_bias = false, qk_norm = false;
+  double norm_eps = 1e-6;
+  DType weight_dtype = DType::f32;
+};
+
+// What one forward call needs besides x: positions, where new K/V go, and the batch layout.
+struct AttentionInputs {
+  Tensor positions;  // [N] i32
+  Tensor slot_mapping;  // [N] i32: cache slot of each new token
+  const ops::AttentionBatch* batch = nullptr;
+  const std::vector<float>* inv_freq = nullptr;  // RoPE inverse frequencies (all layers)
+};
+
+class Attention : public Module {
+ public:
+  explicit Attention(const AttentionConfig& c);
+  // x [N, C] -> [N, C]; k_cache/v_cache [NB, BS, Hkv, D] are written at slot_mapping.
+  Tensor forward(const Tensor& x, const AttentionInputs& in, Tensor& k_cache, Tensor& v_cache) const;
+
+ private:
+  AttentionConfig c_;
+  FusedLinear qkv_;
+  Linear o_proj_;
+  std::unique_ptr<RMSNorm> q_norm_, k_norm_;
+};
+
+}  // namespace unillm::nn

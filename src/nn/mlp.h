@@ -1,0 +1,18 @@
+// SwiGLU MLP: down(silu(gate(x)) * up(x)) with gate and up fused into one [2F, C] weight.
+#pragma once
+
+#include "nn/linear.h"
+
+namespace unillm::nn {
+
+class MLP : public Module {
+ public:
+  MLP(int64_t hidden, int64_t ffn, bool bias, DType weight_dtype);
+  Tensor forward(const Tensor& x) const;  // [N, C] -> [N, C]
+
+ private:
+  FusedLinear gate_up_;
+  Linear down_;
+};
+
+}  // namespace unillm::nn

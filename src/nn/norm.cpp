@@ -1,0 +1,16 @@
+// RMSNorm module.
+#include "nn/norm.h"
+
+#include "ops/rms_norm.h"
+
+namespace unillm::nn {
+
+RMSNorm::RMSNorm(int64_t dim, double eps) : eps_(static_cast<float>(eps)) {
+  weight_ = Tensor::empty({dim}, DType::f32);
+  weight_.fill(1.0);
+  register_parameter("weight", &weight_);
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const { return ops::rms_norm(x, weight_, eps_); }
+
+}  // namespace unillm::nn
