@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "cli/common.h"
 #include "io/llama2c.h"
 

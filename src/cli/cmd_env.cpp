@@ -3,6 +3,7 @@
 
 #include "backends/cpu/register.h"
 #include "cli/commands.h"
+#include "core/error.h"
 #include "cli/common.h"
 #include "core/parallel.h"
 #include "core/registry.h"

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "cli/common.h"
 #include "infer/perplexity.h"
 #include "models/causal_lm.h"

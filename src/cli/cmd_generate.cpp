@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "cli/common.h"
 #include "infer/generator.h"
 #include "infer/stop_matcher.h"

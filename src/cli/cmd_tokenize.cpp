@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "cli/common.h"
 
 namespace unillm::cli {

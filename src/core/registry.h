@@ -28,7 +28,8 @@ class KernelRegistry {
  public:
   template <typename Fn>
   void add(const std::string& op, DeviceType device, DType dtype, Fn* fn) {
-    table_[KernelKey{op, device, dtype}] = Entry{reinterpret_cast<void (*)()>(fn), typeid(Fn)};
+    table_.insert_or_assign(KernelKey{op, device, dtype},
+                            Entry{reinterpret_cast<void (*)()>(fn), typeid(Fn)});
   }
   // The kernel or nullptr; throws if registered with another signature (a programming error).
   template <typename Fn>

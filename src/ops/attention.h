@@ -11,7 +11,9 @@
 // Query row j of sequence s (0-based within s, q_len = q_start[s+1] - q_start[s]) sits at
 // position kv_len[s] - q_len + j and attends to cache positions 0 ..= that position. Position p
 // of sequence s lives in block block_table[s][p / BS], slot p % BS. Head h uses kv head
-// h / (H / Hkv). out [N, H, D] = softmax(q·kᵀ · scale) · v.
+// h / (H / Hkv). out [N, H, D] = softmax(q·kᵀ · scale) · v. Kernel key dtype = q's dtype.
+// When the metadata is on the CPU the op checks it (q_start from 0 to N, q_len <= kv_len <=
+// MB·BS, used block ids in [0, NB)); unused block-table entries are never read.
 #pragma once
 
 #include "core/tensor.h"
@@ -46,6 +48,7 @@ void attention_reference(const AttentionArgs& a);
 // Writes new keys/values into cache slots: cache[slot / BS][slot % BS] = kv[i] for
 // slot = slot_mapping[i]. kv [N, Hkv, D], cache [NB, BS, Hkv, D], slot_mapping i32 [N].
 // The cache is written in place (it is state, never a saved tensor).
+// A negative slot skips that row (padding). On the CPU kv may be converted to the cache dtype.
 void kv_cache_write(const Tensor& kv, Tensor& cache, const Tensor& slot_mapping);
 
 }  // namespace unillm::ops

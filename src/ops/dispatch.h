@@ -21,5 +21,13 @@ Fn* find_kernel(const char* op, const Tensor& t, DType dtype) {
 void check_dtype(const char* op, const char* arg, const Tensor& t, DType expected);
 void check_ndim(const char* op, const char* arg, const Tensor& t, int ndim);
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+// Throws DTypeError unless t is f32 or f64 (the activation dtypes).
+void check_f32_or_f64(const char* op, const char* arg, const Tensor& t);
+// Throws ShapeError when t is undefined.
+void check_defined(const char* op, const char* arg, const Tensor& t);
+
+// Scalar element access for the reference implementations (any floating dtype, via double).
+double load_scalar(const void* p, DType t, int64_t i);
+void store_scalar(void* p, DType t, int64_t i, double v);
 
 }  // namespace unillm::ops

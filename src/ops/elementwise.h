@@ -1,4 +1,5 @@
-// Elementwise ops on same-shape f32/f64 tensors (residual adds and the like).
+// Elementwise ops on same-shape, same-dtype f32/f64 tensors (residual adds and the like); no
+// broadcasting. Kernel keys "add"/"mul" by dtype.
 #pragma once
 
 #include "core/tensor.h"

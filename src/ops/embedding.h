@@ -1,5 +1,6 @@
 // embedding: rows of a table picked by ids. ids i32 [N] (any shape), table [V, C] (f32/bf16/f16/f64)
 // -> [.., C] in f32 (f64 for an f64 table). An id outside [0, V) throws ShapeError naming it.
+// ids must be on the CPU (they are range-checked there). Kernel key dtype = the table's dtype.
 #pragma once
 
 #include "core/tensor.h"

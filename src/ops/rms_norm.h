@@ -1,5 +1,6 @@
 // rms_norm: y = x / sqrt(mean(x²) + eps) * w over the last dim (HF LlamaRMSNorm: the normalisation
 // in f32, then times the weight). x f32/f64 [.., C], w [C] (f32/bf16/f16, f64 with f64 x).
+// y has x's shape and dtype. Kernel key dtype = w's dtype.
 #pragma once
 
 #include "core/tensor.h"

@@ -4,6 +4,8 @@
 //   out[i+h]   = x[i+h] * cos(p·f_i) + x[i] * sin(p·f_i)
 // where f_i comes from RopeConfig (theta, linear or llama3 scaling) computed as HF does (in f32).
 // x f32/f64 [N, H, D]; positions i32 [N]. Out-of-place: returns a new tensor.
+// For f32 x the angle is float(p) * f_i rounded to f32 and cos/sin are taken in f32 (as HF does,
+// so results match PyTorch); for f64 x the angle and cos/sin are in double. Kernel key = x's dtype.
 #pragma once
 
 #include <string>

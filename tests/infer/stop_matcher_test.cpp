@@ -11,7 +11,9 @@ namespace {
 
 TEST(StopMatcher, MatchAcrossPiecesCutsBeforeStop) {
   StopMatcher m({"\nUser:"});
-  std::string out = m.push("Hello") + m.push(" there\nU") + m.push("se");
+  std::string out = m.push("Hello");
+  out += m.push(" there\nU");
+  out += m.push("se");
   EXPECT_EQ(out, "Hello there");
   EXPECT_FALSE(m.stopped());
   out += m.push("r: hi");
@@ -27,7 +29,9 @@ TEST(StopMatcher, DivergingPrefixIsReleased) {
   EXPECT_TRUE(m.stopped());
   EXPECT_EQ(out, "the ");
   StopMatcher m2({"END"});
-  out = m2.push("EN") + m2.push("TER") + m2.flush();
+  out = m2.push("EN");
+  out += m2.push("TER");
+  out += m2.flush();
   EXPECT_EQ(out, "ENTER");
 }
 

@@ -2,4 +2,13 @@
 #pragma once
 
 namespace unillm::cpu {
+
+void register_linear();
+void register_embedding();
+void register_rms_norm();
+void register_rope();
+void register_activation();  // swiglu, softmax
+void register_elementwise();  // add, mul
+void register_attention();
+
 }  // namespace unillm::cpu

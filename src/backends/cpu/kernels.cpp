@@ -5,6 +5,13 @@
 namespace unillm::cpu {
 
 void register_kernels() {
+  register_linear();
+  register_embedding();
+  register_rms_norm();
+  register_rope();
+  register_activation();
+  register_elementwise();
+  register_attention();
 }
 
 }  // namespace unillm::cpu

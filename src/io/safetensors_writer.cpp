@@ -1,0 +1,141 @@
+// Safetensors writers: header building, padding, streaming tensor bytes through an atomic file,
+// and HF-style sharding with an index.
+#include "io/safetensors_writer.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/json_file.h"
+#include "io/safetensors.h"
+
+namespace unillm::io {
+namespace fs = std::filesystem;
+
+namespace {
+
+Tensor host_contiguous(const Tensor& t) {
+  Tensor c = t.device().is_cpu() ? t : t.to(Device{});
+  return c.contiguous();
+}
+
+void check_names(const std::string& path, const NamedTensors& tensors) {
+  std::set<std::string> seen;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty()) UNILLM_THROW(IoError, "[safetensors] ", path, ": a tensor has an empty name");
+    if (name == "__metadata__")
+      UNILLM_THROW(IoError, "[safetensors] ", path, ": '__metadata__' is reserved, not a tensor name");
+    if (!seen.insert(name).second)
+      UNILLM_THROW(IoError, "[safetensors] ", path, ": tensor '", name, "' is given twice");
+    if (!t.defined())
+      UNILLM_THROW(IoError, "[safetensors] ", path, ": tensor '", name, "' is undefined");
+  }
+}
+
+std::string build_header(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    h["__metadata__"] = m;
+  }
+  size_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    size_t n = t.nbytes();
+    h[name] = {{"dtype", safetensors_dtype_name(t.dtype())},
+               {"shape", t.shape()},
+               {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string s = h.dump();
+  s.append((8 - s.size() % 8) % 8, ' ');  // data section starts 8-aligned
+  return s;
+}
+
+size_t total_bytes(const NamedTensors& tensors) {
+  size_t n = 0;
+  for (const auto& nt : tensors) n += nt.second.nbytes();
+  return n;
+}
+
+bool is_shard_name(const std::string& f) {
+  static const std::regex kShard(R"(model-\d{5}-of-\d{5}\.safetensors)");
+  return std::regex_match(f, kShard);
+}
+
+// Removes files of an earlier save that the new layout does not contain.
+void remove_stale(const fs::path& dir, const std::set<std::string>& keep) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string f = e.path().filename().string();
+    bool ours = f == "model.safetensors" || f == "model.safetensors.index.json" || is_shard_name(f);
+    if (ours && !keep.count(f)) fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  check_names(path, tensors);
+  std::string header = build_header(tensors, metadata);
+  uint64_t hlen = header.size();
+  AtomicFileWriter w(path);
+  w.write(&hlen, 8);
+  w.write(header);
+  for (const auto& [name, t] : tensors) {
+    Tensor c = host_contiguous(t);
+    if (c.nbytes() > 0) w.write(c.raw_data(), c.nbytes());
+  }
+  w.commit();
+}
+
+std::string shard_file_name(size_t index, size_t count) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", index, count);
+  return buf;
+}
+
+void save_sharded(const std::string& dir, const NamedTensors& tensors, size_t max_shard_bytes) {
+  if (max_shard_bytes == 0) UNILLM_THROW(IoError, "[safetensors] ", dir, ": max_shard_bytes must be > 0");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir)) UNILLM_THROW(IoError, "[safetensors] ", dir, ": cannot create the directory");
+  check_names(dir, tensors);
+  size_t total = total_bytes(tensors);
+  if (total <= max_shard_bytes) {
+    save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors);
+    remove_stale(dir, {"model.safetensors"});
+    return;
+  }
+  std::vector<NamedTensors> shards(1);
+  size_t cur = 0;
+  for (const auto& nt : tensors) {
+    size_t n = nt.second.nbytes();
+    if (!shards.back().empty() && cur + n > max_shard_bytes) {
+      shards.emplace_back();
+      cur = 0;
+    }
+    shards.back().push_back(nt);
+    cur += n;
+  }
+  std::set<std::string> keep = {"model.safetensors.index.json"};
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    std::string file = shard_file_name(i + 1, shards.size());
+    save_safetensors((fs::path(dir) / file).string(), shards[i]);
+    keep.insert(file);
+    for (const auto& nt : shards[i]) weight_map[nt.first] = file;
+  }
+  // A stale single file would win over the index (HF prefers model.safetensors): drop it first.
+  fs::remove(fs::path(dir) / "model.safetensors", ec);
+  nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  write_file_atomic((fs::path(dir) / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+  remove_stale(dir, keep);
+}
+
+}  // namespace unillm::io

@@ -1,0 +1,34 @@
+// Safetensors writing: one file, or a Hugging Face sharded directory (model-0000i-of-0000N +
+// model.safetensors.index.json). Every file is written atomically (temp, fsync, rename).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace unillm::io {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// Writes tensors (any device, any strides; F32/F64/BF16/F16/I32/I64) in the given order, the
+// JSON header padded with spaces to a multiple of 8 bytes so every tensor starts 8-aligned.
+// Empty metadata writes no "__metadata__". Throws IoError naming PATH (duplicate or empty names,
+// undefined tensors, write failures); PATH is untouched on failure.
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+// Writes DIR/model.safetensors when all tensors fit in max_shard_bytes, else HF-named shards
+// model-00001-of-0000N.safetensors (greedy in the given order; a tensor larger than the limit
+// gets a shard of its own) and model.safetensors.index.json {metadata.total_size, weight_map}.
+// Creates DIR; removes stale model.safetensors / index / model-*-of-*.safetensors left from an
+// earlier save in DIR so readers cannot pick up an old layout.
+void save_sharded(const std::string& dir, const NamedTensors& tensors, size_t max_shard_bytes);
+
+// HF's shard file name: shard_file_name(1, 3) == "model-00001-of-00003.safetensors".
+std::string shard_file_name(size_t index, size_t count);
+
+}  // namespace unillm::io

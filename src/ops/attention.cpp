@@ -1,0 +1,175 @@
+// paged_attention and kv_cache_write: checks of the paged layout (block table, query starts, kv
+// lengths), dispatch (kernel key = q's dtype) and the per-query double-precision reference.
+// Backward (a flash-style recompute from q, k, v and the row log-sum-exp) goes beside the forward.
+#include "ops/attention.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ops/dispatch.h"
+
+namespace unillm::ops {
+namespace {
+
+constexpr const char* kOp = "paged_attention";
+
+void check_caches(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache) {
+  check_defined(kOp, "q", q);
+  check_f32_or_f64(kOp, "q", q);
+  check_ndim(kOp, "q", q, 3);
+  check_ndim(kOp, "k_cache", k_cache, 4);
+  check_dtype(kOp, "k_cache", k_cache, q.dtype());
+  check_dtype(kOp, "v_cache", v_cache, q.dtype());
+  check_same_device(kOp, q, k_cache);
+  check_same_device(kOp, q, v_cache);
+  if (v_cache.shape() != k_cache.shape())
+    UNILLM_THROW(ShapeError, "[paged_attention] v_cache has shape ", shape_str(v_cache.shape()),
+                 ", expected k_cache's ", shape_str(k_cache.shape()));
+  const int64_t heads = q.size(1), kv_heads = k_cache.size(2);
+  if (k_cache.size(3) != q.size(2))
+    UNILLM_THROW(ShapeError, "[paged_attention] k_cache has head dim ", k_cache.size(3),
+                 ", expected ", q.size(2), " (q's)");
+  if (kv_heads == 0 || heads % kv_heads != 0)
+    UNILLM_THROW(ShapeError, "[paged_attention] q has ", heads, " heads, not a multiple of the ",
+                 kv_heads, " kv heads");
+}
+
+void check_batch(const AttentionBatch& b, int64_t n_rows, int64_t num_blocks, int64_t block_size) {
+  check_defined(kOp, "block_table", b.block_table);
+  check_dtype(kOp, "block_table", b.block_table, DType::i32);
+  check_dtype(kOp, "q_start", b.q_start, DType::i32);
+  check_dtype(kOp, "kv_len", b.kv_len, DType::i32);
+  check_ndim(kOp, "block_table", b.block_table, 2);
+  const int64_t s = b.block_table.size(0), mb = b.block_table.size(1);
+  if (b.q_start.numel() != s + 1 || b.kv_len.numel() != s)
+    UNILLM_THROW(ShapeError, "[paged_attention] q_start has ", b.q_start.numel(),
+                 " elements and kv_len ", b.kv_len.numel(), ", expected ", s + 1, " and ", s);
+  if (!b.block_table.device().is_cpu()) return;  // device metadata is trusted
+  const int32_t* qs = b.q_start.data<int32_t>();
+  const int32_t* kl = b.kv_len.data<int32_t>();
+  const int32_t* bt = b.block_table.data<int32_t>();
+  if (qs[0] != 0 || qs[s] != n_rows)
+    UNILLM_THROW(ShapeError, "[paged_attention] q_start runs from ", qs[0], " to ", qs[s],
+                 ", expected 0 to ", n_rows, " (q's rows)");
+  for (int64_t i = 0; i < s; ++i) {
+    const int64_t q_len = qs[i + 1] - qs[i];
+    if (q_len < 0 || q_len > kl[i] || kl[i] > mb * block_size)
+      UNILLM_THROW(ShapeError, "[paged_attention] sequence ", i, " has ", q_len,
+                   " query rows and kv_len ", kl[i], ", expected 0 <= q_len <= kv_len <= ",
+                   mb * block_size);
+    for (int64_t j = 0; j * block_size < kl[i]; ++j)
+      if (bt[i * mb + j] < 0 || bt[i * mb + j] >= num_blocks)
+        UNILLM_THROW(ShapeError, "[paged_attention] block_table[", i, "][", j, "] = ",
+                     bt[i * mb + j], " is outside [0, ", num_blocks, ")");
+  }
+}
+
+Tensor attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                         const AttentionBatch& batch, float scale) {
+  check_caches(q_in, k_in, v_in);
+  check_batch(batch, q_in.size(0), k_in.size(0), k_in.size(1));
+  Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  Tensor bt = batch.block_table.contiguous(), qs = batch.q_start.contiguous();
+  Tensor kl = batch.kv_len.contiguous();
+  Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
+  if (out.numel() == 0) return out;
+  AttentionArgs a{q.raw_data(), k.raw_data(), v.raw_data(), bt.data<int32_t>(),
+                  qs.data<int32_t>(), kl.data<int32_t>(), out.raw_data(), bt.size(0), bt.size(1),
+                  k.size(1), q.size(1), k.size(2), q.size(2), scale, q.dtype()};
+  if (auto* kernel = find_kernel<AttentionKernel>(kOp, q, q.dtype()))
+    kernel(a);
+  else if (q.device().is_cpu())
+    attention_reference(a);
+  else
+    no_kernel(kOp, q, q.dtype());
+  return out;
+}
+
+}  // namespace
+
+Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const AttentionBatch& batch, float scale) {
+  return attention_forward(q, k_cache, v_cache, batch, scale);
+}
+
+void attention_reference(const AttentionArgs& a) {
+  const int64_t group = a.heads / a.kv_heads, d = a.head_dim;
+  std::vector<double> p;
+  for (int64_t s = 0; s < a.num_seqs; ++s) {
+    const int64_t q_len = a.q_start[s + 1] - a.q_start[s];
+    for (int64_t j = 0; j < q_len; ++j) {
+      const int64_t row = a.q_start[s] + j, pos = a.kv_len[s] - q_len + j;
+      for (int64_t h = 0; h < a.heads; ++h) {
+        const int64_t g = h / group, qo = (row * a.heads + h) * d;
+        auto kv_off = [&](int64_t t) {
+          int64_t blk = a.block_table[s * a.max_blocks + t / a.block_size];
+          return ((blk * a.block_size + t % a.block_size) * a.kv_heads + g) * d;
+        };
+        p.assign(static_cast<size_t>(pos + 1), 0.0);
+        double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (int64_t t = 0; t <= pos; ++t) {
+          double dot = 0;
+          for (int64_t i = 0; i < d; ++i)
+            dot += load_scalar(a.q, a.dtype, qo + i) * load_scalar(a.k_cache, a.dtype, kv_off(t) + i);
+          p[t] = dot * a.scale;
+          mx = std::max(mx, p[t]);
+        }
+        for (auto& e : p) sum += (e = std::exp(e - mx));
+        for (int64_t i = 0; i < d; ++i) {
+          double acc = 0;
+          for (int64_t t = 0; t <= pos; ++t)
+            acc += p[t] * load_scalar(a.v_cache, a.dtype, kv_off(t) + i);
+          store_scalar(a.out, a.dtype, qo + i, pos >= 0 ? acc / sum : 0.0);
+        }
+      }
+    }
+  }
+}
+
+void kv_cache_write(const Tensor& kv_in, Tensor& cache, const Tensor& slot_mapping) {
+  const char* op = "kv_cache_write";
+  check_defined(op, "kv", kv_in);
+  check_defined(op, "cache", cache);
+  check_ndim(op, "kv", kv_in, 3);
+  check_ndim(op, "cache", cache, 4);
+  check_dtype(op, "slot_mapping", slot_mapping, DType::i32);
+  check_same_device(op, kv_in, cache);
+  if (!slot_mapping.device().is_cpu())
+    UNILLM_THROW(DeviceError, "[kv_cache_write] slot_mapping must be on the CPU");
+  if (kv_in.size(1) != cache.size(2) || kv_in.size(2) != cache.size(3))
+    UNILLM_THROW(ShapeError, "[kv_cache_write] kv has shape ", shape_str(kv_in.shape()),
+                 ", expected [N, ", cache.size(2), ", ", cache.size(3), "] for cache ",
+                 shape_str(cache.shape()));
+  if (slot_mapping.numel() != kv_in.size(0))
+    UNILLM_THROW(ShapeError, "[kv_cache_write] slot_mapping has ", slot_mapping.numel(),
+                 " elements, expected ", kv_in.size(0));
+  if (!cache.is_contiguous())
+    UNILLM_THROW(ShapeError, "[kv_cache_write] cache must be contiguous (it is written in place)");
+  if (kv_in.dtype() != cache.dtype() && !cache.device().is_cpu())
+    UNILLM_THROW(DTypeError, "[kv_cache_write] kv has dtype ", dtype_name(kv_in.dtype()),
+                 ", expected the cache's ", dtype_name(cache.dtype()));
+  Tensor kv = kv_in.contiguous(), slots = slot_mapping.contiguous();
+  const int64_t n_slots = cache.size(0) * cache.size(1), row = cache.size(2) * cache.size(3);
+  const int32_t* sp = slots.data<int32_t>();
+  for (int64_t i = 0; i < kv.size(0); ++i)
+    if (sp[i] >= n_slots)
+      UNILLM_THROW(ShapeError, "[kv_cache_write] slot_mapping[", i, "] = ", sp[i],
+                   " is outside the cache's ", n_slots, " slots");
+  const size_t src_es = dtype_size(kv.dtype()), dst_es = dtype_size(cache.dtype());
+  auto* src = static_cast<const char*>(kv.raw_data());
+  auto* dst = static_cast<char*>(cache.raw_data());
+  Backend& be = backend_for(cache.device());
+  for (int64_t i = 0; i < kv.size(0); ++i) {
+    if (sp[i] < 0) continue;  // padding slot
+    const char* s = src + i * row * static_cast<int64_t>(src_es);
+    char* d = dst + sp[i] * row * static_cast<int64_t>(dst_es);
+    if (kv.dtype() == cache.dtype())
+      be.copy(d, cache.device(), s, kv.device(), static_cast<size_t>(row) * src_es);
+    else
+      convert_elements(s, kv.dtype(), d, cache.dtype(), static_cast<size_t>(row));
+  }
+}
+
+}  // namespace unillm::ops

@@ -1,0 +1,64 @@
+// embedding: rows of a table picked by ids (kernel key = the table's dtype). Ids are range-checked
+// here, so kernels may trust them. Backward (scatter-add into the table) goes beside the forward.
+#include "ops/embedding.h"
+
+#include "ops/dispatch.h"
+
+namespace unillm::ops {
+namespace {
+
+constexpr const char* kOp = "embedding";
+
+void check_embedding(const Tensor& ids, const Tensor& table) {
+  check_defined(kOp, "ids", ids);
+  check_defined(kOp, "table", table);
+  check_dtype(kOp, "ids", ids, DType::i32);
+  check_ndim(kOp, "table", table, 2);
+  if (!is_floating(table.dtype()))
+    UNILLM_THROW(DTypeError, "[embedding] table has dtype ", dtype_name(table.dtype()),
+                 ", expected f32, f64, bf16 or f16");
+  if (!ids.device().is_cpu())
+    UNILLM_THROW(DeviceError, "[embedding] ids must be on the CPU (they are range-checked there)");
+}
+
+void check_ids(const Tensor& ids, int64_t vocab) {
+  const int32_t* p = ids.data<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    if (p[i] < 0 || p[i] >= vocab)
+      UNILLM_THROW(ShapeError, "[embedding] id ", p[i], " at position ", i,
+                   " is outside the vocabulary [0, ", vocab, ")");
+}
+
+Tensor embedding_forward(const Tensor& ids_in, const Tensor& table_in) {
+  check_embedding(ids_in, table_in);
+  Tensor ids = ids_in.contiguous(), table = table_in.contiguous();
+  const int64_t vocab = table.size(0), dim = table.size(1);
+  check_ids(ids, vocab);
+  DType out_dtype = table.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Shape out_shape = ids.shape();
+  out_shape.push_back(dim);
+  Tensor out = Tensor::empty(out_shape, out_dtype, table.device());
+  if (out.numel() == 0) return out;
+  EmbeddingArgs a{ids.data<int32_t>(), table.raw_data(), out.raw_data(), ids.numel(), vocab, dim,
+                  table.dtype(), out_dtype};
+  if (auto* kernel = find_kernel<EmbeddingKernel>(kOp, table, table.dtype()))
+    kernel(a);
+  else if (table.device().is_cpu())
+    embedding_reference(a);
+  else
+    no_kernel(kOp, table, table.dtype());
+  return out;
+}
+
+}  // namespace
+
+Tensor embedding(const Tensor& ids, const Tensor& table) { return embedding_forward(ids, table); }
+
+void embedding_reference(const EmbeddingArgs& a) {
+  for (int64_t i = 0; i < a.n; ++i)
+    for (int64_t c = 0; c < a.dim; ++c)
+      store_scalar(a.out, a.out_dtype, i * a.dim + c,
+                   load_scalar(a.table, a.table_dtype, int64_t{a.ids[i]} * a.dim + c));
+}
+
+}  // namespace unillm::ops

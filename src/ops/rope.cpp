@@ -1,0 +1,135 @@
+// rope: HF's inverse frequencies (default, linear, llama3) and the rotate_half rotation. For f32 the
+// angle and its cos/sin are computed in f32 exactly as HF does (float(pos) * inv_freq, then cos/sin
+// in f32); for f64 in double. Backward (rotation by -angle) goes beside rope_forward.
+#include "ops/rope.h"
+
+#include <cmath>
+
+#include "ops/dispatch.h"
+
+namespace unillm::ops {
+namespace {
+
+constexpr const char* kOp = "rope";
+
+// HF _compute_default_rope_parameters: 1 / theta^(arange(0, dim, 2) / dim), all in f32.
+std::vector<float> default_inv_freq(double theta, int64_t dim) {
+  std::vector<float> f(static_cast<size_t>(dim / 2));
+  const float base = static_cast<float>(theta);
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    float e = static_cast<float>(2 * i) / static_cast<float>(dim);
+    f[i] = 1.0f / std::pow(base, e);
+  }
+  return f;
+}
+
+// HF _compute_llama3_parameters. PyTorch evaluates `scalar / tensor` as reciprocal(tensor) *
+// scalar and casts Python scalars to f32, so the same order is kept here.
+void apply_llama3(std::vector<float>& f, const RopeConfig& c) {
+  const float factor = static_cast<float>(c.factor);
+  const double old_len = static_cast<double>(c.original_max_position);
+  const float low_wavelen = static_cast<float>(old_len / c.low_freq_factor);
+  const float high_wavelen = static_cast<float>(old_len / c.high_freq_factor);
+  const float two_pi = static_cast<float>(2.0 * M_PI);
+  const float span = static_cast<float>(c.high_freq_factor - c.low_freq_factor);
+  for (float& inv : f) {
+    float wavelen = (1.0f / inv) * two_pi;
+    float scaled = wavelen > low_wavelen ? inv / factor : inv;
+    bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+    if (medium) {
+      float smooth = ((1.0f / wavelen) * static_cast<float>(old_len) -
+                      static_cast<float>(c.low_freq_factor)) / span;
+      scaled = (1.0f - smooth) * scaled / factor + smooth * scaled;
+    }
+    inv = scaled;
+  }
+}
+
+void check_rope(const Tensor& x, const Tensor& positions, const std::vector<float>& inv_freq) {
+  check_defined(kOp, "x", x);
+  check_defined(kOp, "positions", positions);
+  check_f32_or_f64(kOp, "x", x);
+  check_ndim(kOp, "x", x, 3);
+  check_dtype(kOp, "positions", positions, DType::i32);
+  check_same_device(kOp, x, positions);
+  if (positions.numel() != x.size(0))
+    UNILLM_THROW(ShapeError, "[rope] positions has ", positions.numel(), " elements, expected ",
+                 x.size(0), " (one per row of x ", shape_str(x.shape()), ")");
+  const int64_t rot_dim = 2 * static_cast<int64_t>(inv_freq.size());
+  if (rot_dim == 0 || rot_dim > x.size(2))
+    UNILLM_THROW(ShapeError, "[rope] inv_freq has ", inv_freq.size(),
+                 " entries, expected 1 ..= head_dim/2 = ", x.size(2) / 2);
+}
+
+Tensor rope_forward(const Tensor& x_in, const Tensor& pos_in, const std::vector<float>& inv_freq) {
+  check_rope(x_in, pos_in, inv_freq);
+  Tensor x = x_in.contiguous(), positions = pos_in.contiguous();
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (out.numel() == 0) return out;
+  RopeArgs a{x.raw_data(), out.raw_data(), positions.data<int32_t>(), inv_freq.data(),
+             x.size(0), x.size(1), x.size(2), 2 * static_cast<int64_t>(inv_freq.size()),
+             x.dtype()};
+  if (auto* kernel = find_kernel<RopeKernel>(kOp, x, x.dtype()))
+    kernel(a);
+  else if (x.device().is_cpu())
+    rope_reference(a);
+  else
+    no_kernel(kOp, x, x.dtype());
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> rope_inv_freq(const RopeConfig& c) {
+  if (c.rot_dim <= 0 || c.rot_dim % 2 != 0)
+    UNILLM_THROW(ShapeError, "[rope] rot_dim is ", c.rot_dim, ", expected a positive even number");
+  if (!(c.theta > 0)) UNILLM_THROW(ConfigError, "[rope] theta is ", c.theta, ", expected > 0");
+  std::vector<float> f = default_inv_freq(c.theta, c.rot_dim);
+  if (c.scaling_type.empty() || c.scaling_type == "default") return f;
+  if (!(c.factor > 0))
+    UNILLM_THROW(ConfigError, "[rope] scaling factor is ", c.factor, ", expected > 0");
+  if (c.scaling_type == "linear") {
+    for (float& v : f) v /= static_cast<float>(c.factor);
+  } else if (c.scaling_type == "llama3") {
+    if (!(c.high_freq_factor > c.low_freq_factor) || !(c.low_freq_factor > 0))
+      UNILLM_THROW(ConfigError, "[rope] llama3 needs 0 < low_freq_factor < high_freq_factor, got ",
+                   c.low_freq_factor, " and ", c.high_freq_factor);
+    apply_llama3(f, c);
+  } else {
+    UNILLM_THROW(ConfigError, "[rope] unknown rope scaling type '", c.scaling_type,
+                 "', expected default, linear or llama3");
+  }
+  return f;
+}
+
+Tensor rope(const Tensor& x, const Tensor& positions, const std::vector<float>& inv_freq) {
+  return rope_forward(x, positions, inv_freq);
+}
+
+void rope_reference(const RopeArgs& a) {
+  const int64_t half = a.rot_dim / 2;
+  for (int64_t t = 0; t < a.n; ++t) {
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const int64_t base = (t * a.heads + h) * a.head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        double c, s;
+        if (a.dtype == DType::f32) {
+          float ang = static_cast<float>(a.positions[t]) * a.inv_freq[i];
+          c = std::cos(ang);
+          s = std::sin(ang);
+        } else {
+          double ang = static_cast<double>(a.positions[t]) * static_cast<double>(a.inv_freq[i]);
+          c = std::cos(ang);
+          s = std::sin(ang);
+        }
+        double x1 = load_scalar(a.x, a.dtype, base + i), x2 = load_scalar(a.x, a.dtype, base + i + half);
+        store_scalar(a.out, a.dtype, base + i, x1 * c - x2 * s);
+        store_scalar(a.out, a.dtype, base + i + half, x2 * c + x1 * s);
+      }
+      for (int64_t i = a.rot_dim; i < a.head_dim; ++i)
+        store_scalar(a.out, a.dtype, base + i, load_scalar(a.x, a.dtype, base + i));
+    }
+  }
+}
+
+}  // namespace unillm::ops

@@ -1,0 +1,62 @@
+// config.json parsing: family flags and errors naming the key.
+#include "models/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "support/run_cli.h"
+
+namespace unillm::models {
+namespace {
+
+std::string write_config(const std::string& json) {
+  std::string path = testing::temp_dir("cfg") + "/config.json";
+  std::ofstream(path) << json;
+  return path;
+}
+
+const char* kBase = R"("vocab_size": 100, "hidden_size": 48, "intermediate_size": 88, "num_hidden_layers": 2, "num_attention_heads": 4)";
+
+TEST(ModelConfig, Qwen3FlagsAndExplicitHeadDim) {
+  auto c = load_model_config(write_config(std::string("{\"model_type\": \"qwen3\", ") + kBase +
+                                          R"(, "num_key_value_heads": 2, "head_dim": 16, "eos_token_id": [5, 6]})"));
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.rope.rot_dim, 16);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{5, 6}));
+}
+
+TEST(ModelConfig, Qwen2HasQkvBiasAndArchitectureFallback) {
+  auto c = load_model_config(write_config(std::string("{\"architectures\": [\"Qwen2ForCausalLM\"], ") + kBase + "}"));
+  EXPECT_EQ(c.model_type, "qwen2");
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.o_bias);
+  EXPECT_EQ(c.head_dim, 12);
+}
+
+TEST(ModelConfig, Llama3RopeScaling) {
+  auto c = load_model_config(write_config(std::string("{\"model_type\": \"llama\", ") + kBase +
+      R"(, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})"));
+  EXPECT_EQ(c.rope.scaling_type, "llama3");
+  EXPECT_DOUBLE_EQ(c.rope.factor, 8.0);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 500000.0);
+}
+
+TEST(ModelConfig, ErrorsNameFileAndKey) {
+  auto path = write_config(R"({"model_type": "llama", "vocab_size": 100})");
+  try {
+    load_model_config(path);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("hidden_size"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_model_config(write_config(std::string("{\"model_type\": \"llama\", ") + kBase + ", \"num_key_value_heads\": 3}")), ConfigError);
+  EXPECT_THROW(load_model_config(write_config(std::string("{\"model_type\": \"llama\", ") + kBase + ", \"hidden_size\": \"big\"}")), ConfigError);
+  EXPECT_THROW(load_model_config(write_config(std::string("{\"model_type\": \"bert\", ") + kBase + "}")), ConfigError);
+  EXPECT_THROW(load_model_config(write_config("{not json")), ConfigError);
+}
+
+}  // namespace
+}  // namespace unillm::models

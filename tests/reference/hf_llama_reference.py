@@ -1,0 +1,261 @@
+"""Independent PyTorch forward of Hugging Face Llama-family causal LMs (llama, mistral, qwen2,
+qwen3), written from the HF semantics rather than imported from transformers, so the C++ model
+can be checked against something that shares no code with it.
+
+Shapes use STYLE.md's letters: T tokens, C hidden, H heads, Hkv kv heads, D head dim, F ffn,
+V vocab. One sequence at a time (no batch dim).
+"""
+import math
+
+import torch
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+
+
+def head_dim_of(cfg):
+    # HF: explicit head_dim when present and not null (qwen3, newer llama/mistral), else C / H.
+    d = cfg.get("head_dim")
+    return int(d) if d else cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def rope_scaling_of(cfg):
+    """Returns (rope_type, scaling dict); HF accepts both "rope_type" and the older "type"."""
+    rs = cfg.get("rope_scaling")
+    if not rs:
+        return "default", {}
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    return kind, rs
+
+
+def inv_freq(cfg, dtype=torch.float32):
+    """[D/2] inverse frequencies, following HF's modeling_rope_utils (default, linear, llama3).
+
+    HF computes these in float32: base ** (arange(0, D, 2) / D) with the exponent in f32.
+    """
+    d = head_dim_of(cfg)
+    base = float(cfg.get("rope_theta", 10000.0))
+    exponent = torch.arange(0, d, 2, dtype=torch.int64).to(dtype) / d
+    freq = 1.0 / (base ** exponent)  # [D/2]
+    kind, rs = rope_scaling_of(cfg)
+    if kind == "default":
+        return freq
+    if kind == "linear":
+        return freq / float(rs["factor"])
+    if kind == "llama3":
+        return _llama3_scale(freq, rs)
+    raise NotImplementedError(f"[reference] rope_scaling type {kind!r} not implemented")
+
+
+def _llama3_scale(freq, rs):
+    # Llama 3.1: wavelengths longer than original_ctx/low_freq_factor are divided by factor,
+    # shorter than original_ctx/high_freq_factor are kept, and the band between is a linear blend
+    # in (original_ctx / wavelength).
+    factor = float(rs["factor"])
+    low = float(rs["low_freq_factor"])
+    high = float(rs["high_freq_factor"])
+    ctx = float(rs["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / freq
+    long_wave = wavelen > ctx / low
+    short_wave = wavelen < ctx / high
+    scaled = torch.where(long_wave, freq / factor, freq)
+    smooth = (ctx / wavelen - low) / (high - low)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~long_wave & ~short_wave
+    return torch.where(medium, blended, scaled)
+
+
+def rope_cos_sin(cfg, positions, dtype=torch.float32):
+    """cos, sin: [T, D] laid out as HF's cat(freqs, freqs) for rotate_half."""
+    f = inv_freq(cfg, dtype)
+    angles = positions.to(dtype)[:, None] * f[None, :]  # [T, D/2]
+    emb = torch.cat((angles, angles), dim=-1)  # [T, D]
+    return emb.cos(), emb.sin()
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rms_norm(x, weight, eps):
+    # HF LlamaRMSNorm: variance in (at least) f32, x * rsqrt(var + eps), then weight * x.
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf = x.to(acc)
+    var = xf.pow(2).mean(-1, keepdim=True)
+    xf = xf * torch.rsqrt(var + eps)
+    return weight * xf.to(x.dtype)
+
+
+class ReferenceLM:
+    """A Llama-family causal LM from an HF config dict and an HF-named state dict."""
+
+    def __init__(self, cfg, state, dtype=torch.float32):
+        mt = cfg.get("model_type")
+        if mt not in SUPPORTED_MODEL_TYPES:
+            raise NotImplementedError(f"[reference] model_type {mt!r} not supported")
+        if cfg.get("hidden_act", "silu") != "silu":
+            raise NotImplementedError(f"[reference] hidden_act {cfg['hidden_act']!r}")
+        if mt == "qwen2" and cfg.get("use_sliding_window"):
+            raise NotImplementedError("[reference] qwen2 use_sliding_window")
+        self.cfg = cfg
+        self.dtype = dtype
+        self.w = {k: v.to(dtype) for k, v in state.items()}
+        if "lm_head.weight" not in self.w:
+            if not cfg.get("tie_word_embeddings", False):
+                raise KeyError("[reference] lm_head.weight missing and tie_word_embeddings false")
+            self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
+        self.n_layers = cfg["num_hidden_layers"]
+        self.n_heads = cfg["num_attention_heads"]
+        self.n_kv = cfg.get("num_key_value_heads") or self.n_heads
+        self.d = head_dim_of(cfg)
+        self.eps = float(cfg.get("rms_norm_eps", 1e-6))
+        self.window = cfg.get("sliding_window") if mt == "mistral" else None
+
+    def _linear(self, x, name):
+        y = x @ self.w[name + ".weight"].t()
+        b = self.w.get(name + ".bias")
+        return y + b if b is not None else y
+
+    def _mask(self, t):
+        """[T, T] additive mask: -inf where key j is in the future (or outside the window)."""
+        i = torch.arange(t)[:, None]
+        j = torch.arange(t)[None, :]
+        allowed = j <= i
+        if self.window:
+            allowed &= (i - j) < int(self.window)
+        m = torch.zeros(t, t, dtype=self.dtype)
+        return m.masked_fill(~allowed, float("-inf"))
+
+    def _attention(self, x, li, cos, sin, mask):
+        p = f"model.layers.{li}.self_attn."
+        t = x.shape[0]
+        q = self._linear(x, p + "q_proj").view(t, self.n_heads, self.d)  # [T, H, D]
+        k = self._linear(x, p + "k_proj").view(t, self.n_kv, self.d)  # [T, Hkv, D]
+        v = self._linear(x, p + "v_proj").view(t, self.n_kv, self.d)  # [T, Hkv, D]
+        if p + "q_norm.weight" in self.w:  # qwen3: RMSNorm over D per head, before RoPE
+            q = rms_norm(q, self.w[p + "q_norm.weight"], self.eps)
+            k = rms_norm(k, self.w[p + "k_norm.weight"], self.eps)
+        q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)  # [H*, T, D]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        group = self.n_heads // self.n_kv
+        k = k.repeat_interleave(group, dim=0)  # [H, T, D]
+        v = v.repeat_interleave(group, dim=0)
+        scores = (q @ k.transpose(1, 2)) / math.sqrt(self.d) + mask  # [H, T, T]
+        acc = torch.float64 if self.dtype == torch.float64 else torch.float32
+        probs = torch.softmax(scores.to(acc), dim=-1).to(self.dtype)
+        out = (probs @ v).transpose(0, 1).reshape(t, self.n_heads * self.d)  # [T, H*D]
+        return self._linear(out, p + "o_proj")
+
+    def _mlp(self, x, li):
+        p = f"model.layers.{li}.mlp."
+        gate = torch.nn.functional.silu(x @ self.w[p + "gate_proj.weight"].t())
+        return (gate * (x @ self.w[p + "up_proj.weight"].t())) @ self.w[p + "down_proj.weight"].t()
+
+    def hidden_states(self, ids):
+        """Final-norm hidden states [T, C] for one sequence of token ids."""
+        ids = torch.as_tensor(ids, dtype=torch.int64)
+        t = ids.shape[0]
+        h = self.w["model.embed_tokens.weight"][ids]  # [T, C]
+        cos, sin = rope_cos_sin(self.cfg, torch.arange(t), self.dtype)
+        mask = self._mask(t)
+        for li in range(self.n_layers):
+            p = f"model.layers.{li}."
+            h = h + self._attention(rms_norm(h, self.w[p + "input_layernorm.weight"], self.eps),
+                                    li, cos, sin, mask)
+            h = h + self._mlp(rms_norm(h, self.w[p + "post_attention_layernorm.weight"], self.eps),
+                              li)
+        return rms_norm(h, self.w["model.norm.weight"], self.eps)
+
+    @torch.no_grad()
+    def logits(self, ids):
+        """[T, V] logits in the model's dtype."""
+        return self.hidden_states(ids) @ self.w["lm_head.weight"].t()
+
+
+# ---------------------------------------------------------------------------------------------
+# A deliberately naive second implementation (explicit per-position / per-head loops, RoPE as
+# pair rotations, f64), used only by make_fixtures.py --selftest to check ReferenceLM.
+
+
+def _naive_rms(vec, weight, eps):
+    ms = sum(float(a) * float(a) for a in vec) / len(vec)
+    s = 1.0 / math.sqrt(ms + eps)
+    return torch.tensor([float(weight[i]) * float(vec[i]) * s for i in range(len(vec))],
+                        dtype=torch.float64)
+
+
+def _naive_rope(vec, pos, freqs):
+    # Pairs (i, i + D/2) rotate by pos * freq_i (HF's rotate_half layout).
+    half = len(vec) // 2
+    out = vec.clone()
+    for i in range(half):
+        a = pos * float(freqs[i])
+        c, s = math.cos(a), math.sin(a)
+        x1, x2 = float(vec[i]), float(vec[i + half])
+        out[i] = x1 * c - x2 * s
+        out[i + half] = x2 * c + x1 * s
+    return out
+
+
+def naive_logits(cfg, state, ids):
+    """[T, V] logits by explicit loops in f64. Slow; tiny models only."""
+    w = {k: v.to(torch.float64) for k, v in state.items()}
+    if "lm_head.weight" not in w:
+        w["lm_head.weight"] = w["model.embed_tokens.weight"]
+    n_h = cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads") or n_h
+    d = head_dim_of(cfg)
+    eps = float(cfg.get("rms_norm_eps", 1e-6))
+    window = cfg.get("sliding_window") if cfg["model_type"] == "mistral" else None
+    freqs = inv_freq(cfg, torch.float64)
+    t_len = len(ids)
+    hs = [w["model.embed_tokens.weight"][int(i)].clone() for i in ids]
+
+    def lin(x, name):
+        y = w[name + ".weight"] @ x
+        return y + w[name + ".bias"] if name + ".bias" in w else y
+
+    for li in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{li}."
+        xs = [_naive_rms(h, w[p + "input_layernorm.weight"], eps) for h in hs]
+        qs, ks, vs = [], [], []
+        for pos, x in enumerate(xs):
+            q = lin(x, p + "self_attn.q_proj")
+            k = lin(x, p + "self_attn.k_proj")
+            v = lin(x, p + "self_attn.v_proj")
+            qh, kh, vh = [], [], []
+            for h in range(n_h):
+                qv = q[h * d:(h + 1) * d]
+                if p + "self_attn.q_norm.weight" in w:
+                    qv = _naive_rms(qv, w[p + "self_attn.q_norm.weight"], eps)
+                qh.append(_naive_rope(qv, pos, freqs))
+            for h in range(n_kv):
+                kv = k[h * d:(h + 1) * d]
+                if p + "self_attn.k_norm.weight" in w:
+                    kv = _naive_rms(kv, w[p + "self_attn.k_norm.weight"], eps)
+                kh.append(_naive_rope(kv, pos, freqs))
+                vh.append(v[h * d:(h + 1) * d])
+            qs.append(qh), ks.append(kh), vs.append(vh)
+        new_hs = []
+        for i in range(t_len):
+            heads = []
+            for h in range(n_h):
+                g = h // (n_h // n_kv)
+                keys = [j for j in range(i + 1) if not window or i - j < int(window)]
+                sc = [float(qs[i][h] @ ks[j][g]) / math.sqrt(d) for j in keys]
+                m = max(sc)
+                e = [math.exp(s - m) for s in sc]
+                z = sum(e)
+                o = sum((e[n] / z) * vs[j][g] for n, j in enumerate(keys))
+                heads.append(o)
+            h1 = hs[i] + lin(torch.cat(heads), p + "self_attn.o_proj")
+            x2 = _naive_rms(h1, w[p + "post_attention_layernorm.weight"], eps)
+            g = w[p + "mlp.gate_proj.weight"] @ x2
+            u = w[p + "mlp.up_proj.weight"] @ x2
+            act = torch.tensor([float(a) / (1.0 + math.exp(-float(a))) for a in g],
+                               dtype=torch.float64)
+            new_hs.append(h1 + w[p + "mlp.down_proj.weight"] @ (act * u))
+        hs = new_hs
+    out = [w["lm_head.weight"] @ _naive_rms(h, w["model.norm.weight"], eps) for h in hs]
+    return torch.stack(out)

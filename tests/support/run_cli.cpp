@@ -1,0 +1,52 @@
+// Subprocess runner for CLI tests.
+#include "support/run_cli.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace unillm::testing {
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
+}
+}  // namespace
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string temp_dir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  auto dir = std::filesystem::path(UNILLM_BINARY_DIR) / "test_tmp" /
+             (tag + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+CliResult run_unillm(const std::string& args) {
+  std::string dir = temp_dir("cli");
+  std::string out = dir + "/out", err = dir + "/err";
+  std::string cmd = std::string(UNILLM_BINARY_DIR) + "/unillm " + args + " >" + out + " 2>" + err + " </dev/null";
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+}  // namespace unillm::testing

@@ -1,0 +1,20 @@
+// Runs the built `unillm` binary and captures stdout, stderr and the exit code.
+#pragma once
+
+#include <string>
+
+namespace unillm::testing {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// args is appended to the binary path as a shell command line (quote as needed).
+CliResult run_unillm(const std::string& args);
+// A fresh empty temp dir under the build tree, unique per call.
+std::string temp_dir(const std::string& tag);
+// Shell-quotes s with single quotes.
+std::string shell_quote(const std::string& s);
+
+}  // namespace unillm::testing
