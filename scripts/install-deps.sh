@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(
   build-essential cmake g++ clang pkg-config
   libopenblas-openmp-dev   # BLAS sharing the OpenMP runtime with our kernels
-  nlohmann-json3-dev libpcre2-dev
+  nlohmann-json3-dev libpcre2-dev libyaml-cpp-dev libpng-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev     # tests only: an independent SentencePiece reference
   libclang-rt-14-dev       # libFuzzer/ASan runtime for the fuzz targets built with clang

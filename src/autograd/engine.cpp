@@ -7,6 +7,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "core/parallel.h"
 
 namespace unillm::autograd {
 
@@ -19,11 +20,15 @@ void accumulate(Tensor& dst, const Tensor& src) {
   if (dst.dtype() == DType::f32) {
     float* d = dst.data<float>();
     const float* p = s.data<float>();
-    for (int64_t i = 0; i < n; ++i) d[i] += p[i];
+    parallel_for(n, 1 << 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) d[i] += p[i];
+    });
   } else if (dst.dtype() == DType::f64) {
     double* d = dst.data<double>();
     const double* p = s.data<double>();
-    for (int64_t i = 0; i < n; ++i) d[i] += p[i];
+    parallel_for(n, 1 << 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) d[i] += p[i];
+    });
   } else {
     UNILLM_THROW(DTypeError, "[autograd] accumulate: unsupported dtype ", dtype_name(dst.dtype()));
   }
@@ -81,10 +86,17 @@ void backward(const Tensor& root, const Tensor& grad_output, const BackwardOptio
   pending[r].resize(r->num_outputs);
   pending[r][root_copy.autograd_meta().output_index] = g0;
   for (Node* n : topo_order(r)) {
-    auto& grads = pending[n];
-    grads.resize(n->num_outputs);
-    std::vector<Tensor> in_grads = n->backward(grads);
+    std::vector<Tensor> grads = std::move(pending[n]);
     pending.erase(n);
+    grads.resize(n->num_outputs);
+    bool any = false;
+    for (auto& g : grads) any = any || g.defined();
+    if (!any) {  // no gradient reached this node (e.g. only through inputs that need none)
+      if (!options.retain_graph) n->release_saved();
+      continue;
+    }
+    std::vector<Tensor> in_grads = n->backward(grads);
+    grads.clear();
     if (!options.retain_graph) n->release_saved();
     UNILLM_CHECK(in_grads.size() == n->next_edges.size(), "[autograd] ", n->name(), " returned ",
                  in_grads.size(), " gradients for ", n->next_edges.size(), " inputs");
@@ -96,7 +108,7 @@ void backward(const Tensor& root, const Tensor& grad_output, const BackwardOptio
         slot.resize(e.node->num_outputs);
         add_into(slot[e.output_index], in_grads[i]);
       } else if (e.leaf) {
-        if (e.leaf->grad) {
+        if (e.leaf->grad && e.leaf->grad->defined()) {
           accumulate(*e.leaf->grad, in_grads[i]);
         } else {
           e.leaf->grad = std::make_shared<Tensor>(in_grads[i].clone());

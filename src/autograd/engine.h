@@ -10,7 +10,13 @@ struct BackwardOptions {
   bool retain_graph = false;
 };
 
-// Backpropagates grad_output (same shape as root; default: ones for a scalar root).
+// Backpropagates grad_output (same shape as root; default: ones for a scalar root). Leaves'
+// .grad is accumulated (+=; created as a fresh tensor on first use); gradients meeting at a node
+// are summed into fresh tensors. Runs with grad mode off. Without retain_graph, each node's saved
+// tensors are released after its backward, so a second backward through the graph throws.
+// Re-entrant: a node's backward() may itself call backward() on a separate sub-graph (per-layer
+// recompute: re-run the layer's forward under GradModeGuard(true) on detached inputs that
+// require grad, then backward through it and return those inputs' .grad).
 void backward(const Tensor& root, const Tensor& grad_output = Tensor(),
               const BackwardOptions& options = {});
 

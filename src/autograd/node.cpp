@@ -6,7 +6,10 @@
 namespace unillm::autograd {
 
 const Tensor& SavedTensor::get() const {
-  UNILLM_CHECK(tensor_.defined(), "[autograd] saved tensor used after release (retain_graph?)");
+  if (!tensor_.defined() && saved_)
+    UNILLM_THROW(Error, "[autograd] saved tensor used after it was released: backward ran "
+                        "through this graph already (pass retain_graph to run it twice)");
+  UNILLM_CHECK(tensor_.defined(), "[autograd] get() of an empty SavedTensor");
   UNILLM_CHECK(tensor_.raw_data() == data_, "[autograd] saved tensor was re-pointed");
   return tensor_;
 }

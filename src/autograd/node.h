@@ -1,6 +1,9 @@
 // Autograd graph nodes. An op that records itself creates a Node subclass naming the tensors it
 // saves (SavedTensor), links one Edge per differentiable input, and implements backward():
-// output gradients in, input gradients out (undefined Tensor = no gradient).
+// output gradients in, input gradients out (undefined Tensor = no gradient). backward() returns
+// fresh tensors (or tensors it no longer needs); the engine never writes into them in place
+// except a leaf's .grad, which it owns. The engine calls backward() only when at least one
+// output received a gradient; outputs that received none arrive as undefined tensors.
 #pragma once
 
 #include <memory>
@@ -21,19 +24,24 @@ struct Edge {
   bool valid() const { return node || leaf; }
 };
 
-// A tensor kept for backward. It records the storage and view at save time; saved tensors
-// are never written in place by the ops (DESIGN.md), and check() catches violations of that
-// contract cheaply by comparing the view.
+// A tensor kept for backward. It keeps a detached view (no autograd state, so saving an op's own
+// output cannot form a node -> tensor -> node cycle) and records the data pointer at save time;
+// saved tensors are never written in place by the ops (DESIGN.md), and get() catches a re-pointed
+// view cheaply. get() after release() throws (backward ran without retain_graph).
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t) : tensor_(t), data_(t.defined() ? t.raw_data() : nullptr) {}
+  explicit SavedTensor(const Tensor& t)
+      : tensor_(t.detach()), data_(t.defined() ? t.raw_data() : nullptr), saved_(t.defined()) {}
   const Tensor& get() const;
+  // True when a (defined) tensor was saved, even after release().
+  bool saved() const { return saved_; }
   void release() { tensor_ = Tensor(); }
 
  private:
   Tensor tensor_;
   void* data_ = nullptr;
+  bool saved_ = false;
 };
 
 class Node {
@@ -43,6 +51,10 @@ class Node {
   virtual std::vector<Tensor> backward(const std::vector<Tensor>& grad_outputs) = 0;
   // Frees saved tensors once backward has run (unless the graph is retained).
   virtual void release_saved() {}
+
+  // True when input i's gradient goes somewhere (skip its work otherwise: e.g. no weight-gradient
+  // GEMM for a frozen weight).
+  bool needs_input_grad(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
 
   std::vector<Edge> next_edges;  // one per input, in input order
   int num_outputs = 1;

@@ -23,6 +23,8 @@ const Command kCommands[] = {
     {"tokenize", cmd_tokenize, "print token ids of a text"},
     {"eval", cmd_eval, "eval ppl: perplexity of a text file"},
     {"convert", cmd_convert, "convert llama2c: llama2.c checkpoint -> HF dir"},
+    {"train", cmd_train, "train from a LLaMA-Factory-style YAML config"},
+    {"init", cmd_init, "randomly initialised model from a config.json"},
     {"env", cmd_env, "describe this build and machine"},
 };
 

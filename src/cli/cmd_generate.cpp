@@ -95,7 +95,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   auto model = models::load_causal_lm(f.model);
   const auto& cfg = model->config();
   std::vector<int32_t> eos = cfg.eos_token_ids;
-  if (eos.empty() && tok->eos_id() >= 0) eos.push_back(tok->eos_id());
+  if (eos.empty()) eos = tok->stop_ids();
   apply_generation_config(f.model, p, f, eos);
   validate(f);
 

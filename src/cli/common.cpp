@@ -23,6 +23,8 @@ Device setup_runtime(const RuntimeOptions& o) {
   return d;
 }
 
+void cpu_register_only() { cpu::register_cpu_backend(); }
+
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag) {
   std::vector<int32_t> ids;
   std::stringstream ss(text);

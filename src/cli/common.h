@@ -20,6 +20,8 @@ struct RuntimeOptions {
 void add_runtime_options(ArgParser& p, RuntimeOptions& o);
 // Registers backends, sets the thread count, resolves the device (throws when unavailable).
 Device setup_runtime(const RuntimeOptions& o);
+// Registers the CPU backend with default threads (commands that do no heavy compute).
+void cpu_register_only();
 
 // "1,2,3" → ids; throws ConfigError naming the flag on a bad entry.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);

@@ -275,6 +275,12 @@ AutogradMeta& Tensor::autograd_meta() {
   return *autograd_;
 }
 
+Tensor Tensor::detach() const {
+  Tensor t = *this;
+  t.autograd_.reset();
+  return t;
+}
+
 bool Tensor::same_view(const Tensor& o) const {
   return storage_ == o.storage_ && offset_ == o.offset_ && shape_ == o.shape_ && strides_ == o.strides_;
 }

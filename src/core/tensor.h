@@ -102,6 +102,9 @@ class Tensor {
   }
   AutogradMeta& autograd_meta();
   std::shared_ptr<AutogradMeta> autograd_meta_ptr() { autograd_meta(); return autograd_; }
+  // The same view (shared storage, shape, strides) without autograd state: no grad_fn, not
+  // requiring grad, no .grad. Writes through either handle are visible to both.
+  Tensor detach() const;
   // True when both share storage and metadata (same view).
   bool same_view(const Tensor& o) const;
 

@@ -30,6 +30,20 @@ struct ForwardBatch {
   Tensor logit_rows;  // [M] i32 rows of the N whose logits are wanted; undefined = all
 };
 
+// One training micro-batch of B rows × T tokens (HF conventions: labels are NOT shifted;
+// position t is scored against labels[t + 1]; -100 = not scored).
+struct TrainBatch {
+  Tensor input_ids;  // [B, T] i32
+  Tensor labels;  // [B, T] i32
+  Tensor position_ids;  // [B, T] i32
+  Tensor segment_ids;  // [B, T] i32, or undefined: plain causal attention within each row
+};
+
+struct LossResult {
+  Tensor loss_sum;  // scalar: Σ over scored tokens of -log p (differentiable)
+  int64_t count = 0;  // scored tokens
+};
+
 class CausalLM {
  public:
   virtual ~CausalLM() = default;
@@ -38,6 +52,10 @@ class CausalLM {
   // for the rows in batch.logit_rows only (the lm_head is never computed for the others).
   virtual Tensor forward(const ForwardBatch& batch, KvCaches& caches) = 0;
   virtual nn::NamedTensors named_parameters() const = 0;
+  virtual nn::Module& module() = 0;
+  // Training forward: the summed token loss of the batch, recorded for backward. With
+  // recompute, each decoder layer keeps only its input and re-runs in backward.
+  virtual LossResult loss(const TrainBatch& batch, bool recompute) = 0;
 
   // Convenience: logits for every position of one sequence, with a temporary one-block
   // cache. ids: token ids; returns f32 [T, V].

@@ -4,7 +4,10 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gather.h"
+#include "nn/recompute.h"
+#include "ops/cross_entropy.h"
 #include "ops/linear.h"
+#include "ops/shape.h"
 
 namespace unillm::models {
 
@@ -41,6 +44,11 @@ Tensor DecoderLayer::forward(const Tensor& x, const nn::AttentionInputs& in, Ten
   return ops::add(h, mlp_.forward(post_attn_norm_.forward(h)));
 }
 
+Tensor DecoderLayer::forward_train(const Tensor& x, const nn::TrainInputs& in) const {
+  Tensor h = ops::add(x, attn_.forward_train(input_norm_.forward(x), in));
+  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h)));
+}
+
 Llama::Llama(const ModelConfig& c, DType wd) : c_(c), norm_(c.hidden_size, c.rms_norm_eps) {
   ops::RopeConfig rope = c.rope;
   inv_freq_ = ops::rope_inv_freq(rope);
@@ -52,9 +60,7 @@ Llama::Llama(const ModelConfig& c, DType wd) : c_(c), norm_(c.hidden_size, c.rms
   }
   model_.register_module("norm", &norm_);
   register_module("model", &model_);
-  if (c.tie_word_embeddings) {
-    lm_head_ = embed_;
-  } else {
+  if (!c.tie_word_embeddings) {
     lm_head_ = Tensor::zeros({c.vocab_size, c.hidden_size}, wd);
     register_parameter("lm_head.weight", &lm_head_);
   }
@@ -71,7 +77,46 @@ Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
   for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l]->forward(x, in, caches.k[l], caches.v[l]);
   if (b.logit_rows.defined()) x = ops::gather_rows(x, b.logit_rows);  // [M, C]
   x = norm_.forward(x);
-  return ops::linear(x, lm_head_);  // [M, V]
+  return ops::linear(x, lm_head());  // [M, V]
+}
+
+namespace {
+// Labels shifted left by one within each row: row t is scored against labels[t + 1].
+Tensor shifted_labels(const Tensor& labels) {
+  const int64_t b = labels.size(0), t = labels.size(1);
+  Tensor src = labels.contiguous();
+  Tensor out = Tensor::empty({b * t}, DType::i32);
+  const int32_t* l = src.data<int32_t>();
+  int32_t* o = out.data<int32_t>();
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t i = 0; i < t; ++i) o[r * t + i] = i + 1 < t ? l[r * t + i + 1] : -100;
+  return out;
+}
+
+bool any_requires_grad(nn::Module& m) {
+  for (auto& p : m.parameters())
+    if (p.tensor->requires_grad()) return true;
+  return false;
+}
+}  // namespace
+
+LossResult Llama::loss(const TrainBatch& batch, bool recompute) {
+  const int64_t b = batch.input_ids.size(0), t = batch.input_ids.size(1);
+  nn::TrainInputs in;
+  in.positions = batch.position_ids.contiguous().view({b * t});
+  in.segment_ids = batch.segment_ids;
+  in.batch = b;
+  in.seq = t;
+  in.inv_freq = &inv_freq_;
+  Tensor x = ops::embedding(batch.input_ids.contiguous().view({b * t}), embed_);  // [N, C]
+  for (auto& layer : layers_) {
+    const DecoderLayer* l = layer.get();
+    auto fn = [l, in](const Tensor& h) { return l->forward_train(h, in); };
+    x = recompute ? nn::recompute(fn, x, any_requires_grad(*layer)) : fn(x);
+  }
+  x = norm_.forward(x);
+  auto ce = ops::linear_cross_entropy(x, lm_head(), shifted_labels(batch.labels));
+  return {ce.loss_sum, ce.count};
 }
 
 }  // namespace unillm::models

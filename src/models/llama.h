@@ -16,6 +16,7 @@ class DecoderLayer : public nn::Module {
  public:
   DecoderLayer(const ModelConfig& c, DType weight_dtype);
   Tensor forward(const Tensor& x, const nn::AttentionInputs& in, Tensor& k_cache, Tensor& v_cache) const;
+  Tensor forward_train(const Tensor& x, const nn::TrainInputs& in) const;
 
  private:
   nn::RMSNorm input_norm_, post_attn_norm_;
@@ -29,6 +30,8 @@ class Llama : public CausalLM, public nn::Module {
   const ModelConfig& config() const override { return c_; }
   Tensor forward(const ForwardBatch& batch, KvCaches& caches) override;
   nn::NamedTensors named_parameters() const override { return nn::Module::named_parameters(); }
+  nn::Module& module() override { return *this; }
+  LossResult loss(const TrainBatch& batch, bool recompute) override;
 
  private:
   ModelConfig c_;
@@ -36,7 +39,8 @@ class Llama : public CausalLM, public nn::Module {
   Tensor embed_;  // [V, C]
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   nn::RMSNorm norm_;
-  Tensor lm_head_;  // [V, C]; the same tensor as embed_ when tied
+  Tensor lm_head_;  // [V, C]; undefined when tied (embed_ serves)
+  const Tensor& lm_head() const { return c_.tie_word_embeddings ? embed_ : lm_head_; }
   nn::Scope model_;  // the "model." scope of HF names
 };
 

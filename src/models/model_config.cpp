@@ -144,6 +144,8 @@ ModelConfig load_model_config(const std::string& path) {
   c.eos_token_ids = parse_eos(j, path);
   c.torch_dtype = get_or<std::string>(j, path, "torch_dtype", "");
   c.initializer_range = get_or<double>(j, path, "initializer_range", 0.02);
+  c.pad_token_id = get_or<int32_t>(j, path, "pad_token_id", -1);
+  c.raw_json = j.dump();
   return c;
 }
 

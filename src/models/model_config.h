@@ -33,6 +33,8 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;
   std::string torch_dtype;  // as written in config.json ("" when absent)
   double initializer_range = 0.02;
+  int32_t pad_token_id = -1;
+  std::string raw_json;  // the config.json text, written back by save_pretrained
 };
 
 // Parses PATH (a config.json). Throws ConfigError naming the file and key on missing or

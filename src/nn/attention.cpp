@@ -5,6 +5,8 @@
 
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/causal_attention.h"
+#include "ops/shape.h"
 
 namespace unillm::nn {
 
@@ -43,6 +45,24 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, Tensor& k_
   float scale = 1.0f / std::sqrt(static_cast<float>(d));
   Tensor o = ops::paged_attention(q, k_cache, v_cache, *in.batch, scale);  // [N, H, D]
   return o_proj_.forward(o.view({n, h * d}));
+}
+
+Tensor Attention::forward_train(const Tensor& x, const TrainInputs& in) const {
+  const int64_t n = x.size(0), h = c_.heads, hkv = c_.kv_heads, d = c_.head_dim;
+  auto qkv = ops::split_last(qkv_.forward(x), {h * d, hkv * d, hkv * d});
+  Tensor q = ops::reshape(qkv[0], {n, h, d});
+  Tensor k = ops::reshape(qkv[1], {n, hkv, d});
+  if (c_.qk_norm) {
+    q = q_norm_->forward(q);
+    k = k_norm_->forward(k);
+  }
+  q = ops::rope(q, in.positions, *in.inv_freq);
+  k = ops::rope(k, in.positions, *in.inv_freq);
+  const int64_t b = in.batch, t = in.seq;
+  float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  Tensor o = ops::causal_attention(ops::reshape(q, {b, t, h, d}), ops::reshape(k, {b, t, hkv, d}),
+                                   ops::reshape(qkv[2], {b, t, hkv, d}), in.segment_ids, scale);
+  return o_proj_.forward(ops::reshape(o, {n, h * d}));
 }
 
 }  // namespace unillm::nn

@@ -27,11 +27,21 @@ struct AttentionInputs {
   const std::vector<float>* inv_freq = nullptr;  // RoPE inverse frequencies (all layers)
 };
 
+// Training layout: N = B × T tokens of B rows of T; segments keep packed samples apart.
+struct TrainInputs {
+  Tensor positions;  // [N] i32
+  Tensor segment_ids;  // [B, T] i32 or undefined (plain causal)
+  int64_t batch = 0, seq = 0;  // B, T
+  const std::vector<float>* inv_freq = nullptr;
+};
+
 class Attention : public Module {
  public:
   explicit Attention(const AttentionConfig& c);
   // x [N, C] -> [N, C]; k_cache/v_cache [NB, BS, Hkv, D] are written at slot_mapping.
   Tensor forward(const Tensor& x, const AttentionInputs& in, Tensor& k_cache, Tensor& v_cache) const;
+  // Training forward without a cache (differentiable): x [N, C] -> [N, C].
+  Tensor forward_train(const Tensor& x, const TrainInputs& in) const;
 
  private:
   AttentionConfig c_;

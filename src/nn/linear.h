@@ -1,5 +1,5 @@
 // Linear layers. FusedLinear stores several HF projections (q/k/v, gate/up) as one [sum N, K]
-// matrix so one GEMM computes them; each part is registered under its HF name as a row view.
+// matrix so one GEMM computes them; each HF name (q_proj.weight, …) is a row range of it.
 #pragma once
 
 #include <string>
@@ -27,7 +27,6 @@ class FusedLinear : public Module {
  private:
   Tensor weight_;  // [sum(out), in]
   Tensor bias_;  // [sum(out)] f32 or undefined
-  std::vector<Tensor> part_weights_, part_biases_;  // views registered under HF names
 };
 
 // A plain projection: a FusedLinear with one part named by the parent (e.g. "o_proj").

@@ -1,22 +1,66 @@
-// Parameter name walk.
+// Parameter walks over HF names and over real tensors.
 #include "nn/module.h"
 
 namespace unillm::nn {
 
+namespace {
+std::string child_prefix(const std::string& prefix, const std::string& name) {
+  return name.empty() ? prefix : prefix + name + ".";  // "" = flattened into the parent
+}
+
+}  // namespace
+
+void Module::walk_named(const std::string& prefix, NamedTensors& out, bool grads) const {
+  for (auto& slot : params_) {
+    Tensor t = grads ? slot.tensor->grad() : *slot.tensor;
+    if (!t.defined()) continue;
+    if (slot.parts.empty()) {
+      out.emplace_back(prefix + slot.local_name, t);
+      continue;
+    }
+    for (auto& p : slot.parts) out.emplace_back(prefix + p.name, t.slice(0, p.row_begin, p.row_end));
+  }
+  for (auto& [name, m] : children_) m->walk_named(child_prefix(prefix, name), out, grads);
+}
+
 void Module::named_parameters(const std::string& prefix, NamedTensors& out) const {
-  for (auto& [name, t] : params_)
-    if (t->defined()) out.emplace_back(prefix + name, *t);
-  for (auto& [name, m] : children_)
-    m->named_parameters(name.empty() ? prefix : prefix + name + ".", out);  // "" = flattened
+  walk_named(prefix, out, false);
 }
 
 NamedTensors Module::named_parameters() const {
   NamedTensors out;
-  named_parameters("", out);
+  walk_named("", out, false);
   return out;
 }
 
-void Module::register_parameter(const std::string& name, Tensor* t) { params_.emplace_back(name, t); }
+NamedTensors Module::named_grads() const {
+  NamedTensors out;
+  walk_named("", out, true);
+  return out;
+}
+
+void Module::parameters(const std::string& prefix, std::vector<ParamRef>& out) {
+  for (auto& slot : params_) {
+    if (!slot.tensor->defined()) continue;
+    ParamRef r{slot.tensor, {}};
+    if (slot.parts.empty()) r.hf_names.push_back(prefix + slot.local_name);
+    for (auto& p : slot.parts) r.hf_names.push_back(prefix + p.name);
+    out.push_back(r);
+  }
+  for (auto& [name, m] : children_) m->parameters(child_prefix(prefix, name), out);
+}
+
+std::vector<ParamRef> Module::parameters() {
+  std::vector<ParamRef> out;
+  parameters("", out);
+  return out;
+}
+
+void Module::register_parameter(const std::string& name, Tensor* t) { params_.push_back({name, t, {}}); }
+
+void Module::register_fused_parameter(const std::string& local_name, Tensor* t, std::vector<NamedPart> parts) {
+  params_.push_back({local_name, t, std::move(parts)});
+}
 
 void Module::register_module(const std::string& name, Module* m) { children_.emplace_back(name, m); }
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/causal_attention.h"  // the training attention (contiguous, segments, autograd)
 
 namespace unillm::ops {
 

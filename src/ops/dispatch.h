@@ -26,6 +26,12 @@ void check_f32_or_f64(const char* op, const char* arg, const Tensor& t);
 // Throws ShapeError when t is undefined.
 void check_defined(const char* op, const char* arg, const Tensor& t);
 
+// The dtype of a parameter's gradient: f64 for f64 parameters, else f32 (the master gradient of
+// f32/bf16/f16 weights).
+inline DType master_grad_dtype(DType param_dtype) {
+  return param_dtype == DType::f64 ? DType::f64 : DType::f32;
+}
+
 // Scalar element access for the reference implementations (any floating dtype, via double).
 double load_scalar(const void* p, DType t, int64_t i);
 void store_scalar(void* p, DType t, int64_t i, double v);

@@ -1,7 +1,8 @@
-// add / mul on same-shape, same-dtype f32/f64 tensors (kernel key = dtype). Backward (identity for
-// add, the other operand for mul) goes beside binary_forward.
+// add / mul on same-shape, same-dtype f32/f64 tensors (kernel key = dtype). Backward: AddNode
+// (identity) and MulNode (the other operand, saved only when needed).
 #include "ops/elementwise.h"
 
+#include "autograd/node.h"
 #include "ops/dispatch.h"
 
 namespace unillm::ops {
@@ -31,10 +32,56 @@ Tensor binary_forward(const char* op, const Tensor& a_in, const Tensor& b_in, Re
   return out;
 }
 
+class AddNode : public autograd::Node {
+ public:
+  explicit AddNode(DType dtype) : dtype_(dtype) {}
+  std::string name() const override { return "AddNode"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    Tensor d = g[0].to(dtype_);
+    return {needs_input_grad(0) ? d : Tensor(), needs_input_grad(1) ? d : Tensor()};
+  }
+
+ private:
+  DType dtype_;
+};
+
+class MulNode : public autograd::Node {
+ public:
+  MulNode(const Tensor& a, const Tensor& b) : a_(a), b_(b) {}
+  std::string name() const override { return "MulNode"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    Tensor da, db;  // the engine runs backward with grad mode off, so mul() records nothing
+    if (needs_input_grad(0)) da = mul(g[0].to(b_.get().dtype()), b_.get());
+    if (needs_input_grad(1)) db = mul(g[0].to(a_.get().dtype()), a_.get());
+    return {da, db};
+  }
+  void release_saved() override {
+    a_.release();
+    b_.release();
+  }
+
+ private:
+  autograd::SavedTensor a_, b_;  // a is saved only when b needs grad, and b when a does
+};
+
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary_forward("add", a, b, &add_reference); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary_forward("mul", a, b, &mul_reference); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward("add", a, b, &add_reference);
+  if (autograd::needs_grad({a, b}))
+    autograd::record(std::make_shared<AddNode>(a.dtype()), {a, b}, {&out});
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward("mul", a, b, &mul_reference);
+  if (autograd::needs_grad({a, b})) {
+    const bool ga = autograd::needs_grad({a}), gb = autograd::needs_grad({b});
+    auto node = std::make_shared<MulNode>(gb ? a : Tensor(), ga ? b : Tensor());
+    autograd::record(node, {a, b}, {&out});
+  }
+  return out;
+}
 
 void add_reference(const BinaryArgs& a) {
   for (int64_t i = 0; i < a.n; ++i)

@@ -1,5 +1,7 @@
 // Elementwise ops on same-shape, same-dtype f32/f64 tensors (residual adds and the like); no
 // broadcasting. Kernel keys "add"/"mul" by dtype.
+// Backward: add passes dy to both inputs (the same tensor, never written in place); mul saves the
+// operands it needs and returns da = dy∘b, db = dy∘a (through the "mul" kernel).
 #pragma once
 
 #include "core/tensor.h"

@@ -1,8 +1,11 @@
 // embedding: rows of a table picked by ids (kernel key = the table's dtype). Ids are range-checked
-// here, so kernels may trust them. Backward (scatter-add into the table) goes beside the forward.
+// here, so kernels may trust them. Backward: EmbeddingNode scatter-adds the output gradient into
+// a dense [V, C] table gradient (ops::scatter_add_rows).
 #include "ops/embedding.h"
 
+#include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/gather.h"
 
 namespace unillm::ops {
 namespace {
@@ -29,6 +32,24 @@ void check_ids(const Tensor& ids, int64_t vocab) {
                    " is outside the vocabulary [0, ", vocab, ")");
 }
 
+class EmbeddingNode : public autograd::Node {
+ public:
+  EmbeddingNode(const Tensor& ids, int64_t vocab, int64_t dim, DType grad_dtype)
+      : ids_(ids), vocab_(vocab), dim_(dim), grad_dtype_(grad_dtype) {}
+  std::string name() const override { return "EmbeddingNode"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const Tensor& ids = ids_.get();
+    Tensor dout = g[0].to(grad_dtype_).reshape({ids.numel(), dim_});  // [N, C]
+    return {Tensor(), scatter_add_rows(dout, ids.reshape({ids.numel()}), vocab_)};
+  }
+  void release_saved() override { ids_.release(); }
+
+ private:
+  autograd::SavedTensor ids_;  // i32, the caller's shape
+  int64_t vocab_, dim_;
+  DType grad_dtype_;
+};
+
 Tensor embedding_forward(const Tensor& ids_in, const Tensor& table_in) {
   check_embedding(ids_in, table_in);
   Tensor ids = ids_in.contiguous(), table = table_in.contiguous();
@@ -52,7 +73,15 @@ Tensor embedding_forward(const Tensor& ids_in, const Tensor& table_in) {
 
 }  // namespace
 
-Tensor embedding(const Tensor& ids, const Tensor& table) { return embedding_forward(ids, table); }
+Tensor embedding(const Tensor& ids, const Tensor& table) {
+  Tensor out = embedding_forward(ids, table);
+  if (autograd::needs_grad({table})) {
+    auto node = std::make_shared<EmbeddingNode>(ids.contiguous(), table.size(0), table.size(1),
+                                                out.dtype());
+    autograd::record(node, {ids, table}, {&out});
+  }
+  return out;
+}
 
 void embedding_reference(const EmbeddingArgs& a) {
   for (int64_t i = 0; i < a.n; ++i)

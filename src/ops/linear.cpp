@@ -1,8 +1,9 @@
 // linear: y = x · Wᵀ (+ b). Checks, output allocation and dispatch (kernel key = W's dtype);
-// the naive double-accumulation reference is the CPU fallback. Backward (LinearNode saving x and
-// W) goes beside linear_forward in the backward issue.
+// the naive double-accumulation reference is the CPU fallback. Backward: LinearNode saves x (when
+// W needs grad) and W (when x needs grad) and runs the "linear_backward" kernel.
 #include "ops/linear.h"
 
+#include "autograd/node.h"
 #include "ops/dispatch.h"
 
 namespace unillm::ops {
@@ -63,10 +64,72 @@ Tensor linear_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias
   return y;
 }
 
+void run_linear_backward(const LinearBackwardArgs& a, const Tensor& on_device) {
+  if (auto* kernel = find_kernel<LinearBackwardKernel>("linear_backward", on_device, a.w_dtype))
+    kernel(a);
+  else if (on_device.device().is_cpu())
+    linear_backward_reference(a);
+  else
+    no_kernel("linear_backward", on_device, a.w_dtype);
+}
+
+class LinearNode : public autograd::Node {
+ public:
+  LinearNode(const Tensor& x, const Tensor& w, bool save_x, bool save_w, bool has_bias)
+      : x_(save_x ? x : Tensor()), w_(save_w ? w : Tensor()), x_shape_(x.shape()),
+        x_dtype_(x.dtype()), w_dtype_(w.dtype()), n_(w.size(0)), has_bias_(has_bias) {}
+  std::string name() const override { return "LinearNode"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override;
+  void release_saved() override {
+    x_.release();
+    w_.release();
+  }
+
+ private:
+  autograd::SavedTensor x_, w_;  // contiguous x [.., K] and W [N, K], each only when needed
+  Shape x_shape_;
+  DType x_dtype_, w_dtype_;
+  int64_t n_;
+  bool has_bias_;
+};
+
+std::vector<Tensor> LinearNode::backward(const std::vector<Tensor>& g) {
+  const int64_t k = x_shape_.back(), m = shape_numel(x_shape_) / (k > 0 ? k : 1);
+  Tensor dy = g[0].to(x_dtype_).contiguous();  // [M, N]
+  Tensor dx, dw, db;
+  const Tensor& w = needs_input_grad(0) ? w_.get() : Tensor();
+  const Tensor& x = needs_input_grad(1) ? x_.get() : Tensor();
+  if (needs_input_grad(0)) dx = Tensor::empty(x_shape_, x_dtype_, dy.device());
+  if (needs_input_grad(1)) dw = Tensor::empty({n_, k}, master_grad_dtype(w_dtype_), dy.device());
+  if (has_bias_ && needs_input_grad(2)) db = Tensor::empty({n_}, x_dtype_, dy.device());
+  if (m * k == 0 || n_ == 0) {  // empty products: zero gradients
+    for (Tensor* t : {&dx, &dw, &db})
+      if (t->defined()) t->fill(0.0);
+  } else {
+    LinearBackwardArgs a{dy.raw_data(), x.defined() ? x.raw_data() : nullptr,
+                         w.defined() ? w.raw_data() : nullptr, dx.defined() ? dx.raw_data() : nullptr,
+                         dw.defined() ? dw.raw_data() : nullptr, db.defined() ? db.raw_data() : nullptr,
+                         m, k, n_, x_dtype_, w_dtype_};
+    run_linear_backward(a, dy);
+  }
+  std::vector<Tensor> out{dx, dw};
+  if (has_bias_) out.push_back(db);
+  return out;
+}
+
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
-  return linear_forward(x, w, bias);
+  Tensor y = linear_forward(x, w, bias);
+  std::vector<Tensor> inputs{x, w};
+  if (bias.defined()) inputs.push_back(bias);
+  if (autograd::needs_grad(inputs)) {
+    const bool x_grad = autograd::needs_grad({x}), w_grad = autograd::needs_grad({w});
+    auto node = std::make_shared<LinearNode>(x.contiguous(), w.contiguous(), w_grad, x_grad,
+                                             bias.defined());
+    autograd::record(node, inputs, {&y});
+  }
+  return y;
 }
 
 void linear_reference(const LinearArgs& a) {
@@ -77,6 +140,29 @@ void linear_reference(const LinearArgs& a) {
         s += load_scalar(a.x, a.x_dtype, i * a.k + p) * load_scalar(a.w, a.w_dtype, j * a.k + p);
       store_scalar(a.y, a.x_dtype, i * a.n + j, s);
     }
+  }
+}
+
+void linear_backward_reference(const LinearBackwardArgs& a) {
+  const DType gw = master_grad_dtype(a.w_dtype);
+  for (int64_t i = 0; a.dx && i < a.m; ++i)
+    for (int64_t p = 0; p < a.k; ++p) {
+      double s = 0;
+      for (int64_t j = 0; j < a.n; ++j)
+        s += load_scalar(a.dy, a.x_dtype, i * a.n + j) * load_scalar(a.w, a.w_dtype, j * a.k + p);
+      store_scalar(a.dx, a.x_dtype, i * a.k + p, s);
+    }
+  for (int64_t j = 0; a.dw && j < a.n; ++j)
+    for (int64_t p = 0; p < a.k; ++p) {
+      double s = 0;
+      for (int64_t i = 0; i < a.m; ++i)
+        s += load_scalar(a.dy, a.x_dtype, i * a.n + j) * load_scalar(a.x, a.x_dtype, i * a.k + p);
+      store_scalar(a.dw, gw, j * a.k + p, s);
+    }
+  for (int64_t j = 0; a.db && j < a.n; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < a.m; ++i) s += load_scalar(a.dy, a.x_dtype, i * a.n + j);
+    store_scalar(a.db, a.x_dtype, j, s);
   }
 }
 

@@ -1,9 +1,12 @@
 // rms_norm (HF LlamaRMSNorm): checks, allocation and dispatch (kernel key = the weight's dtype).
-// Backward (RmsNormNode saving x and the per-row 1/rms) goes beside rms_norm_forward.
+// Backward: RmsNormNode saves x and w (the per-row 1/rms is recomputed, one pass over a row the
+// kernel reads anyway) and runs "rms_norm_backward".
 #include "ops/rms_norm.h"
 
 #include <cmath>
+#include <vector>
 
+#include "autograd/node.h"
 #include "ops/dispatch.h"
 
 namespace unillm::ops {
@@ -46,9 +49,54 @@ Tensor rms_norm_forward(const Tensor& x_in, const Tensor& w_in, float eps) {
   return y;
 }
 
+class RmsNormNode : public autograd::Node {
+ public:
+  RmsNormNode(const Tensor& x, const Tensor& w, float eps) : x_(x), w_(w), eps_(eps) {}
+  std::string name() const override { return "RmsNormNode"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const Tensor &x = x_.get(), &w = w_.get();
+    Tensor dy = g[0].to(x.dtype()).contiguous();
+    Tensor dx = needs_input_grad(0) ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
+    Tensor dw = needs_input_grad(1)
+                    ? Tensor::empty(w.shape(), master_grad_dtype(w.dtype()), w.device())
+                    : Tensor();
+    const int64_t dim = w.numel();
+    if (x.numel() == 0) {
+      if (dw.defined()) dw.fill(0.0);
+      return {dx, dw};
+    }
+    RmsNormBackwardArgs a{dy.raw_data(), x.raw_data(), w.raw_data(),
+                          dx.defined() ? dx.raw_data() : nullptr,
+                          dw.defined() ? dw.raw_data() : nullptr,
+                          x.numel() / dim, dim, eps_, x.dtype(), w.dtype()};
+    if (auto* kernel = find_kernel<RmsNormBackwardKernel>("rms_norm_backward", w, w.dtype()))
+      kernel(a);
+    else if (w.device().is_cpu())
+      rms_norm_backward_reference(a);
+    else
+      no_kernel("rms_norm_backward", w, w.dtype());
+    return {dx, dw};
+  }
+  void release_saved() override {
+    x_.release();
+    w_.release();
+  }
+
+ private:
+  autograd::SavedTensor x_, w_;  // contiguous x [.., C], w [C]
+  float eps_;
+};
+
 }  // namespace
 
-Tensor rms_norm(const Tensor& x, const Tensor& w, float eps) { return rms_norm_forward(x, w, eps); }
+Tensor rms_norm(const Tensor& x, const Tensor& w, float eps) {
+  Tensor y = rms_norm_forward(x, w, eps);
+  if (autograd::needs_grad({x, w})) {
+    auto node = std::make_shared<RmsNormNode>(x.contiguous(), w.contiguous(), eps);
+    autograd::record(node, {x, w}, {&y});
+  }
+  return y;
+}
 
 void rms_norm_reference(const RmsNormArgs& a) {
   for (int64_t r = 0; r < a.rows; ++r) {
@@ -63,6 +111,28 @@ void rms_norm_reference(const RmsNormArgs& a) {
       store_scalar(a.y, a.x_dtype, base + c,
                    load_scalar(a.x, a.x_dtype, base + c) * inv * load_scalar(a.w, a.w_dtype, c));
   }
+}
+
+void rms_norm_backward_reference(const RmsNormBackwardArgs& a) {
+  const DType gw = master_grad_dtype(a.w_dtype);
+  std::vector<double> dw(static_cast<size_t>(a.dim), 0.0);
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const int64_t base = r * a.dim;
+    double ss = 0, dot = 0;  // Σ x², Σ g·w·x
+    for (int64_t c = 0; c < a.dim; ++c) {
+      double x = load_scalar(a.x, a.x_dtype, base + c);
+      ss += x * x;
+      dot += load_scalar(a.dy, a.x_dtype, base + c) * load_scalar(a.w, a.w_dtype, c) * x;
+    }
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(a.dim) + a.eps);
+    const double k = dot * inv * inv * inv / static_cast<double>(a.dim);
+    for (int64_t c = 0; c < a.dim; ++c) {
+      double x = load_scalar(a.x, a.x_dtype, base + c), g = load_scalar(a.dy, a.x_dtype, base + c);
+      if (a.dx) store_scalar(a.dx, a.x_dtype, base + c, inv * g * load_scalar(a.w, a.w_dtype, c) - x * k);
+      dw[c] += g * x * inv;
+    }
+  }
+  for (int64_t c = 0; a.dw && c < a.dim; ++c) store_scalar(a.dw, gw, c, dw[c]);
 }
 
 }  // namespace unillm::ops

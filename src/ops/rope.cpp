@@ -1,10 +1,13 @@
 // rope: HF's inverse frequencies (default, linear, llama3) and the rotate_half rotation. For f32 the
 // angle and its cos/sin are computed in f32 exactly as HF does (float(pos) * inv_freq, then cos/sin
-// in f32); for f64 in double. Backward (rotation by -angle) goes beside rope_forward.
+// in f32); for f64 in double. Backward: RopeNode rotates dy by −angle (the forward kernel on
+// negated positions).
 #include "ops/rope.h"
 
+#include <climits>
 #include <cmath>
 
+#include "autograd/node.h"
 #include "ops/dispatch.h"
 
 namespace unillm::ops {
@@ -78,6 +81,34 @@ Tensor rope_forward(const Tensor& x_in, const Tensor& pos_in, const std::vector<
   return out;
 }
 
+class RopeNode : public autograd::Node {
+ public:
+  RopeNode(const Tensor& positions, const std::vector<float>& inv_freq, DType dtype)
+      : neg_positions_(negate(positions)), inv_freq_(inv_freq), dtype_(dtype) {}
+  std::string name() const override { return "RopeNode"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    return {rope_forward(g[0].to(dtype_), neg_positions_.get(), inv_freq_), Tensor()};
+  }
+  void release_saved() override { neg_positions_.release(); }
+
+ private:
+  static Tensor negate(const Tensor& positions) {
+    Tensor p = positions.contiguous().to(Device{});
+    Tensor neg = Tensor::empty(p.shape(), DType::i32);
+    const int32_t* src = p.data<int32_t>();
+    int32_t* dst = neg.data<int32_t>();
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      UNILLM_CHECK(src[i] != INT_MIN, "[rope] position ", src[i], " cannot be negated");
+      dst[i] = -src[i];
+    }
+    return neg.to(positions.device());
+  }
+
+  autograd::SavedTensor neg_positions_;  // [N] i32, −positions
+  std::vector<float> inv_freq_;
+  DType dtype_;
+};
+
 }  // namespace
 
 std::vector<float> rope_inv_freq(const RopeConfig& c) {
@@ -103,7 +134,12 @@ std::vector<float> rope_inv_freq(const RopeConfig& c) {
 }
 
 Tensor rope(const Tensor& x, const Tensor& positions, const std::vector<float>& inv_freq) {
-  return rope_forward(x, positions, inv_freq);
+  Tensor out = rope_forward(x, positions, inv_freq);
+  if (autograd::needs_grad({x})) {
+    auto node = std::make_shared<RopeNode>(positions, inv_freq, x.dtype());
+    autograd::record(node, {x, positions}, {&out});
+  }
+  return out;
 }
 
 void rope_reference(const RopeArgs& a) {

@@ -6,6 +6,8 @@
 // x f32/f64 [N, H, D]; positions i32 [N]. Out-of-place: returns a new tensor.
 // For f32 x the angle is float(p) * f_i rounded to f32 and cos/sin are taken in f32 (as HF does,
 // so results match PyTorch); for f64 x the angle and cos/sin are in double. Kernel key = x's dtype.
+// Backward: dx = the rotation by −angle of dy (the forward kernel run on negated positions; exact,
+// since the angle is odd in p and cos/sin are even/odd); positions get no gradient.
 #pragma once
 
 #include <string>

@@ -1,10 +1,11 @@
-// softmax over the last dim (kernel key = dtype). Backward (SoftmaxNode saving y) goes beside
-// softmax_forward.
+// softmax over the last dim (kernel key = dtype). Backward: SoftmaxNode saves y and runs
+// "softmax_backward".
 #include "ops/softmax.h"
 
 #include <cmath>
 #include <limits>
 
+#include "autograd/node.h"
 #include "ops/dispatch.h"
 
 namespace unillm::ops {
@@ -30,9 +31,42 @@ Tensor softmax_forward(const Tensor& x_in) {
   return y;
 }
 
+class SoftmaxNode : public autograd::Node {
+ public:
+  explicit SoftmaxNode(const Tensor& y) : y_(y) {}
+  std::string name() const override { return "SoftmaxNode"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const Tensor& y = y_.get();
+    Tensor dy = g[0].to(y.dtype()).contiguous();
+    Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+    if (dx.numel() == 0) return {dx};
+    const int64_t cols = y.size(-1);
+    SoftmaxBackwardArgs a{y.raw_data(), dy.raw_data(), dx.raw_data(), y.numel() / cols, cols,
+                          y.dtype()};
+    if (auto* kernel = find_kernel<SoftmaxBackwardKernel>("softmax_backward", y, y.dtype()))
+      kernel(a);
+    else if (y.device().is_cpu())
+      softmax_backward_reference(a);
+    else
+      no_kernel("softmax_backward", y, y.dtype());
+    return {dx};
+  }
+  void release_saved() override { y_.release(); }
+
+ private:
+  autograd::SavedTensor y_;  // [.., N], the output (saved detached)
+};
+
 }  // namespace
 
-Tensor softmax(const Tensor& x) { return softmax_forward(x); }
+Tensor softmax(const Tensor& x) {
+  Tensor y = softmax_forward(x);
+  if (autograd::needs_grad({x})) {
+    auto node = std::make_shared<SoftmaxNode>(y);
+    autograd::record(node, {x}, {&y});
+  }
+  return y;
+}
 
 void softmax_reference(const SoftmaxArgs& a) {
   for (int64_t r = 0; r < a.rows; ++r) {
@@ -43,6 +77,18 @@ void softmax_reference(const SoftmaxArgs& a) {
     for (int64_t c = 0; c < a.cols; ++c) sum += std::exp(load_scalar(a.x, a.dtype, base + c) - mx);
     for (int64_t c = 0; c < a.cols; ++c)
       store_scalar(a.y, a.dtype, base + c, std::exp(load_scalar(a.x, a.dtype, base + c) - mx) / sum);
+  }
+}
+
+void softmax_backward_reference(const SoftmaxBackwardArgs& a) {
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const int64_t base = r * a.cols;
+    double dot = 0;
+    for (int64_t c = 0; c < a.cols; ++c)
+      dot += load_scalar(a.y, a.dtype, base + c) * load_scalar(a.dy, a.dtype, base + c);
+    for (int64_t c = 0; c < a.cols; ++c)
+      store_scalar(a.dx, a.dtype, base + c,
+                   load_scalar(a.y, a.dtype, base + c) * (load_scalar(a.dy, a.dtype, base + c) - dot));
   }
 }
 

@@ -1,9 +1,10 @@
-// swiglu: silu(gate) * up from the fused gate/up projection (kernel key = dtype). Backward
-// (SwigluNode saving gate_up) goes beside swiglu_forward.
+// swiglu: silu(gate) * up from the fused gate/up projection (kernel key = dtype). Backward:
+// SwigluNode saves gate_up and runs "swiglu_backward".
 #include "ops/swiglu.h"
 
 #include <cmath>
 
+#include "autograd/node.h"
 #include "ops/dispatch.h"
 
 namespace unillm::ops {
@@ -33,9 +34,42 @@ Tensor swiglu_forward(const Tensor& gu_in) {
   return out;
 }
 
+class SwigluNode : public autograd::Node {
+ public:
+  explicit SwigluNode(const Tensor& gate_up) : gate_up_(gate_up) {}
+  std::string name() const override { return "SwigluNode"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const Tensor& gu = gate_up_.get();
+    Tensor dout = g[0].to(gu.dtype()).contiguous();
+    Tensor dgu = Tensor::empty(gu.shape(), gu.dtype(), gu.device());
+    if (dgu.numel() == 0) return {dgu};
+    const int64_t ffn = gu.size(-1) / 2;
+    SwigluBackwardArgs a{gu.raw_data(), dout.raw_data(), dgu.raw_data(), gu.numel() / (2 * ffn),
+                         ffn, gu.dtype()};
+    if (auto* kernel = find_kernel<SwigluBackwardKernel>("swiglu_backward", gu, gu.dtype()))
+      kernel(a);
+    else if (gu.device().is_cpu())
+      swiglu_backward_reference(a);
+    else
+      no_kernel("swiglu_backward", gu, gu.dtype());
+    return {dgu};
+  }
+  void release_saved() override { gate_up_.release(); }
+
+ private:
+  autograd::SavedTensor gate_up_;  // contiguous [.., 2F]
+};
+
 }  // namespace
 
-Tensor swiglu(const Tensor& gate_up) { return swiglu_forward(gate_up); }
+Tensor swiglu(const Tensor& gate_up) {
+  Tensor out = swiglu_forward(gate_up);
+  if (autograd::needs_grad({gate_up})) {
+    auto node = std::make_shared<SwigluNode>(gate_up.contiguous());
+    autograd::record(node, {gate_up}, {&out});
+  }
+  return out;
+}
 
 void swiglu_reference(const SwigluArgs& a) {
   for (int64_t r = 0; r < a.rows; ++r) {
@@ -43,6 +77,19 @@ void swiglu_reference(const SwigluArgs& a) {
       double g = load_scalar(a.gate_up, a.dtype, r * 2 * a.ffn + i);
       double u = load_scalar(a.gate_up, a.dtype, r * 2 * a.ffn + a.ffn + i);
       store_scalar(a.out, a.dtype, r * a.ffn + i, g / (1.0 + std::exp(-g)) * u);
+    }
+  }
+}
+
+void swiglu_backward_reference(const SwigluBackwardArgs& a) {
+  for (int64_t r = 0; r < a.rows; ++r) {
+    for (int64_t i = 0; i < a.ffn; ++i) {
+      const int64_t gi = r * 2 * a.ffn + i, ui = gi + a.ffn;
+      double g = load_scalar(a.gate_up, a.dtype, gi), u = load_scalar(a.gate_up, a.dtype, ui);
+      double dy = load_scalar(a.dout, a.dtype, r * a.ffn + i);
+      double s = 1.0 / (1.0 + std::exp(-g));
+      store_scalar(a.dgate_up, a.dtype, gi, dy * u * s * (1.0 + g * (1.0 - s)));
+      store_scalar(a.dgate_up, a.dtype, ui, dy * g * s);
     }
   }
 }

@@ -12,6 +12,8 @@ void register_kernels() {
   register_activation();
   register_elementwise();
   register_attention();
+  register_backward();
+  register_causal_attention();
 }
 
 }  // namespace unillm::cpu

@@ -1,0 +1,111 @@
+// causal_attention (training) forward and backward at B=8, T=256, H=6, D=48 (MHA and GQA 3:1,
+// plain causal and packed segments), in ms per call and GFLOP/s of useful work (forward
+// 4·B·H·D·T(T+1)/2, backward 2.5× that); the paged inference kernel on the same problem (one
+// block of T slots per sequence) is the peer for the forward.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/cpu/register.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "ops/attention.h"
+#include "ops/causal_attention.h"
+
+namespace {
+
+using unillm::DType;
+using unillm::Tensor;
+
+constexpr int64_t kB = 8, kT = 256, kH = 6, kD = 48;
+
+Tensor random_tensor(const unillm::Shape& shape, uint64_t seed) {
+  unillm::Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(unillm::shape_numel(shape)));
+  for (auto& e : v) e = static_cast<float>(rng.normal());
+  return Tensor::from_vector(v, shape, DType::f32);
+}
+
+// Packed rows: samples of 100, 60, 1 and the rest of the row.
+Tensor packed_segments() {
+  std::vector<int32_t> s;
+  for (int64_t b = 0; b < kB; ++b)
+    for (int64_t t = 0; t < kT; ++t) s.push_back(t < 100 ? 1 : t < 160 ? 2 : t < 161 ? 3 : 4);
+  return Tensor::from_ints(s, {kB, kT});
+}
+
+void set_counters(benchmark::State& state, double factor) {
+  const double flops = 4.0 * kB * kH * kD * kT * (kT + 1) / 2 * factor;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// state.range(0): kv heads; range(1): 1 = packed segment ids.
+void BM_CausalAttentionFwd(benchmark::State& state) {
+  const int64_t hkv = state.range(0);
+  Tensor q = random_tensor({kB, kT, kH, kD}, 1), k = random_tensor({kB, kT, hkv, kD}, 2);
+  Tensor v = random_tensor({kB, kT, hkv, kD}, 3), seg = state.range(1) ? packed_segments() : Tensor();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
+  for (auto _ : state) benchmark::DoNotOptimize(unillm::ops::causal_attention(q, k, v, seg, scale));
+  set_counters(state, 1.0);
+}
+
+void BM_CausalAttentionBwd(benchmark::State& state) {
+  const int64_t hkv = state.range(0);
+  Tensor q = random_tensor({kB, kT, kH, kD}, 1), k = random_tensor({kB, kT, hkv, kD}, 2);
+  Tensor v = random_tensor({kB, kT, hkv, kD}, 3), seg = state.range(1) ? packed_segments() : Tensor();
+  Tensor go = random_tensor({kB, kT, kH, kD}, 4);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
+  auto saved = unillm::ops::causal_attention_forward(q, k, v, seg, scale);
+  for (auto _ : state) benchmark::DoNotOptimize(unillm::ops::causal_attention_backward(saved, go));
+  set_counters(state, 2.5);
+}
+
+// The same causal problem through paged_attention (one block of T slots per sequence).
+void BM_PagedAttentionFwdPeer(benchmark::State& state) {
+  const int64_t hkv = state.range(0);
+  Tensor q = random_tensor({kB * kT, kH, kD}, 1), k = random_tensor({kB, kT, hkv, kD}, 2);
+  Tensor v = random_tensor({kB, kT, hkv, kD}, 3);
+  std::vector<int32_t> table, starts{0}, lens;
+  for (int32_t b = 0; b < kB; ++b) {
+    table.push_back(b);
+    starts.push_back(static_cast<int32_t>((b + 1) * kT));
+    lens.push_back(static_cast<int32_t>(kT));
+  }
+  unillm::ops::AttentionBatch batch{Tensor::from_ints(table, {kB, 1}),
+                                    Tensor::from_ints(starts, {kB + 1}),
+                                    Tensor::from_ints(lens, {kB})};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
+  for (auto _ : state) benchmark::DoNotOptimize(unillm::ops::paged_attention(q, k, v, batch, scale));
+  set_counters(state, 1.0);
+}
+
+BENCHMARK(BM_CausalAttentionFwd)->Args({6, 0})->Args({2, 0})->Args({6, 1})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CausalAttentionBwd)->Args({6, 0})->Args({2, 0})->Args({6, 1})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PagedAttentionFwdPeer)->Arg(6)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+// Extra flag: --threads=N (default: the affinity cores), parsed before Google Benchmark's flags.
+int main(int argc, char** argv) {
+  int threads = 0;
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      threads = std::atoi(argv[i] + 10);
+      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+      --argc;
+      break;
+    }
+  unillm::cpu::register_cpu_backend();
+  unillm::cpu::set_num_threads(threads);
+  std::printf("threads: %d\n", unillm::num_threads());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

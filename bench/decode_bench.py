@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""unillm vs llama.cpp (llama-cpp-python) on the same random-weight Llama: prefill of P prompt
+tokens and decode of N tokens, same weights, precision (f32 KV cache on both), threads.
+
+  bench/.venv/bin/python bench/decode_bench.py [--shape stories110M] [--dtype f32] [--threads 2]
+
+Both sides are timed the same way: prefill = one forward over the P prompt tokens up to the last
+token's logits; decode = N forwards of one token each (greedy argmax between them). unillm runs as
+a subprocess (`unillm generate`, timing parsed from its stderr line, --max-new-tokens N+1 so that
+N tokens are forwarded); llama.cpp runs in this process (llm.eval). A warm-up run comes first,
+then the median of --runs runs. Decode GB/s = weight bytes read per token × tok/s, printed
+beside a same-run STREAM figure (build-bench/stream_bench).
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import make_models  # noqa: E402
+
+LINE = re.compile(r"\[generate\] prompt (\d+) tokens in ([\d.]+) s .*; (\d+) new tokens in ([\d.]+) s")
+
+
+def sh(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
+
+
+def print_env(binary, threads):
+    print(f"date      {time.strftime('%Y-%m-%d %H:%M')}")
+    model = [l.split(":", 1)[1].strip() for l in sh(["lscpu"]).splitlines() if l.startswith("Model name")]
+    print(f"cpu       {model[0] if model else '?'}, {os.cpu_count()} cpus; threads {threads}")
+    print(f"load      {sh(['uptime']).split('load average:')[-1].strip()}")
+    import llama_cpp
+    print(f"llama.cpp llama-cpp-python {llama_cpp.__version__}")
+    print("unillm env:")
+    for l in sh([str(binary), "env"]).splitlines():
+        print("  " + l)
+
+
+def weight_bytes_per_token(s, dtype):
+    """Bytes of weights one decode step reads: every layer matrix + lm_head + norms + one
+    embedding row (tied or not, lm_head is a full [V, C] read)."""
+    C, F, V, L = s["dim"], s["hidden"], s["vocab"], s["layers"]
+    hd = C // s["heads"]
+    per_layer = C * s["heads"] * hd * 2 + C * s["kv_heads"] * hd * 2 + 3 * C * F
+    elt = 2 if dtype == "bf16" else 4
+    return (L * per_layer + V * C + C) * elt + (2 * L + 1) * C * 4
+
+
+def kv_bytes_per_token(s, ctx):
+    """f32 K and V read by one decode step's attention at context length ctx."""
+    hd = s["dim"] // s["heads"]
+    return s["layers"] * 2 * ctx * s["kv_heads"] * hd * 4
+
+
+def unillm_run(binary, model_dir, prompt, n, threads):
+    cmd = [str(binary), "generate", "--model", str(model_dir), "--prompt-ids", ",".join(map(str, prompt)),
+           "--max-new-tokens", str(n + 1), "--temperature", "0", "--threads", str(threads), "--ignore-eos"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    m = LINE.search(r.stderr)
+    if r.returncode != 0 or not m:
+        sys.exit(f"decode_bench: unillm failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+    p, ps, k, ds = int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4))
+    # k = n + 1 sampled tokens; the last is not forwarded, so ds covers n one-token forwards.
+    return p / ps, (k - 1) / ds
+
+
+def llama_cpp_run(llm, prompt, n):
+    llm.reset()
+    t0 = time.perf_counter()
+    llm.eval(prompt)
+    prefill = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    for _ in range(n):
+        tok = int(np.argmax(make_models.last_logits(llm)))
+        llm.eval([tok])
+    decode = time.perf_counter() - t1
+    return len(prompt) / prefill, n / decode
+
+
+def stream(binary, threads):
+    out = sh([str(binary), f"--threads={threads}", "--mb=256"])
+    return {l.split()[0]: float(l.split()[1]) for l in out.splitlines()[1:] if "GB/s" in l}
+
+
+def median_runs(fn, runs):
+    fn()  # warm-up
+    rs = [fn() for _ in range(runs)]
+    return statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", choices=sorted(make_models.SHAPES), default="stories110M")
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    ap.add_argument("--untied", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompt", type=int, default=256, help="prefill tokens")
+    ap.add_argument("--decode", type=int, default=128, help="decode tokens")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--models", default=str(HERE / "models"))
+    ap.add_argument("--build", default=str(HERE.parent / "build-bench"))
+    ap.add_argument("--skip-check", action="store_true", help="skip the greedy-token agreement check")
+    a = ap.parse_args()
+    binary, stream_bin = Path(a.build) / "unillm", Path(a.build) / "bench/stream_bench"
+    s = make_models.SHAPES[a.shape]
+    model_dir, gguf_path = make_models.make(a.shape, a.dtype, a.models, tied=not a.untied)
+    print_env(binary, a.threads)
+    if not a.skip_check:
+        make_models.check_shape(a.shape, a.dtype, a.models, not a.untied, binary, a.threads,
+                                (model_dir, gguf_path))
+
+    prompt = [1] + [int(x) for x in np.random.default_rng(7).integers(3, s["vocab"], a.prompt - 1)]
+    u = median_runs(lambda: unillm_run(binary, model_dir, prompt, a.decode, a.threads), a.runs)
+    llm = make_models.llama_cpp_open(gguf_path, a.threads, n_ctx=a.prompt + a.decode + 16)
+    g = median_runs(lambda: llama_cpp_run(llm, prompt, a.decode), a.runs)
+    bw = stream(stream_bin, a.threads)
+
+    wb = weight_bytes_per_token(s, a.dtype)
+    kv = kv_bytes_per_token(s, a.prompt + a.decode // 2)
+    tag = f"{a.shape} {a.dtype}{' untied' if a.untied else ''}, {a.threads} threads, median of {a.runs}"
+    print(f"\n{tag}")
+    print(f"{'':22}{'unillm':>10}{'llama.cpp':>11}{'ratio':>8}")
+    print(f"{'prefill-' + str(a.prompt) + ' tok/s':22}{u[0]:10.1f}{g[0]:11.1f}{u[0] / g[0]:8.2f}")
+    print(f"{'decode-' + str(a.decode) + ' tok/s':22}{u[1]:10.1f}{g[1]:11.1f}{u[1] / g[1]:8.2f}")
+    print(f"{'decode GB/s (weights)':22}{u[1] * wb / 1e9:10.2f}{g[1] * wb / 1e9:11.2f}")
+    print(f"{'  + f32 KV at ctx ' + str(a.prompt + a.decode // 2):22}{u[1] * (wb + kv) / 1e9:10.2f}"
+          f"{g[1] * (wb + kv) / 1e9:11.2f}")
+    print(f"weights read per token {wb / 1e6:.1f} MB (+ {kv / 1e6:.1f} MB f32 KV at mid decode)")
+    print("STREAM (same run): " + ", ".join(f"{k} {v:.1f}" for k, v in bw.items()) + " GB/s")
+
+
+if __name__ == "__main__":
+    main()

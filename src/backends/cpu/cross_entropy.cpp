@@ -1,0 +1,134 @@
+// CPU fused linear + cross-entropy. Only labelled rows are computed: they are gathered a chunk at a
+// time into a contiguous buffer, the chunk's logits come from one GEMM against W (bf16/f16 W
+// converted panel by panel), and per-row work (logsumexp; softmax − onehot) runs in parallel over
+// the chunk's rows. Backward recomputes each chunk's logits, turns them into dlogits in place, then
+// dx rows = dlogits·W and dW += dlogitsᵀ·x_chunk. No float sum is shared between threads.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/avx2_backward_kernels.h"
+#include "backends/cpu/gemm_backward.h"
+#include "backends/cpu/backward_kernel_list.h"
+#include "backends/cpu/simd.h"
+#include "core/registry.h"
+#include "ops/cross_entropy.h"
+
+namespace unillm::cpu {
+namespace {
+
+template <typename T, bool kAvx2>
+T row_logsumexp(const T* l, int64_t n) {
+  if constexpr (kAvx2) return avx2::row_logsumexp(l, n);
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, l[i]);
+  T s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(l[i] - mx);
+  return mx + std::log(s);
+}
+
+template <typename T, bool kAvx2>
+void row_softmax_scaled(T* l, int64_t n, T lse, T scale) {
+  if constexpr (kAvx2) return avx2::row_softmax_scaled(l, n, lse, scale);
+  for (int64_t i = 0; i < n; ++i) l[i] = std::exp(l[i] - lse) * scale;
+}
+
+std::vector<int64_t> labelled_rows(const int32_t* labels, int64_t n) {
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < n; ++i)
+    if (labels[i] != ops::kIgnoreIndex) rows.push_back(i);
+  return rows;
+}
+
+// One chunk of labelled rows: gathers their x rows into xbuf and computes logits = xbuf·Wᵀ.
+template <typename T, typename Args>
+void chunk_logits(const Args& a, const int64_t* rows, int64_t r, T* xbuf, T* logits) {
+  const auto* x = static_cast<const T*>(a.x);
+  for (int64_t i = 0; i < r; ++i)
+    std::memcpy(xbuf + i * a.c, x + rows[i] * a.c, static_cast<size_t>(a.c) * sizeof(T));
+  gemm_a_wt(xbuf, a.w, a.w_dtype, logits, r, a.v, a.c, a.v);
+}
+
+template <typename T, bool kAvx2>
+void cross_entropy_forward(const ops::LinearCrossEntropyArgs& a) {
+  auto* lse = static_cast<T*>(a.lse);
+  std::fill(lse, lse + a.n, T(0));
+  std::fill(a.loss, a.loss + a.n, 0.0);
+  const std::vector<int64_t> rows = labelled_rows(a.labels, a.n);
+  const int64_t total = static_cast<int64_t>(rows.size());
+  const int64_t chunk = std::min<int64_t>(std::max<int64_t>(1, a.chunk_rows), total);
+  if (total == 0) return;
+  std::vector<T> xbuf(static_cast<size_t>(chunk * a.c)), logits(static_cast<size_t>(chunk * a.v));
+  for (int64_t s = 0; s < total; s += chunk) {
+    const int64_t r = std::min(chunk, total - s);
+    chunk_logits<T>(a, rows.data() + s, r, xbuf.data(), logits.data());
+    parallel_for(r, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const T* l = logits.data() + i * a.v;
+        const int64_t row = rows[s + i];
+        const T m = row_logsumexp<T, kAvx2>(l, a.v);
+        lse[row] = m;
+        a.loss[row] = static_cast<double>(m) - static_cast<double>(l[a.labels[row]]);
+      }
+    });
+  }
+}
+
+template <typename T, bool kAvx2>
+void cross_entropy_backward(const ops::LinearCrossEntropyBackwardArgs& a) {
+  auto* dx = static_cast<T*>(a.dx);
+  auto* dw = static_cast<T*>(a.dw);
+  const auto* lse = static_cast<const T*>(a.lse);
+  if (dx) std::fill(dx, dx + a.n * a.c, T(0));
+  const std::vector<int64_t> rows = labelled_rows(a.labels, a.n);
+  const int64_t total = static_cast<int64_t>(rows.size());
+  if (total == 0) {
+    if (dw) std::fill(dw, dw + a.v * a.c, T(0));
+    return;
+  }
+  const int64_t chunk = std::min<int64_t>(std::max<int64_t>(1, a.chunk_rows), total);
+  std::vector<T> xbuf(static_cast<size_t>(chunk * a.c)), logits(static_cast<size_t>(chunk * a.v));
+  std::vector<T> dxbuf(dx ? static_cast<size_t>(chunk * a.c) : 0);
+  const T scale = static_cast<T>(a.grad_scale);
+  for (int64_t s = 0; s < total; s += chunk) {
+    const int64_t r = std::min(chunk, total - s);
+    chunk_logits<T>(a, rows.data() + s, r, xbuf.data(), logits.data());
+    parallel_for(r, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        T* l = logits.data() + i * a.v;
+        const int64_t row = rows[s + i];
+        row_softmax_scaled<T, kAvx2>(l, a.v, lse[row], scale);
+        l[a.labels[row]] -= scale;
+      }
+    });
+    if (dx) {
+      gemm_a_w(logits.data(), a.v, a.w, a.w_dtype, dxbuf.data(), r, a.v, a.c);
+      for (int64_t i = 0; i < r; ++i)
+        std::memcpy(dx + rows[s + i] * a.c, dxbuf.data() + i * a.c, static_cast<size_t>(a.c) * sizeof(T));
+    }
+    if (dw) gemm_at_b(logits.data(), xbuf.data(), dw, r, a.v, a.c, s > 0);
+  }
+}
+
+}  // namespace
+
+void register_cross_entropy() {
+  auto& reg = kernel_registry();
+  const bool v = has_avx2();
+  for (DType w : {DType::f32, DType::bf16, DType::f16}) {
+    reg.add<ops::LinearCrossEntropyKernel>(
+        "linear_cross_entropy", DeviceType::cpu, w,
+        v ? &cross_entropy_forward<float, true> : &cross_entropy_forward<float, false>);
+    reg.add<ops::LinearCrossEntropyBackwardKernel>(
+        "linear_cross_entropy_backward", DeviceType::cpu, w,
+        v ? &cross_entropy_backward<float, true> : &cross_entropy_backward<float, false>);
+  }
+  reg.add<ops::LinearCrossEntropyKernel>("linear_cross_entropy", DeviceType::cpu, DType::f64,
+                                         &cross_entropy_forward<double, false>);
+  reg.add<ops::LinearCrossEntropyBackwardKernel>("linear_cross_entropy_backward", DeviceType::cpu,
+                                                 DType::f64, &cross_entropy_backward<double, false>);
+}
+
+}  // namespace unillm::cpu

@@ -1,0 +1,72 @@
+// `unillm train CONFIG.yaml [key=value ...]`: LLaMA-Factory-style training from a YAML config.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "train/trainer.h"
+#include "train/trainer_log.h"
+
+namespace unillm::cli {
+
+namespace {
+
+// The Hugging Face hub cache, as huggingface_hub resolves it.
+std::string hf_cache_root() {
+  if (const char* c = std::getenv("HF_HUB_CACHE"); c && *c) return c;
+  if (const char* h = std::getenv("HF_HOME"); h && *h) return std::string(h) + "/hub";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/huggingface/hub";
+}
+
+void print_progress(const train::ProgressInfo& p) {
+  static const bool tty = isatty(fileno(stderr));
+  std::fprintf(stderr, "%s[train] %lld/%lld %5.1f%% | loss %.4f | lr %.3g | grad_norm %.3f | %.0f tok/s | mem %.0f MB | %s<%s%s",
+               tty ? "\r" : "", static_cast<long long>(p.step), static_cast<long long>(p.total_steps),
+               100.0 * p.step / std::max<int64_t>(p.total_steps, 1), p.loss, p.lr, p.grad_norm, p.tokens_per_s,
+               p.memory_bytes / 1048576.0, train::format_duration(p.elapsed_s).c_str(),
+               train::format_duration(p.remaining_s).c_str(), tty && p.step < p.total_steps ? "" : "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int cmd_train(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::printf("usage: unillm train CONFIG.yaml [key=value ...] [--threads N] [--quiet]\n"
+                "Trains as LLaMA-Factory's `llamafactory-cli train` does (stage pt, finetuning_type full).\n"
+                "Keys: docs/config-keys.md. Overrides use LLaMA-Factory's key=value form.\n");
+    return args.empty() ? 2 : 0;
+  }
+  RuntimeOptions runtime;
+  bool quiet = false;
+  std::vector<std::string> overrides;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--threads" && i + 1 < args.size()) {
+      runtime.threads = std::stoll(args[++i]);
+    } else if (args[i] == "--quiet") {
+      quiet = true;
+    } else if (args[i].rfind("--", 0) == 0) {
+      overrides.push_back(args[i].substr(2));  // LLaMA-Factory also accepts --key=value
+    } else {
+      overrides.push_back(args[i]);
+    }
+  }
+  setup_runtime(runtime);
+  train::TrainArgs targs = train::load_train_args(args[0], overrides);
+  for (auto& w : targs.warnings) std::fprintf(stderr, "unillm: warning: %s\n", w.c_str());
+  train::TrainerHooks hooks;
+  hooks.hf_cache_root = hf_cache_root();
+  hooks.info = [](const std::string& s) { std::fprintf(stderr, "[train] %s\n", s.c_str()); };
+  if (!quiet) hooks.progress = print_progress;
+  auto r = train::run_training(targs, hooks);
+  std::printf("trained %lld steps: train_loss=%.6f%s -> %s\n", static_cast<long long>(r.steps), r.train_loss,
+              r.final_eval_loss >= 0 ? (" eval_loss=" + std::to_string(r.final_eval_loss)).c_str() : "",
+              r.output_dir.c_str());
+  return 0;
+}
+
+}  // namespace unillm::cli

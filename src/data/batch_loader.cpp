@@ -1,0 +1,93 @@
+// BatchLoader: deterministic per-epoch permutation, padding, resume state.
+#include "data/batch_loader.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace unillm::data {
+
+namespace {
+
+uint64_t bounded(Rng& rng, uint64_t bound) {
+  const uint64_t threshold = (0 - bound) % bound;  // (2^64 - bound) mod bound
+  for (;;) {
+    uint64_t r = rng.next_u64();
+    if (r >= threshold) return r % bound;
+  }
+}
+
+}  // namespace
+
+int64_t Batch::num_label_tokens() const {
+  return static_cast<int64_t>(
+      std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l != kIgnoreIndex; }));
+}
+
+BatchLoader::BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts)
+    : data_(data), opts_(opts) {
+  if (opts.batch_size < 1) UNILLM_THROW(ConfigError, "[data] batch size must be >= 1");
+  if (data.rows.empty()) UNILLM_THROW(ConfigError, "[data] the training dataset is empty");
+}
+
+int64_t BatchLoader::batches_per_epoch() const {
+  const int64_t n = static_cast<int64_t>(data_.rows.size());
+  return (n + opts_.batch_size - 1) / opts_.batch_size;
+}
+
+std::vector<int64_t> BatchLoader::epoch_order(int64_t epoch) const {
+  const int64_t n = static_cast<int64_t>(data_.rows.size());
+  std::vector<int64_t> a(n);
+  for (int64_t i = 0; i < n; ++i) a[i] = i;
+  if (!opts_.shuffle) return a;
+  Rng rng(opts_.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(epoch + 1));
+  for (int64_t i = n - 1; i >= 1; --i) {
+    int64_t j = static_cast<int64_t>(bounded(rng, static_cast<uint64_t>(i) + 1));
+    std::swap(a[i], a[j]);
+  }
+  return a;
+}
+
+Batch BatchLoader::next() {
+  if (order_epoch_ != state_.epoch) {
+    order_ = epoch_order(state_.epoch);
+    order_epoch_ = state_.epoch;
+  }
+  const int64_t n = static_cast<int64_t>(order_.size());
+  const int64_t begin = state_.batch_index * opts_.batch_size;
+  const int64_t end = std::min(n, begin + opts_.batch_size);
+  std::vector<int64_t> idx(order_.begin() + begin, order_.begin() + end);
+  if (++state_.batch_index == batches_per_epoch()) state_ = {state_.epoch + 1, 0};
+  return make_batch(data_, idx, opts_);
+}
+
+void BatchLoader::restore(const LoaderState& s) {
+  if (s.epoch < 0 || s.batch_index < 0 || s.batch_index >= batches_per_epoch())
+    UNILLM_THROW(ConfigError, "[data] loader state (epoch ", s.epoch, ", batch ", s.batch_index,
+                 ") does not fit this dataset (", batches_per_epoch(), " batches per epoch)");
+  state_ = s;
+}
+
+Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& row_indices,
+                 const LoaderOptions& opts) {
+  Batch b;
+  b.rows = static_cast<int64_t>(row_indices.size());
+  for (int64_t r : row_indices)
+    b.seq_len = std::max<int64_t>(b.seq_len, static_cast<int64_t>(data.rows.at(r).size()));
+  b.input_ids.assign(b.rows * b.seq_len, opts.pad_id);
+  b.labels.assign(b.rows * b.seq_len, kIgnoreIndex);
+  b.row_indices = row_indices;
+  for (int64_t i = 0; i < b.rows; ++i) {
+    const auto& row = data.rows[row_indices[i]];
+    b.lengths.push_back(static_cast<int32_t>(row.size()));
+    for (size_t t = 0; t < row.size(); ++t) {
+      b.input_ids[i * b.seq_len + t] = row[t];
+      if (!(opts.mask_label_id && row[t] == *opts.mask_label_id))
+        b.labels[i * b.seq_len + t] = row[t];
+    }
+  }
+  return b;
+}
+
+}  // namespace unillm::data

@@ -1,0 +1,126 @@
+// Resolves dataset names through dataset_info.json (LLaMA-Factory's parser.py semantics).
+#include "data/dataset_info.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/json_file.h"
+
+namespace unillm::data {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// LLaMA-Factory's FILEEXT2TYPE, restricted to the types we read; "" for the others.
+std::string file_type_of(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  if (!ext.empty()) ext = ext.substr(1);
+  if (ext == "txt") return "txt";
+  if (ext == "json" || ext == "jsonl") return "json";
+  return "";
+}
+
+std::string string_field(const json& entry, const char* key, const std::string& where) {
+  const json& v = entry.at(key);
+  if (!v.is_string()) UNILLM_THROW(ConfigError, "[data] ", where, ": '", key, "' must be a string");
+  return v.get<std::string>();
+}
+
+std::vector<std::string> local_files(const std::string& local_path, const std::string& where) {
+  std::vector<std::string> files;
+  if (fs::is_directory(local_path)) {
+    for (const auto& e : fs::directory_iterator(local_path))
+      if (e.is_regular_file()) files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());  // os.listdir order is arbitrary; we fix one
+    if (files.empty())
+      UNILLM_THROW(ConfigError, "[data] ", where, ": directory ", local_path, " is empty");
+  } else if (fs::is_regular_file(local_path)) {
+    files.push_back(local_path);
+  } else {
+    UNILLM_THROW(ConfigError, "[data] ", where, ": file ", local_path, " not found");
+  }
+  return files;
+}
+
+void read_columns(const json& entry, DatasetAttr& attr, const std::string& where) {
+  if (!entry.contains("columns")) return;  // default: the "text" column
+  const json& cols = entry["columns"];
+  if (!cols.is_object())
+    UNILLM_THROW(ConfigError, "[data] ", where, ": 'columns' must be an object");
+  // As LLaMA-Factory's set_attr: with a `columns` map, an absent key means "no such column".
+  if (!cols.contains("prompt") || cols["prompt"].is_null())
+    UNILLM_THROW(ConfigError, "[data] ", where, ": 'columns' has no 'prompt' (the text column)");
+  attr.prompt_column = string_field(cols, "prompt", where);
+  if (cols.contains("query") && !cols["query"].is_null())
+    attr.query_column = string_field(cols, "query", where);
+}
+
+DatasetAttr resolve_one(const std::string& name, const json& info, const std::string& dataset_dir,
+                        const std::string& info_path) {
+  if (!info.contains(name))
+    UNILLM_THROW(ConfigError, "[data] undefined dataset '", name, "' in ", info_path);
+  const json& entry = info[name];
+  const std::string where = info_path + " dataset '" + name + "'";
+  if (!entry.is_object()) UNILLM_THROW(ConfigError, "[data] ", where, ": entry must be an object");
+  const bool has_file = entry.contains("file_name");
+  for (const char* hub : {"hf_hub_url", "ms_hub_url", "om_hub_url", "script_url"}) {
+    if (!entry.contains(hub)) continue;
+    if (has_file && fs::exists(fs::path(dataset_dir) / string_field(entry, "file_name", where)))
+      break;  // a local copy exists: read it (LLaMA-Factory would go to the hub)
+    UNILLM_THROW(ConfigError, "[data] ", where, ": '", hub,
+                 "' datasets are not available offline "
+                 "(unillm never downloads); download it and point 'file_name' at the local file");
+  }
+  if (!has_file) UNILLM_THROW(ConfigError, "[data] ", where, ": no 'file_name'");
+  if (entry.value("ranking", false))
+    UNILLM_THROW(ConfigError, "[data] ", where,
+                 ": ranking datasets are not applicable to stage pt");
+  if (entry.contains("num_samples") && !entry["num_samples"].is_null())
+    UNILLM_THROW(NotImplemented, "[data] ", where, ": 'num_samples' is not implemented yet");
+  const std::string formatting = entry.value("formatting", std::string("alpaca"));
+  if (formatting != "alpaca")
+    UNILLM_THROW(NotImplemented, "[data] ", where, ": formatting '", formatting,
+                 "' is not implemented yet for stage pt (use alpaca with columns: {prompt: text})");
+
+  DatasetAttr attr;
+  attr.name = name;
+  const std::string local =
+      (fs::path(dataset_dir) / string_field(entry, "file_name", where)).string();
+  attr.files = local_files(local, where);
+  attr.file_type = file_type_of(attr.files[0]);
+  if (attr.file_type.empty())
+    UNILLM_THROW(ConfigError, "[data] ", where, ": ", attr.files[0],
+                 ": unsupported file type (supported: .txt, .json, .jsonl)");
+  for (const auto& f : attr.files)
+    if (file_type_of(f) != attr.file_type)
+      UNILLM_THROW(ConfigError, "[data] ", where, ": file types should be identical (", f, ")");
+  read_columns(entry, attr, where);
+  return attr;
+}
+
+}  // namespace
+
+std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
+                                          const std::string& dataset_dir) {
+  if (names.empty()) return {};
+  if (dataset_dir == "ONLINE" || dataset_dir.rfind("REMOTE:", 0) == 0)
+    UNILLM_THROW(ConfigError, "[data] dataset_dir '", dataset_dir,
+                 "' reads from the hub, which is not available offline (unillm never downloads)");
+  const std::string info_path = (fs::path(dataset_dir) / "dataset_info.json").string();
+  json info;
+  try {
+    info = io::read_json_file(info_path);
+  } catch (const IoError& e) {
+    UNILLM_THROW(ConfigError, "[data] cannot read dataset_info.json: ", e.what());
+  }
+  if (!info.is_object())
+    UNILLM_THROW(ConfigError, "[data] ", info_path, ": expected a JSON object");
+  std::vector<DatasetAttr> out;
+  for (const auto& n : names) out.push_back(resolve_one(n, info, dataset_dir, info_path));
+  return out;
+}
+
+}  // namespace unillm::data

@@ -1,0 +1,137 @@
+// Pretraining dataset construction (see pretrain.h for the rules).
+#include "data/pretrain.h"
+
+#include "core/error.h"
+#include "data/dataset_info.h"
+#include "data/error.h"
+#include "data/record_reader.h"
+#include "data/split.h"
+
+namespace unillm::data {
+
+namespace {
+
+struct Documents {
+  std::vector<std::string> texts;
+  int64_t skipped = 0;
+  std::vector<std::string> skip_messages;
+};
+
+Documents read_all(const std::vector<std::string>& names, const DataOptions& opts) {
+  Documents d;
+  ReadOptions ro{opts.max_samples, opts.skip_bad_records};
+  for (const auto& attr : resolve_datasets(names, opts.dataset_dir)) {
+    DocumentSet set = read_documents(attr, ro);
+    for (auto& t : set.texts) d.texts.push_back(std::move(t));
+    d.skipped += set.skipped_records;
+    for (auto& m : set.skip_messages) d.skip_messages.push_back(std::move(m));
+  }
+  return d;
+}
+
+std::vector<std::vector<int32_t>> tokenize_all(const std::vector<std::string>& texts,
+                                               const io::Tokenizer& tok) {
+  std::vector<std::vector<int32_t>> ids(texts.size());
+  io::EncodeOptions eo;
+  eo.add_special_tokens = false;
+  eo.parse_special = true;
+  const int64_t n = static_cast<int64_t>(texts.size());
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int64_t i = 0; i < n; ++i) ids[i] = tok.encode(texts[i], eo);
+  return ids;
+}
+
+TokenizedDataset process(Documents&& docs, const DataOptions& opts, const io::Tokenizer& tok) {
+  TokenizedDataset out;
+  out.documents = static_cast<int64_t>(docs.texts.size());
+  out.skipped_records = docs.skipped;
+  out.skip_messages = std::move(docs.skip_messages);
+  const int32_t eos = pretrain_eos_id(opts, tok);
+  const int32_t bos = tok.adds_bos() ? tok.bos_id() : -1;
+  auto ids = tokenize_all(docs.texts, tok);
+  if (opts.packing) {
+    out.rows = pack_documents(ids, opts.cutoff_len, eos, bos, opts.preprocessing_batch_size);
+    return out;
+  }
+  out.rows.reserve(ids.size());
+  for (auto& d : ids) {
+    std::vector<int32_t> row;
+    row.reserve(d.size() + 2);
+    if (bos >= 0) row.push_back(bos);
+    row.insert(row.end(), d.begin(), d.end());
+    row.push_back(eos);
+    if (static_cast<int64_t>(row.size()) > opts.cutoff_len) row.resize(opts.cutoff_len);
+    out.rows.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t TokenizedDataset::num_tokens() const {
+  int64_t n = 0;
+  for (const auto& r : rows) n += static_cast<int64_t>(r.size());
+  return n;
+}
+
+int32_t pretrain_eos_id(const DataOptions& opts, const io::Tokenizer& tok) {
+  std::string text = opts.eos_token;
+  if (text.empty() && opts.template_name == "llama3") text = "<|end_of_text|>";
+  if (text.empty()) {
+    if (tok.eos_id() < 0)
+      UNILLM_THROW(ConfigError, "[data] the tokenizer has no EOS token, which pretraining appends");
+    return tok.eos_id();
+  }
+  auto id = tok.token_to_id(text);
+  if (!id) UNILLM_THROW(ConfigError, "[data] EOS token '", text, "' is not in the tokenizer");
+  return *id;
+}
+
+std::vector<std::vector<int32_t>> pack_documents(const std::vector<std::vector<int32_t>>& docs,
+                                                 int64_t block, int32_t eos, int32_t bos,
+                                                 int64_t group) {
+  UNILLM_CHECK(block >= 1 && group >= 1);
+  std::vector<std::vector<int32_t>> rows;
+  std::vector<int32_t> stream;
+  const size_t n = docs.size();
+  for (size_t g = 0; g < n; g += static_cast<size_t>(group)) {
+    stream.clear();
+    for (size_t i = g; i < std::min(n, g + static_cast<size_t>(group)); ++i) {
+      stream.insert(stream.end(), docs[i].begin(), docs[i].end());
+      stream.push_back(eos);
+    }
+    const size_t usable = stream.size() / block * block;  // the remainder is dropped
+    for (size_t s = 0; s < usable; s += block) {
+      rows.emplace_back(stream.begin() + s, stream.begin() + s + block);
+      if (bos >= 0) rows.back()[0] = bos;
+    }
+  }
+  return rows;
+}
+
+std::pair<TokenizedDataset, TokenizedDataset> load_pretrain_data(const DataOptions& opts,
+                                                                 const io::Tokenizer& tok) {
+  if (opts.dataset.empty())
+    UNILLM_THROW(ConfigError, "[data] no training dataset given ('dataset')");
+  if (opts.cutoff_len < 1) UNILLM_THROW(ConfigError, "[data] cutoff_len must be >= 1");
+  if (opts.val_size > 1e-6 && !opts.eval_dataset.empty())
+    UNILLM_THROW(ConfigError, "[data] val_size cannot be used together with eval_dataset");
+  TokenizedDataset train = process(read_all(opts.dataset, opts), opts, tok);
+  TokenizedDataset eval;
+  if (!opts.eval_dataset.empty()) eval = process(read_all(opts.eval_dataset, opts), opts, tok);
+  if (train.rows.empty()) {
+    if (opts.packing)
+      UNILLM_THROW(DataError, "[data] not enough data for one block of ", opts.cutoff_len,
+                   " tokens (", train.documents, " documents); add data or lower cutoff_len");
+    UNILLM_THROW(DataError, "[data] the training datasets hold no documents");
+  }
+  if (opts.val_size > 1e-6) {
+    std::vector<std::vector<int32_t>> all = std::move(train.rows), tr, te;
+    train_test_split(std::move(all), opts.val_size, opts.seed, tr, te);
+    train.rows = std::move(tr);
+    eval.rows = std::move(te);
+  }
+  return {std::move(train), std::move(eval)};
+}
+
+}  // namespace unillm::data

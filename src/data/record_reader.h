@@ -1,0 +1,32 @@
+// Reads the documents of one dataset (txt / json / jsonl files) as LLaMA-Factory's loader and
+// alpaca converter see them for stage pt: one document per line of a .txt file; one per object
+// of a .json array or a JSON-lines file, its text = prompt column ["\n" + query column].
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/dataset_info.h"
+
+namespace unillm::data {
+
+struct ReadOptions {
+  std::optional<int64_t> max_samples;  // keep the first N rows of the dataset (all its files)
+  bool skip_bad_records = false;       // skip malformed records (counted) instead of throwing
+};
+
+struct DocumentSet {
+  std::vector<std::string> texts;          // in file order; empty documents already dropped
+  int64_t rows = 0;                        // rows seen (what max_samples counts), incl. empty ones
+  int64_t skipped_records = 0;             // bad records skipped (skip_bad_records only)
+  std::vector<std::string> skip_messages;  // the first few skip reasons, for the log
+};
+
+// Throws DataError "[data] FILE line N: ..." on the first bad record unless skip_bad_records.
+// Bad records: invalid JSON, a non-object, a missing or non-string text column, invalid UTF-8 in
+// a .txt line, a file with no records.
+DocumentSet read_documents(const DatasetAttr& attr, const ReadOptions& opts);
+
+}  // namespace unillm::data

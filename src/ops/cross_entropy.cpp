@@ -1,0 +1,205 @@
+// linear_cross_entropy: checks (labels range-checked here, so kernels trust them), the chunk size,
+// dispatch of the forward and backward kernels (key = W's dtype), CrossEntropyNode (saves x, W,
+// labels and the per-row logsumexp) and the naive double-precision references.
+#include "ops/cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/node.h"
+#include "ops/dispatch.h"
+
+namespace unillm::ops {
+namespace {
+
+constexpr const char* kOp = "linear_cross_entropy";
+
+void check_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& labels) {
+  check_defined(kOp, "x", x);
+  check_defined(kOp, "weight", w);
+  check_defined(kOp, "labels", labels);
+  check_f32_or_f64(kOp, "x", x);
+  check_ndim(kOp, "x", x, 2);
+  check_ndim(kOp, "weight", w, 2);
+  check_ndim(kOp, "labels", labels, 1);
+  check_dtype(kOp, "labels", labels, DType::i32);
+  check_same_device(kOp, x, w);
+  if (!labels.device().is_cpu())
+    UNILLM_THROW(DeviceError, "[linear_cross_entropy] labels must be on the CPU");
+  if (w.size(1) != x.size(1))
+    UNILLM_THROW(ShapeError, "[linear_cross_entropy] weight has shape ", shape_str(w.shape()),
+                 ", expected [V, ", x.size(1), "] for x of shape ", shape_str(x.shape()));
+  if (labels.size(0) != x.size(0))
+    UNILLM_THROW(ShapeError, "[linear_cross_entropy] labels has ", labels.size(0),
+                 " elements, expected ", x.size(0), " (one per row of x)");
+  bool w_ok = x.dtype() == DType::f64
+                  ? w.dtype() == DType::f64
+                  : (w.dtype() == DType::f32 || w.dtype() == DType::bf16 || w.dtype() == DType::f16);
+  if (!w_ok)
+    UNILLM_THROW(DTypeError, "[linear_cross_entropy] weight has dtype ", dtype_name(w.dtype()),
+                 " with x ", dtype_name(x.dtype()), ", expected ",
+                 x.dtype() == DType::f64 ? "f64" : "f32, bf16 or f16");
+}
+
+// Range-checks the labels; returns the number of labelled rows.
+int64_t check_labels(const Tensor& labels, int64_t vocab) {
+  const int32_t* p = labels.data<int32_t>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < labels.numel(); ++i) {
+    if (p[i] == kIgnoreIndex) continue;
+    if (p[i] < 0 || p[i] >= vocab)
+      UNILLM_THROW(ShapeError, "[linear_cross_entropy] label ", p[i], " at row ", i,
+                   " is outside the vocabulary [0, ", vocab, ") and is not the ignore index ",
+                   kIgnoreIndex);
+    ++count;
+  }
+  return count;
+}
+
+class CrossEntropyNode : public autograd::Node {
+ public:
+  CrossEntropyNode(const Tensor& x, const Tensor& w, const Tensor& labels, const Tensor& lse,
+                   int64_t chunk_rows)
+      : x_(x), w_(w), labels_(labels), lse_(lse), chunk_rows_(chunk_rows) {}
+  std::string name() const override { return "CrossEntropyNode"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override;
+  void release_saved() override {
+    x_.release();
+    w_.release();
+    labels_.release();
+    lse_.release();
+  }
+
+ private:
+  autograd::SavedTensor x_, w_, labels_, lse_;  // [N, C], [V, C], [N] i32, [N]
+  int64_t chunk_rows_;
+};
+
+std::vector<Tensor> CrossEntropyNode::backward(const std::vector<Tensor>& g) {
+  const Tensor &x = x_.get(), &w = w_.get(), &labels = labels_.get(), &lse = lse_.get();
+  Tensor dx = needs_input_grad(0) ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
+  Tensor dw = needs_input_grad(1)
+                  ? Tensor::empty(w.shape(), master_grad_dtype(w.dtype()), w.device())
+                  : Tensor();
+  LinearCrossEntropyBackwardArgs a{x.raw_data(), w.raw_data(), labels.data<int32_t>(),
+                                   lse.raw_data(), g[0].item_flat(0),
+                                   dx.defined() ? dx.raw_data() : nullptr,
+                                   dw.defined() ? dw.raw_data() : nullptr,
+                                   x.size(0), x.size(1), w.size(0), chunk_rows_,
+                                   x.dtype(), w.dtype()};
+  const char* op = "linear_cross_entropy_backward";
+  if (auto* kernel = find_kernel<LinearCrossEntropyBackwardKernel>(op, w, w.dtype()))
+    kernel(a);
+  else if (w.device().is_cpu())
+    linear_cross_entropy_backward_reference(a);
+  else
+    no_kernel(op, w, w.dtype());
+  return {dx, dw, Tensor()};
+}
+
+}  // namespace
+
+int64_t cross_entropy_auto_chunk(int64_t vocab, DType x_dtype) {
+  const int64_t bytes = std::max<int64_t>(1, vocab) * static_cast<int64_t>(dtype_size(x_dtype));
+  return std::max<int64_t>(1, (int64_t{32} << 20) / bytes);
+}
+
+CrossEntropyResult linear_cross_entropy(const Tensor& x_in, const Tensor& w_in,
+                                        const Tensor& labels_in, int64_t chunk_rows) {
+  check_cross_entropy(x_in, w_in, labels_in);
+  Tensor x = x_in.contiguous(), w = w_in.contiguous(), labels = labels_in.contiguous();
+  const int64_t n = x.size(0), c = x.size(1), v = w.size(0);
+  CrossEntropyResult r;
+  r.count = check_labels(labels, v);
+  if (chunk_rows <= 0) chunk_rows = cross_entropy_auto_chunk(v, x.dtype());
+  Tensor lse = Tensor::zeros({n}, x.dtype(), x.device());
+  std::vector<double> loss(static_cast<size_t>(n), 0.0);
+  if (r.count > 0 && c > 0) {
+    LinearCrossEntropyArgs a{x.raw_data(), w.raw_data(), labels.data<int32_t>(), lse.raw_data(),
+                             loss.data(), n, c, v, chunk_rows, x.dtype(), w.dtype()};
+    if (auto* kernel = find_kernel<LinearCrossEntropyKernel>(kOp, w, w.dtype()))
+      kernel(a);
+    else if (w.device().is_cpu())
+      linear_cross_entropy_reference(a);
+    else
+      no_kernel(kOp, w, w.dtype());
+  } else if (r.count > 0) {  // C = 0: every logit is 0, so each labelled row costs log(V)
+    const int32_t* lp = labels.data<int32_t>();
+    for (int64_t i = 0; i < n; ++i)
+      if (lp[i] != kIgnoreIndex) {
+        loss[i] = std::log(static_cast<double>(v));
+        store_scalar(lse.raw_data(), lse.dtype(), i, loss[i]);
+      }
+  }
+  double sum = 0;
+  for (double l : loss) sum += l;  // row order: deterministic
+  r.loss_sum = Tensor::empty({}, x.dtype(), x.device());
+  r.loss_sum.fill(sum);
+  if (autograd::needs_grad({x_in, w_in})) {
+    auto node = std::make_shared<CrossEntropyNode>(x, w, labels, lse, chunk_rows);
+    autograd::record(node, {x_in, w_in, labels_in}, {&r.loss_sum});
+  }
+  return r;
+}
+
+namespace {
+
+// logits_j = x_i·w_j for one row, in double.
+void row_logits(const void* x, DType xt, const void* w, DType wt, int64_t i, int64_t c,
+                int64_t v, std::vector<double>& out) {
+  out.assign(static_cast<size_t>(v), 0.0);
+  for (int64_t j = 0; j < v; ++j) {
+    double s = 0;
+    for (int64_t p = 0; p < c; ++p) s += load_scalar(x, xt, i * c + p) * load_scalar(w, wt, j * c + p);
+    out[j] = s;
+  }
+}
+
+double logsumexp(const std::vector<double>& l) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (double e : l) mx = std::max(mx, e);
+  double s = 0;
+  for (double e : l) s += std::exp(e - mx);
+  return mx + std::log(s);
+}
+
+}  // namespace
+
+void linear_cross_entropy_reference(const LinearCrossEntropyArgs& a) {
+  std::vector<double> logits;
+  for (int64_t i = 0; i < a.n; ++i) {
+    a.loss[i] = 0;
+    store_scalar(a.lse, a.x_dtype, i, 0.0);
+    if (a.labels[i] == kIgnoreIndex) continue;
+    row_logits(a.x, a.x_dtype, a.w, a.w_dtype, i, a.c, a.v, logits);
+    const double lse = logsumexp(logits);
+    store_scalar(a.lse, a.x_dtype, i, lse);
+    a.loss[i] = lse - logits[a.labels[i]];
+  }
+}
+
+void linear_cross_entropy_backward_reference(const LinearCrossEntropyBackwardArgs& a) {
+  const DType gw = master_grad_dtype(a.w_dtype);
+  std::vector<double> dw(a.dw ? static_cast<size_t>(a.v * a.c) : 0, 0.0), logits;
+  for (int64_t i = 0; i < a.n; ++i) {
+    const bool labelled = a.labels[i] != kIgnoreIndex;
+    if (labelled) {
+      row_logits(a.x, a.x_dtype, a.w, a.w_dtype, i, a.c, a.v, logits);
+      const double lse = load_scalar(a.lse, a.x_dtype, i);
+      for (int64_t j = 0; j < a.v; ++j) logits[j] = std::exp(logits[j] - lse) * a.grad_scale;
+      logits[a.labels[i]] -= a.grad_scale;  // now dlogits
+    }
+    for (int64_t p = 0; a.dx && p < a.c; ++p) {
+      double s = 0;
+      for (int64_t j = 0; labelled && j < a.v; ++j) s += logits[j] * load_scalar(a.w, a.w_dtype, j * a.c + p);
+      store_scalar(a.dx, a.x_dtype, i * a.c + p, s);
+    }
+    for (int64_t j = 0; a.dw && labelled && j < a.v; ++j)
+      for (int64_t p = 0; p < a.c; ++p) dw[j * a.c + p] += logits[j] * load_scalar(a.x, a.x_dtype, i * a.c + p);
+  }
+  for (int64_t e = 0; a.dw && e < a.v * a.c; ++e) store_scalar(a.dw, gw, e, dw[e]);
+}
+
+}  // namespace unillm::ops

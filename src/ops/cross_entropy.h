@@ -1,0 +1,64 @@
+// linear_cross_entropy: the fused lm_head + cross-entropy loss. For x [N, C] and the lm_head
+// W [V, C], loss_sum = Σ over labelled rows i of (logsumexp(x_i·Wᵀ) − x_i·w_{label_i}); rows with
+// label −100 are ignored. The [N, V] logits and their gradient never exist at once: both directions
+// work on row chunks (only labelled rows are computed) and save only the per-row logsumexp.
+// Shifting labels for next-token prediction is the caller's job.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace unillm::ops {
+
+constexpr int32_t kIgnoreIndex = -100;
+
+struct CrossEntropyResult {
+  Tensor loss_sum;  // scalar (shape []) f32 (f64 for f64 x), with grad_fn when x or W needs grad
+  int64_t count = 0;  // labelled rows (the mean's denominator is the caller's choice)
+};
+
+// x f32 [N, C] with W f32/bf16/f16, or x f64 with W f64; labels i32 [N] on the CPU, each −100 or in
+// [0, V) (else ShapeError naming the row). chunk_rows: rows per chunk (0: auto, so a chunk's
+// logits take about 32 MB at most). Backward (only the needed gradients): dx [N, C] in x's dtype
+// (zero rows for ignored labels), dW [V, C] in f32 (f64 for f64 W; master gradient for bf16/f16).
+// The loss is accumulated in double in row order; results are deterministic for a thread count.
+CrossEntropyResult linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& labels,
+                                        int64_t chunk_rows = 0);
+
+// Forward kernel: per row, lse[i] (x_dtype) and loss[i] = lse[i] − x_i·w_{label_i} (double); both 0
+// for ignored rows. Kernel key "linear_cross_entropy" by w's dtype.
+struct LinearCrossEntropyArgs {
+  const void* x;  // [n, c], x_dtype
+  const void* w;  // [v, c], w_dtype
+  const int32_t* labels;  // [n], checked by the op
+  void* lse;  // [n], x_dtype (written)
+  double* loss;  // [n] (written)
+  int64_t n, c, v, chunk_rows;
+  DType x_dtype, w_dtype;
+};
+using LinearCrossEntropyKernel = void(const LinearCrossEntropyArgs&);
+
+// Backward kernel: with dlogits = (softmax(x_i·Wᵀ) − onehot(label_i))·grad_scale for labelled rows
+// (0 for ignored ones), dx = dlogits·W and dw = dlogitsᵀ·x. dx / dw may be nullptr (not needed);
+// both are overwritten. Kernel key "linear_cross_entropy_backward" by w's dtype.
+struct LinearCrossEntropyBackwardArgs {
+  const void* x;  // [n, c], x_dtype
+  const void* w;  // [v, c], w_dtype
+  const int32_t* labels;  // [n]
+  const void* lse;  // [n], x_dtype (from the forward)
+  double grad_scale;  // d(loss_sum)
+  void* dx;  // [n, c], x_dtype
+  void* dw;  // [v, c], f32 (f64 when w_dtype is f64)
+  int64_t n, c, v, chunk_rows;
+  DType x_dtype, w_dtype;
+};
+using LinearCrossEntropyBackwardKernel = void(const LinearCrossEntropyBackwardArgs&);
+
+// Naive per-row references (double accumulation; chunk_rows is ignored): the CPU fallback.
+void linear_cross_entropy_reference(const LinearCrossEntropyArgs& a);
+void linear_cross_entropy_backward_reference(const LinearCrossEntropyBackwardArgs& a);
+// Rows per chunk for chunk_rows = 0: logits of about 32 MB (at least 1 row).
+int64_t cross_entropy_auto_chunk(int64_t vocab, DType x_dtype);
+
+}  // namespace unillm::ops

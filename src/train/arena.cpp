@@ -1,0 +1,44 @@
+// Packing parameters and gradients into flat storage.
+#include "train/arena.h"
+
+#include <cstring>
+
+namespace unillm::train {
+
+bool decays(const std::string& n) {
+  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  if (has("bias") || has("layernorm") || has("rmsnorm") || has("_norm.") || has("_norm")) return false;
+  // "(?:^|\.)norm(?:$|\.)": model.norm.weight
+  if (n.rfind("norm.", 0) == 0 || has(".norm.") || (n.size() >= 5 && n.compare(n.size() - 5, 5, ".norm") == 0)) return false;
+  return true;
+}
+
+ParamArena::ParamArena(nn::Module& m) {
+  std::vector<nn::ParamRef> refs;
+  for (auto& r : m.parameters())
+    if (r.tensor->requires_grad()) {
+      UNILLM_CHECK(r.tensor->dtype() == DType::f32, "[train] trainable parameter ", r.hf_names.at(0),
+                   " is ", dtype_name(r.tensor->dtype()), "; only f32 training is implemented");
+      refs.push_back(r);
+      numel_ += r.tensor->numel();
+    }
+  params_ = Tensor::empty({numel_}, DType::f32);
+  grads_ = Tensor::zeros({numel_}, DType::f32);
+  int64_t off = 0;
+  for (auto& r : refs) {
+    Tensor& p = *r.tensor;
+    const int64_t n = p.numel();
+    Tensor dst = params_.slice(0, off, off + n).view(p.shape());
+    dst.copy_from(p);
+    Tensor packed = dst;
+    packed.set_requires_grad(true);
+    packed.set_grad(grads_.slice(0, off, off + n).view(p.shape()));
+    p = packed;  // the module now reads its parameter from the arena
+    segments_.push_back({r.hf_names.at(0), off, n, decays(r.hf_names.at(0))});
+    off += n;
+  }
+}
+
+void ParamArena::zero_grads() { std::memset(grads_.raw_data(), 0, grads_.nbytes()); }
+
+}  // namespace unillm::train

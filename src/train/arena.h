@@ -1,0 +1,41 @@
+// Flat per-dtype arenas for trainable parameters and their gradients. Packing moves every
+// trainable parameter into one f32 storage and points each parameter's .grad at the matching
+// slice of one gradient storage, so the fused optimizer, clipping and (later) ZeRO sharding work
+// on contiguous slices. Frozen parameters stay where they are and get no gradient or state.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace unillm::train {
+
+struct ArenaSegment {
+  std::string name;  // first HF name of the parameter (for logs and checkpoints)
+  int64_t offset = 0, numel = 0;  // elements into the arena
+  bool decay = true;  // weight decay applies (not for biases and norm weights, as HF)
+};
+
+class ParamArena {
+ public:
+  // Packs the parameters of m that require grad (f32 only for now).
+  explicit ParamArena(nn::Module& m);
+  int64_t numel() const { return numel_; }
+  const std::vector<ArenaSegment>& segments() const { return segments_; }
+  float* params() { return params_.data<float>(); }
+  float* grads() { return grads_.data<float>(); }
+  const Tensor& param_tensor() const { return params_; }
+  const Tensor& grad_tensor() const { return grads_; }
+  void zero_grads();
+
+ private:
+  Tensor params_, grads_;  // [numel] f32
+  std::vector<ArenaSegment> segments_;
+  int64_t numel_ = 0;
+};
+
+// HF's rule (Trainer.get_decay_parameter_names): no decay for biases and norm weights.
+bool decays(const std::string& hf_name);
+
+}  // namespace unillm::train

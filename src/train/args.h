@@ -1,0 +1,112 @@
+// Training configuration: a LLaMA-Factory YAML file plus `key=value` overrides, checked against
+// the key table (key_table.h) into TrainArgs. Defaults are LLaMA-Factory's and HF
+// TrainingArguments'. Nothing here prints: warnings are collected in TrainArgs::warnings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/pretrain.h"
+
+namespace unillm::train {
+
+struct LrSchedulerKwargs {
+  std::optional<double> min_lr;       // cosine_with_min_lr: absolute floor
+  std::optional<double> min_lr_rate;  // cosine_with_min_lr: floor as a fraction of learning_rate
+  std::optional<double> num_cycles;   // cosine / cosine_with_min_lr (HF default 0.5)
+};
+
+struct ResumeFrom {
+  enum class Kind { kNone, kLatest, kPath };
+  Kind kind = Kind::kNone;  // `true` → kLatest (the last checkpoint-N of output_dir)
+  std::string path;         // kPath
+};
+
+struct TrainArgs {
+  // --- model
+  std::string model_name_or_path;  // as given; see resolve_model_path()
+  bool disable_gradient_checkpointing = false;
+  // --- data
+  std::string template_name;                       // key `template`
+  std::vector<std::string> dataset, eval_dataset;  // comma lists, trimmed
+  std::string dataset_dir = "data";
+  int64_t cutoff_len = 2048;
+  std::optional<int64_t> max_samples;
+  double val_size = 0.0;       // 0, a fraction in (0, 1), or a whole count >= 2
+  bool packing = false;        // resolved: as given, else (stage == "pt")
+  bool packing_given = false;  // `packing` was set explicitly (see data_cutoff_len())
+  int64_t preprocessing_batch_size = 1000;
+  bool skip_bad_records = false;  // unillm: skip malformed data records, counting them
+  // --- fine-tuning
+  std::string stage = "sft";             // LLaMA-Factory's default; only "pt" is implemented
+  std::string finetuning_type = "lora";  // LLaMA-Factory's default; only "full" is implemented
+  bool disable_shuffling = false;
+  bool plot_loss = false;
+  // --- trainer (HF TrainingArguments)
+  std::string output_dir = "trainer_output";  // HF's default when unset
+  bool overwrite_output_dir = false;
+  bool do_train = false;
+  bool do_eval = false;              // set when eval_strategy != "no" (as HF)
+  std::string eval_strategy = "no";  // no | steps
+  int64_t per_device_train_batch_size = 8;
+  int64_t per_device_eval_batch_size = 8;
+  int64_t gradient_accumulation_steps = 1;
+  double learning_rate = 5e-5;
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;  // 0 disables clipping
+  double num_train_epochs = 3.0;
+  int64_t max_steps = -1;  // > 0 overrides num_train_epochs
+  std::string lr_scheduler_type = "linear";
+  LrSchedulerKwargs lr_scheduler_kwargs;
+  double warmup_ratio = 0.0;
+  double warmup_steps = 0;                 // >= 1: steps; in (0, 1): a ratio of total steps (HF v5)
+  std::string logging_strategy = "steps";  // steps | no
+  std::string save_strategy = "steps";     // steps | no
+  double logging_steps = 500;              // >= 1: steps; in (0, 1): a ratio of total steps (as HF)
+  double save_steps = 500;
+  std::optional<double> eval_steps;  // resolved to logging_steps when evaluating by steps
+  std::optional<int64_t> save_total_limit;
+  int64_t seed = 42;
+  ResumeFrom resume_from_checkpoint;
+  std::string optim = "adamw_torch";  // adamw_torch | adamw_torch_fused (same semantics)
+
+  std::string config_path;            // the file it came from
+  std::vector<std::string> warnings;  // one line each, for the CLI to print
+
+  // The row/block length handed to the data layer: cutoff_len, minus one when `packing: true`
+  // was given explicitly (LLaMA-Factory's DataArguments.__post_init__ does `cutoff_len -= 1`
+  // then; the pt default packing, set later by its parser, keeps cutoff_len).
+  int64_t data_cutoff_len() const;
+  // HF's get_warmup_steps: warmup_steps when > 0 (a ratio when < 1), else
+  // ceil(warmup_ratio * total_steps).
+  int64_t num_warmup_steps(int64_t total_steps) const;
+};
+
+// A logging/save/eval interval: steps >= 1 as is; a fraction < 1 → ceil(steps * total), as HF.
+int64_t resolve_interval(double steps, int64_t total_steps);
+
+// Loads PATH (YAML) and applies overrides ("key=value", the value a YAML scalar or flow
+// collection; "lr_scheduler_kwargs.min_lr=1e-6" sets one entry). Throws ConfigError (bad file,
+// YAML syntax with line and column, unknown key with a did-you-mean, wrong type or range) or
+// NotImplemented (a not-implemented key or value), each naming the file (or "command line") and
+// the key.
+TrainArgs load_train_args(const std::string& path, const std::vector<std::string>& overrides);
+// Same from YAML text; source names it in messages.
+TrainArgs parse_train_args(const std::string& yaml_text, const std::string& source,
+                           const std::vector<std::string>& overrides = {});
+
+// The data layer's view of the arguments.
+data::DataOptions data_options(const TrainArgs& args);
+
+// model_name_or_path → a local directory: an existing directory as given; otherwise a hub id
+// "org/name" found in the Hugging Face cache root (the `hub` folder: $HF_HUB_CACHE, or
+// $HF_HOME/hub, or ~/.cache/huggingface/hub — chosen by the CLI) as
+// ROOT/models--org--name/snapshots/<refs/main>. Throws ConfigError saying nothing is downloaded.
+std::string resolve_model_path(const std::string& name_or_path, const std::string& hf_cache_root);
+
+}  // namespace unillm::train

@@ -1,0 +1,107 @@
+// Cross-key rules of LLaMA-Factory's parser and HF TrainingArguments.__post_init__, and the
+// model path resolution through the local Hugging Face cache.
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "train/args_internal.h"
+
+namespace unillm::train {
+namespace fs = std::filesystem;
+
+namespace detail {
+
+namespace {
+
+void check_implemented(const std::string& where, const std::set<std::string>& given,
+                       const char* key, const std::string& value, const char* implemented) {
+  if (value == implemented) return;
+  UNILLM_THROW(NotImplemented, "[config] ", where, ": ", key, " '", value, "'",
+               given.count(key) ? "" : " (LLaMA-Factory's default when it is not set)",
+               " is not implemented yet; set ", key, ": ", implemented);
+}
+
+void check_eval(TrainArgs& a, const std::string& where) {
+  if (a.eval_strategy != "no") a.do_eval = true;                                    // HF
+  if (a.eval_strategy == "steps" && !a.eval_steps) a.eval_steps = a.logging_steps;  // HF
+  if (a.val_size > 1e-6 && a.dataset.empty())
+    UNILLM_THROW(ConfigError, "[config] ", where, ": val_size needs a training 'dataset'");
+  if (a.val_size > 1e-6 && !a.eval_dataset.empty())
+    UNILLM_THROW(ConfigError, "[config] ", where, ": val_size cannot be used with eval_dataset");
+  if (a.do_eval && a.eval_dataset.empty() && a.val_size <= 1e-6)
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": evaluation (do_eval / eval_strategy) needs eval_dataset or val_size");
+}
+
+void check_scheduler(const TrainArgs& a, const std::string& where) {
+  const auto& k = a.lr_scheduler_kwargs;
+  if (a.lr_scheduler_type == "cosine_with_min_lr") {
+    if (k.min_lr.has_value() == k.min_lr_rate.has_value())
+      UNILLM_THROW(ConfigError, "[config] ", where,
+                   ": lr_scheduler_type cosine_with_min_lr needs "
+                   "exactly one of lr_scheduler_kwargs min_lr or min_lr_rate");
+    return;
+  }
+  if (k.min_lr || k.min_lr_rate)
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": lr_scheduler_kwargs min_lr/min_lr_rate apply "
+                 "only to lr_scheduler_type cosine_with_min_lr");
+  if (k.num_cycles && a.lr_scheduler_type != "cosine")
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": lr_scheduler_kwargs num_cycles applies only "
+                 "to the cosine schedules");
+}
+
+}  // namespace
+
+void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given) {
+  if (a.model_name_or_path.empty())
+    UNILLM_THROW(ConfigError, "[config] ", where, ": model_name_or_path is required");
+  check_implemented(where, given, "stage", a.stage, "pt");
+  check_implemented(where, given, "finetuning_type", a.finetuning_type, "full");
+  if (!a.packing_given) a.packing = a.stage == "pt";  // LLaMA-Factory's parser
+  if (a.data_cutoff_len() < 1)
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": cutoff_len must be >= 2 with packing: true "
+                 "(LLaMA-Factory packs blocks of cutoff_len - 1 then)");
+  if (a.do_train && a.dataset.empty())
+    UNILLM_THROW(ConfigError, "[config] ", where, ": do_train needs a training 'dataset'");
+  check_eval(a, where);
+  check_scheduler(a, where);
+  if (!a.do_train && !a.do_eval)
+    a.warnings.push_back(
+        UNILLM_MSG("[config] ", where, ": neither do_train nor do_eval is set: nothing to do"));
+}
+
+}  // namespace detail
+
+std::string resolve_model_path(const std::string& name_or_path, const std::string& hf_cache_root) {
+  if (name_or_path.empty()) UNILLM_THROW(ConfigError, "[config] model_name_or_path is empty");
+  if (fs::is_directory(name_or_path)) return name_or_path;
+  const size_t slash = name_or_path.find('/');
+  const bool hub_id = slash != std::string::npos && slash > 0 &&
+                      name_or_path.find('/', slash + 1) == std::string::npos &&
+                      slash + 1 < name_or_path.size() && name_or_path[0] != '.' &&
+                      name_or_path[0] != '~';
+  if (!hub_id)
+    UNILLM_THROW(ConfigError, "[config] model_name_or_path '", name_or_path,
+                 "': no such directory (and not a hub id org/name)");
+  std::string repo =
+      "models--" + name_or_path.substr(0, slash) + "--" + name_or_path.substr(slash + 1);
+  fs::path base = fs::path(hf_cache_root) / repo;
+  std::ifstream ref(base / "refs" / "main");
+  std::string hash;
+  if (ref) std::getline(ref, hash);
+  while (!hash.empty() && (hash.back() == '\r' || hash.back() == ' ')) hash.pop_back();
+  fs::path snap = base / "snapshots" / hash;
+  if (hash.empty() || !fs::is_directory(snap))
+    UNILLM_THROW(ConfigError, "[config] model_name_or_path '", name_or_path,
+                 "': not a local directory and not in the Hugging Face cache (looked for ",
+                 (base / "refs" / "main").string(),
+                 " and its snapshot); unillm never downloads: "
+                 "fetch it first (e.g. `huggingface-cli download ",
+                 name_or_path, "`) or give a local path");
+  return snap.string();
+}
+
+}  // namespace unillm::train

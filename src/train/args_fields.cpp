@@ -1,0 +1,351 @@
+// Typed setters for every implemented key and the cross-key rules (see args.h).
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "core/error.h"
+#include "train/args_internal.h"
+#include "train/key_table.h"
+
+namespace unillm::train::detail {
+
+namespace {
+
+std::string show(const YAML::Node& n) {
+  if (!n.IsDefined() || n.IsNull()) return "null";
+  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  return n.IsSequence() ? "a list" : "a mapping";
+}
+
+[[noreturn]] void not_implemented(const Field& f, const std::string& what) {
+  UNILLM_THROW(NotImplemented, "[config] ", f.where, ": key '", f.key, "': ", what,
+               " is not implemented yet");
+}
+
+bool get_bool(const Field& f) {
+  bool v;
+  if (!f.node.IsScalar() || !YAML::convert<bool>::decode(f.node, v)) bad_value(f, "true or false");
+  return v;
+}
+
+int64_t get_int(const Field& f, int64_t min) {
+  int64_t v;
+  if (!f.node.IsScalar() || !YAML::convert<int64_t>::decode(f.node, v))
+    bad_value(f, UNILLM_MSG("an integer >= ", min));
+  if (v < min) bad_value(f, UNILLM_MSG("an integer >= ", min));
+  return v;
+}
+
+double get_number(const Field& f, const std::string& range) {
+  double v;
+  if (!f.node.IsScalar() || !YAML::convert<double>::decode(f.node, v) || !std::isfinite(v))
+    bad_value(f, "a number " + range);
+  return v;
+}
+
+// A number in [lo, hi] (hi_open: [lo, hi)).
+double get_number_in(const Field& f, double lo, double hi, bool lo_open, bool hi_open) {
+  std::string range = UNILLM_MSG("in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]");
+  if (hi == std::numeric_limits<double>::infinity()) range = UNILLM_MSG(lo_open ? "> " : ">= ", lo);
+  double v = get_number(f, range);
+  if (v < lo || v > hi || (lo_open && v == lo) || (hi_open && v == hi))
+    bad_value(f, "a number " + range);
+  return v;
+}
+
+std::string get_string(const Field& f) {
+  if (!f.node.IsScalar()) bad_value(f, "a string");
+  return f.node.Scalar();
+}
+
+std::vector<std::string> get_list(const Field& f) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& s) {
+    size_t pos = 0;
+    while (pos <= s.size()) {
+      size_t c = s.find(',', pos);
+      if (c == std::string::npos) c = s.size();
+      std::string item = s.substr(pos, c - pos);
+      item.erase(0, item.find_first_not_of(" \t"));
+      item.erase(item.find_last_not_of(" \t") + 1);
+      if (item.empty()) bad_value(f, "a comma-separated list of names");
+      out.push_back(item);
+      pos = c + 1;
+    }
+  };
+  if (f.node.IsNull()) return out;
+  if (f.node.IsScalar())
+    add(f.node.Scalar());
+  else if (f.node.IsSequence())
+    for (const auto& e : f.node) {
+      if (!e.IsScalar()) bad_value(f, "a comma-separated list of names");
+      add(e.Scalar());
+    }
+  else
+    bad_value(f, "a comma-separated list of names");
+  return out;
+}
+
+std::string get_choice(const Field& f, const std::vector<std::string>& choices) {
+  std::string v = f.node.IsScalar() ? f.node.Scalar() : "";
+  for (const auto& c : choices)
+    if (v == c) return v;
+  std::string list, near;
+  size_t best = std::max<size_t>(3, v.size() / 3) + 1;
+  for (const auto& c : choices) {
+    list += (list.empty() ? "" : ", ") + c;
+    if (size_t d = edit_distance(v, c); d < best) best = d, near = c;
+  }
+  bad_value(f, "one of " + list + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+}
+
+// Interval keys: a whole number of steps >= 1, or a fraction in (0, 1) of the total steps.
+double get_steps(const Field& f) {
+  double v = get_number(f, "of steps >= 1 or a fraction in (0, 1)");
+  if (v <= 0 || (v >= 1 && v != std::floor(v)))
+    bad_value(f, "a whole number of steps >= 1 or a fraction in (0, 1)");
+  return v;
+}
+
+double get_val_size(const Field& f) {
+  const char* expected = "a fraction in [0, 1) or a whole count >= 2";
+  double v = get_number(f, "");
+  // LLaMA-Factory: val_size 1 is the fraction 1.0 (an error in `datasets`), and 2.5 silently
+  // becomes int(2.5) = 2; both are refused here.
+  if (v < 0 || v == 1.0 || (v > 1 && v != std::floor(v))) bad_value(f, expected);
+  return v;
+}
+
+void set_lr_kwargs(TrainArgs& a, const Field& f) {
+  YAML::Node n = f.node;
+  if (n.IsScalar() && !n.Scalar().empty() && n.Scalar()[0] == '{') {  // a JSON string, as HF parses
+    try {
+      n = YAML::Load(n.Scalar());
+    } catch (const YAML::Exception&) {
+      bad_value(f, "a mapping such as {min_lr_rate: 0.1}");
+    }
+  }
+  if (n.IsNull()) return;
+  if (!n.IsMap()) bad_value(f, "a mapping such as {min_lr_rate: 0.1}");
+  for (const auto& kv : n) {
+    std::string k = kv.first.as<std::string>();
+    Field sub{f.key + "." + k, kv.second, f.where};
+    if (k == "min_lr")
+      a.lr_scheduler_kwargs.min_lr = get_number_in(sub, 0, INFINITY, false, false);
+    else if (k == "min_lr_rate")
+      a.lr_scheduler_kwargs.min_lr_rate = get_number_in(sub, 0, 1, false, false);
+    else if (k == "num_cycles")
+      a.lr_scheduler_kwargs.num_cycles = get_number_in(sub, 0, INFINITY, true, false);
+    else
+      not_implemented(f, "entry '" + k + "'");
+  }
+}
+
+using Setter = void (*)(TrainArgs&, const Field&);
+
+const std::map<std::string, Setter>& setters() {
+  static const std::map<std::string, Setter> m = {
+      {"model_name_or_path",
+       [](TrainArgs& a, const Field& f) { a.model_name_or_path = get_string(f); }},
+      {"disable_gradient_checkpointing",
+       [](TrainArgs& a, const Field& f) { a.disable_gradient_checkpointing = get_bool(f); }},
+      {"template", [](TrainArgs& a,
+                      const Field& f) { a.template_name = f.node.IsNull() ? "" : get_string(f); }},
+      {"dataset", [](TrainArgs& a, const Field& f) { a.dataset = get_list(f); }},
+      {"eval_dataset", [](TrainArgs& a, const Field& f) { a.eval_dataset = get_list(f); }},
+      {"dataset_dir", [](TrainArgs& a, const Field& f) { a.dataset_dir = get_string(f); }},
+      {"cutoff_len", [](TrainArgs& a, const Field& f) { a.cutoff_len = get_int(f, 1); }},
+      {"max_samples",
+       [](TrainArgs& a, const Field& f) {
+         if (f.node.IsNull())
+           a.max_samples.reset();
+         else
+           a.max_samples = get_int(f, 1);
+       }},
+      {"val_size", [](TrainArgs& a, const Field& f) { a.val_size = get_val_size(f); }},
+      {"packing",
+       [](TrainArgs& a, const Field& f) {
+         a.packing_given = !f.node.IsNull();
+         if (a.packing_given) a.packing = get_bool(f);
+       }},
+      {"preprocessing_batch_size",
+       [](TrainArgs& a, const Field& f) { a.preprocessing_batch_size = get_int(f, 1); }},
+      {"mix_strategy",
+       [](TrainArgs&, const Field& f) {
+         if (get_choice(f, {"concat", "interleave_under", "interleave_over"}) != "concat")
+           not_implemented(f, "mix_strategy " + show(f.node));
+       }},
+      {"streaming",
+       [](TrainArgs&, const Field& f) {
+         if (get_bool(f)) not_implemented(f, "streaming");
+       }},
+      {"stage",
+       [](TrainArgs& a, const Field& f) {
+         a.stage = get_choice(f, {"pt", "sft", "rm", "ppo", "dpo", "kto"});
+       }},
+      {"finetuning_type",
+       [](TrainArgs& a, const Field& f) {
+         a.finetuning_type = get_choice(f, {"lora", "oft", "freeze", "full"});
+       }},
+      {"disable_shuffling",
+       [](TrainArgs& a, const Field& f) { a.disable_shuffling = get_bool(f); }},
+      {"plot_loss", [](TrainArgs& a, const Field& f) { a.plot_loss = get_bool(f); }},
+      {"pure_bf16",
+       [](TrainArgs&, const Field& f) {
+         if (get_bool(f)) not_implemented(f, "pure_bf16");
+       }},
+      {"output_dir", [](TrainArgs& a, const Field& f) { a.output_dir = get_string(f); }},
+      {"overwrite_output_dir",
+       [](TrainArgs& a, const Field& f) { a.overwrite_output_dir = get_bool(f); }},
+      {"do_train", [](TrainArgs& a, const Field& f) { a.do_train = get_bool(f); }},
+      {"do_eval", [](TrainArgs& a, const Field& f) { a.do_eval = get_bool(f); }},
+      {"do_predict",
+       [](TrainArgs&, const Field& f) {
+         if (get_bool(f)) not_implemented(f, "do_predict");
+       }},
+      {"eval_strategy",
+       [](TrainArgs& a, const Field& f) {
+         a.eval_strategy = get_choice(f, {"no", "steps", "epoch"});
+         if (a.eval_strategy == "epoch") not_implemented(f, "'epoch'");
+       }},
+      {"per_device_train_batch_size",
+       [](TrainArgs& a, const Field& f) { a.per_device_train_batch_size = get_int(f, 1); }},
+      {"per_device_eval_batch_size",
+       [](TrainArgs& a, const Field& f) { a.per_device_eval_batch_size = get_int(f, 1); }},
+      {"gradient_accumulation_steps",
+       [](TrainArgs& a, const Field& f) { a.gradient_accumulation_steps = get_int(f, 1); }},
+      {"learning_rate",
+       [](TrainArgs& a, const Field& f) {
+         a.learning_rate = get_number_in(f, 0, INFINITY, false, false);
+       }},
+      {"weight_decay",
+       [](TrainArgs& a, const Field& f) {
+         a.weight_decay = get_number_in(f, 0, INFINITY, false, false);
+       }},
+      {"adam_beta1",
+       [](TrainArgs& a, const Field& f) { a.adam_beta1 = get_number_in(f, 0, 1, false, true); }},
+      {"adam_beta2",
+       [](TrainArgs& a, const Field& f) { a.adam_beta2 = get_number_in(f, 0, 1, false, true); }},
+      {"adam_epsilon",
+       [](TrainArgs& a, const Field& f) {
+         a.adam_epsilon = get_number_in(f, 0, INFINITY, true, false);
+       }},
+      {"max_grad_norm",
+       [](TrainArgs& a, const Field& f) {
+         a.max_grad_norm = get_number_in(f, 0, INFINITY, false, false);
+       }},
+      {"num_train_epochs",
+       [](TrainArgs& a, const Field& f) {
+         a.num_train_epochs = get_number_in(f, 0, INFINITY, true, false);
+       }},
+      {"max_steps", [](TrainArgs& a, const Field& f) { a.max_steps = get_int(f, -1); }},
+      {"lr_scheduler_type",
+       [](TrainArgs& a, const Field& f) {
+         a.lr_scheduler_type = get_choice(
+             f, {"linear", "cosine", "cosine_with_restarts", "polynomial", "constant",
+                 "constant_with_warmup", "inverse_sqrt", "reduce_lr_on_plateau",
+                 "cosine_with_min_lr", "cosine_warmup_with_min_lr", "warmup_stable_decay"});
+         for (const char* ok :
+              {"linear", "cosine", "constant", "constant_with_warmup", "cosine_with_min_lr"})
+           if (a.lr_scheduler_type == ok) return;
+         not_implemented(f, "'" + a.lr_scheduler_type + "'");
+       }},
+      {"lr_scheduler_kwargs", set_lr_kwargs},
+      {"warmup_ratio",
+       [](TrainArgs& a, const Field& f) { a.warmup_ratio = get_number_in(f, 0, 1, false, false); }},
+      {"warmup_steps",
+       [](TrainArgs& a, const Field& f) {
+         double v = get_number_in(f, 0, INFINITY, false, false);
+         if (v >= 1 && v != std::floor(v))
+           bad_value(f, "a whole number of steps or a fraction in [0, 1)");
+         a.warmup_steps = v;
+       }},
+      {"logging_strategy",
+       [](TrainArgs& a, const Field& f) {
+         a.logging_strategy = get_choice(f, {"no", "steps", "epoch"});
+         if (a.logging_strategy == "epoch") not_implemented(f, "'epoch'");
+       }},
+      {"save_strategy",
+       [](TrainArgs& a, const Field& f) {
+         a.save_strategy = get_choice(f, {"no", "steps", "epoch", "best"});
+         if (a.save_strategy == "epoch" || a.save_strategy == "best")
+           not_implemented(f, "'" + a.save_strategy + "'");
+       }},
+      {"logging_steps", [](TrainArgs& a, const Field& f) { a.logging_steps = get_steps(f); }},
+      {"save_steps", [](TrainArgs& a, const Field& f) { a.save_steps = get_steps(f); }},
+      {"eval_steps",
+       [](TrainArgs& a, const Field& f) {
+         if (f.node.IsNull())
+           a.eval_steps.reset();
+         else
+           a.eval_steps = get_steps(f);
+       }},
+      {"save_total_limit",
+       [](TrainArgs& a, const Field& f) {
+         if (f.node.IsNull())
+           a.save_total_limit.reset();
+         else
+           a.save_total_limit = get_int(f, 1);
+       }},
+      {"seed", [](TrainArgs& a, const Field& f) { a.seed = get_int(f, 0); }},
+      {"resume_from_checkpoint",
+       [](TrainArgs& a, const Field& f) {
+         bool b;
+         a.resume_from_checkpoint = {};
+         if (f.node.IsNull()) return;
+         if (f.node.IsScalar() && YAML::convert<bool>::decode(f.node, b)) {
+           if (b) a.resume_from_checkpoint.kind = ResumeFrom::Kind::kLatest;
+           return;
+         }
+         a.resume_from_checkpoint = {ResumeFrom::Kind::kPath, get_string(f)};
+       }},
+      {"bf16",
+       [](TrainArgs&, const Field& f) {
+         if (get_bool(f)) not_implemented(f, "bf16 (unillm trains in f32)");
+       }},
+      {"fp16",
+       [](TrainArgs&, const Field& f) {
+         if (get_bool(f)) not_implemented(f, "fp16 (unillm trains in f32)");
+       }},
+      {"optim",
+       [](TrainArgs& a, const Field& f) {
+         a.optim = get_string(f);
+         if (a.optim != "adamw_torch" && a.optim != "adamw_torch_fused")
+           not_implemented(f, "'" + a.optim + "' (implemented: adamw_torch, adamw_torch_fused)");
+       }},
+      {"dataloader_drop_last",
+       [](TrainArgs&, const Field& f) {
+         if (get_bool(f)) not_implemented(f, "true");
+       }},
+      {"skip_bad_records", [](TrainArgs& a, const Field& f) { a.skip_bad_records = get_bool(f); }},
+  };
+  return m;
+}
+
+}  // namespace
+
+void bad_value(const Field& f, const std::string& expected) {
+  UNILLM_THROW(ConfigError, "[config] ", f.where, ": key '", f.key, "': expected ", expected,
+               ", got ", show(f.node));
+}
+
+bool is_off(const YAML::Node& n) {
+  if (!n.IsDefined() || n.IsNull()) return true;
+  if (n.IsSequence() || n.IsMap()) return n.size() == 0;
+  const std::string& s = n.Scalar();
+  bool b;
+  if (YAML::convert<bool>::decode(n, b)) return !b;
+  double d;
+  if (YAML::convert<double>::decode(n, d)) return d == 0.0;
+  return s.empty() || s == "none" || s == "None";
+}
+
+bool set_field(TrainArgs& a, const Field& f) {
+  const auto& m = setters();
+  auto it = m.find(f.key == "evaluation_strategy" ? "eval_strategy" : f.key);
+  if (it == m.end()) return false;
+  it->second(a, f);
+  return true;
+}
+
+}  // namespace unillm::train::detail

@@ -1,0 +1,44 @@
+// Training checkpoints: output_dir/checkpoint-N/ holds the model (HF dir), the optimizer state,
+// and trainer_state.json with the step, RNG, data position and log history. Written into a
+// temporary dir and renamed, so a crash mid-write leaves the previous checkpoint intact.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/causal_lm.h"
+#include "train/adamw.h"
+
+namespace unillm::train {
+
+struct TrainerState {
+  int64_t global_step = 0;
+  double epoch = 0;  // fractional, as HF logs it
+  int64_t loader_epoch = 0, loader_batch = 0;  // data position of the next micro-batch
+  std::array<uint64_t, 4> rng{};
+  nlohmann::json log_history = nlohmann::json::array();
+  int64_t tokens_seen = 0;
+  double elapsed_seconds = 0;
+};
+
+struct CheckpointSources {
+  std::string tokenizer_dir, generation_config_dir;
+};
+
+// Writes output_dir/checkpoint-<step> atomically; removes the oldest checkpoints beyond
+// save_total_limit (<= 0: keep all).
+std::string save_checkpoint(const std::string& output_dir, const models::CausalLM& model,
+                            AdamW& opt, const TrainerState& state, const CheckpointSources& src,
+                            int64_t save_total_limit);
+// Restores optimizer state and returns the trainer state of dir (model weights are loaded by
+// the caller from the same dir). Throws IoError naming the file on mismatch or corruption.
+TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamArena& arena);
+// The checkpoint-N with the highest N in output_dir that has trainer_state.json, or "".
+std::string latest_checkpoint(const std::string& output_dir);
+// Removes leftovers of interrupted checkpoint writes.
+void remove_partial_checkpoints(const std::string& output_dir);
+
+}  // namespace unillm::train

@@ -1,0 +1,211 @@
+// The key table (see key_table.h). Groups are space-separated names per (source, status), read
+// from LLaMA-Factory's hparams/*.py and transformers' training_args.py.
+#include "train/key_table.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace unillm::train {
+
+namespace {
+
+using S = KeyStatus;
+
+struct Group {
+  const char* source;
+  KeyStatus status;
+  const char* names;
+};
+
+constexpr Group kGroups[] = {
+    // ---- LLaMA-Factory ModelArguments (base, quantization, processor, export, vllm, sglang, kt)
+    {"model", S::kImplemented, "model_name_or_path disable_gradient_checkpointing"},
+    {"model", S::kIgnored,
+     "cache_dir use_fast_tokenizer model_revision low_cpu_mem_usage flash_attn use_unsloth_gc "
+     "enable_liger_kernel use_reentrant_gc upcast_layernorm upcast_lmhead_output infer_backend "
+     "offload_folder use_kv_cache use_cache use_v1_kernels infer_dtype hf_hub_token ms_hub_token "
+     "om_hub_token print_param_status trust_remote_code image_max_pixels image_min_pixels "
+     "image_do_pan_and_scan crop_to_patches video_max_pixels video_min_pixels video_fps "
+     "video_maxlen use_audio_in_video audio_sampling_rate image_resolution video_resolution "
+     "export_dir export_size export_device export_quantization_bit export_quantization_dataset "
+     "export_quantization_nsamples export_quantization_maxlen export_legacy_format "
+     "export_hub_model_id vllm_maxlen vllm_gpu_util vllm_enforce_eager vllm_max_lora_rank "
+     "vllm_config sglang_maxlen sglang_mem_fraction sglang_tp_size sglang_config "
+     "sglang_lora_backend kt_maxlen kt_use_cuda_graph kt_mode kt_force_think cpu_infer chunk_size "
+     "mode"},
+    {"model", S::kNotImplemented,
+     "adapter_name_or_path adapter_folder resize_vocab split_special_tokens add_tokens "
+     "add_special_tokens new_special_tokens_config init_special_tokens rope_scaling shift_attn "
+     "mixture_of_depths use_unsloth moe_aux_loss_coef train_from_scratch quantization_method "
+     "quantization_bit quantization_type double_quantization quantization_device_map fp8 "
+     "fp8_backend fp8_enable_fsdp_float8_all_gather use_kt kt_optimize_rule"},
+    // ---- LLaMA-Factory DataArguments
+    {"data", S::kImplemented,
+     "template dataset eval_dataset dataset_dir cutoff_len max_samples val_size packing "
+     "preprocessing_batch_size mix_strategy streaming"},
+    {"data", S::kIgnored,
+     "media_dir buffer_size overwrite_cache preprocessing_num_workers eval_num_beams "
+     "ignore_pad_token_for_loss tool_format"},
+    {"data", S::kNotImplemented,
+     "train_on_prompt mask_history interleave_probs eval_on_each_dataset neat_packing "
+     "tokenized_path"},
+    // ---- LLaMA-Factory FinetuningArguments (freeze, lora, oft, rlhf, galore, apollo, badam,
+    // swanlab)
+    {"finetuning", S::kImplemented, "stage finetuning_type disable_shuffling plot_loss pure_bf16"},
+    {"finetuning", S::kIgnored,
+     "freeze_vision_tower freeze_multi_modal_projector freeze_language_model compute_accuracy "
+     "include_effective_tokens_per_second use_swanlab swanlab_project swanlab_workspace "
+     "swanlab_run_name swanlab_mode swanlab_api_key swanlab_logdir swanlab_lark_webhook_url "
+     "swanlab_lark_secret"},
+    {"finetuning", S::kNotImplemented,
+     "freeze_trainable_layers freeze_trainable_modules freeze_extra_modules additional_target "
+     "lora_alpha lora_dropout lora_rank lora_target loraplus_lr_ratio loraplus_lr_embedding "
+     "use_rslora use_dora pissa_init pissa_iter pissa_convert create_new_adapter module_dropout "
+     "oft_rank oft_block_size oft_target pref_beta pref_ftx pref_bco_weight pref_loss "
+     "dpo_label_smoothing kto_chosen_weight kto_rejected_weight simpo_gamma ppo_buffer_size "
+     "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards ref_model ref_model_adapters "
+     "ref_model_quantization_bit reward_model reward_model_adapters reward_model_quantization_bit "
+     "reward_model_type ld_alpha use_galore galore_target galore_rank galore_update_interval "
+     "galore_scale galore_proj_type galore_layerwise use_apollo apollo_target apollo_rank "
+     "apollo_update_interval apollo_scale apollo_proj apollo_proj_type apollo_scale_type "
+     "apollo_layerwise apollo_scale_front use_badam badam_mode badam_start_block "
+     "badam_switch_mode badam_switch_interval badam_update_ratio badam_mask_mode badam_verbose "
+     "use_llama_pro use_adam_mini use_mca use_muon use_dft_loss early_stopping_steps"},
+    // ---- LLaMA-Factory GeneratingArguments (used by chat/eval, not by training)
+    {"generating", S::kIgnored,
+     "do_sample temperature top_p top_k num_beams max_length max_new_tokens repetition_penalty "
+     "length_penalty default_system system_message skip_special_tokens enable_thinking"},
+    // ---- HF TrainingArguments / Seq2SeqTrainingArguments, LLaMA-Factory's RayArguments
+    {"training", S::kImplemented,
+     "output_dir overwrite_output_dir do_train do_eval do_predict eval_strategy "
+     "evaluation_strategy per_device_train_batch_size per_device_eval_batch_size "
+     "gradient_accumulation_steps learning_rate weight_decay adam_beta1 adam_beta2 adam_epsilon "
+     "max_grad_norm num_train_epochs max_steps lr_scheduler_type lr_scheduler_kwargs "
+     "warmup_ratio warmup_steps logging_strategy logging_steps save_strategy save_steps "
+     "eval_steps save_total_limit seed resume_from_checkpoint bf16 fp16 optim "
+     "dataloader_drop_last"},
+    {"training", S::kIgnored,
+     "report_to run_name logging_dir logging_first_step logging_nan_inf_filter log_level "
+     "log_level_replica log_on_each_node disable_tqdm ddp_timeout ddp_backend "
+     "ddp_find_unused_parameters ddp_bucket_cap_mb ddp_broadcast_buffers dataloader_num_workers "
+     "dataloader_pin_memory dataloader_persistent_workers dataloader_prefetch_factor "
+     "remove_unused_columns label_names local_rank use_cpu no_cuda use_mps_device tf32 "
+     "skip_memory_metrics save_safetensors save_on_each_node push_to_hub hub_model_id "
+     "hub_strategy hub_token hub_private_repo hub_always_push hub_revision push_to_hub_model_id "
+     "push_to_hub_organization push_to_hub_token project trackio_space_id "
+     "include_num_input_tokens_seen include_tokens_per_second include_inputs_for_metrics "
+     "include_for_metrics eval_do_concat_batches eval_use_gather_object batch_eval_metrics "
+     "prediction_loss_only eval_accumulation_steps torch_empty_cache_steps full_determinism "
+     "gradient_checkpointing average_tokens_across_devices tpu_num_cores tpu_metrics_debug debug "
+     "past_index mp_parameters fp16_backend half_precision_backend fp16_opt_level "
+     "use_legacy_prediction_loop predict_with_generate generation_max_length "
+     "generation_num_beams generation_config sortish_sampler ray_run_name ray_storage_path "
+     "ray_storage_filesystem ray_num_workers resources_per_worker placement_strategy "
+     "ray_init_kwargs"},
+    {"training", S::kNotImplemented,
+     "deepspeed fsdp fsdp_config fsdp_min_num_params fsdp_transformer_layer_cls_to_wrap "
+     "accelerator_config parallelism_config tp_size label_smoothing_factor neftune_noise_alpha "
+     "optim_args optim_target_modules adafactor group_by_length length_column_name "
+     "train_sampling_strategy auto_find_batch_size torch_compile torch_compile_backend "
+     "torch_compile_mode torchdynamo jit_mode_eval use_ipex bf16_full_eval fp16_full_eval "
+     "data_seed load_best_model_at_end metric_for_best_model greater_is_better ignore_data_skip "
+     "restore_callback_states_from_checkpoint save_only_model enable_jit_checkpoint eval_on_start "
+     "eval_delay gradient_checkpointing_kwargs ray_scope dispatch_batches split_batches "
+     "use_liger_kernel liger_kernel_config per_gpu_train_batch_size per_gpu_eval_batch_size"},
+    // ---- unillm's own
+    {"unillm", S::kImplemented, "skip_bad_records"},
+};
+
+std::vector<KeyInfo> build_table() {
+  std::map<std::string_view, KeyInfo> by_name;
+  for (const Group& g : kGroups) {
+    std::string_view names(g.names);
+    size_t pos = 0;
+    while (pos < names.size()) {
+      size_t end = names.find(' ', pos);
+      if (end == std::string_view::npos) end = names.size();
+      std::string_view n = names.substr(pos, end - pos);
+      UNILLM_CHECK(by_name.emplace(n, KeyInfo{n, g.status, g.source}).second, "duplicate key ", n);
+      pos = end + 1;
+    }
+  }
+  std::vector<KeyInfo> out;
+  for (const auto& [n, info] : by_name) out.push_back(info);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<KeyInfo>& key_table() {
+  static const std::vector<KeyInfo> table = build_table();
+  return table;
+}
+
+const KeyInfo* find_key(std::string_view name) {
+  const auto& t = key_table();
+  auto it = std::lower_bound(t.begin(), t.end(), name,
+                             [](const KeyInfo& k, std::string_view n) { return k.name < n; });
+  return (it != t.end() && it->name == name) ? &*it : nullptr;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string nearest_key(std::string_view name) {
+  std::string best;
+  size_t best_d = std::max<size_t>(3, name.size() / 3) + 1;  // within reach: ≤ max(3, len/3)
+  for (const auto& k : key_table()) {
+    size_t d = edit_distance(name, k.name);
+    if (d < best_d) {
+      best_d = d;
+      best = std::string(k.name);
+    }
+  }
+  return best;
+}
+
+std::string_view status_name(KeyStatus s) {
+  switch (s) {
+    case KeyStatus::kImplemented:
+      return "implemented";
+    case KeyStatus::kIgnored:
+      return "ignored";
+    case KeyStatus::kNotImplemented:
+      return "not_implemented";
+  }
+  return "?";
+}
+
+std::string key_table_markdown() {
+  std::ostringstream os;
+  os << "# Configuration keys\n\n"
+        "Generated from `src/train/key_table.cpp` (the `train_tests` check that this page matches"
+        " it).\nEvery key of LLaMA-Factory's ModelArguments, DataArguments, FinetuningArguments,"
+        " GeneratingArguments,\nTrainingArguments/RayArguments and of Hugging Face's"
+        " (Seq2Seq)TrainingArguments (v4 and v5 names)\nhas a status:\n\n"
+        "- **implemented**: a field of `train::TrainArgs`, validated (type and range).\n"
+        "- **ignored**: accepted; a one-time warning when set to something other than"
+        " null/false/0/\"\"/none.\n"
+        "- **not_implemented**: rejected (`[config] FILE: key 'deepspeed' is not implemented yet`)"
+        " unless set to\n  null/false/0/\"\"/none.\n\n"
+        "A key outside the table is an error with a \"did you mean\". Values given on the command"
+        " line\n(`key=value`) are parsed as YAML scalars, as LLaMA-Factory's OmegaConf does.\n\n"
+        "| key | status | from |\n|---|---|---|\n";
+  for (const auto& k : key_table())
+    os << "| `" << k.name << "` | " << status_name(k.status) << " | " << k.source << " |\n";
+  return os.str();
+}
+
+}  // namespace unillm::train

@@ -1,0 +1,128 @@
+// The training loop (see trainer.h). Steps group gradient_accumulation_steps micro-batches
+// within an epoch (an epoch's last group may be shorter); the loss of a step is token-weighted
+// over all its micro-batches (HF's num_items_in_batch).
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "models/save.h"
+#include "train/trainer_run.h"
+
+namespace unillm::train {
+
+namespace fs = std::filesystem;
+
+namespace detail {
+
+void Run::prepare_output_dir() {
+  const bool resuming = a_.resume_from_checkpoint.kind != ResumeFrom::Kind::kNone;
+  if (fs::exists(a_.output_dir) && !fs::is_empty(a_.output_dir) && !a_.overwrite_output_dir && !resuming)
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": output_dir '", a_.output_dir,
+                 "' exists and is not empty; set overwrite_output_dir: true or resume_from_checkpoint");
+  if (a_.overwrite_output_dir && !resuming && fs::exists(a_.output_dir)) fs::remove_all(a_.output_dir);
+  fs::create_directories(a_.output_dir);
+  remove_partial_checkpoints(a_.output_dir);
+}
+
+std::string Run::resume_dir() const {
+  switch (a_.resume_from_checkpoint.kind) {
+    case ResumeFrom::Kind::kNone: return "";
+    case ResumeFrom::Kind::kPath:
+      if (!fs::exists(fs::path(a_.resume_from_checkpoint.path) / "trainer_state.json"))
+        UNILLM_THROW(ConfigError, "[train] resume_from_checkpoint '", a_.resume_from_checkpoint.path,
+                     "' is not a checkpoint dir (no trainer_state.json)");
+      return a_.resume_from_checkpoint.path;
+    case ResumeFrom::Kind::kLatest: {
+      std::string d = latest_checkpoint(a_.output_dir);
+      if (d.empty())
+        UNILLM_THROW(ConfigError, "[train] resume_from_checkpoint: true but ", a_.output_dir, " has no checkpoint-N");
+      return d;
+    }
+  }
+  return "";
+}
+
+void Run::load(const std::string& from) {
+  model_dir_ = resolve_model_path(a_.model_name_or_path, h_.hf_cache_root);
+  tok_ = io::Tokenizer::load(model_dir_);
+  models::LoadOptions lo;
+  lo.weight_dtype = "f32";  // f32 training; bf16 storage is a later issue
+  model_ = models::load_causal_lm(from.empty() ? model_dir_ : from, lo);
+  for (auto& p : model_->module().parameters()) p.tensor->set_requires_grad(true);
+  arena_ = std::make_unique<ParamArena>(model_->module());
+  opt_ = std::make_unique<AdamW>(*arena_, AdamWConfig{a_.adam_beta1, a_.adam_beta2, a_.adam_epsilon, a_.weight_decay});
+}
+
+void Run::setup_data() {
+  auto [train, eval] = data::load_pretrain_data(data_options(a_), *tok_);
+  train_ = std::move(train);
+  eval_ = std::move(eval);
+  if (train_.skipped_records > 0) say("skipped " + std::to_string(train_.skipped_records) + " bad records");
+  int32_t pad = tok_->token_to_id("<pad>").value_or(-1);
+  if (pad < 0) pad = data::pretrain_eos_id(data_options(a_), *tok_);  // LLaMA-Factory: pad = eos
+  loader_opts_.batch_size = a_.per_device_train_batch_size;
+  loader_opts_.shuffle = !a_.disable_shuffling;
+  loader_opts_.seed = static_cast<uint64_t>(a_.seed);
+  loader_opts_.pad_id = pad;
+  loader_opts_.mask_label_id = pad;  // HF's DataCollatorForLanguageModeling masks pad labels
+  loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
+  say("data: " + std::to_string(train_.rows.size()) + " train rows (" + std::to_string(train_.num_tokens()) +
+      " tokens), " + std::to_string(eval_.rows.size()) + " eval rows");
+}
+
+void Run::setup_schedule() {
+  const int64_t per_epoch = std::max<int64_t>(loader_->batches_per_epoch() / a_.gradient_accumulation_steps, 1);
+  total_steps_ = a_.max_steps > 0 ? a_.max_steps
+                                  : static_cast<int64_t>(std::ceil(a_.num_train_epochs * static_cast<double>(per_epoch)));
+  sched_.type = a_.lr_scheduler_type;
+  sched_.total_steps = total_steps_;
+  sched_.warmup_steps = a_.num_warmup_steps(total_steps_);
+  if (a_.lr_scheduler_kwargs.min_lr) sched_.min_lr_rate = *a_.lr_scheduler_kwargs.min_lr / a_.learning_rate;
+  if (a_.lr_scheduler_kwargs.min_lr_rate) sched_.min_lr_rate = *a_.lr_scheduler_kwargs.min_lr_rate;
+  validate_schedule(sched_);
+  log_every_ = a_.logging_strategy == "no" ? 0 : resolve_interval(a_.logging_steps, total_steps_);
+  save_every_ = a_.save_strategy == "no" ? 0 : resolve_interval(a_.save_steps, total_steps_);
+  eval_every_ = (a_.do_eval && !eval_.rows.empty()) ? resolve_interval(a_.eval_steps.value_or(a_.logging_steps), total_steps_) : 0;
+}
+
+void Run::restore(const std::string& dir) {
+  state_ = load_checkpoint(dir, *opt_, *arena_);
+  loader_->restore({state_.loader_epoch, state_.loader_batch});
+  rng_.set_state(state_.rng);
+  say("resumed from " + dir + " at step " + std::to_string(state_.global_step));
+}
+
+TrainResult Run::go() {
+  prepare_output_dir();
+  const std::string from = resume_dir();
+  load(from);
+  setup_data();
+  setup_schedule();
+  rng_.reseed(static_cast<uint64_t>(a_.seed));
+  if (!from.empty()) restore(from);
+  log_ = std::make_unique<TrainerLog>(a_.output_dir, state_.global_step);
+  say("training " + std::to_string(arena_->numel()) + " parameters for " + std::to_string(total_steps_) +
+      " steps (recompute " + (a_.disable_gradient_checkpointing ? "off" : "on") + ")");
+  const int64_t first = state_.global_step;
+  double loss_sum = 0;
+  start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(state_.elapsed_seconds));
+  while (state_.global_step < total_steps_) {
+    loss_sum += train_step();
+    maybe_eval_and_save();
+  }
+  return finish(loss_sum, state_.global_step - first);
+}
+
+}  // namespace detail
+
+TrainResult run_training(const TrainArgs& args, const TrainerHooks& hooks) {
+  if (args.stage != "pt") UNILLM_THROW(NotImplemented, "[train] stage '", args.stage, "' is not implemented yet (pt is)");
+  if (args.finetuning_type != "full")
+    UNILLM_THROW(NotImplemented, "[train] finetuning_type '", args.finetuning_type, "' is not implemented yet (full is)");
+  detail::Run run(args, hooks);
+  return run.go();
+}
+
+}  // namespace unillm::train

@@ -1,0 +1,35 @@
+// The training loop for `unillm train`: data → micro-batches → loss → backward → clip → AdamW,
+// with logging (trainer_log.jsonl), evaluation, checkpoints and exact resume. The library never
+// prints: progress and messages go through TrainerHooks.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "train/args.h"
+
+namespace unillm::train {
+
+struct ProgressInfo {
+  int64_t step = 0, total_steps = 0;
+  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, epoch = 0;
+  double elapsed_s = 0, remaining_s = 0;
+  size_t memory_bytes = 0;
+};
+
+struct TrainerHooks {
+  std::function<void(const std::string&)> info;  // one message line
+  std::function<void(const ProgressInfo&)> progress;  // after every optimizer step
+  std::string hf_cache_root;  // where hub ids are looked up (from HF_HOME etc., by the CLI)
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double train_loss = 0;  // mean of the step losses of this run (HF's train_loss)
+  double final_eval_loss = -1;  // -1 when not evaluated
+  std::string output_dir;
+};
+
+TrainResult run_training(const TrainArgs& args, const TrainerHooks& hooks);
+
+}  // namespace unillm::train

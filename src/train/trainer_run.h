@@ -1,0 +1,71 @@
+// Internal to the trainer: the state of one training run and its steps (trainer.cpp sets up
+// and drives it, trainer_steps.cpp holds the step, evaluation and logging).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/rng.h"
+#include "data/batch_loader.h"
+#include "models/causal_lm.h"
+#include "train/adamw.h"
+#include "train/checkpoint.h"
+#include "train/lr_schedule.h"
+#include "train/trainer.h"
+#include "train/trainer_log.h"
+
+namespace unillm::train::detail {
+
+using Clock = std::chrono::steady_clock;
+inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Labels scored by the model's shifted loss: positions 1.. of each row that are not ignored.
+int64_t scored_labels(const data::Batch& b);
+models::TrainBatch to_train_batch(const data::Batch& b);
+int64_t real_tokens(const data::Batch& b);
+
+class Run {
+ public:
+  Run(const TrainArgs& a, const TrainerHooks& h) : a_(a), h_(h) {}
+  TrainResult go();
+
+ private:
+  void setup_data();
+  void setup_schedule();
+  void restore(const std::string& dir);
+  void maybe_eval_and_save();
+  void say(const std::string& s) const {
+    if (h_.info) h_.info(s);
+  }
+  void prepare_output_dir();
+  std::string resume_dir() const;
+  void load(const std::string& from);
+  double train_step();
+  double evaluate();
+  void log_step(double loss, double grad_norm, double lr);
+  TrainResult finish(double train_loss_sum, int64_t steps_this_run);
+  double last_eval_loss_ = -1;
+
+  const TrainArgs& a_;
+  const TrainerHooks& h_;
+  std::string model_dir_;
+  std::unique_ptr<io::Tokenizer> tok_;
+  std::unique_ptr<models::CausalLM> model_;
+  std::unique_ptr<ParamArena> arena_;
+  std::unique_ptr<AdamW> opt_;
+  data::TokenizedDataset train_, eval_;
+  std::unique_ptr<data::BatchLoader> loader_;
+  data::LoaderOptions loader_opts_;
+  ScheduleConfig sched_;
+  TrainerState state_;
+  std::unique_ptr<TrainerLog> log_;
+  Rng rng_;
+  int64_t total_steps_ = 0, log_every_ = 0, save_every_ = 0, eval_every_ = 0;
+  // The current logging interval.
+  double interval_loss_ = 0, interval_seconds_ = 0;
+  int64_t interval_steps_ = 0, interval_tokens_ = 0;
+  Clock::time_point start_ = Clock::now();
+};
+
+}  // namespace unillm::train::detail

@@ -1,0 +1,180 @@
+// The optimizer step, evaluation and logging of a training run.
+#include <cmath>
+#include <filesystem>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "models/save.h"
+#include "train/trainer_run.h"
+
+namespace unillm::train::detail {
+
+namespace fs = std::filesystem;
+
+// Labels scored by the model's shifted loss: positions 1.. of each row that are not ignored.
+int64_t scored_labels(const data::Batch& b) {
+  int64_t n = 0;
+  for (int64_t r = 0; r < b.rows; ++r)
+    for (int64_t t = 1; t < b.seq_len; ++t) n += b.labels[r * b.seq_len + t] != data::kIgnoreIndex;
+  return n;
+}
+
+models::TrainBatch to_train_batch(const data::Batch& b) {
+  models::TrainBatch tb;
+  tb.input_ids = Tensor::from_ints(b.input_ids, {b.rows, b.seq_len});
+  tb.labels = Tensor::from_ints(b.labels, {b.rows, b.seq_len});
+  std::vector<int32_t> pos(static_cast<size_t>(b.rows * b.seq_len));
+  for (int64_t r = 0; r < b.rows; ++r)
+    for (int64_t t = 0; t < b.seq_len; ++t) pos[r * b.seq_len + t] = static_cast<int32_t>(t);
+  tb.position_ids = Tensor::from_ints(pos, {b.rows, b.seq_len});
+  return tb;
+}
+
+int64_t real_tokens(const data::Batch& b) {
+  int64_t n = 0;
+  for (auto l : b.lengths) n += l;
+  return n;
+}
+
+double Run::train_step() {
+  const auto t0 = Clock::now();
+  std::vector<data::Batch> group;
+  const int64_t left = loader_->batches_per_epoch() - loader_->state().batch_index;
+  for (int64_t i = 0; i < std::min<int64_t>(a_.gradient_accumulation_steps, left); ++i) group.push_back(loader_->next());
+  int64_t items = 0, tokens = 0;
+  for (auto& b : group) {
+    items += scored_labels(b);
+    tokens += real_tokens(b);
+  }
+  double loss_sum = 0;
+  for (auto& b : group) {
+    auto out = model_->loss(to_train_batch(b), !a_.disable_gradient_checkpointing);
+    loss_sum += out.loss_sum.item_flat(0);
+    if (items > 0) autograd::backward(out.loss_sum, Tensor::from_vector({1.0f / static_cast<float>(items)}, {}));
+  }
+  const double loss = items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
+  const double grad_norm = clip_grad_norm(*arena_, a_.max_grad_norm);
+  opt_->step(a_.learning_rate * lr_multiplier(sched_, state_.global_step));
+  arena_->zero_grads();
+  ++state_.global_step;
+  const auto st = loader_->state();
+  state_.loader_epoch = st.epoch;
+  state_.loader_batch = st.batch_index;
+  state_.epoch = static_cast<double>(st.epoch) + static_cast<double>(st.batch_index) / loader_->batches_per_epoch();
+  state_.tokens_seen += tokens;
+  interval_loss_ += loss;
+  interval_tokens_ += tokens;
+  interval_seconds_ += since(t0);
+  ++interval_steps_;
+  const double lr = a_.learning_rate * lr_multiplier(sched_, state_.global_step);
+  if (log_every_ > 0 && state_.global_step % log_every_ == 0) log_step(loss, grad_norm, lr);
+  if (h_.progress) {
+    ProgressInfo p;
+    p.step = state_.global_step;
+    p.total_steps = total_steps_;
+    p.loss = loss;
+    p.lr = lr;
+    p.grad_norm = grad_norm;
+    p.tokens_per_s = static_cast<double>(tokens) / std::max(since(t0), 1e-9);
+    p.epoch = state_.epoch;
+    p.elapsed_s = since(start_);
+    p.remaining_s = p.elapsed_s / std::max<int64_t>(state_.global_step, 1) * (total_steps_ - state_.global_step);
+    p.memory_bytes = backend_for(Device{}).allocator(0).peak_bytes();
+    h_.progress(p);
+  }
+  return loss;
+}
+
+void Run::log_step(double loss, double grad_norm, double lr) {
+  (void)loss;
+  const double elapsed = since(start_);
+  nlohmann::json j;
+  j["current_steps"] = state_.global_step;
+  j["total_steps"] = total_steps_;
+  j["loss"] = std::round(interval_loss_ / std::max<int64_t>(interval_steps_, 1) * 1e4) / 1e4;
+  j["lr"] = lr;
+  j["epoch"] = std::round(state_.epoch * 100) / 100;
+  j["percentage"] = std::round(10000.0 * state_.global_step / total_steps_) / 100;
+  j["elapsed_time"] = format_duration(elapsed);
+  j["remaining_time"] = format_duration(elapsed / state_.global_step * (total_steps_ - state_.global_step));
+  j["step"] = state_.global_step;
+  j["grad_norm"] = grad_norm;
+  j["tokens_per_s"] = std::round(interval_tokens_ / std::max(interval_seconds_, 1e-9) * 10) / 10;
+  log_->write(j);
+  nlohmann::json h = {{"step", state_.global_step}, {"epoch", j["epoch"]}, {"loss", j["loss"]},
+                      {"learning_rate", lr}, {"grad_norm", grad_norm}};
+  state_.log_history.push_back(h);
+  interval_loss_ = interval_seconds_ = 0;
+  interval_steps_ = interval_tokens_ = 0;
+}
+
+double Run::evaluate() {
+  autograd::NoGradGuard no_grad;
+  double loss_sum = 0;
+  int64_t items = 0;
+  data::LoaderOptions eo = loader_opts_;
+  eo.batch_size = a_.per_device_eval_batch_size;
+  for (size_t r = 0; r < eval_.rows.size(); r += static_cast<size_t>(eo.batch_size)) {
+    std::vector<int64_t> idx;
+    for (size_t i = r; i < std::min(eval_.rows.size(), r + static_cast<size_t>(eo.batch_size)); ++i) idx.push_back(static_cast<int64_t>(i));
+    data::Batch b = data::make_batch(eval_, idx, eo);
+    auto out = model_->loss(to_train_batch(b), false);
+    loss_sum += out.loss_sum.item_flat(0);
+    items += out.count;
+  }
+  return items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
+}
+
+void Run::maybe_eval_and_save() {
+  if (eval_every_ > 0 && (state_.global_step % eval_every_ == 0 || state_.global_step == total_steps_)) {
+    const auto t0 = Clock::now();
+    last_eval_loss_ = evaluate();
+    nlohmann::json j = {{"eval_loss", last_eval_loss_}, {"eval_perplexity", std::exp(last_eval_loss_)},
+                        {"eval_runtime", since(t0)}, {"eval_step", state_.global_step}};
+    log_->write(j);
+    state_.log_history.push_back({{"step", state_.global_step}, {"eval_loss", last_eval_loss_}});
+    say("eval at step " + std::to_string(state_.global_step) + ": loss " + std::to_string(last_eval_loss_) +
+        ", perplexity " + std::to_string(std::exp(last_eval_loss_)));
+  }
+  if (save_every_ > 0 && state_.global_step % save_every_ == 0 && state_.global_step < total_steps_) {
+    state_.rng = rng_.state();
+    state_.elapsed_seconds = since(start_);
+    auto dir = save_checkpoint(a_.output_dir, *model_, *opt_, state_, {model_dir_, model_dir_},
+                               a_.save_total_limit.value_or(0));
+    say("saved " + dir);
+  }
+}
+
+TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
+  const double runtime = since(start_);
+  models::SaveOptions so;
+  so.tokenizer_dir = model_dir_;
+  so.generation_config_dir = model_dir_;
+  models::save_pretrained(*model_, a_.output_dir, so);
+  state_.rng = rng_.state();
+  state_.elapsed_seconds = runtime;
+  TrainResult r;
+  r.steps = state_.global_step;
+  r.train_loss = steps_this_run > 0 ? train_loss_sum / static_cast<double>(steps_this_run) : 0.0;
+  r.final_eval_loss = last_eval_loss_;
+  r.output_dir = a_.output_dir;
+  nlohmann::json ts = {{"global_step", state_.global_step}, {"max_steps", total_steps_}, {"epoch", state_.epoch},
+                       {"log_history", state_.log_history}, {"logging_steps", log_every_}, {"save_steps", save_every_},
+                       {"train_batch_size", a_.per_device_train_batch_size}};
+  write_json((fs::path(a_.output_dir) / "trainer_state.json").string(), ts);
+  nlohmann::json tr = {{"epoch", state_.epoch}, {"train_loss", r.train_loss}, {"train_runtime", runtime},
+                       {"train_tokens", state_.tokens_seen},
+                       {"train_steps_per_second", state_.global_step / std::max(runtime, 1e-9)}};
+  write_json((fs::path(a_.output_dir) / "train_results.json").string(), tr);
+  nlohmann::json all = tr;
+  if (last_eval_loss_ >= 0) {
+    all["eval_loss"] = last_eval_loss_;
+    all["eval_perplexity"] = std::exp(last_eval_loss_);
+    write_json((fs::path(a_.output_dir) / "eval_results.json").string(),
+               {{"eval_loss", last_eval_loss_}, {"eval_perplexity", std::exp(last_eval_loss_)}, {"epoch", state_.epoch}});
+  }
+  write_json((fs::path(a_.output_dir) / "all_results.json").string(), all);
+  return r;
+}
+
+}  // namespace unillm::train::detail

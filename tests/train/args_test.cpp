@@ -1,0 +1,285 @@
+// Training config: defaults, overrides, every error kind, ignored-key warnings, the key table and
+// docs/config-keys.md, hub-id resolution through a fake HF cache.
+#include "train/args.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "io/json_file.h"
+#include "train/key_table.h"
+
+namespace unillm::train {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kBase = "model_name_or_path: m\nstage: pt\nfinetuning_type: full\n";
+
+TrainArgs parse(const std::string& yaml, const std::vector<std::string>& ov = {}) {
+  return parse_train_args(yaml, "cfg.yaml", ov);
+}
+
+template <typename E>
+std::string error_of(const std::string& yaml, const std::vector<std::string>& ov = {}) {
+  try {
+    parse(yaml, ov);
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "no error";
+}
+
+TEST(TrainArgs, DefaultsAreLlamaFactoryAndHfOnes) {
+  TrainArgs a = parse(kBase);
+  EXPECT_EQ(a.learning_rate, 5e-5);
+  EXPECT_EQ(a.adam_beta1, 0.9);
+  EXPECT_EQ(a.adam_beta2, 0.999);
+  EXPECT_EQ(a.adam_epsilon, 1e-8);
+  EXPECT_EQ(a.weight_decay, 0.0);
+  EXPECT_EQ(a.max_grad_norm, 1.0);
+  EXPECT_EQ(a.lr_scheduler_type, "linear");
+  EXPECT_EQ(a.warmup_steps, 0);
+  EXPECT_EQ(a.warmup_ratio, 0);
+  EXPECT_EQ(a.num_train_epochs, 3.0);
+  EXPECT_EQ(a.max_steps, -1);
+  EXPECT_EQ(a.per_device_train_batch_size, 8);
+  EXPECT_EQ(a.per_device_eval_batch_size, 8);
+  EXPECT_EQ(a.gradient_accumulation_steps, 1);
+  EXPECT_EQ(a.logging_steps, 500);
+  EXPECT_EQ(a.save_steps, 500);
+  EXPECT_FALSE(a.eval_steps.has_value());
+  EXPECT_FALSE(a.save_total_limit.has_value());
+  EXPECT_EQ(a.seed, 42);
+  EXPECT_EQ(a.cutoff_len, 2048);
+  EXPECT_EQ(a.dataset_dir, "data");
+  EXPECT_TRUE(a.packing);  // pt
+  EXPECT_EQ(a.data_cutoff_len(), 2048);
+  EXPECT_FALSE(a.disable_gradient_checkpointing);
+  EXPECT_EQ(a.resume_from_checkpoint.kind, ResumeFrom::Kind::kNone);
+}
+
+TEST(TrainArgs, ValuesListsAndOverrides) {
+  TrainArgs a =
+      parse(kBase +
+                "learning_rate: 1e-4\ndataset: a, b\nval_size: 0.1\ndo_train: true\n"
+                "eval_strategy: steps\nlogging_steps: 10\nlr_scheduler_type: cosine_with_min_lr\n"
+                "lr_scheduler_kwargs: {min_lr_rate: 0.1}\nresume_from_checkpoint: true\n",
+            {"learning_rate=3e-4", "per_device_train_batch_size=2", "dataset=c",
+             "lr_scheduler_kwargs.min_lr_rate=0.2", "packing=true"});
+  EXPECT_EQ(a.learning_rate, 3e-4);
+  EXPECT_EQ(a.per_device_train_batch_size, 2);
+  EXPECT_EQ(a.dataset, std::vector<std::string>{"c"});
+  EXPECT_EQ(*a.lr_scheduler_kwargs.min_lr_rate, 0.2);
+  EXPECT_TRUE(a.do_eval);        // eval_strategy steps
+  EXPECT_EQ(*a.eval_steps, 10);  // eval_steps ← logging_steps
+  EXPECT_EQ(a.resume_from_checkpoint.kind, ResumeFrom::Kind::kLatest);
+  EXPECT_EQ(a.data_cutoff_len(), 2047);  // explicit packing: true → cutoff_len - 1
+  EXPECT_EQ(parse(kBase + "dataset: [x, y]\n").dataset, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(parse(kBase + "resume_from_checkpoint: out/checkpoint-5\n").resume_from_checkpoint.path,
+            "out/checkpoint-5");
+  EXPECT_FALSE(parse(kBase + "packing: false\n").packing);
+  EXPECT_FALSE(
+      parse("model_name_or_path: m\nstage: pt\nfinetuning_type: full\n", {}).skip_bad_records);
+  data::DataOptions d = data_options(a);
+  EXPECT_EQ(d.cutoff_len, 2047);
+  EXPECT_EQ(d.val_size, 0.1);
+}
+
+TEST(TrainArgs, IntervalAndWarmupHelpers) {
+  TrainArgs a = parse(kBase + "warmup_ratio: 0.1\n");
+  EXPECT_EQ(a.num_warmup_steps(25), 3);  // ceil(2.5)
+  a = parse(kBase + "warmup_steps: 4\nwarmup_ratio: 0.5\n");
+  EXPECT_EQ(a.num_warmup_steps(100), 4);
+  EXPECT_EQ(resolve_interval(0.25, 10), 3);
+  EXPECT_EQ(resolve_interval(7, 10), 7);
+}
+
+TEST(TrainArgs, UnknownKeySuggestsTheNearest) {
+  EXPECT_EQ(error_of<ConfigError>(kBase + "learnig_rate: 1\n"),
+            "[config] cfg.yaml line 4: unknown key 'learnig_rate' (did you mean 'learning_rate'?)");
+  EXPECT_EQ(error_of<ConfigError>(kBase, {"per_device_batch_size=2"}),
+            "[config] command line: unknown key 'per_device_batch_size' (did you mean "
+            "'per_device_eval_batch_size'?)");
+  EXPECT_EQ(error_of<ConfigError>(kBase + "zzzzzzzzzzzzzzzzzzzz: 1\n"),
+            "[config] cfg.yaml line 4: unknown key 'zzzzzzzzzzzzzzzzzzzz'");
+}
+
+TEST(TrainArgs, WrongTypesAndRangesNameFileKeyAndExpectation) {
+  EXPECT_EQ(error_of<ConfigError>(kBase + "learning_rate: abc\n"),
+            "[config] cfg.yaml line 4: key 'learning_rate': expected a number >= 0, got 'abc'");
+  EXPECT_EQ(error_of<ConfigError>(kBase + "per_device_train_batch_size: -1\n"),
+            "[config] cfg.yaml line 4: key 'per_device_train_batch_size': expected an integer >= "
+            "1, got '-1'");
+  EXPECT_EQ(error_of<ConfigError>(kBase + "per_device_train_batch_size: 2.5\n"),
+            "[config] cfg.yaml line 4: key 'per_device_train_batch_size': expected an integer >= "
+            "1, got '2.5'");
+  EXPECT_EQ(error_of<ConfigError>(kBase + "lr_scheduler_type: cosinee\n"),
+            "[config] cfg.yaml line 4: key 'lr_scheduler_type': expected one of linear, cosine, "
+            "cosine_with_restarts, polynomial, constant, constant_with_warmup, inverse_sqrt, "
+            "reduce_lr_on_plateau, cosine_with_min_lr, cosine_warmup_with_min_lr, "
+            "warmup_stable_decay (did you mean 'cosine'?), got 'cosinee'");
+  EXPECT_EQ(error_of<ConfigError>(kBase + "val_size: 2.5\n"),
+            "[config] cfg.yaml line 4: key 'val_size': expected a fraction in [0, 1) or a whole "
+            "count >= 2, got '2.5'");
+  EXPECT_NE(error_of<ConfigError>(kBase + "adam_beta2: 1.0\n").find("expected a number in [0, 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(kBase + "do_train: maybe\n").find("expected true or false"),
+            std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(kBase + "logging_steps: 0\n").find("'logging_steps'"),
+            std::string::npos);
+  EXPECT_EQ(error_of<ConfigError>(kBase, {"seed=-3"}),
+            "[config] command line: key 'seed': expected an integer >= 0, got '-3'");
+  EXPECT_EQ(error_of<ConfigError>(kBase, {"seed"}),
+            "[config] command line: expected key=value, got 'seed'");
+}
+
+TEST(TrainArgs, CrossKeyRules) {
+  EXPECT_NE(error_of<ConfigError>("stage: pt\nfinetuning_type: full\n")
+                .find("model_name_or_path is required"),
+            std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(kBase + "dataset: a\nval_size: 0.1\neval_dataset: b\n")
+                .find("val_size cannot be used with eval_dataset"),
+            std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(kBase + "dataset: a\ndo_eval: true\n")
+                .find("needs eval_dataset or val_size"),
+            std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(kBase + "do_train: true\n").find("needs a training 'dataset'"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of<ConfigError>(kBase + "lr_scheduler_type: cosine_with_min_lr\n").find("exactly one"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of<ConfigError>(kBase + "lr_scheduler_kwargs: '{\"min_lr\": 1e-6}'\n").find("only to"),
+      std::string::npos);
+}
+
+TEST(TrainArgs, NotImplementedKeysAndValues) {
+  EXPECT_EQ(error_of<NotImplemented>(kBase + "deepspeed: ds_z3.json\n"),
+            "[config] cfg.yaml line 4: key 'deepspeed' is not implemented yet");
+  EXPECT_EQ(
+      error_of<NotImplemented>(kBase + "bf16: true\n"),
+      "[config] cfg.yaml line 4: key 'bf16': bf16 (unillm trains in f32) is not implemented yet");
+  EXPECT_EQ(error_of<NotImplemented>("model_name_or_path: m\nstage: pt\n"),
+            "[config] cfg.yaml: finetuning_type 'lora' (LLaMA-Factory's default when it is not "
+            "set) is not implemented yet; set finetuning_type: full");
+  EXPECT_NE(
+      error_of<NotImplemented>(kBase, {"stage=sft"}).find("stage 'sft' is not implemented yet"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of<NotImplemented>(kBase + "lr_scheduler_type: polynomial\n").find("not implemented"),
+      std::string::npos);
+  // Off values of not-implemented keys are accepted (LLaMA-Factory example configs carry them).
+  EXPECT_NO_THROW(
+      parse(kBase + "deepspeed: null\nbf16: false\nstreaming: false\nneat_packing: false\n"));
+}
+
+TEST(TrainArgs, IgnoredKeysWarnOnceUnlessOff) {
+  TrainArgs a = parse(kBase +
+                      "report_to: wandb\nddp_timeout: 180000000\nrun_name: x\n"
+                      "preprocessing_num_workers: 16\nflash_attn: auto\ntrust_remote_code: true\n");
+  ASSERT_EQ(a.warnings.size(), 7u);  // six keys + "nothing to do"
+  EXPECT_NE(a.warnings[0].find("key 'ddp_timeout' is accepted and ignored"), std::string::npos);
+  TrainArgs b = parse(kBase + "report_to: none\ndo_train: true\ndataset: d\n");
+  EXPECT_TRUE(b.warnings.empty());
+}
+
+TEST(TrainArgs, YamlSyntaxErrorNamesFileAndLine) {
+  EXPECT_EQ(error_of<ConfigError>(kBase + "dataset: [a, b\nseed: 1\n").substr(0, 28),
+            "[config] cfg.yaml line 5, co");
+  EXPECT_NE(error_of<ConfigError>("- a\n- b\n").find("expected a mapping"), std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(kBase + "seed: 1\nseed: 2\n").find("appears twice"),
+            std::string::npos);
+}
+
+TEST(TrainArgs, LoadFromFile) {
+  fs::path p = fs::temp_directory_path() / ("unillm_args_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(p) << kBase << "learning_rate: abc\n";
+  try {
+    load_train_args(p.string(), {});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).find("[config] " + p.string() + " line 4:"), 0u) << e.what();
+  }
+  fs::remove(p);
+  EXPECT_THROW(load_train_args(p.string(), {}), ConfigError);
+}
+
+TEST(KeyTable, HoldsKeysFromEveryDataclassWithTheirStatus) {
+  struct Want {
+    const char* key;
+    KeyStatus status;
+    const char* source;
+  };
+  const Want wants[] = {
+      {"model_name_or_path", KeyStatus::kImplemented, "model"},
+      {"flash_attn", KeyStatus::kIgnored, "model"},
+      {"quantization_bit", KeyStatus::kNotImplemented, "model"},
+      {"cutoff_len", KeyStatus::kImplemented, "data"},
+      {"preprocessing_num_workers", KeyStatus::kIgnored, "data"},
+      {"neat_packing", KeyStatus::kNotImplemented, "data"},
+      {"stage", KeyStatus::kImplemented, "finetuning"},
+      {"lora_rank", KeyStatus::kNotImplemented, "finetuning"},
+      {"top_p", KeyStatus::kIgnored, "generating"},
+      {"learning_rate", KeyStatus::kImplemented, "training"},
+      {"report_to", KeyStatus::kIgnored, "training"},
+      {"deepspeed", KeyStatus::kNotImplemented, "training"},
+      {"skip_bad_records", KeyStatus::kImplemented, "unillm"},
+  };
+  for (const Want& w : wants) {
+    const KeyInfo* k = find_key(w.key);
+    ASSERT_NE(k, nullptr) << w.key;
+    EXPECT_EQ(k->status, w.status) << w.key;
+    EXPECT_EQ(k->source, w.source) << w.key;
+  }
+  EXPECT_GT(key_table().size(), 300u);
+  EXPECT_EQ(find_key("no_such_key"), nullptr);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+}
+
+TEST(KeyTable, EveryImplementedKeyHasASetter) {
+  for (const auto& k : key_table()) {
+    if (k.status != KeyStatus::kImplemented) continue;
+    // An implemented key given null either parses or fails with a ConfigError, never with the
+    // internal "no setter" check.
+    try {
+      parse(kBase + std::string(k.name) + ": null\n");
+    } catch (const ConfigError&) {
+    } catch (const NotImplemented&) {
+    }
+  }
+}
+
+TEST(KeyTable, DocsPageMatchesTheTable) {
+  const std::string path = std::string(UNILLM_SOURCE_DIR) + "/docs/config-keys.md";
+  EXPECT_EQ(io::read_file_bytes(path), key_table_markdown())
+      << "regenerate docs/config-keys.md from train::key_table_markdown()";
+}
+
+TEST(ModelPath, LocalDirHubCacheAndClearError) {
+  fs::path root = fs::temp_directory_path() / ("unillm_hf_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::path repo = root / "models--org--tiny";
+  fs::create_directories(repo / "refs");
+  fs::create_directories(repo / "snapshots" / "abc123");
+  std::ofstream(repo / "refs" / "main") << "abc123";
+  EXPECT_EQ(resolve_model_path("org/tiny", root.string()),
+            (repo / "snapshots" / "abc123").string());
+  EXPECT_EQ(resolve_model_path(root.string(), "/nonexistent"), root.string());
+  try {
+    resolve_model_path("org/other", root.string());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("never downloads"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("models--org--other"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(resolve_model_path("./missing/dir", root.string()), ConfigError);
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace unillm::train
