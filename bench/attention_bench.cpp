@@ -46,7 +46,8 @@ void set_counters(benchmark::State& state, double factor) {
 void BM_CausalAttentionFwd(benchmark::State& state) {
   const int64_t hkv = state.range(0);
   Tensor q = random_tensor({kB, kT, kH, kD}, 1), k = random_tensor({kB, kT, hkv, kD}, 2);
-  Tensor v = random_tensor({kB, kT, hkv, kD}, 3), seg = state.range(1) ? packed_segments() : Tensor();
+  Tensor v = random_tensor({kB, kT, hkv, kD}, 3),
+         seg = state.range(1) ? packed_segments() : Tensor();
   const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
   for (auto _ : state) benchmark::DoNotOptimize(unillm::ops::causal_attention(q, k, v, seg, scale));
   set_counters(state, 1.0);
@@ -55,7 +56,8 @@ void BM_CausalAttentionFwd(benchmark::State& state) {
 void BM_CausalAttentionBwd(benchmark::State& state) {
   const int64_t hkv = state.range(0);
   Tensor q = random_tensor({kB, kT, kH, kD}, 1), k = random_tensor({kB, kT, hkv, kD}, 2);
-  Tensor v = random_tensor({kB, kT, hkv, kD}, 3), seg = state.range(1) ? packed_segments() : Tensor();
+  Tensor v = random_tensor({kB, kT, hkv, kD}, 3),
+         seg = state.range(1) ? packed_segments() : Tensor();
   Tensor go = random_tensor({kB, kT, kH, kD}, 4);
   const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
   auto saved = unillm::ops::causal_attention_forward(q, k, v, seg, scale);
@@ -78,14 +80,23 @@ void BM_PagedAttentionFwdPeer(benchmark::State& state) {
                                     Tensor::from_ints(starts, {kB + 1}),
                                     Tensor::from_ints(lens, {kB})};
   const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
-  for (auto _ : state) benchmark::DoNotOptimize(unillm::ops::paged_attention(q, k, v, batch, scale));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(unillm::ops::paged_attention(q, k, v, batch, scale));
   set_counters(state, 1.0);
 }
 
-BENCHMARK(BM_CausalAttentionFwd)->Args({6, 0})->Args({2, 0})->Args({6, 1})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_CausalAttentionBwd)->Args({6, 0})->Args({2, 0})->Args({6, 1})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CausalAttentionFwd)
+    ->Args({6, 0})
+    ->Args({2, 0})
+    ->Args({6, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_CausalAttentionBwd)
+    ->Args({6, 0})
+    ->Args({2, 0})
+    ->Args({6, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_PagedAttentionFwdPeer)->Arg(6)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

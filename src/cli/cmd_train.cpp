@@ -1,6 +1,8 @@
 // `unillm train CONFIG.yaml [key=value ...]`: LLaMA-Factory-style training from a YAML config.
 #include <unistd.h>
 
+#include <csignal>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -43,10 +45,15 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   RuntimeOptions runtime;
   bool quiet = false;
+  int64_t kill_after = -1, kill_in_save = -1;  // crash-test flags (documented in docs/training.md)
   std::vector<std::string> overrides;
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--threads" && i + 1 < args.size()) {
       runtime.threads = std::stoll(args[++i]);
+    } else if (args[i] == "--kill-after-step" && i + 1 < args.size()) {
+      kill_after = std::stoll(args[++i]);
+    } else if (args[i] == "--kill-during-save" && i + 1 < args.size()) {
+      kill_in_save = std::stoll(args[++i]);
     } else if (args[i] == "--quiet") {
       quiet = true;
     } else if (args[i].rfind("--", 0) == 0) {
@@ -62,6 +69,14 @@ int cmd_train(const std::vector<std::string>& args) {
   hooks.hf_cache_root = hf_cache_root();
   hooks.info = [](const std::string& s) { std::fprintf(stderr, "[train] %s\n", s.c_str()); };
   if (!quiet) hooks.progress = print_progress;
+  if (kill_after > 0)
+    hooks.after_step = [kill_after](int64_t step) {
+      if (step == kill_after) raise(SIGKILL);
+    };
+  if (kill_in_save > 0)
+    hooks.before_checkpoint_commit = [kill_in_save](int64_t step) {
+      if (step == kill_in_save) raise(SIGKILL);
+    };
   auto r = train::run_training(targs, hooks);
   std::printf("trained %lld steps: train_loss=%.6f%s -> %s\n", static_cast<long long>(r.steps), r.train_loss,
               r.final_eval_loss >= 0 ? (" eval_loss=" + std::to_string(r.final_eval_loss)).c_str() : "",

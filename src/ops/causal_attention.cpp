@@ -33,8 +33,8 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
                  ", expected k's ", shape_str(k.shape()));
   if (k.size(0) != q.size(0) || k.size(1) != q.size(1) || k.size(3) != q.size(3))
     UNILLM_THROW(ShapeError, "[causal_attention] k has shape ", shape_str(k.shape()),
-                 ", expected [", q.size(0), ", ", q.size(1), ", Hkv, ", q.size(3),
-                 "] for q ", shape_str(q.shape()));
+                 ", expected [", q.size(0), ", ", q.size(1), ", Hkv, ", q.size(3), "] for q ",
+                 shape_str(q.shape()));
   if (k.size(2) == 0 || q.size(2) % k.size(2) != 0)
     UNILLM_THROW(ShapeError, "[causal_attention] q has ", q.size(2),
                  " heads, not a multiple of the ", k.size(2), " kv heads");
@@ -52,16 +52,21 @@ const int32_t* seg_ptr(const Tensor& seg) { return seg.defined() ? seg.data<int3
 class CausalAttentionNode : public autograd::Node {
  public:
   explicit CausalAttentionNode(const CausalAttentionSaved& s)
-      : q_(s.q), k_(s.k), v_(s.v), segment_ids_(s.segment_ids), out_(s.out), lse_(s.lse),
+      : q_(s.q),
+        k_(s.k),
+        v_(s.v),
+        segment_ids_(s.segment_ids),
+        out_(s.out),
+        lse_(s.lse),
         scale_(s.scale) {}
   std::string name() const override { return "CausalAttentionBackward"; }
 
   std::vector<Tensor> backward(const std::vector<Tensor>& grad_outputs) override {
     if (grad_outputs.empty() || !grad_outputs[0].defined()) return {Tensor(), Tensor(), Tensor()};
     const std::array<bool, 3> need{needs_input_grad(0), needs_input_grad(1), needs_input_grad(2)};
-    CausalAttentionSaved s{q_.get(), k_.get(), v_.get(),
-                           segment_ids_.saved() ? segment_ids_.get() : Tensor(), out_.get(),
-                           lse_.get(), scale_};
+    CausalAttentionSaved s{
+        q_.get(),   k_.get(),   v_.get(), segment_ids_.saved() ? segment_ids_.get() : Tensor(),
+        out_.get(), lse_.get(), scale_};
     CausalAttentionGrads g = causal_attention_backward(s, grad_outputs[0], need);
     return {g.dq, g.dk, g.dv};
   }
@@ -91,9 +96,10 @@ CausalAttentionSaved causal_attention_forward(const Tensor& q_in, const Tensor& 
   s.out = Tensor::empty(q.shape(), q.dtype(), q.device());
   s.lse = Tensor::empty({q.size(0), q.size(1), q.size(2)}, q.dtype(), q.device());
   if (q.numel() == 0) return s;
-  CausalAttentionArgs a{q.raw_data(), s.k.raw_data(), s.v.raw_data(), seg_ptr(s.segment_ids),
-                        s.out.raw_data(), s.lse.raw_data(), q.size(0), q.size(1), q.size(2),
-                        s.k.size(2), q.size(3), scale, q.dtype()};
+  CausalAttentionArgs a{q.raw_data(),     s.k.raw_data(),   s.v.raw_data(), seg_ptr(s.segment_ids),
+                        s.out.raw_data(), s.lse.raw_data(), q.size(0),      q.size(1),
+                        q.size(2),        s.k.size(2),      q.size(3),      scale,
+                        q.dtype()};
   if (auto* kernel = find_kernel<CausalAttentionKernel>(kOp, q, q.dtype()))
     kernel(a);
   else if (q.device().is_cpu())
@@ -122,10 +128,23 @@ CausalAttentionGrads causal_attention_backward(const CausalAttentionSaved& s,
     return g;
   }
   auto ptr = [](Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
-  CausalAttentionBackwardArgs a{q.raw_data(), s.k.raw_data(), s.v.raw_data(), s.out.raw_data(),
-                                s.lse.raw_data(), go.raw_data(), seg_ptr(s.segment_ids),
-                                ptr(g.dq), ptr(g.dk), ptr(g.dv), q.size(0), q.size(1),
-                                q.size(2), s.k.size(2), q.size(3), s.scale, q.dtype()};
+  CausalAttentionBackwardArgs a{q.raw_data(),
+                                s.k.raw_data(),
+                                s.v.raw_data(),
+                                s.out.raw_data(),
+                                s.lse.raw_data(),
+                                go.raw_data(),
+                                seg_ptr(s.segment_ids),
+                                ptr(g.dq),
+                                ptr(g.dk),
+                                ptr(g.dv),
+                                q.size(0),
+                                q.size(1),
+                                q.size(2),
+                                s.k.size(2),
+                                q.size(3),
+                                s.scale,
+                                q.dtype()};
   if (auto* kernel = find_kernel<CausalAttentionBackwardKernel>(kBackwardOp, q, q.dtype()))
     kernel(a);
   else if (q.device().is_cpu())
@@ -196,8 +215,8 @@ void causal_attention_reference(const CausalAttentionArgs& a) {
 
 void causal_attention_backward_reference(const CausalAttentionBackwardArgs& a) {
   const int64_t B = a.batch, T = a.tokens, H = a.heads, Hkv = a.kv_heads, D = a.head_dim;
-  const CausalAttentionArgs fa{a.q, a.k, a.v, a.segment_ids, nullptr, nullptr, B, T, H, Hkv, D,
-                               a.scale, a.dtype};
+  const CausalAttentionArgs fa{a.q, a.k, a.v, a.segment_ids, nullptr, nullptr, B, T,
+                               H,   Hkv, D,   a.scale,       a.dtype};
   std::vector<double> dq(static_cast<size_t>(B * T * H * D)), dk(B * T * Hkv * D), dv(dk.size());
   std::vector<double> p, dp;
   auto ld = [&](const void* x, int64_t i) { return load_scalar(x, a.dtype, i); };
@@ -227,7 +246,8 @@ void causal_attention_backward_reference(const CausalAttentionBackwardArgs& a) {
       }
   auto store = [&](void* dst, const std::vector<double>& src) {
     if (!dst) return;
-    for (size_t i = 0; i < src.size(); ++i) store_scalar(dst, a.dtype, static_cast<int64_t>(i), src[i]);
+    for (size_t i = 0; i < src.size(); ++i)
+      store_scalar(dst, a.dtype, static_cast<int64_t>(i), src[i]);
   };
   store(a.grad_q, dq);
   store(a.grad_k, dk);

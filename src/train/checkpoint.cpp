@@ -59,7 +59,8 @@ void remove_partial_checkpoints(const std::string& output_dir) {
 }
 
 std::string save_checkpoint(const std::string& output_dir, const models::CausalLM& model, AdamW& opt,
-                            const TrainerState& state, const CheckpointSources& src, int64_t save_total_limit) {
+                            const TrainerState& state, const CheckpointSources& src, int64_t save_total_limit,
+                            const std::function<void()>& before_commit) {
   const std::string name = "checkpoint-" + std::to_string(state.global_step);
   fs::path tmp = fs::path(output_dir) / (kTmpPrefix + std::to_string(state.global_step));
   fs::path final_dir = fs::path(output_dir) / name;
@@ -72,6 +73,7 @@ std::string save_checkpoint(const std::string& output_dir, const models::CausalL
                        {{"exp_avg", opt.exp_avg()}, {"exp_avg_sq", opt.exp_avg_sq()}});
   // trainer_state.json last: its presence marks a complete checkpoint.
   io::write_file_atomic((tmp / "trainer_state.json").string(), state_json(state, opt, opt.arena()).dump(2) + "\n");
+  if (before_commit) before_commit();
   fs::remove_all(final_dir);
   fs::rename(tmp, final_dir);
   if (save_total_limit > 0) {

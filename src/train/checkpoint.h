@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -32,7 +33,7 @@ struct CheckpointSources {
 // save_total_limit (<= 0: keep all).
 std::string save_checkpoint(const std::string& output_dir, const models::CausalLM& model,
                             AdamW& opt, const TrainerState& state, const CheckpointSources& src,
-                            int64_t save_total_limit);
+                            int64_t save_total_limit, const std::function<void()>& before_commit = {});
 // Restores optimizer state and returns the trainer state of dir (model weights are loaded by
 // the caller from the same dir). Throws IoError naming the file on mismatch or corruption.
 TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamArena& arena);

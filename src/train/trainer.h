@@ -21,6 +21,10 @@ struct TrainerHooks {
   std::function<void(const std::string&)> info;  // one message line
   std::function<void(const ProgressInfo&)> progress;  // after every optimizer step
   std::string hf_cache_root;  // where hub ids are looked up (from HF_HOME etc., by the CLI)
+  // Fault-injection points for crash tests: after an optimizer step (and its checkpoint), and
+  // after a checkpoint's files are written but before the directory is committed.
+  std::function<void(int64_t step)> after_step;
+  std::function<void(int64_t step)> before_checkpoint_commit;
 };
 
 struct TrainResult {

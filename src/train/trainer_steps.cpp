@@ -139,10 +139,13 @@ void Run::maybe_eval_and_save() {
   if (save_every_ > 0 && state_.global_step % save_every_ == 0 && state_.global_step < total_steps_) {
     state_.rng = rng_.state();
     state_.elapsed_seconds = since(start_);
+    std::function<void()> before;
+    if (h_.before_checkpoint_commit) before = [this] { h_.before_checkpoint_commit(state_.global_step); };
     auto dir = save_checkpoint(a_.output_dir, *model_, *opt_, state_, {model_dir_, model_dir_},
-                               a_.save_total_limit.value_or(0));
+                               a_.save_total_limit.value_or(0), before);
     say("saved " + dir);
   }
+  if (h_.after_step) h_.after_step(state_.global_step);
 }
 
 TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {

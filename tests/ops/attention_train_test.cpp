@@ -3,13 +3,12 @@
 // segments, GQA 1/2/4, T not a multiple of the tiles); backward against central differences in
 // f64, f32 kernels against the f64 reference, packed rows against separate samples, autograd
 // wiring and thread-count independence.
-#include "ops/causal_attention.h"
-
 #include <cstring>
 
 #include "autograd/engine.h"
 #include "core/parallel.h"
 #include "op_test_util.h"
+#include "ops/causal_attention.h"
 
 namespace unillm {
 namespace {
@@ -36,7 +35,8 @@ Inputs make_inputs(const Case& c, DType t, uint64_t seed) {
 std::vector<int32_t> segments(int64_t T, const std::vector<int64_t>& lengths, int64_t pad) {
   std::vector<int32_t> s;
   for (int32_t id = 1, i = 0; static_cast<int64_t>(s.size()) < T - pad; ++id, ++i)
-    for (int64_t n = 0; n < lengths[i % lengths.size()] && static_cast<int64_t>(s.size()) < T - pad; ++n)
+    for (int64_t n = 0; n < lengths[i % lengths.size()] && static_cast<int64_t>(s.size()) < T - pad;
+         ++n)
       s.push_back(id);
   s.resize(T, 0);
   return s;
@@ -73,7 +73,8 @@ OracleOut oracle(const Case& c, const Inputs& in, double scale) {
             w[j] += q[row * c.D + i] * k[((b * c.T + j) * c.Hkv + g) * c.D + i] * scale;
           mx = std::max(mx, w[j]);
         }
-        for (int64_t j = 0; j < c.T; ++j) sum += (w[j] = mask[t * c.T + j] ? std::exp(w[j] - mx) : 0);
+        for (int64_t j = 0; j < c.T; ++j)
+          sum += (w[j] = mask[t * c.T + j] ? std::exp(w[j] - mx) : 0);
         o.lse[row] = mx + std::log(sum);
         for (int64_t j = 0; j < c.T; ++j)
           for (int64_t i = 0; i < c.D; ++i)
@@ -92,10 +93,23 @@ ops::CausalAttentionGrads reference_grads(const Inputs& in, const Tensor& w, flo
   ops::CausalAttentionGrads g{Tensor::empty(q.shape(), DType::f64),
                               Tensor::empty(k.shape(), DType::f64),
                               Tensor::empty(v.shape(), DType::f64)};
-  ops::CausalAttentionBackwardArgs a{
-      q.raw_data(), k.raw_data(), v.raw_data(), nullptr, nullptr, go.raw_data(),
-      in.seg.defined() ? in.seg.data<int32_t>() : nullptr, g.dq.raw_data(), g.dk.raw_data(),
-      g.dv.raw_data(), q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), scale, DType::f64};
+  ops::CausalAttentionBackwardArgs a{q.raw_data(),
+                                     k.raw_data(),
+                                     v.raw_data(),
+                                     nullptr,
+                                     nullptr,
+                                     go.raw_data(),
+                                     in.seg.defined() ? in.seg.data<int32_t>() : nullptr,
+                                     g.dq.raw_data(),
+                                     g.dk.raw_data(),
+                                     g.dv.raw_data(),
+                                     q.size(0),
+                                     q.size(1),
+                                     q.size(2),
+                                     k.size(2),
+                                     q.size(3),
+                                     scale,
+                                     DType::f64};
   ops::causal_attention_backward_reference(a);
   return g;
 }
@@ -122,10 +136,19 @@ class CausalAttentionTest : public optest::OpTest {
     optest::expect_near(ops::causal_attention(in.q, in.k, in.v, in.seg, scale), want.out, tol, tol);
     if (t != DType::f64) return;
     Tensor out = Tensor::empty(in.q.shape(), t), lse = Tensor::empty(s.lse.shape(), t);
-    ops::CausalAttentionArgs a{in.q.raw_data(), in.k.raw_data(), in.v.raw_data(),
+    ops::CausalAttentionArgs a{in.q.raw_data(),
+                               in.k.raw_data(),
+                               in.v.raw_data(),
                                in.seg.defined() ? in.seg.data<int32_t>() : nullptr,
-                               out.raw_data(), lse.raw_data(), c.B, c.T, c.H, c.Hkv, c.D,
-                               scale, t};
+                               out.raw_data(),
+                               lse.raw_data(),
+                               c.B,
+                               c.T,
+                               c.H,
+                               c.Hkv,
+                               c.D,
+                               scale,
+                               t};
     ops::causal_attention_reference(a);
     optest::expect_near(out, want.out, tol, tol);
     optest::expect_near(lse, want.lse, tol, tol);
@@ -176,8 +199,8 @@ double loss(const Inputs& in, const std::vector<double>& w, float scale) {
 
 TEST_F(CausalAttentionTest, BackwardMatchesFiniteDifferencesF64) {
   const std::vector<int32_t> seg = {1, 1, 2, 2, 2, 0, 1, 2, 2, 3, 3, 3};
-  for (const Case& c : {Case{2, 6, 4, 2, 3, seg}, Case{1, 7, 2, 1, 4, {}},
-                        Case{2, 6, 2, 2, 3, seg}}) {
+  for (const Case& c :
+       {Case{2, 6, 4, 2, 3, seg}, Case{1, 7, 2, 1, 4, {}}, Case{2, 6, 2, 2, 3, seg}}) {
     SCOPED_TRACE(::testing::Message() << "H=" << c.H << " Hkv=" << c.Hkv);
     Inputs in = make_inputs(c, DType::f64, 300 + c.H);
     const float scale = 0.7f;
@@ -215,13 +238,15 @@ TEST_F(CausalAttentionTest, BackwardKernelsMatchReference) {
   for (DType t : {DType::f64, DType::f32})
     for (int64_t group : {1, 2, 4})
       for (bool with_seg : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << dtype_name(t) << " group=" << group
-                                          << " seg=" << with_seg);
-        const Case c{2, T, 2 * group, 2, t == DType::f32 ? 40 : 20, with_seg ? seg : std::vector<int32_t>{}};
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(t) << " group=" << group << " seg=" << with_seg);
+        const Case c{
+            2, T, 2 * group, 2, t == DType::f32 ? 40 : 20, with_seg ? seg : std::vector<int32_t>{}};
         Inputs in = make_inputs(c, t, 400 + group);
         Tensor w = optest::randn({c.B, c.T, c.H, c.D}, t, 410);
         const float scale = scale_for(c);
-        ops::CausalAttentionSaved s = ops::causal_attention_forward(in.q, in.k, in.v, in.seg, scale);
+        ops::CausalAttentionSaved s =
+            ops::causal_attention_forward(in.q, in.k, in.v, in.seg, scale);
         ops::CausalAttentionGrads g = ops::causal_attention_backward(s, w);
         ops::CausalAttentionGrads r = reference_grads(in, w, scale);
         const double tol = t == DType::f32 ? 1e-4 : 1e-11;
@@ -304,13 +329,16 @@ TEST_F(CausalAttentionTest, ResultsDoNotDependOnThreadCount) {
 }
 
 TEST_F(CausalAttentionTest, BadShapesThrow) {
-  Tensor q = optest::randn({1, 4, 3, 8}, DType::f32, 1), k = optest::randn({1, 4, 2, 8}, DType::f32, 2);
+  Tensor q = optest::randn({1, 4, 3, 8}, DType::f32, 1),
+         k = optest::randn({1, 4, 2, 8}, DType::f32, 2);
   optest::expect_throw_with<ShapeError>(
       [&] { ops::causal_attention(q, k, k, Tensor(), 1.0f); },
       "[causal_attention] q has 3 heads, not a multiple of the 2 kv heads");
   Tensor q4 = optest::randn({1, 4, 4, 8}, DType::f32, 3);
   optest::expect_throw_with<ShapeError>(
-      [&] { ops::causal_attention(q4, k, k, Tensor::from_ints({1, 1, 1}, {1, 3}), 1.0f); },
+      [&] {
+        ops::causal_attention(q4, k, k, Tensor::from_ints({1, 1, 1}, {1, 3}), 1.0f);
+      },
       "[causal_attention] segment_ids has shape [1, 3], expected [1, 4]");
   Tensor k5 = optest::randn({1, 5, 2, 8}, DType::f32, 4);
   optest::expect_throw_with<ShapeError>([&] { ops::causal_attention(q4, k5, k5, Tensor(), 1.0f); },

@@ -116,13 +116,17 @@ class ReferenceLM:
         b = self.w.get(name + ".bias")
         return y + b if b is not None else y
 
-    def _mask(self, t):
-        """[T, T] additive mask: -inf where key j is in the future (or outside the window)."""
+    def _mask(self, t, segments=None):
+        """[T, T] additive mask: -inf where key j is in the future (or outside the window), or,
+        given segments [T], in another segment (packed samples kept apart)."""
         i = torch.arange(t)[:, None]
         j = torch.arange(t)[None, :]
         allowed = j <= i
         if self.window:
             allowed &= (i - j) < int(self.window)
+        if segments is not None:
+            seg = torch.as_tensor(segments, dtype=torch.int64)
+            allowed &= seg[:, None] == seg[None, :]
         m = torch.zeros(t, t, dtype=self.dtype)
         return m.masked_fill(~allowed, float("-inf"))
 
@@ -152,13 +156,16 @@ class ReferenceLM:
         gate = torch.nn.functional.silu(x @ self.w[p + "gate_proj.weight"].t())
         return (gate * (x @ self.w[p + "up_proj.weight"].t())) @ self.w[p + "down_proj.weight"].t()
 
-    def hidden_states(self, ids):
-        """Final-norm hidden states [T, C] for one sequence of token ids."""
+    def hidden_states(self, ids, positions=None, segments=None):
+        """Final-norm hidden states [T, C] for one sequence of token ids. positions [T] default
+        to 0..T-1; segments [T] (optional) restrict attention to the token's own segment.
+        Differentiable when the weights require grad (the training reference uses that)."""
         ids = torch.as_tensor(ids, dtype=torch.int64)
         t = ids.shape[0]
         h = self.w["model.embed_tokens.weight"][ids]  # [T, C]
-        cos, sin = rope_cos_sin(self.cfg, torch.arange(t), self.dtype)
-        mask = self._mask(t)
+        pos = torch.arange(t) if positions is None else torch.as_tensor(positions)
+        cos, sin = rope_cos_sin(self.cfg, pos, self.dtype)
+        mask = self._mask(t, segments)
         for li in range(self.n_layers):
             p = f"model.layers.{li}."
             h = h + self._attention(rms_norm(h, self.w[p + "input_layernorm.weight"], self.eps),

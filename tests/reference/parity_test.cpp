@@ -5,59 +5,25 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "infer/perplexity.h"
 #include "models/causal_lm.h"
+#include "reference/reference_io.h"
 #include "support/expect.h"
 
 namespace unillm {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-
-fs::path reference_dir() {
-  const char* env = std::getenv("UNILLM_REFERENCE_DIR");
-  if (env != nullptr && *env != '\0') return env;
-  return UNILLM_REFERENCE_DEFAULT_DIR;
-}
-
-std::string how_to_make() {
-  return "make it with: /usr/bin/python3 tests/reference/make_fixtures.py --out " +
-         reference_dir().string() +
-         " --stories assets/stories260K (or ctest -R reference_fixtures)";
-}
-
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("[parity] cannot open " + path.string());
-  return json::parse(in);
-}
-
-// Raw little-endian f32 values; the file must hold exactly `count` of them.
-std::vector<float> read_f32(const fs::path& path, int64_t count) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("[parity] cannot open " + path.string());
-  std::vector<float> v(static_cast<size_t>(count));
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * sizeof(float)));
-  if (in.gcount() != static_cast<std::streamsize>(count * sizeof(float)) || in.peek() != EOF) {
-    throw std::runtime_error("[parity] " + path.string() + " does not hold " +
-                             std::to_string(count) + " f32 values");
-  }
-  return v;
-}
-
-// The model dir named by meta.json: "." (the fixture dir itself) or an absolute path.
-fs::path model_dir_of(const fs::path& fixture, const json& meta) {
-  return fixture / meta.at("model_dir").get<std::string>();
-}
+using reference::how_to_make;
+using reference::model_dir_of;
+using reference::read_f32;
+using reference::read_json;
+using reference::reference_dir;
+namespace fs = std::filesystem;
 
 class LogitsParity : public ::testing::TestWithParam<std::string> {};
 

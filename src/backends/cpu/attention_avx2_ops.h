@@ -18,7 +18,8 @@ struct Avx2Ops {
       s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
       s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
     }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    for (; i + 8 <= n; i += 8)
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     if (i < n) {
       __m256i mk = tail_mask(n - i);
       s1 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, mk), _mm256_maskload_ps(b + i, mk), s1);
@@ -29,13 +30,15 @@ struct Avx2Ops {
     const __m256 vp = _mm256_set1_ps(p);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vp, _mm256_loadu_ps(x + i), _mm256_loadu_ps(acc + i)));
+      _mm256_storeu_ps(acc + i,
+                       _mm256_fmadd_ps(vp, _mm256_loadu_ps(x + i), _mm256_loadu_ps(acc + i)));
     for (; i < n; ++i) acc[i] += p * x[i];
   }
   static void scale(float* acc, float c, int64_t n) {
     const __m256 vc = _mm256_set1_ps(c);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(acc + i, _mm256_mul_ps(vc, _mm256_loadu_ps(acc + i)));
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(acc + i, _mm256_mul_ps(vc, _mm256_loadu_ps(acc + i)));
     for (; i < n; ++i) acc[i] *= c;
   }
   static float exp_shift(float* s, int64_t n, float m) {
@@ -52,6 +55,5 @@ struct Avx2Ops {
     return t;
   }
 };
-
 
 }  // namespace unillm::cpu::avx2

@@ -88,8 +88,9 @@ void backward_portable(const ops::CausalAttentionBackwardArgs& a) {
 void register_causal_attention() {
   auto& reg = kernel_registry();
   const bool avx2 = has_avx2();
-  reg.add<ops::CausalAttentionKernel>("causal_attention", DeviceType::cpu, DType::f32,
-                                      avx2 ? &avx2::causal_attention_f32 : &forward_portable<float>);
+  reg.add<ops::CausalAttentionKernel>(
+      "causal_attention", DeviceType::cpu, DType::f32,
+      avx2 ? &avx2::causal_attention_f32 : &forward_portable<float>);
   reg.add<ops::CausalAttentionKernel>("causal_attention", DeviceType::cpu, DType::f64,
                                       &forward_portable<double>);
   reg.add<ops::CausalAttentionBackwardKernel>(

@@ -29,8 +29,8 @@ void gemm_block(const Gemm<float>& g, int64_t i, int64_t j, __m256i m0, __m256i 
     const __m256 b0 = kTail ? _mm256_maskload_ps(bp, m0) : _mm256_loadu_ps(bp);
     const __m256 b1 = kTail ? _mm256_maskload_ps(bp + 8, m1) : _mm256_loadu_ps(bp + 8);
     const float* ap = kTrans ? g.a + p * g.lda + i : g.a + i * g.lda + p;
-  #pragma GCC unroll 6
-  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
       const __m256 av = _mm256_broadcast_ss(kTrans ? ap + r : ap + r * g.lda);
       c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
       c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
@@ -53,12 +53,23 @@ void gemm_rows(const Gemm<float>& g, int64_t j, __m256i m0, __m256i m1) {
   int64_t i = 0;
   for (; i + 6 <= g.m; i += 6) gemm_block<6, kTail, kTrans>(g, i, j, m0, m1);
   switch (g.m - i) {
-    case 5: gemm_block<5, kTail, kTrans>(g, i, j, m0, m1); break;
-    case 4: gemm_block<4, kTail, kTrans>(g, i, j, m0, m1); break;
-    case 3: gemm_block<3, kTail, kTrans>(g, i, j, m0, m1); break;
-    case 2: gemm_block<2, kTail, kTrans>(g, i, j, m0, m1); break;
-    case 1: gemm_block<1, kTail, kTrans>(g, i, j, m0, m1); break;
-    default: break;
+    case 5:
+      gemm_block<5, kTail, kTrans>(g, i, j, m0, m1);
+      break;
+    case 4:
+      gemm_block<4, kTail, kTrans>(g, i, j, m0, m1);
+      break;
+    case 3:
+      gemm_block<3, kTail, kTrans>(g, i, j, m0, m1);
+      break;
+    case 2:
+      gemm_block<2, kTail, kTrans>(g, i, j, m0, m1);
+      break;
+    case 1:
+      gemm_block<1, kTail, kTrans>(g, i, j, m0, m1);
+      break;
+    default:
+      break;
   }
 }
 

@@ -42,11 +42,11 @@ void backward_scores(const TrainLayout<F, V>& L, const TrainTile& q_rows, int64_
                      bool want_ds, TrainScratch<F, V>& w) {
   const int64_t b = q_rows.b, t0 = q_rows.r0, R = q_rows.n * L.G, D = L.D, T = L.T;
   const int64_t bg = L.bg(b, q_rows.g), v0 = (bg * T + t0) * L.G;  // first grouped vector
-  V::gemm(Gemm<F>{w.s.data(), L.qs.data() + v0 * D, L.kt.data() + bg * D * T + j0, R, nk, D, D,
-                  T, kTrainKeys, false, false});
+  V::gemm(Gemm<F>{w.s.data(), L.qs.data() + v0 * D, L.kt_at(bg, j0), R, nk, D, D, L.ldt, kTrainKeys,
+                  false, false});
   if (want_ds)
-    V::gemm(Gemm<F>{w.dp.data(), L.dog.data() + v0 * D, L.vt.data() + bg * D * T + j0, R, nk, D,
-                    D, T, kTrainKeys, false, false});
+    V::gemm(Gemm<F>{w.dp.data(), L.dog.data() + v0 * D, L.vt_at(bg, j0), R, nk, D, D, L.ldt,
+                    kTrainKeys, false, false});
   for (int64_t r = 0; r < R; ++r) {
     F* p = w.s.data() + r * kTrainKeys;
     probs_row<F, V>(L, b, j0, nk, t0 + r / L.G, L.lse[v0 + r], p);
@@ -74,11 +74,11 @@ void dkdv_tile(const ops::CausalAttentionBackwardArgs& a, const TrainLayout<F, V
     const int64_t R = rows.n * G, v0 = (L.bg(tl.b, tl.g) * T + t0) * G;
     backward_scores<F, V>(L, rows, j0, nk, need_dk, w);
     if (need_dv)
-      V::gemm(Gemm<F>{dv, w.s.data(), L.dog.data() + v0 * D, nk, D, R, kTrainKeys, D, D, true,
-                      true});
+      V::gemm(
+          Gemm<F>{dv, w.s.data(), L.dog.data() + v0 * D, nk, D, R, kTrainKeys, D, D, true, true});
     if (need_dk)
-      V::gemm(Gemm<F>{dk, w.dp.data(), L.qs.data() + v0 * D, nk, D, R, kTrainKeys, D, D, true,
-                      true});
+      V::gemm(
+          Gemm<F>{dk, w.dp.data(), L.qs.data() + v0 * D, nk, D, R, kTrainKeys, D, D, true, true});
   }
   for (int64_t j = 0; j < nk; ++j) {
     const int64_t off = ((tl.b * T + j0 + j) * L.Hkv + tl.g) * D;
@@ -99,8 +99,8 @@ void dq_tile(const ops::CausalAttentionBackwardArgs& a, const TrainLayout<F, V>&
   for (int64_t j0 = lo; j0 <= hi; j0 += kTrainKeys) {
     const int64_t nk = std::min(kTrainKeys, hi + 1 - j0);
     backward_scores<F, V>(L, tl, j0, nk, true, w);
-    V::gemm(Gemm<F>{dq, w.dp.data(), k + j0 * L.Hkv * D, R, D, nk, kTrainKeys, L.Hkv * D, D,
-                    false, true});
+    V::gemm(Gemm<F>{dq, w.dp.data(), k + j0 * L.Hkv * D, R, D, nk, kTrainKeys, L.Hkv * D, D, false,
+                    true});
   }
   F* out = static_cast<F*>(a.grad_q);
   for (int64_t r = 0; r < R; ++r) {
@@ -117,11 +117,13 @@ void causal_attention_backward_run(const ops::CausalAttentionBackwardArgs& a) {
                      static_cast<const F*>(a.v), L, a.scale);
   backward_layout<F, V>(a, L);
   if (a.grad_k || a.grad_v)
-    run_tiles<F, V>(L, train_tiles(L.B, L.Hkv, L.T, kTrainKeys),
-                 [&](const TrainTile& tl, TrainScratch<F, V>& w) { dkdv_tile<F, V>(a, L, tl, w); });
+    run_tiles<F, V>(
+        L, train_tiles(L.B, L.Hkv, L.T, kTrainKeys),
+        [&](const TrainTile& tl, TrainScratch<F, V>& w) { dkdv_tile<F, V>(a, L, tl, w); });
   if (a.grad_q)
-    run_tiles<F, V>(L, train_tiles(L.B, L.Hkv, L.T, L.tq),
-                 [&](const TrainTile& tl, TrainScratch<F, V>& w) { dq_tile<F, V>(a, L, tl, w); });
+    run_tiles<F, V>(
+        L, train_tiles(L.B, L.Hkv, L.T, L.tq),
+        [&](const TrainTile& tl, TrainScratch<F, V>& w) { dq_tile<F, V>(a, L, tl, w); });
 }
 
 }  // namespace unillm::cpu

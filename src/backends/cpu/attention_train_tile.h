@@ -49,8 +49,9 @@ void causal_attention_f32(const ops::CausalAttentionArgs& a);
 void causal_attention_backward_f32(const ops::CausalAttentionBackwardArgs& a);
 }  // namespace avx2
 
-constexpr int64_t kTrainQVecs = 48;  // query vectors (rows · G) per tile (divisible by G = 1..4, 6, 8)
-constexpr int64_t kTrainKeys = 64;  // keys per block
+constexpr int64_t kTrainQVecs =
+    48;  // query vectors (rows · G) per tile (divisible by G = 1..4, 6, 8)
+constexpr int64_t kTrainKeys = 64;                         // keys per block
 constexpr int64_t kTrainWorkPerThread = int64_t{1} << 18;  // B·H·T²·D per thread, at least
 
 // Shapes and the grouped/transposed operands of one call. (V, like every template parameter V
@@ -61,18 +62,31 @@ struct TrainLayout {
   int64_t B, T, H, Hkv, D, G, tq;  // tq: query rows per tile
   const int32_t* seg;
   int64_t threads;  // small problems run on fewer threads (a parallel region costs more)
+  int64_t ldt;      // row stride of kᵀ/vᵀ: T padded so that rows do not alias in the L1 cache
   SegmentIndex idx;
-  std::vector<F> qs, kt, vt;  // scale·q [B, Hkv, T·G, D]; kᵀ, vᵀ [B, Hkv, D, T]
+  std::vector<F> qs, kt, vt;      // scale·q [B, Hkv, T·G, D]; kᵀ, vᵀ [B, Hkv, D, ldt]
   std::vector<F> dog, lse, dsum;  // dO [B, Hkv, T·G, D]; lse, rowsum(dO∘O) [B, Hkv, T·G]
 
   template <typename Args>  // CausalAttentionArgs or CausalAttentionBackwardArgs
   explicit TrainLayout(const Args& a)
-      : B(a.batch), T(a.tokens), H(a.heads), Hkv(a.kv_heads), D(a.head_dim), G(H / Hkv),
-        tq(std::max<int64_t>(1, kTrainQVecs / G)), seg(a.segment_ids),
-        threads(std::clamp<int64_t>(B * H * T * T * D / kTrainWorkPerThread, 1, num_threads())) {}
+      : B(a.batch),
+        T(a.tokens),
+        H(a.heads),
+        Hkv(a.kv_heads),
+        D(a.head_dim),
+        G(H / Hkv),
+        tq(std::max<int64_t>(1, kTrainQVecs / G)),
+        seg(a.segment_ids),
+        threads(std::clamp<int64_t>(B * H * T * T * D / kTrainWorkPerThread, 1, num_threads())),
+        ldt((T + 15) / 16 * 16 + 16) {}
 
   int64_t bg(int64_t b, int64_t g) const { return b * Hkv + g; }
-  const F* q_rows(int64_t b, int64_t g, int64_t t) const { return qs.data() + (bg(b, g) * T + t) * G * D; }
+  const F* q_rows(int64_t b, int64_t g, int64_t t) const {
+    return qs.data() + (bg(b, g) * T + t) * G * D;
+  }
+  // kᵀ/vᵀ of (b, g) from key j0 on: a [D, ·] block with row stride ldt.
+  const F* kt_at(int64_t bg, int64_t j0) const { return kt.data() + bg * D * ldt + j0; }
+  const F* vt_at(int64_t bg, int64_t j0) const { return vt.data() + bg * D * ldt + j0; }
   // Row t may see key j.
   bool allowed(int64_t b, int64_t j, int64_t t) const {
     return j <= t && (!seg || seg[b * T + j] == seg[b * T + t]);
@@ -88,7 +102,7 @@ void transpose_tokens(const F* x, int64_t b, int64_t g, const TrainLayout<F, V>&
   const int64_t T = L.T, D = L.D;
   for (int64_t t = 0; t < T; ++t) {
     const F* row = x + ((b * T + t) * L.Hkv + g) * D;
-    for (int64_t d = 0; d < D; ++d) xt[d * T + t] = row[d];
+    for (int64_t d = 0; d < D; ++d) xt[d * L.ldt + t] = row[d];
   }
 }
 
@@ -98,7 +112,7 @@ void train_layout(const F* q, const F* k, const F* v, TrainLayout<F, V>& L, floa
   const int64_t B = L.B, T = L.T, Hkv = L.Hkv, D = L.D, G = L.G;
   L.idx = segment_index(L.seg, B, T);
   L.qs.resize(B * T * L.H * D);
-  L.kt.resize(B * T * Hkv * D);
+  L.kt.resize(B * Hkv * D * L.ldt);
   if (v) L.vt.resize(L.kt.size());
   parallel_for(B * Hkv, L.threads > 1 ? 1 : B * Hkv, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
@@ -108,8 +122,8 @@ void train_layout(const F* q, const F* k, const F* v, TrainLayout<F, V>& L, floa
         F* dst = L.qs.data() + ((b * Hkv + g) * T + t) * G * D;
         for (int64_t e = 0; e < G * D; ++e) dst[e] = src[e] * F(scale);
       }
-      transpose_tokens<F, V>(k, b, g, L, L.kt.data() + i * D * T);
-      if (v) transpose_tokens<F, V>(v, b, g, L, L.vt.data() + i * D * T);
+      transpose_tokens<F, V>(k, b, g, L, L.kt.data() + i * D * L.ldt);
+      if (v) transpose_tokens<F, V>(v, b, g, L, L.vt.data() + i * D * L.ldt);
     }
   });
 }
@@ -140,7 +154,8 @@ F zero_masked(const TrainLayout<F, V>& L, int64_t b, int64_t j0, int64_t n, int6
 // p = exp(s − lse) in place, 0 where masked (the backward's recompute of one row, with the same
 // exp as the forward).
 template <typename F, typename V>
-void probs_row(const TrainLayout<F, V>& L, int64_t b, int64_t j0, int64_t n, int64_t t, F lse, F* s) {
+void probs_row(const TrainLayout<F, V>& L, int64_t b, int64_t j0, int64_t n, int64_t t, F lse,
+               F* s) {
   const bool all = L.sees_all(b, j0, n, t);
   if (!all && !mask_row<F, V>(L, b, j0, n, t, s)) {
     std::fill(s, s + n, F(0));
@@ -162,8 +177,12 @@ template <typename F, typename V>
 struct TrainScratch {
   std::vector<F> s, dp, acc, acc2, m, l;
   explicit TrainScratch(int64_t r, int64_t d)
-      : s(r * kTrainKeys), dp(r * kTrainKeys), acc(std::max(r, kTrainKeys) * d),
-        acc2(kTrainKeys * d), m(r), l(r) {}
+      : s(r * kTrainKeys),
+        dp(r * kTrainKeys),
+        acc(std::max(r, kTrainKeys) * d),
+        acc2(kTrainKeys * d),
+        m(r),
+        l(r) {}
 };
 
 // Online-softmax update of rows' running max/sum for one key block; s becomes probabilities
@@ -196,8 +215,8 @@ void softmax_block(const TrainLayout<F, V>& L, const TrainTile& tl, int64_t j0, 
 }
 
 template <typename F, typename V>
-void forward_tile(const ops::CausalAttentionArgs& a, const TrainLayout<F, V>& L, const TrainTile& tl,
-                  TrainScratch<F, V>& w) {
+void forward_tile(const ops::CausalAttentionArgs& a, const TrainLayout<F, V>& L,
+                  const TrainTile& tl, TrainScratch<F, V>& w) {
   const int64_t R = tl.n * L.G, D = L.D, T = L.T, bg = L.bg(tl.b, tl.g);
   std::fill(w.acc.begin(), w.acc.begin() + R * D, F(0));
   std::fill(w.m.begin(), w.m.begin() + R, -std::numeric_limits<F>::infinity());
@@ -207,11 +226,10 @@ void forward_tile(const ops::CausalAttentionArgs& a, const TrainLayout<F, V>& L,
   const int64_t lo = first_key<F, V>(L, tl.b, tl.r0, tl.n), hi = tl.r0 + tl.n - 1;
   for (int64_t j0 = lo; j0 <= hi; j0 += kTrainKeys) {
     const int64_t n = std::min(kTrainKeys, hi + 1 - j0);
-    V::gemm(Gemm<F>{w.s.data(), q, L.kt.data() + bg * D * T + j0, R, n, D, D, T, kTrainKeys,
-                    false, false});
+    V::gemm(Gemm<F>{w.s.data(), q, L.kt_at(bg, j0), R, n, D, D, L.ldt, kTrainKeys, false, false});
     softmax_block<F, V>(L, tl, j0, n, w);
-    V::gemm(Gemm<F>{w.acc.data(), w.s.data(), vv + j0 * L.Hkv * D, R, D, n, kTrainKeys,
-                    L.Hkv * D, D, false, true});
+    V::gemm(Gemm<F>{w.acc.data(), w.s.data(), vv + j0 * L.Hkv * D, R, D, n, kTrainKeys, L.Hkv * D,
+                    D, false, true});
   }
   F* out = static_cast<F*>(a.out);
   F* lse = static_cast<F*>(a.lse);
@@ -239,8 +257,9 @@ template <typename F, typename V>
 void causal_attention_run(const ops::CausalAttentionArgs& a) {
   TrainLayout<F, V> L(a);
   train_layout<F, V>(static_cast<const F*>(a.q), static_cast<const F*>(a.k), nullptr, L, a.scale);
-  run_tiles<F, V>(L, train_tiles(L.B, L.Hkv, L.T, L.tq),
-               [&](const TrainTile& tl, TrainScratch<F, V>& w) { forward_tile<F, V>(a, L, tl, w); });
+  run_tiles<F, V>(
+      L, train_tiles(L.B, L.Hkv, L.T, L.tq),
+      [&](const TrainTile& tl, TrainScratch<F, V>& w) { forward_tile<F, V>(a, L, tl, w); });
 }
 
 }  // namespace unillm::cpu
