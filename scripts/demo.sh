@@ -13,3 +13,7 @@ build/unillm generate --model "$out" --prompt-ids 1 --temperature 0 --max-new-to
 echo "--- sampled from a prompt:"
 build/unillm generate --model assets/stories260K --prompt "Once upon a time, there was a dog" \
   --temperature 0.8 --top-p 0.95 --max-new-tokens 120 --seed 7
+echo "--- continued pretraining of stories260K on tinyshakespeare (LLaMA-Factory YAML), then generate:"
+build/unillm train examples/train_full/stories260K_full_pt.yaml
+build/unillm generate --model saves/stories260K/full/pt --prompt "ROMEO:" --temperature 0.8 \
+  --max-new-tokens 80 --seed 7
