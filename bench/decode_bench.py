@@ -8,7 +8,7 @@ Both sides are timed the same way: prefill = one forward over the P prompt token
 token's logits; decode = N forwards of one token each (greedy argmax between them). unillm runs as
 a subprocess (`unillm generate`, timing parsed from its stderr line, --max-new-tokens N+1 so that
 N tokens are forwarded); llama.cpp runs in this process (llm.eval). A warm-up run comes first,
-then the median of --runs runs. Decode GB/s = weight bytes read per token × tok/s, printed
+then --runs runs of each, alternating, and their medians. Decode GB/s = weight bytes read per token × tok/s, printed
 beside a same-run STREAM figure (build-bench/stream_bench).
 """
 import argparse
@@ -91,10 +91,16 @@ def stream(binary, threads):
     return {l.split()[0]: float(l.split()[1]) for l in out.splitlines()[1:] if "GB/s" in l}
 
 
-def median_runs(fn, runs):
-    fn()  # warm-up
-    rs = [fn() for _ in range(runs)]
-    return statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)
+def interleaved_medians(fa, fb, runs):
+    """Warm-up of each, then runs alternating a, b, a, b, ... so that both see the same load;
+    returns the (prefill, decode) medians of each."""
+    fa(), fb()
+    ra, rb = [], []
+    for _ in range(runs):
+        ra.append(fa())
+        rb.append(fb())
+    med = lambda rs: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
+    return med(ra), med(rb)
 
 
 def main():
@@ -119,10 +125,11 @@ def main():
                                 (model_dir, gguf_path))
 
     prompt = [1] + [int(x) for x in np.random.default_rng(7).integers(3, s["vocab"], a.prompt - 1)]
-    u = median_runs(lambda: unillm_run(binary, model_dir, prompt, a.decode, a.threads), a.runs)
     llm = make_models.llama_cpp_open(gguf_path, a.threads, n_ctx=a.prompt + a.decode + 16)
-    g = median_runs(lambda: llama_cpp_run(llm, prompt, a.decode), a.runs)
+    u, g = interleaved_medians(lambda: unillm_run(binary, model_dir, prompt, a.decode, a.threads),
+                               lambda: llama_cpp_run(llm, prompt, a.decode), a.runs)
     bw = stream(stream_bin, a.threads)
+    print(f"load after: {sh(['uptime']).split('load average:')[-1].strip()}")
 
     wb = weight_bytes_per_token(s, a.dtype)
     kv = kv_bytes_per_token(s, a.prompt + a.decode // 2)

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
+#include "train/key_table.h"
 #include "train/trainer.h"
 #include "train/trainer_log.h"
 
@@ -42,6 +43,10 @@ int cmd_train(const std::vector<std::string>& args) {
                 "Trains as LLaMA-Factory's `llamafactory-cli train` does (stage pt, finetuning_type full).\n"
                 "Keys: docs/config-keys.md. Overrides use LLaMA-Factory's key=value form.\n");
     return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--print-keys") {  // regenerates docs/config-keys.md
+    std::fputs(train::key_table_markdown().c_str(), stdout);
+    return 0;
   }
   RuntimeOptions runtime;
   bool quiet = false;

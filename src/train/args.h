@@ -49,6 +49,7 @@ struct TrainArgs {
   bool overwrite_output_dir = false;
   bool do_train = false;
   bool do_eval = false;              // set when eval_strategy != "no" (as HF)
+  bool eval_on_start = false;        // HF: evaluate once before the first step
   std::string eval_strategy = "no";  // no | steps
   int64_t per_device_train_batch_size = 8;
   int64_t per_device_eval_batch_size = 8;

@@ -199,6 +199,7 @@ const std::map<std::string, Setter>& setters() {
        [](TrainArgs& a, const Field& f) { a.overwrite_output_dir = get_bool(f); }},
       {"do_train", [](TrainArgs& a, const Field& f) { a.do_train = get_bool(f); }},
       {"do_eval", [](TrainArgs& a, const Field& f) { a.do_eval = get_bool(f); }},
+      {"eval_on_start", [](TrainArgs& a, const Field& f) { a.eval_on_start = get_bool(f); }},
       {"do_predict",
        [](TrainArgs&, const Field& f) {
          if (get_bool(f)) not_implemented(f, "do_predict");

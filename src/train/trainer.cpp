@@ -108,6 +108,7 @@ TrainResult Run::go() {
   const int64_t first = state_.global_step;
   double loss_sum = 0;
   start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(state_.elapsed_seconds));
+  if (a_.eval_on_start && eval_every_ > 0 && state_.global_step == 0) run_eval();
   while (state_.global_step < total_steps_) {
     loss_sum += train_step();
     maybe_eval_and_save();

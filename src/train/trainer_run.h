@@ -35,6 +35,7 @@ class Run {
   void setup_schedule();
   void restore(const std::string& dir);
   void maybe_eval_and_save();
+  void run_eval();
   void say(const std::string& s) const {
     if (h_.info) h_.info(s);
   }

@@ -125,17 +125,19 @@ double Run::evaluate() {
   return items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
 }
 
+void Run::run_eval() {
+  const auto t0 = Clock::now();
+  last_eval_loss_ = evaluate();
+  nlohmann::json j = {{"eval_loss", last_eval_loss_}, {"eval_perplexity", std::exp(last_eval_loss_)},
+                      {"eval_runtime", since(t0)}, {"eval_step", state_.global_step}};
+  log_->write(j);
+  state_.log_history.push_back({{"step", state_.global_step}, {"eval_loss", last_eval_loss_}});
+  say("eval at step " + std::to_string(state_.global_step) + ": loss " + std::to_string(last_eval_loss_) +
+      ", perplexity " + std::to_string(std::exp(last_eval_loss_)));
+}
+
 void Run::maybe_eval_and_save() {
-  if (eval_every_ > 0 && (state_.global_step % eval_every_ == 0 || state_.global_step == total_steps_)) {
-    const auto t0 = Clock::now();
-    last_eval_loss_ = evaluate();
-    nlohmann::json j = {{"eval_loss", last_eval_loss_}, {"eval_perplexity", std::exp(last_eval_loss_)},
-                        {"eval_runtime", since(t0)}, {"eval_step", state_.global_step}};
-    log_->write(j);
-    state_.log_history.push_back({{"step", state_.global_step}, {"eval_loss", last_eval_loss_}});
-    say("eval at step " + std::to_string(state_.global_step) + ": loss " + std::to_string(last_eval_loss_) +
-        ", perplexity " + std::to_string(std::exp(last_eval_loss_)));
-  }
+  if (eval_every_ > 0 && (state_.global_step % eval_every_ == 0 || state_.global_step == total_steps_)) run_eval();
   if (save_every_ > 0 && state_.global_step % save_every_ == 0 && state_.global_step < total_steps_) {
     state_.rng = rng_.state();
     state_.elapsed_seconds = since(start_);

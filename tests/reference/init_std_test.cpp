@@ -18,8 +18,10 @@ namespace {
 
 struct InitCase {
   std::string name, config;  // config.json text
-  int32_t pad_token_id;  // -1: none
+  int32_t pad_token_id;      // -1: none
 };
+
+void PrintTo(const InitCase& c, std::ostream* os) { *os << c.name; }
 
 class InitStd : public ::testing::TestWithParam<InitCase> {};
 
@@ -29,8 +31,9 @@ TEST_P(InitStd, MatchesInitializerRange) {
   const std::string dir = testing::temp_dir("init-std");
   std::ofstream(dir + "/config.json") << c.config;
   const std::string out = dir + "/model";
-  const testing::CliResult r = testing::run_unillm("init --config " + testing::shell_quote(dir + "/config.json") +
-                                                   " --out " + testing::shell_quote(out) + " --seed 7");
+  const testing::CliResult r =
+      testing::run_unillm("init --config " + testing::shell_quote(dir + "/config.json") +
+                          " --out " + testing::shell_quote(out) + " --seed 7");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto model = models::load_causal_lm(out);
   const double range = model->config().initializer_range;
@@ -79,7 +82,8 @@ const char* kQwen2 = R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "q
   "tie_word_embeddings": true, "use_sliding_window": false})";
 
 INSTANTIATE_TEST_SUITE_P(Reference, InitStd,
-                         ::testing::Values(InitCase{"llama", kLlama, 0}, InitCase{"qwen2", kQwen2, -1}),
+                         ::testing::Values(InitCase{"llama", kLlama, 0},
+                                           InitCase{"qwen2", kQwen2, -1}),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

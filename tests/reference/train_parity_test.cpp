@@ -35,7 +35,8 @@ Tensor int_rows(const json& rows) {
   const auto v = rows.get<std::vector<std::vector<int32_t>>>();
   std::vector<int32_t> flat;
   for (const auto& r : v) flat.insert(flat.end(), r.begin(), r.end());
-  return Tensor::from_ints(flat, {static_cast<int64_t>(v.size()), static_cast<int64_t>(v.at(0).size())});
+  return Tensor::from_ints(flat,
+                           {static_cast<int64_t>(v.size()), static_cast<int64_t>(v.at(0).size())});
 }
 
 models::TrainBatch batch_of(const json& b) {
@@ -61,7 +62,9 @@ struct TensorsDiff {
   std::map<std::string, double> rel;  // by name
 };
 
-std::vector<float> values_of(const Tensor& t) { return t.contiguous().to(Device{}).to_float_vector(); }
+std::vector<float> values_of(const Tensor& t) {
+  return t.contiguous().to(Device{}).to_float_vector();
+}
 
 TensorsDiff compare_tensors(const nn::NamedTensors& got, const fs::path& dir, const json& fix,
                             const nn::NamedTensors& base = {}) {
@@ -72,7 +75,8 @@ TensorsDiff compare_tensors(const nn::NamedTensors& got, const fs::path& dir, co
     total = std::max(total, t.at("offset").get<int64_t>() + n);
   }
   const std::vector<float> data = read_f32(dir / fix.at("tensors_file").get<std::string>(), total);
-  std::map<std::string, Tensor> by_name(got.begin(), got.end()), base_by_name(base.begin(), base.end());
+  std::map<std::string, Tensor> by_name(got.begin(), got.end()),
+      base_by_name(base.begin(), base.end());
   TensorsDiff diff;
   std::set<std::string> seen;
   for (const json& t : fix.at("tensors")) {
@@ -86,7 +90,8 @@ TensorsDiff compare_tensors(const nn::NamedTensors& got, const fs::path& dir, co
     const Shape want_shape = t.at("shape").get<Shape>();
     EXPECT_EQ(shape_str(it->second.shape()), shape_str(want_shape)) << name;
     const std::vector<float> g = values_of(it->second);
-    const std::vector<float> b = base.empty() ? std::vector<float>(g.size()) : values_of(base_by_name.at(name));
+    const std::vector<float> b =
+        base.empty() ? std::vector<float>(g.size()) : values_of(base_by_name.at(name));
     const int64_t off = t.at("offset").get<int64_t>();
     double num = 0, den = 0;
     for (size_t i = 0; i < g.size(); ++i) {
@@ -109,6 +114,10 @@ struct GradCase {
   std::string model, variant;
   bool recompute;
 };
+
+void PrintTo(const GradCase& c, std::ostream* os) {
+  *os << c.model << " " << c.variant << (c.recompute ? " recompute" : "");
+}
 
 class GradParity : public ::testing::TestWithParam<GradCase> {};
 
@@ -172,14 +181,16 @@ void expect_decay_rule(const json& fix, const train::ParamArena& arena) {
 TEST(TrainSteps, MatchTorchAdamW) {
   testing::init_cpu();
   const fs::path dir = reference_dir() / "train_steps";
-  if (!fs::exists(dir / "steps.json")) GTEST_SKIP() << "fixture " << dir << " missing; " << how_to_make();
+  if (!fs::exists(dir / "steps.json"))
+    GTEST_SKIP() << "fixture " << dir << " missing; " << how_to_make();
   const json fix = read_json(dir / "steps.json");
   const json& tr = fix.at("trainer");
   const int64_t steps = tr.at("steps").get<int64_t>();
-  const train::ScheduleConfig sched{tr.at("scheduler").get<std::string>(), tr.at("warmup_steps").get<int64_t>(),
-                                    steps};
-  const train::AdamWConfig ac{tr.at("betas").at(0).get<double>(), tr.at("betas").at(1).get<double>(),
-                              tr.at("eps").get<double>(), tr.at("weight_decay").get<double>()};
+  const train::ScheduleConfig sched{tr.at("scheduler").get<std::string>(),
+                                    tr.at("warmup_steps").get<int64_t>(), steps};
+  const train::AdamWConfig ac{tr.at("betas").at(0).get<double>(),
+                              tr.at("betas").at(1).get<double>(), tr.at("eps").get<double>(),
+                              tr.at("weight_decay").get<double>()};
 
   auto model = trainable_model(model_dir_of(dir, fix));
   train::ParamArena arena(model->module());
@@ -192,20 +203,24 @@ TEST(TrainSteps, MatchTorchAdamW) {
     std::vector<std::vector<int32_t>> pos(ids.size());
     for (auto& row : pos)
       for (size_t t = 0; t < ids.at(0).size(); ++t) row.push_back(static_cast<int32_t>(t));
-    const models::TrainBatch batch = batch_of({{"input_ids", ids}, {"labels", ids},
-                                               {"position_ids", pos}, {"segment_ids", nullptr}});
+    const models::TrainBatch batch = batch_of(
+        {{"input_ids", ids}, {"labels", ids}, {"position_ids", pos}, {"segment_ids", nullptr}});
     models::LossResult out = model->loss(batch, /*recompute=*/true);
-    const double loss = out.loss_sum.to(Device{}).to_float_vector().at(0) / static_cast<double>(out.count);
-    autograd::backward(out.loss_sum, Tensor::from_vector({1.0f / static_cast<float>(out.count)}, {}));
+    const double loss =
+        out.loss_sum.to(Device{}).to_float_vector().at(0) / static_cast<double>(out.count);
+    autograd::backward(out.loss_sum,
+                       Tensor::from_vector({1.0f / static_cast<float>(out.count)}, {}));
     const double norm = train::clip_grad_norm(arena, tr.at("max_grad_norm").get<double>());
     const double lr = tr.at("lr").get<double>() * train::lr_multiplier(sched, step);
     opt.step(lr);
     arena.zero_grads();
 
-    const double want_loss = want.at("loss").get<double>(), want_norm = want.at("grad_norm").get<double>();
-    std::cout << "[train-steps] step " << step << ": loss " << loss << " vs " << want_loss << " (rel "
-              << std::fabs(loss - want_loss) / want_loss << "), grad_norm " << norm << " vs " << want_norm
-              << ", lr " << lr << " vs " << want.at("lr").get<double>() << "\n";
+    const double want_loss = want.at("loss").get<double>(),
+                 want_norm = want.at("grad_norm").get<double>();
+    std::cout << "[train-steps] step " << step << ": loss " << loss << " vs " << want_loss
+              << " (rel " << std::fabs(loss - want_loss) / want_loss << "), grad_norm " << norm
+              << " vs " << want_norm << ", lr " << lr << " vs " << want.at("lr").get<double>()
+              << "\n";
     EXPECT_EQ(out.count, want.at("count").get<int64_t>());
     EXPECT_LE(std::fabs(loss - want_loss), loss_rtol * std::fabs(want_loss)) << "step " << step;
     EXPECT_LE(std::fabs(norm - want_norm), 1e-4 * want_norm) << "step " << step;
@@ -215,11 +230,12 @@ TEST(TrainSteps, MatchTorchAdamW) {
   for (const auto& [name, rel] : diff.rel) EXPECT_LE(rel, fix.value("weights_rtol", 1e-4)) << name;
   // The same error against the size of the five updates, a far more sensitive measure.
   auto initial = models::load_causal_lm(model_dir_of(dir, fix).string());
-  const TensorsDiff upd = compare_tensors(model->named_parameters(), dir, fix, initial->named_parameters());
-  for (const auto& [name, rel] : upd.rel) EXPECT_LE(rel, fix.value("update_rtol", 1e-2)) << name;
-  std::cout << "[train-steps] final weights: worst ‖Δ‖/‖ref‖ " << diff.worst << " (" << diff.worst_name
-            << "), worst ‖Δ‖/‖ref − initial‖ " << upd.worst << " (" << upd.worst_name << ") over "
-            << diff.rel.size() << " tensors\n";
+  const TensorsDiff upd =
+      compare_tensors(model->named_parameters(), dir, fix, initial->named_parameters());
+  for (const auto& [name, rel] : upd.rel) EXPECT_LE(rel, fix.value("update_rtol", 1e-3)) << name;
+  std::cout << "[train-steps] final weights: worst ‖Δ‖/‖ref‖ " << diff.worst << " ("
+            << diff.worst_name << "), worst ‖Δ‖/‖ref − initial‖ " << upd.worst << " ("
+            << upd.worst_name << ") over " << diff.rel.size() << " tensors\n";
 }
 
 }  // namespace

@@ -257,7 +257,7 @@ TEST(KeyTable, EveryImplementedKeyHasASetter) {
 TEST(KeyTable, DocsPageMatchesTheTable) {
   const std::string path = std::string(UNILLM_SOURCE_DIR) + "/docs/config-keys.md";
   EXPECT_EQ(io::read_file_bytes(path), key_table_markdown())
-      << "regenerate docs/config-keys.md from train::key_table_markdown()";
+      << "regenerate it: unillm train --print-keys > docs/config-keys.md";
 }
 
 TEST(ModelPath, LocalDirHubCacheAndClearError) {

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of `unillm train` for bench/train_bench.py: a plain Llama (HF layout and
+math: embedding, RMSNorm, rotate-half RoPE, causal attention by matmul + softmax, SwiGLU MLP,
+untied lm_head, shifted cross-entropy) trained with torch.optim.AdamW, f32, on the same
+safetensors weights and the same token blocks.
+
+  /usr/bin/python3 bench/train_reference_torch.py --model DIR --ids ids.npy --batch 8 \
+      --steps 8 [--threads 2] [--grad-ckpt]
+
+--ids is an int64 .npy of shape [rows, seq] (the packed blocks, in order); step k trains on rows
+[k*batch, (k+1)*batch), wrapping around. A step is what the HF Trainer does per optimizer step:
+forward, loss, backward, clip_grad_norm_(1.0), AdamW step, scheduler step, zero_grad. Labels are
+the inputs shifted inside the model, with EOS labels ignored (LLaMA-Factory's pt collator: the pad
+id is the EOS when the tokenizer has none). --grad-ckpt recomputes each decoder layer in backward
+(torch.utils.checkpoint), as LLaMA-Factory's default gradient_checkpointing does.
+
+Prints one JSON line per step ({"step", "seconds", "tokens_per_s", "loss"}) and a last JSON line
+{"summary": ...} with the BLAS check (the library mapped after a matmul and a 1024^3 sgemm
+timing), the median tokens/s of the steps after --warmup, and the peak RSS
+(getrusage ru_maxrss, the whole process including torch itself). Refuses to run unless torch's
+GEMM is OpenBLAS (--any-blas overrides, for debugging only).
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint
+
+
+# ---------------------------------------------------------------------------- safetensors reader
+def read_safetensors(path):
+    """8-byte little-endian header length, JSON header, raw little-endian data (F32/BF16/F16)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        base = 8 + n
+        out = {}
+        for name, meta in header.items():
+            if name == "__metadata__":
+                continue
+            a, b = meta["data_offsets"]
+            f.seek(base + a)
+            raw = f.read(b - a)
+            dt = meta["dtype"]
+            if dt == "F32":
+                arr = np.frombuffer(raw, dtype="<f4")
+            elif dt == "F16":
+                arr = np.frombuffer(raw, dtype="<f2").astype(np.float32)
+            elif dt == "BF16":
+                arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+            else:
+                raise SystemExit(f"train_reference_torch: unsupported dtype {dt} for {name}")
+            out[name] = torch.from_numpy(arr.reshape(meta["shape"]).copy())
+        return out
+
+
+# ------------------------------------------------------------------------------------- the model
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        C, H, KV = c["hidden_size"], c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
+        self.H, self.KV, self.hd = H, KV, C // H
+        self.q_proj = nn.Linear(C, H * self.hd, bias=False)
+        self.k_proj = nn.Linear(C, KV * self.hd, bias=False)
+        self.v_proj = nn.Linear(C, KV * self.hd, bias=False)
+        self.o_proj = nn.Linear(H * self.hd, C, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.H, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.KV, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.KV, self.hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        if self.KV != self.H:  # GQA: repeat kv heads, as HF's repeat_kv
+            k = k.repeat_interleave(self.H // self.KV, dim=1)
+            v = v.repeat_interleave(self.H // self.KV, dim=1)
+        s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd) + mask
+        p = torch.softmax(s, dim=-1)
+        o = torch.matmul(p, v).transpose(1, 2).reshape(B, T, self.H * self.hd)
+        return self.o_proj(o)
+
+
+class MLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        C, Fh = c["hidden_size"], c["intermediate_size"]
+        self.gate_proj = nn.Linear(C, Fh, bias=False)
+        self.up_proj = nn.Linear(C, Fh, bias=False)
+        self.down_proj = nn.Linear(Fh, C, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Layer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.input_layernorm = RMSNorm(c["hidden_size"], c.get("rms_norm_eps", 1e-6))
+        self.self_attn = Attention(c)
+        self.post_attention_layernorm = RMSNorm(c["hidden_size"], c.get("rms_norm_eps", 1e-6))
+        self.mlp = MLP(c)
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Inner(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList(Layer(c) for _ in range(c["num_hidden_layers"]))
+        self.norm = RMSNorm(c["hidden_size"], c.get("rms_norm_eps", 1e-6))
+
+
+class Llama(nn.Module):
+    def __init__(self, c, grad_ckpt=False):
+        super().__init__()
+        self.c, self.grad_ckpt = c, grad_ckpt
+        self.model = Inner(c)
+        self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+        hd = c["hidden_size"] // c["num_attention_heads"]
+        theta = c.get("rope_theta", 10000.0)
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+
+    def forward(self, ids, labels):
+        B, T = ids.shape
+        t = torch.arange(T, dtype=torch.float32)
+        freqs = torch.outer(t, self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+        mask = torch.full((T, T), float("-inf")).triu(1)[None, None]
+        h = self.model.embed_tokens(ids)
+        for layer in self.model.layers:
+            if self.grad_ckpt:
+                h = torch.utils.checkpoint.checkpoint(layer, h, cos, sin, mask, use_reentrant=False)
+            else:
+                h = layer(h, cos, sin, mask)
+        logits = self.lm_head(self.model.norm(h))
+        return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+                               ignore_index=-100)
+
+
+# ----------------------------------------------------------------------------------- BLAS check
+def blas_check(threads):
+    """Which BLAS torch's sgemm runs on (libraries mapped after a matmul) and its 1024^3 GFLOP/s."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    torch.matmul(a, b)
+    libs = sorted({l.split()[-1] for l in open("/proc/self/maps")
+                   if "blas" in l.lower() or "mkl" in l.lower()})
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return {"libs": libs, "openblas": any("libopenblas" in l for l in libs),
+            "sgemm1024_gflops": 2 * 1024 ** 3 / best / 1e9, "threads": torch.get_num_threads()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="HF dir: config.json + model.safetensors")
+    ap.add_argument("--ids", required=True, help="int64 .npy [rows, seq] of packed token blocks")
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=1, help="steps left out of the median")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--grad-ckpt", action="store_true", help="recompute each layer in backward")
+    ap.add_argument("--eos", type=int, default=2)
+    ap.add_argument("--any-blas", action="store_true", help="run even if torch's GEMM is not OpenBLAS")
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    blas = blas_check(a.threads)
+    if not blas["openblas"] and not a.any_blas:
+        print(json.dumps({"error": "torch's sgemm is not OpenBLAS", "blas": blas}))
+        sys.exit(3)
+    rss_import_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    cfg = json.load(open(os.path.join(a.model, "config.json")))
+    if cfg.get("tie_word_embeddings", False):
+        raise SystemExit("train_reference_torch: give an untied model (tie_word_embeddings false)")
+    model = Llama(cfg, grad_ckpt=a.grad_ckpt)
+    sd = read_safetensors(os.path.join(a.model, "model.safetensors"))
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    if missing or unexpected:
+        raise SystemExit(f"train_reference_torch: missing {missing} unexpected {unexpected}")
+    del sd
+    model.train()
+
+    ids_all = torch.from_numpy(np.load(a.ids).astype(np.int64))
+    rows, T = ids_all.shape
+    # HF defaults as LLaMA-Factory runs them: AdamW(0.9, 0.999, 1e-8, wd 0), linear schedule,
+    # clip_grad_norm_(1.0).
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: max(0.0, (a.steps - k) / a.steps))
+
+    times = []
+    for step in range(a.steps):
+        idx = [(step * a.batch + i) % rows for i in range(a.batch)]
+        ids = ids_all[idx]
+        labels = ids.clone()
+        labels[labels == a.eos] = -100
+        t0 = time.perf_counter()
+        loss = model(ids, labels)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        print(json.dumps({"step": step + 1, "seconds": round(dt, 4),
+                          "tokens_per_s": round(a.batch * T / dt, 1), "loss": round(loss.item(), 5),
+                          "grad_norm": round(float(gn), 5)}), flush=True)
+
+    timed = times[a.warmup:] or times
+    med = statistics.median(timed)
+    summary = {
+        "tokens_per_s": a.batch * T / med, "median_step_s": med, "timed_steps": len(timed),
+        "tokens_per_step": a.batch * T, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_after_import_mb": rss_import_mb, "grad_ckpt": a.grad_ckpt, "torch": torch.__version__,
+        "blas": blas,
+        "params": sum(p.numel() for p in model.parameters()),
+    }
+    print(json.dumps({"summary": summary}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
