@@ -57,11 +57,32 @@ def load_str():
 
 
 def check_load(limit=1.5):
+    """At the start: warns when the 1-minute load average is above `limit`."""
     l1 = os.getloadavg()[0]
     if l1 > limit:
         print(f"WARNING: 1-minute load average {l1:.2f} > {limit}: other processes are running and "
               f"will distort the timings (uptime: {sh(['uptime'])})", flush=True)
     return l1
+
+
+def cpu_busy(seconds=2.0):
+    """Fraction of all CPUs busy over `seconds` (from /proc/stat). Between runs the load average
+    still carries this bench's own previous run, so this is the check used there."""
+    def snap():
+        v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        return sum(v), v[3] + v[4]  # total, idle + iowait
+    t0, i0 = snap()
+    time.sleep(seconds)
+    t1, i1 = snap()
+    return 1.0 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def check_quiet(limit=0.1):
+    b = cpu_busy()
+    if b > limit:
+        print(f"WARNING: the CPUs were {100 * b:.0f}% busy just before this run (other processes); "
+              f"its timings are distorted", flush=True)
+    return b
 
 
 # ----------------------------------------------------------------------------------- the model
@@ -211,12 +232,12 @@ def main():
                      "attn_share": attn_flops / (6 * n_non_emb + attn_flops), "peak_gflops": peak}
                 if not a.skip_unillm:
                     r["load_before_unillm"] = load_str()
-                    check_load()
+                    r["busy_before_unillm"] = check_quiet()
                     r["unillm"] = run_unillm(a.unillm, mdir, shape, steps, a.threads, ckpt, work)
                     print(f"[{shape} ckpt {mode}] unillm {json.dumps(r['unillm'])}", flush=True)
                 if not a.skip_torch:
                     r["load_before_torch"] = load_str()
-                    check_load()
+                    r["busy_before_torch"] = check_quiet()
                     r["torch"] = run_torch(a.torch_python, mdir, ids_path, shape, steps, a.threads, ckpt)
                     print(f"[{shape} ckpt {mode}] torch {json.dumps(r['torch'])}", flush=True)
                     b = r["torch"]["blas"]

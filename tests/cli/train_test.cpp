@@ -73,6 +73,11 @@ TEST(Train, ResumeAfterKillIsExact) {
   auto resumed = run_unillm("train " + cfg + " resume_from_checkpoint=true --quiet");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   expect_same_run(dir + "/a", dir + "/b");
+  // A damaged checkpoint is refused with the file named, and nothing is trained from it.
+  fs::resize_file(dir + "/b/checkpoint-15/optimizer.safetensors", 100);
+  auto bad = run_unillm("train " + cfg + " resume_from_checkpoint=" + dir + "/b/checkpoint-15 --quiet");
+  EXPECT_EQ(bad.exit_code, 1) << bad.err;
+  EXPECT_NE(bad.err.find("optimizer.safetensors"), std::string::npos) << bad.err;
   for (const char* f : {"trainer_state.json", "train_results.json", "all_results.json", "config.json", "tokenizer.json"})
     EXPECT_TRUE(fs::exists(dir + "/b/" + std::string(f))) << f;
 }
