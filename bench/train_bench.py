@@ -22,11 +22,18 @@ N = the non-embedding parameters (every parameter but embed_tokens; the lm_head 
 and the peak the 2-thread FMA GFLOP/s that bench/gemm_bench measures in the same run. The
 6N rule leaves out attention's score/value FLOPs (12 x layers x seq x dim per token, reported as
 `attn_share`).
+
+Also per shape: a GEMM-only bound (train_reference_torch.py --gemm-bound: every projection and
+lm_head GEMM of one step in unillm's layout, timed with OpenBLAS through torch.mm; tok/s if the
+step were nothing else), with/without layer recompute and logits recompute in the CE backward.
+The load average is checked at the start; each run also reports the CPU share other processes
+used during it (> 5%: distorted).
 """
 import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -75,6 +82,35 @@ def cpu_busy(seconds=2.0):
     time.sleep(seconds)
     t1, i1 = snap()
     return 1.0 - (i1 - i0) / max(t1 - t0, 1)
+
+
+class Contention:
+    """CPU time that processes other than this bench's children used during a run, as a share of
+    the machine (all CPUs x the run's wall time): /proc/stat busy time minus the children's
+    rusage. Above ~5% the run's timings are distorted."""
+
+    def __enter__(self):
+        self.t, self.busy, self.own = time.time(), self._busy(), self._own()
+        return self
+
+    def __exit__(self, *exc):
+        hz = os.sysconf("SC_CLK_TCK")
+        wall = time.time() - self.t
+        other = (self._busy() - self.busy) / hz - (self._own() - self.own)
+        self.share = max(0.0, other) / (wall * os.cpu_count())
+        if self.share > 0.05:
+            print(f"WARNING: other processes used {100 * self.share:.0f}% of the CPUs during this run; "
+                  f"its timings are distorted", flush=True)
+
+    @staticmethod
+    def _busy():
+        v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        return sum(v) - v[3] - v[4]
+
+    @staticmethod
+    def _own():
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
 
 
 def check_quiet(limit=0.1):
@@ -134,11 +170,26 @@ def packed_blocks(tok_model, rows_needed, block=SEQ, group=1000, bos=1, eos=2):
 
 # ------------------------------------------------------------------------------------- the peak
 def fma_peak(gemm_bench, threads):
-    out = sh([str(gemm_bench), f"--threads={threads}", "--benchmark_filter=FmaPeak"])
-    m = re.search(rf"FMA peak {threads} threads\s+total\s+([\d.]+) GFLOP/s", out)
+    """The FMA peak of `threads` threads as bench/gemm_bench reports it. gemm_bench prints a
+    measured peak (FMA chains) and a theoretical one (32 flop/cycle/core at its measured clock), and
+    times ops::linear (OpenBLAS) at 1024^3. A measured "peak" below what that GEMM reaches is not a
+    peak (the chain loop is then bound by something else), so the theoretical figure is used and
+    the reason printed. Returns (GFLOP/s, what it is, the lines to show)."""
+    out = sh([str(gemm_bench), f"--threads={threads}", "--benchmark_filter=FmaPeak|LinearF32/1024"])
+    m = re.search(rf"FMA peak {threads} threads?\s+total\s+([\d.]+) GFLOP/s", out)
+    th = re.search(r"theoretical: .* = ([\d.]+) GFLOP/s on", out)
+    g = re.search(r"BM_LinearF32/1024\S*\s.*?GFLOP/s=([\d.]+)([kMG]?)/s", out)
     if not m:
         sys.exit(f"train_bench: no FMA peak in the output of {gemm_bench}:\n{out}")
-    return float(m.group(1)), [l for l in out.splitlines() if l.startswith(("FMA peak", "theoretical"))]
+    measured = float(m.group(1))
+    gemm = float(g.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[g.group(2)] if g else 0.0
+    lines = [l for l in out.splitlines() if l.startswith(("FMA peak", "theoretical"))]
+    lines.append(f"ops::linear f32 1024^3: {gemm:.1f} GFLOP/s" if g else "ops::linear 1024^3: not parsed")
+    if gemm > measured and th:
+        lines.append(f"the measured FMA peak ({measured:.1f}) is below the 1024^3 GEMM ({gemm:.1f}): "
+                     f"not a peak; using gemm_bench's theoretical figure")
+        return float(th.group(1)), "theoretical (gemm_bench)", lines
+    return measured, "measured FMA peak (gemm_bench)", lines
 
 
 # ------------------------------------------------------------------------------------- the runs
@@ -189,6 +240,16 @@ def run_torch(python, mdir, ids_path, shape, steps, threads, ckpt):
     return s
 
 
+def run_gemm_bound(python, mdir, ids_path, shape, threads):
+    cmd = [python, str(HERE / "train_reference_torch.py"), "--model", str(mdir), "--batch", str(BATCH[shape]),
+           "--gemm-bound", str(SEQ), "--threads", str(threads), "--ids", str(ids_path)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"train_bench: gemm bound failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])["gemm_bound"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="stories15M,stories110M")
@@ -200,6 +261,7 @@ def main():
     ap.add_argument("--torch-python", default=sys.executable)
     ap.add_argument("--skip-torch", action="store_true")
     ap.add_argument("--skip-unillm", action="store_true")
+    ap.add_argument("--skip-bound", action="store_true", help="skip the GEMM-only bound")
     ap.add_argument("--out", default=str(HERE / "models"))
     ap.add_argument("--json", help="also write every result to this file")
     a = ap.parse_args()
@@ -209,12 +271,12 @@ def main():
     print(f"cpu       {model[0] if model else '?'}, {os.cpu_count()} cpus; threads {a.threads}")
     print(f"load      {load_str()}")
     check_load()
-    peak, peak_lines = fma_peak(a.gemm_bench, a.threads)
+    peak, peak_kind, peak_lines = fma_peak(a.gemm_bench, a.threads)
     for l in peak_lines:
         print("          " + l)
-    print(f"peak      {peak:.1f} GFLOP/s ({a.threads}-thread FMA peak, gemm_bench)", flush=True)
+    print(f"peak      {peak:.1f} GFLOP/s ({a.threads} threads, {peak_kind})", flush=True)
 
-    results = []
+    results, bounds = [], {}
     with tempfile.TemporaryDirectory(prefix="train_bench-") as work:
         for shape in a.shapes.split(","):
             s = make_models.SHAPES[shape]
@@ -225,20 +287,30 @@ def main():
             np.save(ids_path, ids)
             n_non_emb, n_all = count_params(s)
             attn_flops = 12 * s["layers"] * SEQ * s["dim"]  # per token, fwd+bwd, causal not halved
+            if not a.skip_bound:
+                with Contention() as c:
+                    bounds[shape] = run_gemm_bound(a.torch_python, mdir, ids_path, shape, a.threads)
+                bounds[shape]["others_cpu_share"] = c.share
+                print(f"[{shape}] GEMM-only bound {json.dumps(bounds[shape]['bound_tokens_per_s'])}", flush=True)
             for mode in a.ckpt.split(","):
                 ckpt = mode == "on"
                 r = {"shape": shape, "ckpt": ckpt, "batch": BATCH[shape], "seq": SEQ, "steps": steps,
                      "params": n_all, "non_embedding_params": n_non_emb,
-                     "attn_share": attn_flops / (6 * n_non_emb + attn_flops), "peak_gflops": peak}
+                     "attn_share": attn_flops / (6 * n_non_emb + attn_flops), "peak_gflops": peak,
+                     "peak_kind": peak_kind}
                 if not a.skip_unillm:
                     r["load_before_unillm"] = load_str()
                     r["busy_before_unillm"] = check_quiet()
-                    r["unillm"] = run_unillm(a.unillm, mdir, shape, steps, a.threads, ckpt, work)
+                    with Contention() as c:
+                        r["unillm"] = run_unillm(a.unillm, mdir, shape, steps, a.threads, ckpt, work)
+                    r["unillm"]["others_cpu_share"] = c.share
                     print(f"[{shape} ckpt {mode}] unillm {json.dumps(r['unillm'])}", flush=True)
                 if not a.skip_torch:
                     r["load_before_torch"] = load_str()
                     r["busy_before_torch"] = check_quiet()
-                    r["torch"] = run_torch(a.torch_python, mdir, ids_path, shape, steps, a.threads, ckpt)
+                    with Contention() as c:
+                        r["torch"] = run_torch(a.torch_python, mdir, ids_path, shape, steps, a.threads, ckpt)
+                    r["torch"]["others_cpu_share"] = c.share
                     print(f"[{shape} ckpt {mode}] torch {json.dumps(r['torch'])}", flush=True)
                     b = r["torch"]["blas"]
                     if not b["openblas"] or b["sgemm1024_gflops"] < 0.25 * peak:
@@ -256,7 +328,7 @@ def main():
               f"{', '.join(b['libs'])}, sgemm 1024^3 {b['sgemm1024_gflops']:.1f} GFLOP/s "
               f"({100 * b['sgemm1024_gflops'] / peak:.0f}% of peak)")
     print(f"\n{'shape':<12}{'ckpt':<5}{'B x T':>8}{'unillm tok/s':>14}{'torch tok/s':>13}{'ratio':>7}"
-          f"{'MFU u':>7}{'MFU t':>7}{'RSS u MB':>10}{'RSS t MB':>10}{'RSS ratio':>10}")
+          f"{'MFU u':>7}{'MFU t':>7}{'RSS u MB':>10}{'RSS t MB':>10}{'RSS ratio':>10}{'others u/t':>12}")
     for r in results:
         u, t = r.get("unillm"), r.get("torch")
         f = lambda d, k, fmt: format(d[k], fmt) if d else "-"  # noqa: E731
@@ -264,16 +336,31 @@ def main():
         rss = f"{u['peak_rss_mb'] / t['peak_rss_mb']:.2f}" if u and t else "-"
         mfu_u = f"{100 * u['mfu']:.0f}%" if u else "-"
         mfu_t = f"{100 * t['mfu']:.0f}%" if t else "-"
+        oth = "/".join(f"{100 * d['others_cpu_share']:.0f}%" if d else "-" for d in (u, t))
         print(f"{r['shape']:<12}{'on' if r['ckpt'] else 'off':<5}{r['batch']:>4}x{r['seq']:<3}"
               f"{f(u, 'tokens_per_s', '.0f'):>14}{f(t, 'tokens_per_s', '.0f'):>13}{ratio:>7}"
-              f"{mfu_u:>7}{mfu_t:>7}{f(u, 'peak_rss_mb', '.0f'):>10}{f(t, 'peak_rss_mb', '.0f'):>10}{rss:>10}")
+              f"{mfu_u:>7}{mfu_t:>7}{f(u, 'peak_rss_mb', '.0f'):>10}{f(t, 'peak_rss_mb', '.0f'):>10}{rss:>10}"
+              f"{oth:>12}")
     print(f"\nMFU = 6 x non-embedding params x tok/s / {peak:.1f} GFLOP/s; non-embedding params: "
           + ", ".join(f"{r['shape']} {r['non_embedding_params'] / 1e6:.2f}M (attention adds "
                       f"{100 * r['attn_share']:.0f}% more FLOPs)" for r in results[::len(a.ckpt.split(','))]))
+    print("others u/t: CPU share other processes used during the unillm / torch run (> 5%: distorted)")
     print("targets: tok/s ratio >= " + ", ".join(f"{k} {v}x" for k, v in TARGET.items())
           + "; peak RSS ratio <= 0.8")
+    if bounds:
+        print("\nGEMM-only bound (tok/s if a step were only its projection + lm_head GEMMs, OpenBLAS via "
+              "torch.mm on the real shapes; attention and everything else excluded):")
+        print(f"{'shape':<12}{'ckpt on':>10}{'on, CE recompute':>18}{'ckpt off':>10}{'off, CE recompute':>19}"
+              f"{'others':>8}")
+        for shape, b in bounds.items():
+            t = b["bound_tokens_per_s"]
+            print(f"{shape:<12}{t['ckpt_on']:>10.0f}{t['ckpt_on_ce_recompute']:>18.0f}{t['ckpt_off']:>10.0f}"
+                  f"{t['ckpt_off_ce_recompute']:>19.0f}{100 * b['others_cpu_share']:>7.0f}%")
+        print("(lm_head GEMMs over the scored positions only, as unillm's cross-entropy: "
+              + ", ".join(f"{k} {100 * b['labelled']:.0f}%" for k, b in bounds.items())
+              + "; unillm today recomputes the logits in the CE backward: compare with the CE-recompute columns)")
     if a.json:
-        Path(a.json).write_text(json.dumps(results, indent=1) + "\n")
+        Path(a.json).write_text(json.dumps({"runs": results, "gemm_bound": bounds}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ safetensors weights and the same token blocks.
 
   /usr/bin/python3 bench/train_reference_torch.py --model DIR --ids ids.npy --batch 8 \
       --steps 8 [--threads 2] [--grad-ckpt]
+  /usr/bin/python3 bench/train_reference_torch.py --model DIR --batch 8 --gemm-bound 256
 
 --ids is an int64 .npy of shape [rows, seq] (the packed blocks, in order); step k trains on rows
 [k*batch, (k+1)*batch), wrapping around. A step is what the HF Trainer does per optimizer step:
@@ -183,10 +184,59 @@ def blas_check(threads):
             "sgemm1024_gflops": 2 * 1024 ** 3 / best / 1e9, "threads": torch.get_num_threads()}
 
 
+def gemm_bound(cfg, batch, seq, threads, labelled=1.0, reps=5, chunk_bytes=32 << 20):
+    """Seconds of the GEMMs alone of one training step in unillm's layout (fused q|k|v and gate|up
+    projections; lm_head + cross-entropy in row chunks of ~32 MB of logits, dW accumulated with
+    beta 1), each timed with OpenBLAS sgemm through torch.mm on the real shapes (best of `reps`
+    after a warm-up). Attention (QK^T, PV: ~4-6% of the FLOPs here) is left out. Returns per-GEMM
+    seconds and upper bounds on tokens/s (the step if it were nothing but these GEMMs), with/without
+    layer recompute and with/without recomputing the logits in the cross-entropy backward.
+    `labelled`: the fraction of positions with a label (unillm's cross-entropy skips the others)."""
+    C, Fh, V, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
+    H = cfg["num_attention_heads"]
+    KV = cfg.get("num_key_value_heads", H)
+    hd = C // H
+    N = batch * seq
+
+    def timeit(fn):
+        fn()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        return min(ts)  # best case: this is an upper bound on tokens/s
+
+    def linear(n, m, k):  # Y[n,m] = X[n,k] W[m,k]^T; dX = dY W; dW = dY^T X
+        x, w, dy = torch.randn(n, k), torch.randn(m, k) * 0.02, torch.randn(n, m)
+        return {"fwd": timeit(lambda: torch.mm(x, w.t())), "dx": timeit(lambda: torch.mm(dy, w)),
+                "dw": timeit(lambda: torch.mm(dy.t(), x))}
+
+    t = {"qkv": linear(N, (H + 2 * KV) * hd, C), "o": linear(N, C, H * hd),
+         "gate_up": linear(N, 2 * Fh, C), "down": linear(N, C, Fh)}
+    r = max(1, min(N, chunk_bytes // (V * 4)))
+    x, w, dl, dw = torch.randn(r, C), torch.randn(V, C) * 0.02, torch.randn(r, V), torch.zeros(V, C)
+    chunks = N * labelled / r
+    t["lm_head"] = {"fwd": chunks * timeit(lambda: torch.mm(x, w.t())),
+                    "dx": chunks * timeit(lambda: torch.mm(dl, w)),
+                    "dw": chunks * timeit(lambda: dw.addmm_(dl.t(), x))}
+    layer = {g: sum(t[n][g] for n in ("qkv", "o", "gate_up", "down")) for g in ("fwd", "dx", "dw")}
+    lm = t["lm_head"]
+    bounds = {}
+    for ckpt in (True, False):
+        for ce_re in (True, False):
+            sec = L * (layer["fwd"] * (2 if ckpt else 1) + layer["dx"] + layer["dw"]) \
+                + lm["fwd"] * (2 if ce_re else 1) + lm["dx"] + lm["dw"]
+            bounds[f"ckpt_{'on' if ckpt else 'off'}{'_ce_recompute' if ce_re else ''}"] = N / sec
+    return {"gemm_seconds": t, "bound_tokens_per_s": bounds, "lm_chunk_rows": r, "labelled": labelled}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="HF dir: config.json + model.safetensors")
-    ap.add_argument("--ids", required=True, help="int64 .npy [rows, seq] of packed token blocks")
+    ap.add_argument("--ids", help="int64 .npy [rows, seq] of packed token blocks")
+    ap.add_argument("--gemm-bound", type=int, metavar="SEQ",
+                    help="instead of training: time the step's GEMMs alone at this sequence length")
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=1, help="steps left out of the median")
@@ -206,6 +256,17 @@ def main():
     rss_import_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     cfg = json.load(open(os.path.join(a.model, "config.json")))
+    if a.gemm_bound:
+        labelled = 1.0
+        if a.ids:  # the first batch's share of scored positions (shifted labels, EOS ignored)
+            lab = np.load(a.ids)[:a.batch, 1:]
+            labelled = float((lab != a.eos).sum()) / (a.batch * a.gemm_bound)
+        with torch.no_grad():
+            print(json.dumps({"gemm_bound": gemm_bound(cfg, a.batch, a.gemm_bound, a.threads, labelled),
+                              "blas": blas}))
+        return
+    if not a.ids:
+        ap.error("--ids is required for training")
     if cfg.get("tie_word_embeddings", False):
         raise SystemExit("train_reference_torch: give an untied model (tie_word_embeddings false)")
     model = Llama(cfg, grad_ckpt=a.grad_ckpt)
