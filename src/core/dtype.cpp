@@ -98,8 +98,7 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(half);
 }
 
-namespace {
-double load(const void* p, DType t, size_t i) {
+double load_scalar(const void* p, DType t, int64_t i) {
   switch (t) {
     case DType::f32: return static_cast<const float*>(p)[i];
     case DType::f64: return static_cast<const double*>(p)[i];
@@ -110,17 +109,17 @@ double load(const void* p, DType t, size_t i) {
   }
   return 0;
 }
-void store(void* p, DType t, size_t i, double v) {
+
+void store_scalar(void* p, DType t, int64_t i, double v) {
   switch (t) {
-    case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case DType::f64: static_cast<double*>(p)[i] = v; break;
-    case DType::bf16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v)); break;
-    case DType::f16: static_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v)); break;
-    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
+    case DType::f64: static_cast<double*>(p)[i] = v; return;
+    case DType::bf16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v)); return;
+    case DType::f16: static_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v)); return;
+    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
+    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
   }
 }
-}  // namespace
 
 void convert_elements(const void* src, DType st, void* dst, DType dt, size_t n) {
   if (st == dt) {
@@ -133,7 +132,10 @@ void convert_elements(const void* src, DType st, void* dst, DType dt, size_t n) 
     for (size_t i = 0; i < n; ++i) d[i] = bf16_to_f32(s[i]);
     return;
   }
-  for (size_t i = 0; i < n; ++i) store(dst, dt, i, load(src, st, i));
+  for (size_t i = 0; i < n; ++i) {
+    auto k = static_cast<int64_t>(i);
+    store_scalar(dst, dt, k, load_scalar(src, st, k));
+  }
 }
 
 }  // namespace unillm

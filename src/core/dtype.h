@@ -34,6 +34,10 @@ inline uint16_t f32_to_bf16(float f) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
+// Element i of p as a double, and its inverse (any dtype; for reference code and tests).
+double load_scalar(const void* p, DType t, int64_t i);
+void store_scalar(void* p, DType t, int64_t i, double v);
+
 // Converts n elements between any two floating/integer dtypes (CPU memory).
 void convert_elements(const void* src, DType src_type, void* dst, DType dst_type, size_t n);
 

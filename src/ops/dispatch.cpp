@@ -36,27 +36,4 @@ void check_defined(const char* op, const char* arg, const Tensor& t) {
   if (!t.defined()) UNILLM_THROW(ShapeError, "[", op, "] ", arg, " is undefined");
 }
 
-double load_scalar(const void* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::f64: return static_cast<const double*>(p)[i];
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::i32: return static_cast<const int32_t*>(p)[i];
-    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-  }
-  return 0;
-}
-
-void store_scalar(void* p, DType t, int64_t i, double v) {
-  switch (t) {
-    case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
-    case DType::f64: static_cast<double*>(p)[i] = v; return;
-    case DType::bf16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v)); return;
-    case DType::f16: static_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v)); return;
-    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
-    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
-  }
-}
-
 }  // namespace unillm::ops

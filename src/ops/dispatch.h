@@ -33,7 +33,7 @@ inline DType master_grad_dtype(DType param_dtype) {
 }
 
 // Scalar element access for the reference implementations (any floating dtype, via double).
-double load_scalar(const void* p, DType t, int64_t i);
-void store_scalar(void* p, DType t, int64_t i, double v);
+using unillm::load_scalar;  // element access for the reference implementations (core/dtype.h)
+using unillm::store_scalar;
 
 }  // namespace unillm::ops
