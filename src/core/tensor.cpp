@@ -1,6 +1,7 @@
 // Tensor views and copies. Copies between devices go through the owning backend.
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -216,6 +217,16 @@ void Tensor::copy_from(const Tensor& src) {
   size_t es = dtype_size(src.dtype_), ed = dtype_size(dtype_);
   auto* sp = static_cast<const char*>(src.raw_data());
   auto* dp = static_cast<char*>(raw_data());
+  if (ndim() >= 2 && strides_.back() == 1 && src.strides_.back() == 1) {
+    // Row-contiguous views (e.g. column slices): one conversion call per row, not per element.
+    Shape rows(shape_.begin(), shape_.end() - 1);
+    std::vector<int64_t> ss(src.strides_.begin(), src.strides_.end() - 1), ds(strides_.begin(), strides_.end() - 1);
+    const auto row = static_cast<size_t>(shape_.back());
+    for_each_index(rows, ss, ds, [&](int64_t so, int64_t dof) {
+      convert_elements(sp + so * static_cast<int64_t>(es), src.dtype_, dp + dof * static_cast<int64_t>(ed), dtype_, row);
+    });
+    return;
+  }
   for_each_index(shape_, src.strides_, strides_, [&](int64_t so, int64_t dof) {
     convert_elements(sp + so * static_cast<int64_t>(es), src.dtype_, dp + dof * static_cast<int64_t>(ed), dtype_, 1);
   });
@@ -229,6 +240,17 @@ void Tensor::fill(double value) {
   std::vector<char> elem(es);
   convert_elements(one.raw_data(), DType::f64, elem.data(), dtype_, 1);
   auto* dp = static_cast<char*>(raw_data());
+  if (is_contiguous()) {
+    const int64_t n = numel();
+    if (value == 0.0) {
+      std::memset(dp, 0, static_cast<size_t>(n) * es);
+    } else if (dtype_ == DType::f32) {
+      std::fill_n(reinterpret_cast<float*>(dp), n, static_cast<float>(value));
+    } else {
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dp + i * static_cast<int64_t>(es), elem.data(), es);
+    }
+    return;
+  }
   for_each_index(shape_, strides_, strides_, [&](int64_t, int64_t o) {
     std::memcpy(dp + o * static_cast<int64_t>(es), elem.data(), es);
   });
