@@ -54,8 +54,10 @@ class CausalLM {
   virtual nn::NamedTensors named_parameters() const = 0;
   virtual nn::Module& module() = 0;
   // Training forward: the summed token loss of the batch, recorded for backward. With
-  // recompute, each decoder layer keeps only its input and re-runs in backward.
-  virtual LossResult loss(const TrainBatch& batch, bool recompute) = 0;
+  // recompute, each decoder layer keeps only its input and re-runs in backward. A non-zero
+  // grad_scale_hint (the d(loss_sum) backward will get) lets the lm_head + cross-entropy compute
+  // its gradients in the forward pass (one lm_head GEMM fewer); results are the same.
+  virtual LossResult loss(const TrainBatch& batch, bool recompute, double grad_scale_hint = 0) = 0;
 
   // Convenience: logits for every position of one sequence, with a temporary one-block
   // cache. ids: token ids; returns f32 [T, V].

@@ -100,7 +100,7 @@ bool any_requires_grad(nn::Module& m) {
 }
 }  // namespace
 
-LossResult Llama::loss(const TrainBatch& batch, bool recompute) {
+LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scale_hint) {
   const int64_t b = batch.input_ids.size(0), t = batch.input_ids.size(1);
   nn::TrainInputs in;
   in.positions = batch.position_ids.contiguous().view({b * t});
@@ -115,7 +115,7 @@ LossResult Llama::loss(const TrainBatch& batch, bool recompute) {
     x = recompute ? nn::recompute(fn, x, any_requires_grad(*layer)) : fn(x);
   }
   x = norm_.forward(x);
-  auto ce = ops::linear_cross_entropy(x, lm_head(), shifted_labels(batch.labels));
+  auto ce = ops::linear_cross_entropy_eager_grad(x, lm_head(), shifted_labels(batch.labels), grad_scale_hint);
   return {ce.loss_sum, ce.count};
 }
 

@@ -31,7 +31,7 @@ class Llama : public CausalLM, public nn::Module {
   Tensor forward(const ForwardBatch& batch, KvCaches& caches) override;
   nn::NamedTensors named_parameters() const override { return nn::Module::named_parameters(); }
   nn::Module& module() override { return *this; }
-  LossResult loss(const TrainBatch& batch, bool recompute) override;
+  LossResult loss(const TrainBatch& batch, bool recompute, double grad_scale_hint = 0) override;
 
  private:
   ModelConfig c_;

@@ -99,7 +99,60 @@ std::vector<Tensor> CrossEntropyNode::backward(const std::vector<Tensor>& g) {
   return {dx, dw, Tensor()};
 }
 
+// Holds gradients computed in the forward for an assumed d(loss_sum); scales them to the actual one.
+class EagerCrossEntropyNode : public autograd::Node {
+ public:
+  EagerCrossEntropyNode(Tensor dx, Tensor dw, double assumed) : dx_(std::move(dx)), dw_(std::move(dw)), assumed_(assumed) {}
+  std::string name() const override { return "EagerCrossEntropyNode"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    const double f = g[0].item_flat(0) / assumed_;
+    auto scaled = [f](const Tensor& t) {
+      if (!t.defined() || f == 1.0) return t;
+      Tensor out = t.to(DType::f64);
+      double* p = out.data<double>();
+      for (int64_t i = 0; i < out.numel(); ++i) p[i] *= f;
+      return out.to(t.dtype());
+    };
+    std::vector<Tensor> out{needs_input_grad(0) ? scaled(dx_) : Tensor(), needs_input_grad(1) ? scaled(dw_) : Tensor(), Tensor()};
+    dx_ = dw_ = Tensor();  // one backward, as the gradients are consumed
+    return out;
+  }
+
+ private:
+  Tensor dx_, dw_;
+  double assumed_;
+};
+
 }  // namespace
+
+CrossEntropyResult linear_cross_entropy_eager_grad(const Tensor& x_in, const Tensor& w_in,
+                                                   const Tensor& labels_in, double grad_scale,
+                                                   int64_t chunk_rows) {
+  auto* kernel = find_kernel<LinearCrossEntropyFusedKernel>("linear_cross_entropy_fused", w_in, w_in.dtype());
+  const bool gx = autograd::needs_grad({x_in}), gw = autograd::needs_grad({w_in});
+  if (!kernel || grad_scale == 0.0 || (!gx && !gw) || x_in.size(1) == 0)
+    return linear_cross_entropy(x_in, w_in, labels_in, chunk_rows);
+  check_cross_entropy(x_in, w_in, labels_in);
+  Tensor x = x_in.contiguous(), w = w_in.contiguous(), labels = labels_in.contiguous();
+  const int64_t n = x.size(0), c = x.size(1), v = w.size(0);
+  CrossEntropyResult r;
+  r.count = check_labels(labels, v);
+  if (chunk_rows <= 0) chunk_rows = cross_entropy_auto_chunk(v, x.dtype());
+  Tensor lse = Tensor::zeros({n}, x.dtype(), x.device());
+  Tensor dx = gx ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
+  Tensor dw = gw ? Tensor::empty(w.shape(), master_grad_dtype(w.dtype()), w.device()) : Tensor();
+  std::vector<double> loss(static_cast<size_t>(n), 0.0);
+  LinearCrossEntropyFusedArgs a{x.raw_data(), w.raw_data(), labels.data<int32_t>(), lse.raw_data(), loss.data(),
+                                grad_scale, gx ? dx.raw_data() : nullptr, gw ? dw.raw_data() : nullptr,
+                                n, c, v, chunk_rows, x.dtype(), w.dtype()};
+  kernel(a);
+  double sum = 0;
+  for (double l : loss) sum += l;  // row order, as linear_cross_entropy
+  r.loss_sum = Tensor::empty({}, x.dtype(), x.device());
+  r.loss_sum.fill(sum);
+  autograd::record(std::make_shared<EagerCrossEntropyNode>(dx, dw, grad_scale), {x_in, w_in, labels_in}, {&r.loss_sum});
+  return r;
+}
 
 int64_t cross_entropy_auto_chunk(int64_t vocab, DType x_dtype) {
   const int64_t bytes = std::max<int64_t>(1, vocab) * static_cast<int64_t>(dtype_size(x_dtype));

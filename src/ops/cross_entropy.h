@@ -26,6 +26,31 @@ struct CrossEntropyResult {
 CrossEntropyResult linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& labels,
                                         int64_t chunk_rows = 0);
 
+// The same loss, with the gradients computed eagerly in the forward pass, assuming backward will
+// receive d(loss_sum) = grad_scale (a trainer knows 1 / scored tokens before the forward). Each
+// chunk's logits are then computed once instead of twice. Backward scales the stored gradients
+// by (actual / assumed), so any other grad_out stays exact (and equal when it is the assumed one).
+// Falls back to linear_cross_entropy when no fused kernel exists for the device/dtype.
+CrossEntropyResult linear_cross_entropy_eager_grad(const Tensor& x, const Tensor& w,
+                                                   const Tensor& labels, double grad_scale,
+                                                   int64_t chunk_rows = 0);
+
+// Fused kernel: forward outputs as LinearCrossEntropyArgs plus dx/dw as the backward kernel
+// would produce them for grad_scale. Kernel key "linear_cross_entropy_fused" by w's dtype.
+struct LinearCrossEntropyFusedArgs {
+  const void* x;  // [n, c], x_dtype
+  const void* w;  // [v, c], w_dtype
+  const int32_t* labels;  // [n]
+  void* lse;  // [n], x_dtype (written)
+  double* loss;  // [n] (written)
+  double grad_scale;
+  void* dx;  // [n, c], x_dtype, or nullptr
+  void* dw;  // [v, c], f32 (f64 for f64 w), or nullptr
+  int64_t n, c, v, chunk_rows;
+  DType x_dtype, w_dtype;
+};
+using LinearCrossEntropyFusedKernel = void(const LinearCrossEntropyFusedArgs&);
+
 // Forward kernel: per row, lse[i] (x_dtype) and loss[i] = lse[i] − x_i·w_{label_i} (double); both 0
 // for ignored rows. Kernel key "linear_cross_entropy" by w's dtype.
 struct LinearCrossEntropyArgs {

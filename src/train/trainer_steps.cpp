@@ -48,7 +48,9 @@ double Run::train_step() {
   }
   double loss_sum = 0;
   for (auto& b : group) {
-    auto out = model_->loss(to_train_batch(b), !a_.disable_gradient_checkpointing);
+    // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
+    auto out = model_->loss(to_train_batch(b), !a_.disable_gradient_checkpointing,
+                            items > 0 ? static_cast<double>(1.0f / static_cast<float>(items)) : 0.0);
     loss_sum += out.loss_sum.item_flat(0);
     if (items > 0) autograd::backward(out.loss_sum, Tensor::from_vector({1.0f / static_cast<float>(items)}, {}));
   }

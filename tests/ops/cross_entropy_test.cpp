@@ -166,3 +166,39 @@ TEST_F(CrossEntropyTest, AutoChunkKeepsLogitsNear32MB) {
 
 }  // namespace
 }  // namespace unillm
+
+namespace unillm::ops {
+namespace {
+
+// Eager gradients (computed in the forward) equal the ones backward computes, bit for bit for the
+// assumed scale, and scale exactly for another grad_out.
+TEST(CrossEntropyEager, MatchesTheTwoPassGradients) {
+  testing::init_cpu();
+  Rng rng(5);
+  const int64_t n = 7, c = 6, v = 11;
+  std::vector<float> xv(n * c), wv(v * c);
+  for (auto& e : xv) e = static_cast<float>(rng.normal());
+  for (auto& e : wv) e = static_cast<float>(rng.normal());
+  Tensor labels = Tensor::from_ints({1, -100, 3, 10, 0, -100, 4}, {n});
+  auto run = [&](bool eager, float g, Tensor* dx, Tensor* dw) {
+    Tensor x = Tensor::from_vector(xv, {n, c}), w = Tensor::from_vector(wv, {v, c});
+    x.set_requires_grad(true);
+    w.set_requires_grad(true);
+    auto r = eager ? linear_cross_entropy_eager_grad(x, w, labels, 0.25, 3) : linear_cross_entropy(x, w, labels, 3);
+    autograd::backward(r.loss_sum, Tensor::from_vector({g}, {}));
+    *dx = x.grad();
+    *dw = w.grad();
+    return r.loss_sum.item_flat(0);
+  };
+  Tensor dx1, dw1, dx2, dw2, dx3, dw3;
+  double l1 = run(false, 0.25f, &dx1, &dw1), l2 = run(true, 0.25f, &dx2, &dw2);
+  EXPECT_EQ(l1, l2);
+  EXPECT_EQ(dx1.to_float_vector(), dx2.to_float_vector());
+  EXPECT_EQ(dw1.to_float_vector(), dw2.to_float_vector());
+  run(true, 0.5f, &dx3, &dw3);  // twice the assumed scale
+  auto a = dx1.to_float_vector(), b = dx3.to_float_vector();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], 2 * a[i], 1e-6) << i;
+}
+
+}  // namespace
+}  // namespace unillm::ops
