@@ -76,11 +76,13 @@ void cross_entropy_forward(const ops::LinearCrossEntropyArgs& a) {
   }
 }
 
-template <typename T, bool kAvx2>
-void cross_entropy_backward(const ops::LinearCrossEntropyBackwardArgs& a) {
+// The gradient pass shared by backward and the fused kernel: per chunk of labelled rows, the
+// logits GEMM, to_dlogits(l, row) turning one row of logits into dlogits in place (in parallel
+// over rows), then dx rows = dlogits·W and dW += dlogitsᵀ·x_chunk.
+template <typename T, typename Args, typename RowFn>
+void gradient_pass(const Args& a, RowFn to_dlogits) {
   auto* dx = static_cast<T*>(a.dx);
   auto* dw = static_cast<T*>(a.dw);
-  const auto* lse = static_cast<const T*>(a.lse);
   if (dx) std::fill(dx, dx + a.n * a.c, T(0));
   const std::vector<int64_t> rows = labelled_rows(a.labels, a.n);
   const int64_t total = static_cast<int64_t>(rows.size());
@@ -91,17 +93,11 @@ void cross_entropy_backward(const ops::LinearCrossEntropyBackwardArgs& a) {
   const int64_t chunk = std::min<int64_t>(std::max<int64_t>(1, a.chunk_rows), total);
   std::vector<T> xbuf(static_cast<size_t>(chunk * a.c)), logits(static_cast<size_t>(chunk * a.v));
   std::vector<T> dxbuf(dx ? static_cast<size_t>(chunk * a.c) : 0);
-  const T scale = static_cast<T>(a.grad_scale);
   for (int64_t s = 0; s < total; s += chunk) {
     const int64_t r = std::min(chunk, total - s);
     chunk_logits<T>(a, rows.data() + s, r, xbuf.data(), logits.data());
     parallel_for(r, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        T* l = logits.data() + i * a.v;
-        const int64_t row = rows[s + i];
-        row_softmax_scaled<T, kAvx2>(l, a.v, lse[row], scale);
-        l[a.labels[row]] -= scale;
-      }
+      for (int64_t i = lo; i < hi; ++i) to_dlogits(logits.data() + i * a.v, rows[s + i]);
     });
     if (dx) {
       gemm_a_w(logits.data(), a.v, a.w, a.w_dtype, dxbuf.data(), r, a.v, a.c);
@@ -112,47 +108,31 @@ void cross_entropy_backward(const ops::LinearCrossEntropyBackwardArgs& a) {
   }
 }
 
+template <typename T, bool kAvx2>
+void cross_entropy_backward(const ops::LinearCrossEntropyBackwardArgs& a) {
+  const auto* lse = static_cast<const T*>(a.lse);
+  const T scale = static_cast<T>(a.grad_scale);
+  gradient_pass<T>(a, [&](T* l, int64_t row) {
+    row_softmax_scaled<T, kAvx2>(l, a.v, lse[row], scale);
+    l[a.labels[row]] -= scale;
+  });
+}
+
 // Forward and backward in one pass: each chunk's logits give lse/loss, then become dlogits in
-// place, then dx rows and dW. The same arithmetic as forward + backward, minus one GEMM.
+// place. The same arithmetic as forward + backward, minus one GEMM.
 template <typename T, bool kAvx2>
 void cross_entropy_fused(const ops::LinearCrossEntropyFusedArgs& a) {
   auto* lse = static_cast<T*>(a.lse);
-  auto* dx = static_cast<T*>(a.dx);
-  auto* dw = static_cast<T*>(a.dw);
   std::fill(lse, lse + a.n, T(0));
   std::fill(a.loss, a.loss + a.n, 0.0);
-  if (dx) std::fill(dx, dx + a.n * a.c, T(0));
-  const std::vector<int64_t> rows = labelled_rows(a.labels, a.n);
-  const int64_t total = static_cast<int64_t>(rows.size());
-  if (total == 0) {
-    if (dw) std::fill(dw, dw + a.v * a.c, T(0));
-    return;
-  }
-  const int64_t chunk = std::min<int64_t>(std::max<int64_t>(1, a.chunk_rows), total);
-  std::vector<T> xbuf(static_cast<size_t>(chunk * a.c)), logits(static_cast<size_t>(chunk * a.v));
-  std::vector<T> dxbuf(dx ? static_cast<size_t>(chunk * a.c) : 0);
   const T scale = static_cast<T>(a.grad_scale);
-  for (int64_t s = 0; s < total; s += chunk) {
-    const int64_t r = std::min(chunk, total - s);
-    chunk_logits<T>(a, rows.data() + s, r, xbuf.data(), logits.data());
-    parallel_for(r, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        T* l = logits.data() + i * a.v;
-        const int64_t row = rows[s + i];
-        const T m = row_logsumexp<T, kAvx2>(l, a.v);
-        lse[row] = m;
-        a.loss[row] = static_cast<double>(m) - static_cast<double>(l[a.labels[row]]);
-        row_softmax_scaled<T, kAvx2>(l, a.v, m, scale);
-        l[a.labels[row]] -= scale;
-      }
-    });
-    if (dx) {
-      gemm_a_w(logits.data(), a.v, a.w, a.w_dtype, dxbuf.data(), r, a.v, a.c);
-      for (int64_t i = 0; i < r; ++i)
-        std::memcpy(dx + rows[s + i] * a.c, dxbuf.data() + i * a.c, static_cast<size_t>(a.c) * sizeof(T));
-    }
-    if (dw) gemm_at_b(logits.data(), xbuf.data(), dw, r, a.v, a.c, s > 0);
-  }
+  gradient_pass<T>(a, [&](T* l, int64_t row) {
+    const T m = row_logsumexp<T, kAvx2>(l, a.v);
+    lse[row] = m;
+    a.loss[row] = static_cast<double>(m) - static_cast<double>(l[a.labels[row]]);
+    row_softmax_scaled<T, kAvx2>(l, a.v, m, scale);
+    l[a.labels[row]] -= scale;
+  });
 }
 
 }  // namespace
