@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/error.h"
 
 namespace unillm::data {
 
@@ -18,6 +19,43 @@ uint64_t bounded(Rng& rng, uint64_t bound) {
   }
 }
 
+// The optional per-row vectors must be absent or one per row, of the row's length.
+void check_row_fields(const TokenizedDataset& d, const std::vector<int64_t>& rows) {
+  const std::pair<const char*, const std::vector<std::vector<int32_t>>*> fields[] = {
+      {"labels", &d.labels}, {"position_ids", &d.position_ids}, {"segment_ids", &d.segment_ids}};
+  for (const auto& [name, f] : fields) {
+    if (f->empty()) continue;
+    if (f->size() != d.rows.size())
+      throw DataError(UNILLM_MSG("[data] ", f->size(), " rows of ", name, " for ", d.rows.size(),
+                                 " rows of ids"));
+    for (int64_t r : rows)
+      if ((*f)[r].size() != d.rows[r].size())
+        throw DataError(UNILLM_MSG("[data] row ", r, " has ", d.rows[r].size(), " ids but ",
+                                   (*f)[r].size(), " ", name));
+  }
+}
+
+void fill_row(const TokenizedDataset& d, int64_t r, int64_t i, const LoaderOptions& opts,
+              Batch& b) {
+  const auto& row = d.rows[r];
+  const int64_t base = i * b.seq_len;
+  const int64_t n = static_cast<int64_t>(row.size());
+  for (int64_t t = 0; t < n; ++t) {
+    b.input_ids[base + t] = row[t];
+    if (!d.labels.empty())
+      b.labels[base + t] = d.labels[r][t];
+    else if (!(opts.mask_label_id && row[t] == *opts.mask_label_id))
+      b.labels[base + t] = row[t];
+  }
+  if (!d.position_ids.empty()) {
+    const auto& pos = d.position_ids[r];
+    int32_t next = n > 0 ? pos[n - 1] + 1 : 0;
+    for (int64_t t = 0; t < b.seq_len; ++t) b.position_ids[base + t] = t < n ? pos[t] : next++;
+  }
+  if (!d.segment_ids.empty())
+    std::copy(d.segment_ids[r].begin(), d.segment_ids[r].end(), b.segment_ids.begin() + base);
+}
+
 }  // namespace
 
 int64_t Batch::num_label_tokens() const {
@@ -29,6 +67,9 @@ BatchLoader::BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts
     : data_(data), opts_(opts) {
   if (opts.batch_size < 1) UNILLM_THROW(ConfigError, "[data] batch size must be >= 1");
   if (data.rows.empty()) UNILLM_THROW(ConfigError, "[data] the training dataset is empty");
+  std::vector<int64_t> all(data.rows.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  check_row_fields(data, all);
 }
 
 int64_t BatchLoader::batches_per_epoch() const {
@@ -71,21 +112,22 @@ void BatchLoader::restore(const LoaderState& s) {
 
 Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& row_indices,
                  const LoaderOptions& opts) {
+  for (int64_t r : row_indices)
+    if (r < 0 || r >= static_cast<int64_t>(data.rows.size()))
+      UNILLM_THROW(ConfigError, "[data] row ", r, " out of range (", data.rows.size(), " rows)");
+  check_row_fields(data, row_indices);
   Batch b;
   b.rows = static_cast<int64_t>(row_indices.size());
   for (int64_t r : row_indices)
-    b.seq_len = std::max<int64_t>(b.seq_len, static_cast<int64_t>(data.rows.at(r).size()));
+    b.seq_len = std::max<int64_t>(b.seq_len, static_cast<int64_t>(data.rows[r].size()));
   b.input_ids.assign(b.rows * b.seq_len, opts.pad_id);
   b.labels.assign(b.rows * b.seq_len, kIgnoreIndex);
+  if (!data.position_ids.empty()) b.position_ids.assign(b.rows * b.seq_len, 0);
+  if (!data.segment_ids.empty()) b.segment_ids.assign(b.rows * b.seq_len, 0);
   b.row_indices = row_indices;
   for (int64_t i = 0; i < b.rows; ++i) {
-    const auto& row = data.rows[row_indices[i]];
-    b.lengths.push_back(static_cast<int32_t>(row.size()));
-    for (size_t t = 0; t < row.size(); ++t) {
-      b.input_ids[i * b.seq_len + t] = row[t];
-      if (!(opts.mask_label_id && row[t] == *opts.mask_label_id))
-        b.labels[i * b.seq_len + t] = row[t];
-    }
+    b.lengths.push_back(static_cast<int32_t>(data.rows[row_indices[i]].size()));
+    fill_row(data, row_indices[i], i, opts, b);
   }
   return b;
 }

@@ -45,7 +45,16 @@ std::vector<std::string> local_files(const std::string& local_path, const std::s
   return files;
 }
 
-void read_columns(const json& entry, DatasetAttr& attr, const std::string& where) {
+std::optional<std::string> optional_string(const json& obj, const char* key,
+                                           const std::string& where, const char* table) {
+  if (!obj.contains(key) || obj[key].is_null()) return std::nullopt;
+  if (!obj[key].is_string())
+    UNILLM_THROW(ConfigError, "[data] ", where, ": '", table, ".", key, "' must be a string");
+  return obj[key].get<std::string>();
+}
+
+// Stage pt: the text column (`columns.prompt`, default "text") and `columns.query`.
+void read_pt_columns(const json& entry, DatasetAttr& attr, const std::string& where) {
   if (!entry.contains("columns")) return;  // default: the "text" column
   const json& cols = entry["columns"];
   if (!cols.is_object())
@@ -54,12 +63,76 @@ void read_columns(const json& entry, DatasetAttr& attr, const std::string& where
   if (!cols.contains("prompt") || cols["prompt"].is_null())
     UNILLM_THROW(ConfigError, "[data] ", where, ": 'columns' has no 'prompt' (the text column)");
   attr.prompt_column = string_field(cols, "prompt", where);
-  if (cols.contains("query") && !cols["query"].is_null())
-    attr.query_column = string_field(cols, "query", where);
+  attr.query_column = optional_string(cols, "query", where, "columns");
+}
+
+// Stage sft: LLaMA-Factory's parser. A `columns` map sets every column its formatting names
+// (alpaca: prompt, query, response, history; sharegpt: messages; both: system, tools), absent
+// ones to "none"; a `tags` map (sharegpt only) sets every tag the same way.
+void read_sft_columns(const json& entry, DatasetAttr& attr, const std::string& where) {
+  if (entry.contains("columns")) {
+    const json& cols = entry["columns"];
+    if (!cols.is_object())
+      UNILLM_THROW(ConfigError, "[data] ", where, ": 'columns' must be an object");
+    for (const char* mm : {"images", "videos", "audios", "kto_tag"})
+      if (optional_string(cols, mm, where, "columns"))
+        UNILLM_THROW(NotImplemented, "[data] ", where, ": column '", mm,
+                     "' is not implemented (text-only SFT)");
+    SftColumns& c = attr.columns;
+    c.system = optional_string(cols, "system", where, "columns");
+    c.tools = optional_string(cols, "tools", where, "columns");
+    if (attr.formatting == "alpaca") {
+      c.prompt = optional_string(cols, "prompt", where, "columns");
+      c.query = optional_string(cols, "query", where, "columns");
+      c.response = optional_string(cols, "response", where, "columns");
+      c.history = optional_string(cols, "history", where, "columns");
+    } else {
+      c.messages = optional_string(cols, "messages", where, "columns");
+    }
+  }
+  if (attr.formatting == "sharegpt" && entry.contains("tags")) {
+    const json& t = entry["tags"];
+    if (!t.is_object()) UNILLM_THROW(ConfigError, "[data] ", where, ": 'tags' must be an object");
+    SharegptTags& g = attr.tags;
+    g.role_tag = optional_string(t, "role_tag", where, "tags");
+    g.content_tag = optional_string(t, "content_tag", where, "tags");
+    g.user_tag = optional_string(t, "user_tag", where, "tags");
+    g.assistant_tag = optional_string(t, "assistant_tag", where, "tags");
+    g.observation_tag = optional_string(t, "observation_tag", where, "tags");
+    g.function_tag = optional_string(t, "function_tag", where, "tags");
+    g.system_tag = optional_string(t, "system_tag", where, "tags");
+  }
+  if (attr.formatting == "alpaca" && !attr.columns.response)
+    UNILLM_THROW(ConfigError, "[data] ", where,
+                 ": 'columns' has no 'response' (nothing to train on in stage sft)");
+  if (attr.formatting == "sharegpt" &&
+      (!attr.columns.messages || !attr.tags.role_tag || !attr.tags.content_tag))
+    UNILLM_THROW(ConfigError, "[data] ", where,
+                 ": sharegpt needs columns.messages, tags.role_tag and tags.content_tag");
+}
+
+// The formatting key, checked against what the stage reads.
+std::string read_formatting(const json& entry, const std::string& stage, const std::string& where) {
+  const json f = entry.value("formatting", json("alpaca"));
+  if (!f.is_string())
+    UNILLM_THROW(ConfigError, "[data] ", where, ": 'formatting' must be a string");
+  const std::string formatting = f.get<std::string>();
+  if (formatting == "openai")
+    UNILLM_THROW(NotImplemented, "[data] ", where,
+                 ": formatting 'openai' is not implemented yet; use formatting 'sharegpt' with "
+                 "tags {role_tag: role, content_tag: content, user_tag: user, assistant_tag: "
+                 "assistant, system_tag: system}");
+  if (formatting != "alpaca" && formatting != "sharegpt")
+    UNILLM_THROW(ConfigError, "[data] ", where, ": unknown formatting '", formatting,
+                 "' (expected alpaca or sharegpt)");
+  if (stage == "pt" && formatting != "alpaca")
+    UNILLM_THROW(NotImplemented, "[data] ", where, ": formatting '", formatting,
+                 "' is not implemented yet for stage pt (use alpaca with columns: {prompt: text})");
+  return formatting;
 }
 
 DatasetAttr resolve_one(const std::string& name, const json& info, const std::string& dataset_dir,
-                        const std::string& info_path) {
+                        const std::string& info_path, const std::string& stage) {
   if (!info.contains(name))
     UNILLM_THROW(ConfigError, "[data] undefined dataset '", name, "' in ", info_path);
   const json& entry = info[name];
@@ -76,17 +149,14 @@ DatasetAttr resolve_one(const std::string& name, const json& info, const std::st
   }
   if (!has_file) UNILLM_THROW(ConfigError, "[data] ", where, ": no 'file_name'");
   if (entry.value("ranking", false))
-    UNILLM_THROW(ConfigError, "[data] ", where,
-                 ": ranking datasets are not applicable to stage pt");
+    UNILLM_THROW(ConfigError, "[data] ", where, ": ranking datasets are not applicable to stage ",
+                 stage);
   if (entry.contains("num_samples") && !entry["num_samples"].is_null())
     UNILLM_THROW(NotImplemented, "[data] ", where, ": 'num_samples' is not implemented yet");
-  const std::string formatting = entry.value("formatting", std::string("alpaca"));
-  if (formatting != "alpaca")
-    UNILLM_THROW(NotImplemented, "[data] ", where, ": formatting '", formatting,
-                 "' is not implemented yet for stage pt (use alpaca with columns: {prompt: text})");
 
   DatasetAttr attr;
   attr.name = name;
+  attr.formatting = read_formatting(entry, stage, where);
   const std::string local =
       (fs::path(dataset_dir) / string_field(entry, "file_name", where)).string();
   attr.files = local_files(local, where);
@@ -97,7 +167,14 @@ DatasetAttr resolve_one(const std::string& name, const json& info, const std::st
   for (const auto& f : attr.files)
     if (file_type_of(f) != attr.file_type)
       UNILLM_THROW(ConfigError, "[data] ", where, ": file types should be identical (", f, ")");
-  read_columns(entry, attr, where);
+  if (stage == "pt") {
+    read_pt_columns(entry, attr, where);
+  } else {
+    if (attr.file_type != "json")
+      UNILLM_THROW(ConfigError, "[data] ", where, ": ", attr.files[0],
+                   ": stage sft reads .json or .jsonl files");
+    read_sft_columns(entry, attr, where);
+  }
   return attr;
 }
 
@@ -105,6 +182,14 @@ DatasetAttr resolve_one(const std::string& name, const json& info, const std::st
 
 std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
                                           const std::string& dataset_dir) {
+  return resolve_datasets(names, dataset_dir, "pt");
+}
+
+std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
+                                          const std::string& dataset_dir,
+                                          const std::string& stage) {
+  if (stage != "pt" && stage != "sft")
+    UNILLM_THROW(NotImplemented, "[data] datasets for stage '", stage, "' are not implemented");
   if (names.empty()) return {};
   if (dataset_dir == "ONLINE" || dataset_dir.rfind("REMOTE:", 0) == 0)
     UNILLM_THROW(ConfigError, "[data] dataset_dir '", dataset_dir,
@@ -119,7 +204,7 @@ std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
   if (!info.is_object())
     UNILLM_THROW(ConfigError, "[data] ", info_path, ": expected a JSON object");
   std::vector<DatasetAttr> out;
-  for (const auto& n : names) out.push_back(resolve_one(n, info, dataset_dir, info_path));
+  for (const auto& n : names) out.push_back(resolve_one(n, info, dataset_dir, info_path, stage));
   return out;
 }
 

@@ -1,6 +1,6 @@
 // dataset_info.json: the name → file table of a LLaMA-Factory dataset_dir, read as LLaMA-Factory's
-// parser.py reads it (file_name, formatting, ranking, columns, hub urls), reduced to what the
-// pretraining reader needs.
+// parser.py reads it (file_name, formatting, ranking, columns, tags, hub urls): the pretraining
+// text column and the SFT columns/tags of the alpaca and sharegpt formats.
 #pragma once
 
 #include <optional>
@@ -9,18 +9,57 @@
 
 namespace unillm::data {
 
-struct DatasetAttr {
-  std::string name;                    // the key in dataset_info.json
-  std::vector<std::string> files;      // resolved local files (a directory lists its files, sorted)
-  std::string file_type;               // "txt" | "json" (json covers .json and .jsonl)
-  std::string prompt_column = "text";  // LLaMA-Factory `columns.prompt`
-  std::optional<std::string> query_column;  // `columns.query`: appended after "\n" when non-empty
+// LLaMA-Factory's SFT columns and sharegpt tags. Defaults are LLaMA-Factory's DatasetAttr
+// defaults; as its set_attr, a `columns` (or `tags`) map given in dataset_info.json replaces every
+// column (tag) it can name: a key it leaves out becomes "no such column" (nullopt), not the
+// default.
+struct SftColumns {
+  // alpaca
+  std::optional<std::string> prompt = "instruction";
+  std::optional<std::string> query = "input";
+  std::optional<std::string> response = "output";
+  std::optional<std::string> history;  // [[user, assistant], ...] before the prompt
+  // sharegpt
+  std::optional<std::string> messages = "conversations";
+  // both
+  std::optional<std::string> system;
+  std::optional<std::string> tools;  // read only to reject non-empty tools (not implemented)
 };
 
-// Reads DATASET_DIR/dataset_info.json and resolves each name. Throws ConfigError naming the file
-// and the dataset for: a missing/invalid dataset_info.json, an undefined name, a hub/script entry
-// with no local file ("not available offline"), a missing file, an unsupported file type or
-// formatting, `ranking: true`, `num_samples` (not implemented yet).
+struct SharegptTags {
+  std::optional<std::string> role_tag = "from";
+  std::optional<std::string> content_tag = "value";
+  std::optional<std::string> user_tag = "human";
+  std::optional<std::string> assistant_tag = "gpt";
+  std::optional<std::string> observation_tag = "observation";
+  std::optional<std::string> function_tag = "function_call";
+  std::optional<std::string> system_tag = "system";
+};
+
+struct DatasetAttr {
+  std::string name;                   // the key in dataset_info.json
+  std::vector<std::string> files;     // resolved local files (a directory lists its files, sorted)
+  std::string file_type;              // "txt" | "json" (json covers .json and .jsonl)
+  std::string formatting = "alpaca";  // "alpaca" | "sharegpt"
+  // Stage pt: the text of a record.
+  std::string prompt_column = "text";  // LLaMA-Factory `columns.prompt` (unillm default "text")
+  std::optional<std::string> query_column;  // `columns.query`: appended after "\n" when non-empty
+  // Stage sft.
+  SftColumns columns;
+  SharegptTags tags;
+};
+
+// Reads DATASET_DIR/dataset_info.json and resolves each name for a training stage ("pt" or
+// "sft"). Throws ConfigError naming the file and the dataset for: a missing/invalid
+// dataset_info.json, an undefined name, a hub/script entry with no local file ("not available
+// offline"), a missing file, an unsupported file type or formatting, `ranking: true`, a column
+// or tag that is not a string; NotImplemented for `num_samples`, multimodal columns (images,
+// videos, audios), kto_tag, formatting "openai", and sharegpt for stage pt.
+// Stage pt reads `columns.prompt` (default "text") and `columns.query`; stage sft reads the
+// SftColumns / SharegptTags above and accepts only .json/.jsonl files.
+std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
+                                          const std::string& dataset_dir, const std::string& stage);
+// Stage pt.
 std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
                                           const std::string& dataset_dir);
 

@@ -39,8 +39,18 @@ struct DataOptions {
   bool skip_bad_records = false;
 };
 
+constexpr int32_t kIgnoreIndex = -100;  // label of an unscored position (HF's IGNORE_INDEX)
+
 struct TokenizedDataset {
   std::vector<std::vector<int32_t>> rows;  // token ids; blocks (packing) or documents
+  // Optional, per row and of the row's length; an empty outer vector means the default for every
+  // row: labels = the ids (pretraining), positions 0, 1, … over the row, no segments (attention
+  // crosses the whole row). SFT rows carry labels (kIgnoreIndex on prompt tokens); packed SFT
+  // rows (data/packing.h) carry positions and, for neat packing, segment ids 1, 2, … per sample
+  // (0 = padding).
+  std::vector<std::vector<int32_t>> labels;
+  std::vector<std::vector<int32_t>> position_ids;
+  std::vector<std::vector<int32_t>> segment_ids;
   int64_t documents = 0;                   // documents that went in (after max_samples)
   int64_t skipped_records = 0;             // bad records skipped (skip_bad_records only)
   std::vector<std::string> skip_messages;  // the first few reasons, for the log

@@ -1,10 +1,12 @@
-// BatchLoader: padding and labels, the documented permutation, determinism, exact resume.
+// BatchLoader: padding and labels, per-row labels/positions/segments, the documented
+// permutation, determinism, exact resume.
 #include "data/batch_loader.h"
 
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/error.h"
 
 namespace unillm::data {
 namespace {
@@ -32,6 +34,49 @@ TEST(BatchLoader, PadsToTheLongestRowWithIgnoredLabels) {
   EXPECT_EQ(b.num_label_tokens(), 4);
   o.mask_label_id = 6;  // HF's collator masking pad (= eos) ids
   EXPECT_EQ(make_batch(d, {0}, o).labels, (std::vector<int32_t>{5, -100, 7}));
+}
+
+TEST(BatchLoader, UsesDatasetLabelsAndPadsPositionsAndSegmentsHarmlessly) {
+  TokenizedDataset d;
+  d.rows = {{5, 6, 7}, {8}};
+  d.labels = {{-100, 6, 7}, {8}};
+  d.position_ids = {{0, 1, 0}, {4}};
+  d.segment_ids = {{1, 1, 2}, {1}};
+  LoaderOptions o;
+  o.pad_id = 3;
+  o.mask_label_id = 7;  // only for datasets without labels
+  Batch b = make_batch(d, {1, 0}, o);
+  EXPECT_EQ(b.seq_len, 3);
+  EXPECT_EQ(b.input_ids, (std::vector<int32_t>{8, 3, 3, 5, 6, 7}));
+  EXPECT_EQ(b.labels, (std::vector<int32_t>{8, -100, -100, -100, 6, 7}));
+  EXPECT_EQ(b.position_ids, (std::vector<int32_t>{4, 5, 6, 0, 1, 0}));  // pads continue
+  EXPECT_EQ(b.segment_ids, (std::vector<int32_t>{1, 0, 0, 1, 1, 2}));   // pads: segment 0
+  EXPECT_EQ(b.lengths, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(b.num_label_tokens(), 3);
+
+  // Only the fields a dataset has are filled.
+  d.position_ids.clear();
+  d.segment_ids.clear();
+  Batch c = make_batch(d, {0, 1}, o);
+  EXPECT_TRUE(c.position_ids.empty());
+  EXPECT_TRUE(c.segment_ids.empty());
+  EXPECT_EQ(c.labels, (std::vector<int32_t>{-100, 6, 7, 8, -100, -100}));
+}
+
+TEST(BatchLoader, RejectsPerRowFieldsOfTheWrongShape) {
+  TokenizedDataset d;
+  d.rows = {{5, 6, 7}, {8}};
+  d.labels = {{1, 2, 3}};  // one row of labels for two rows
+  LoaderOptions o;
+  EXPECT_THROW(BatchLoader(d, o), DataError);
+  d.labels = {{1, 2, 3}, {4, 5}};  // row 1 has 1 id, 2 labels
+  EXPECT_THROW(BatchLoader(d, o), DataError);
+  EXPECT_NO_THROW(make_batch(d, {0}, o));  // only the selected rows are checked
+  EXPECT_THROW(make_batch(d, {1}, o), DataError);
+  d.labels.clear();
+  d.segment_ids = {{1, 1, 1}, {}};
+  EXPECT_THROW(BatchLoader(d, o), DataError);
+  EXPECT_THROW(make_batch(d, {2}, o), ConfigError);  // no row 2
 }
 
 TEST(BatchLoader, KeepsTheLastPartialBatchAndMovesToTheNextEpoch) {

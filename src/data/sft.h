@@ -1,0 +1,51 @@
+// Supervised fine-tuning data end to end (stage sft): LLaMA-Factory datasets (alpaca / sharegpt
+// through dataset_info.json) or PaddleNLP {src,tgt} files, each record rendered to input ids and
+// labels, optionally packed, then split for evaluation as LLaMA-Factory does (after
+// preprocessing, on the processed rows).
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "data/pretrain.h"
+#include "data/template.h"
+
+namespace unillm::data {
+
+struct SftOptions {
+  // datasets, dataset_dir, cutoff_len (the training::data_cutoff_len()), packing, max_samples,
+  // val_size, seed, preprocessing_batch_size, skip_bad_records.
+  DataOptions data;
+  bool train_on_prompt = false;
+  bool mask_history = false;
+  bool neat_packing = false;  // with packing: samples kept apart (segment ids)
+  int32_t pad_id = 0;         // for packed rows
+  // PaddleNLP {src,tgt} data (used when dataset_name_or_path is set): DIR/train.json and
+  // DIR/dev.json; src_length / max_length truncation; zero_padding packing.
+  std::string dataset_name_or_path;
+  int64_t src_length = 1024, max_length = 2048;
+  bool zero_padding = false;
+};
+
+// Returns (train, eval) rows with labels (and positions/segments when packed). tmpl renders the
+// conversations; for PaddleNLP data it may be nullptr: src + tgt + EOS as PaddleNLP renders
+// without a chat template. Throws ConfigError / DataError naming the file and line.
+std::pair<TokenizedDataset, TokenizedDataset> load_sft_data(const SftOptions& opts,
+                                                            const io::Tokenizer& tok,
+                                                            const ChatTemplate* tmpl);
+
+// The template a model dir implies when none is named, as LLaMA-Factory chooses it: the named
+// equivalent of tokenizer_config.json's Jinja chat_template; "empty" when the model has none.
+// Throws ConfigError when the model has a Jinja template unillm cannot map (name one instead).
+std::string default_template_name(const std::string& model_dir);
+// True when the model dir's tokenizer_config.json has a chat_template.
+bool has_chat_template(const std::string& model_dir);
+
+// PaddleNLP's rendering without a chat template (llm/utils/data.py tokenize_example): the first
+// round only; source = [BOS] + src tokens truncated on the left to src_length; target = tgt tokens
+// truncated on the right to max_length - |source|, + EOS unless truncated; labels mask the source.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> encode_src_tgt_plain(
+    const std::string& src, const std::string& tgt, const io::Tokenizer& tok, int64_t src_length,
+    int64_t max_length);
+
+}  // namespace unillm::data
