@@ -3,13 +3,17 @@
 // sequence). Parameters carry HF names; load and save walk those names.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
 #include "core/tensor.h"
 #include "models/kv_cache.h"
 #include "models/model_config.h"
+#include "nn/linear.h"
 #include "nn/module.h"
 #include "ops/attention.h"
 
@@ -28,6 +32,8 @@ struct ForwardBatch {
   Tensor slot_mapping;  // [N] i32, cache slot of each token
   ops::AttentionBatch attn;  // block tables, q_start, kv_len
   Tensor logit_rows;  // [M] i32 rows of the N whose logits are wanted; undefined = all
+  // Adapters for this call: unset = the model's active set; {} = base model only.
+  std::optional<std::vector<std::string>> adapters;
 };
 
 // One training micro-batch of B rows × T tokens (HF conventions: labels are NOT shifted;
@@ -37,6 +43,12 @@ struct TrainBatch {
   Tensor labels;  // [B, T] i32
   Tensor position_ids;  // [B, T] i32
   Tensor segment_ids;  // [B, T] i32, or undefined: plain causal attention within each row
+  // Adapters for this call: unset = the model's active set; {} = base model only (e.g. DPO's
+  // reference model).
+  std::optional<std::vector<std::string>> adapters;
+  // Training: LoRA dropout draws its masks from a seed taken from this RNG (one next_u64() per
+  // call, only when an active adapter has dropout > 0). nullptr = no dropout (evaluation).
+  Rng* dropout_rng = nullptr;
 };
 
 struct LossResult {
@@ -62,6 +74,35 @@ class CausalLM {
   // Convenience: logits for every position of one sequence, with a temporary one-block
   // cache. ids: token ids; returns f32 [T, V].
   Tensor logits_all(const std::vector<int32_t>& ids);
+
+  // ---- LoRA adapters (PEFT semantics). Adapter weights are f32 parameters that require grad,
+  // listed by module().parameters() (ParamRef::adapter = name) but not by named_parameters().
+  // Adds adapter `name` on every linear the config targets (A from rng, B zero); ConfigError
+  // for a duplicate name, an invalid config or targets that match no module. Does not change
+  // the active set.
+  void add_lora(const std::string& name, const nn::LoraConfig& config, Rng& rng);
+  // PEFT's set_adapter: the adapters forward/loss apply when the batch does not say; every
+  // name must exist (ConfigError listing the adapters otherwise).
+  void set_active_adapters(std::vector<std::string> names);
+  const std::vector<std::string>& active_adapters() const { return active_; }
+  std::vector<std::string> adapter_names() const;
+  bool has_adapter(const std::string& name) const { return adapters_.count(name) > 0; }
+  const nn::LoraConfig& adapter_config(const std::string& name) const;
+  // Every FusedLinear holding adapter `name`, with its module prefix ("model.layers.0.mlp.").
+  std::vector<std::pair<std::string, nn::FusedLinear*>> adapter_modules(const std::string& name);
+  // Removes the adapter (and drops it from the active set).
+  void delete_adapter(const std::string& name);
+  // Folds scaling · B · A into the base weights (one rounding) and deletes the adapter.
+  void merge_adapter(const std::string& name);
+
+ protected:
+  // The LoRA state of one call: the requested (or active) adapters, validated.
+  std::shared_ptr<const nn::LoraRun> lora_run(const std::optional<std::vector<std::string>>& req,
+                                              Rng* dropout_rng) const;
+
+ private:
+  std::map<std::string, nn::LoraConfig> adapters_;
+  std::vector<std::string> active_;
 };
 
 // Builds the model named by dir/config.json (`model_type` / `architectures`) with zero weights.

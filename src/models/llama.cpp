@@ -41,12 +41,12 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, DType wd)
 Tensor DecoderLayer::forward(const Tensor& x, const nn::AttentionInputs& in, Tensor& k_cache,
                              Tensor& v_cache) const {
   Tensor h = ops::add(x, attn_.forward(input_norm_.forward(x), in, k_cache, v_cache));
-  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h)));
+  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h), in.lora));
 }
 
 Tensor DecoderLayer::forward_train(const Tensor& x, const nn::TrainInputs& in) const {
   Tensor h = ops::add(x, attn_.forward_train(input_norm_.forward(x), in));
-  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h)));
+  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h), in.lora.get()));
 }
 
 Llama::Llama(const ModelConfig& c, DType wd) : c_(c), norm_(c.hidden_size, c.rms_norm_eps) {
@@ -73,6 +73,8 @@ Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
   in.slot_mapping = b.slot_mapping;
   in.batch = &b.attn;
   in.inv_freq = &inv_freq_;
+  const std::shared_ptr<const nn::LoraRun> lora = lora_run(b.adapters, nullptr);
+  in.lora = lora.get();
   Tensor x = ops::embedding(b.ids, embed_);  // [N, C]
   for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l]->forward(x, in, caches.k[l], caches.v[l]);
   if (b.logit_rows.defined()) x = ops::gather_rows(x, b.logit_rows);  // [M, C]
@@ -108,6 +110,7 @@ LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scal
   in.batch = b;
   in.seq = t;
   in.inv_freq = &inv_freq_;
+  in.lora = lora_run(batch.adapters, batch.dropout_rng);
   Tensor x = ops::embedding(batch.input_ids.contiguous().view({b * t}), embed_);  // [N, C]
   for (auto& layer : layers_) {
     const DecoderLayer* l = layer.get();

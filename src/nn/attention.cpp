@@ -30,7 +30,7 @@ Attention::Attention(const AttentionConfig& c)
 Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, Tensor& k_cache,
                           Tensor& v_cache) const {
   const int64_t n = x.size(0), h = c_.heads, hkv = c_.kv_heads, d = c_.head_dim;
-  Tensor qkv = qkv_.forward(x);  // [N, (H + 2 Hkv) D]
+  Tensor qkv = qkv_.forward(x, in.lora);  // [N, (H + 2 Hkv) D]
   Tensor q = qkv.slice(1, 0, h * d).contiguous().view({n, h, d});
   Tensor k = qkv.slice(1, h * d, (h + hkv) * d).contiguous().view({n, hkv, d});
   Tensor v = qkv.slice(1, (h + hkv) * d, (h + 2 * hkv) * d).contiguous().view({n, hkv, d});
@@ -44,12 +44,12 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, Tensor& k_
   ops::kv_cache_write(v, v_cache, in.slot_mapping);
   float scale = 1.0f / std::sqrt(static_cast<float>(d));
   Tensor o = ops::paged_attention(q, k_cache, v_cache, *in.batch, scale);  // [N, H, D]
-  return o_proj_.forward(o.view({n, h * d}));
+  return o_proj_.forward(o.view({n, h * d}), in.lora);
 }
 
 Tensor Attention::forward_train(const Tensor& x, const TrainInputs& in) const {
   const int64_t n = x.size(0), h = c_.heads, hkv = c_.kv_heads, d = c_.head_dim;
-  auto qkv = ops::split_last(qkv_.forward(x), {h * d, hkv * d, hkv * d});
+  auto qkv = ops::split_last(qkv_.forward(x, in.lora.get()), {h * d, hkv * d, hkv * d});
   Tensor q = ops::reshape(qkv[0], {n, h, d});
   Tensor k = ops::reshape(qkv[1], {n, hkv, d});
   if (c_.qk_norm) {
@@ -62,7 +62,7 @@ Tensor Attention::forward_train(const Tensor& x, const TrainInputs& in) const {
   float scale = 1.0f / std::sqrt(static_cast<float>(d));
   Tensor o = ops::causal_attention(ops::reshape(q, {b, t, h, d}), ops::reshape(k, {b, t, hkv, d}),
                                    ops::reshape(qkv[2], {b, t, hkv, d}), in.segment_ids, scale);
-  return o_proj_.forward(ops::reshape(o, {n, h * d}));
+  return o_proj_.forward(ops::reshape(o, {n, h * d}), in.lora.get());
 }
 
 }  // namespace unillm::nn

@@ -25,6 +25,7 @@ struct AttentionInputs {
   Tensor slot_mapping;  // [N] i32: cache slot of each new token
   const ops::AttentionBatch* batch = nullptr;
   const std::vector<float>* inv_freq = nullptr;  // RoPE inverse frequencies (all layers)
+  const LoraRun* lora = nullptr;  // adapters of this call (nullptr: none)
 };
 
 // Training layout: N = B × T tokens of B rows of T; segments keep packed samples apart.
@@ -33,6 +34,7 @@ struct TrainInputs {
   Tensor segment_ids;  // [B, T] i32 or undefined (plain causal)
   int64_t batch = 0, seq = 0;  // B, T
   const std::vector<float>* inv_freq = nullptr;
+  std::shared_ptr<const LoraRun> lora;  // adapters of this call (shared: lives until backward)
 };
 
 class Attention : public Module {

@@ -1,12 +1,17 @@
-// Fused projections: one weight, HF names as row ranges.
+// Fused projections: one weight, HF names as row ranges; LoRA adapters on named parts.
 #include "nn/linear.h"
 
+#include <cmath>
+
+#include "autograd/grad_mode.h"
 #include "ops/linear.h"
+#include "ops/lora_linear.h"
 
 namespace unillm::nn {
 
 FusedLinear::FusedLinear(int64_t in_features, const std::vector<LinearPart>& parts, bool bias,
-                         DType weight_dtype) {
+                         DType weight_dtype)
+    : parts_(parts) {
   int64_t total = 0;
   std::vector<NamedPart> wparts, bparts;
   for (auto& p : parts) {
@@ -22,6 +27,107 @@ FusedLinear::FusedLinear(int64_t in_features, const std::vector<LinearPart>& par
   }
 }
 
-Tensor FusedLinear::forward(const Tensor& x) const { return ops::linear(x, weight_, bias_); }
+int64_t FusedLinear::part_begin(size_t i) const {
+  int64_t row = 0;
+  for (size_t j = 0; j < i; ++j) row += parts_[j].out_features;
+  return row;
+}
+
+Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora) const {
+  std::vector<ops::LoraAdapterInput> adapters;
+  for (size_t i = 0; lora && i < lora->active.size(); ++i) {
+    auto it = lora_.find(lora->active[i]);
+    if (it == lora_.end()) continue;
+    const LoraWeights& w = *it->second;
+    ops::LoraAdapterInput in{w.a, w.b, {}, w.scaling, lora->dropout ? w.dropout : 0.0,
+                             mix_seed(lora->seed, w.stream)};
+    int64_t b_row = 0;
+    for (size_t p : w.parts) {
+      in.parts.push_back({part_begin(p), parts_[p].out_features, b_row});
+      b_row += parts_[p].out_features;
+    }
+    adapters.push_back(std::move(in));
+  }
+  if (adapters.empty()) return ops::linear(x, weight_, bias_);
+  return ops::lora_linear(x, weight_, bias_, adapters);
+}
+
+void FusedLinear::add_lora(const std::string& name, const LoraConfig& c,
+                           const std::vector<size_t>& parts, Rng& rng, uint64_t stream) {
+  UNILLM_CHECK(!parts.empty() && !lora_.count(name), "[nn] add_lora '", name, "'");
+  auto w = std::make_unique<LoraWeights>();
+  w->parts = parts;
+  w->rank = c.rank;
+  w->scaling = c.scaling();
+  w->dropout = c.dropout;
+  w->stream = stream;
+  const int64_t r = c.rank, in = in_features();
+  int64_t out = 0;
+  std::vector<NamedPart> a_names, b_names;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const LinearPart& p = parts_.at(parts[k]);
+    const auto ki = static_cast<int64_t>(k);
+    a_names.push_back({p.name + ".lora_A." + name + ".weight", ki * r, (ki + 1) * r});
+    b_names.push_back({p.name + ".lora_B." + name + ".weight", out, out + p.out_features});
+    out += p.out_features;
+  }
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  std::vector<float> a(static_cast<size_t>(static_cast<int64_t>(parts.size()) * r * in));
+  for (auto& v : a) v = static_cast<float>((2.0 * rng.uniform_double() - 1.0) * bound);
+  w->a = Tensor::from_vector(a, {static_cast<int64_t>(parts.size()) * r, in});
+  w->b = Tensor::zeros({out, r}, DType::f32);
+  w->a.set_requires_grad(true);
+  w->b.set_requires_grad(true);
+  register_adapter_parameter(name, "lora_A." + name, &w->a, std::move(a_names));
+  register_adapter_parameter(name, "lora_B." + name, &w->b, std::move(b_names));
+  lora_.emplace(name, std::move(w));
+}
+
+const LoraWeights* FusedLinear::lora(const std::string& name) const {
+  auto it = lora_.find(name);
+  return it == lora_.end() ? nullptr : it->second.get();
+}
+
+LoraWeights* FusedLinear::lora(const std::string& name) {
+  auto it = lora_.find(name);
+  return it == lora_.end() ? nullptr : it->second.get();
+}
+
+void FusedLinear::remove_lora(const std::string& name) {
+  unregister_adapter(name);
+  lora_.erase(name);
+}
+
+void FusedLinear::merge_lora(const std::string& name) {
+  const LoraWeights* w = lora(name);
+  UNILLM_CHECK(w != nullptr, "[nn] merge_lora: no adapter '", name, "'");
+  autograd::NoGradGuard no_grad;
+  const DType compute = weight_.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const int64_t r = w->rank;
+  int64_t b_row = 0;
+  for (size_t k = 0; k < w->parts.size(); ++k) {
+    const size_t p = w->parts[k];
+    const int64_t rows = parts_[p].out_features, begin = part_begin(p);
+    const auto ki = static_cast<int64_t>(k);
+    Tensor bp = w->b.slice(0, b_row, b_row + rows).to(compute);  // [out_p, r]
+    Tensor apt = w->a.slice(0, ki * r, (ki + 1) * r).transpose(0, 1).to(compute);  // [in, r]
+    Tensor delta = ops::linear(bp, apt.contiguous());  // B_p · A_p  [out_p, in]
+    Tensor dst = weight_.slice(0, begin, begin + rows);
+    Tensor sum = Tensor::empty(dst.shape(), compute);  // a copy, never an alias of W
+    sum.copy_from(dst);
+    const int64_t n = sum.numel();
+    if (compute == DType::f64) {
+      double *s = sum.data<double>(), *d = delta.data<double>();
+      for (int64_t i = 0; i < n; ++i) s[i] += w->scaling * d[i];
+    } else {
+      float *s = sum.data<float>(), *d = delta.data<float>();
+      const auto sc = static_cast<float>(w->scaling);
+      for (int64_t i = 0; i < n; ++i) s[i] += sc * d[i];
+    }
+    dst.copy_from(sum);  // one rounding to W's dtype
+    b_row += rows;
+  }
+  remove_lora(name);
+}
 
 }  // namespace unillm::nn

@@ -1,10 +1,15 @@
 // Linear layers. FusedLinear stores several HF projections (q/k/v, gate/up) as one [sum N, K]
 // matrix so one GEMM computes them; each HF name (q_proj.weight, …) is a row range of it.
+// LoRA adapters attach to parts of it by name; the adapters a call applies come with the call.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
+#include "nn/lora.h"
 #include "nn/module.h"
 
 namespace unillm::nn {
@@ -19,14 +24,32 @@ class FusedLinear : public Module {
   // weight [sum(out), in] in weight_dtype; biases (f32) only when bias is true.
   FusedLinear(int64_t in_features, const std::vector<LinearPart>& parts, bool bias,
               DType weight_dtype);
-  // x [N, in] -> [N, sum(out)]
-  Tensor forward(const Tensor& x) const;
+  // x [N, in] -> [N, sum(out)], plus the deltas of the adapters in lora->active that this
+  // module holds (names it does not hold are skipped; the caller validates names).
+  Tensor forward(const Tensor& x, const LoraRun* lora = nullptr) const;
+  int64_t in_features() const { return weight_.size(1); }
   int64_t out_features() const { return weight_.size(0); }
   const Tensor& weight() const { return weight_; }
+  const std::vector<LinearPart>& parts() const { return parts_; }
+  int64_t part_begin(size_t i) const;  // first output row of part i
+
+  // Adds adapter `name` (f32 A [P·r, in] ~ U(±1/sqrt(in)) from rng, PEFT's kaiming_uniform(a=√5);
+  // B zeros; both require grad) on the parts listed by index. Registers its parameters under
+  // the HF names "<part>.lora_A.<name>.weight" / "<part>.lora_B.<name>.weight".
+  void add_lora(const std::string& name, const LoraConfig& c, const std::vector<size_t>& parts,
+                Rng& rng, uint64_t stream);
+  const LoraWeights* lora(const std::string& name) const;
+  LoraWeights* lora(const std::string& name);
+  void remove_lora(const std::string& name);
+  // W[rows of part p] += scaling · B_p · A_p (computed in f32, f64 for f64 W, rounded once to
+  // W's dtype), then removes the adapter.
+  void merge_lora(const std::string& name);
 
  private:
+  std::vector<LinearPart> parts_;
   Tensor weight_;  // [sum(out), in]
   Tensor bias_;  // [sum(out)] f32 or undefined
+  std::map<std::string, std::unique_ptr<LoraWeights>> lora_;  // stable addresses (registered)
 };
 
 // A plain projection: a FusedLinear with one part named by the parent (e.g. "o_proj").

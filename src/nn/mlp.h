@@ -8,7 +8,8 @@ namespace unillm::nn {
 class MLP : public Module {
  public:
   MLP(int64_t hidden, int64_t ffn, bool bias, DType weight_dtype);
-  Tensor forward(const Tensor& x) const;  // [N, C] -> [N, C]
+  // [N, C] -> [N, C], with the adapters of lora (nullptr: none).
+  Tensor forward(const Tensor& x, const LoraRun* lora = nullptr) const;
 
  private:
   FusedLinear gate_up_;

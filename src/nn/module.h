@@ -4,6 +4,7 @@
 // names; optimizers, gradient arenas and sharding walk the real tensors.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,12 +26,14 @@ struct ParamSlot {
   std::string local_name;  // for messages, e.g. "qkv.weight"
   Tensor* tensor = nullptr;
   std::vector<NamedPart> parts;  // empty: the tensor itself carries local_name as its HF name
+  std::string adapter;  // "" = a base weight; else the adapter (LoRA) it belongs to
 };
 
 // A real parameter as seen from the root: its tensor and the full HF names of its parts.
 struct ParamRef {
   Tensor* tensor = nullptr;
   std::vector<std::string> hf_names;  // full names (prefix included)
+  std::string adapter;  // "" = a base weight; else its adapter's name
 };
 
 class Module {
@@ -40,14 +43,23 @@ class Module {
   Module& operator=(const Module&) = delete;
   virtual ~Module() = default;
 
-  // (HF name, view) for every named part, depth first in registration order.
+  // (HF name, view) for every named part of the BASE weights, depth first in registration
+  // order (adapter weights are left out: loading and saving the base model walk this).
   void named_parameters(const std::string& prefix, NamedTensors& out) const;
   NamedTensors named_parameters() const;
-  // The same walk over the parameters' gradients (undefined grads are skipped).
+  // The same walk over the base parameters' gradients (undefined grads are skipped).
   NamedTensors named_grads() const;
-  // Every real parameter once, with its HF names (for arenas, optimizers, freezing).
+  // The named parts of one adapter's weights (e.g. "model.layers.0.self_attn.q_proj.lora_A.
+  // default.weight"), or their gradients; same order rules.
+  NamedTensors named_adapter_parameters(const std::string& adapter, bool grads = false) const;
+  // Every real parameter once, base and adapters, with its HF names (for arenas, optimizers,
+  // freezing; ParamRef::adapter tells them apart).
   void parameters(const std::string& prefix, std::vector<ParamRef>& out);
   std::vector<ParamRef> parameters();
+  // Calls fn(prefix, module) for this module and every descendant, depth first; prefix is the
+  // HF name prefix of the module's parameters ("model.layers.0.self_attn.").
+  void for_each_module(const std::string& prefix,
+                       const std::function<void(const std::string&, Module&)>& fn);
 
  protected:
   // The tensor object must outlive the module (a member of the derived class).
@@ -55,9 +67,15 @@ class Module {
   // A fused parameter whose HF names are row ranges of t.
   void register_fused_parameter(const std::string& local_name, Tensor* t, std::vector<NamedPart> parts);
   void register_module(const std::string& name, Module* m);
+  // An adapter's parameter (listed by parameters() and named_adapter_parameters(), never by
+  // named_parameters()); unregister_adapter drops every slot of that adapter.
+  void register_adapter_parameter(const std::string& adapter, const std::string& local_name,
+                                  Tensor* t, std::vector<NamedPart> parts);
+  void unregister_adapter(const std::string& adapter);
 
  private:
-  void walk_named(const std::string& prefix, NamedTensors& out, bool grads) const;
+  void walk_named(const std::string& prefix, NamedTensors& out, bool grads,
+                  const std::string& adapter) const;
   std::vector<ParamSlot> params_;
   std::vector<std::pair<std::string, Module*>> children_;
 };

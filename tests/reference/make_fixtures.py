@@ -6,6 +6,8 @@ For the bundled stories260K (--stories MODEL_DIR, skipped when absent): DIR/stor
 {meta.json, logits.f32, perplexity.json}; its weights stay in MODEL_DIR.
 Training fixtures (train_fixtures.py, for train_parity_test.cpp): DIR/<name>/grad_plain.{json,f32}
 per tiny model, DIR/llama_gqa/grad_packed.{json,f32} and DIR/train_steps/ (five AdamW steps).
+LoRA fixtures (lora_fixtures.py, for lora_parity_test.cpp): DIR/lora_<case>/ (a PEFT-layout
+adapter, its A/B gradients, one AdamW step and the adapted logits).
 Expected values come from hf_llama_reference.py, an independent PyTorch forward (float32, as HF
 runs it). Run: /usr/bin/python3 tests/reference/make_fixtures.py --out DIR [--stories MODEL_DIR]
 [--selftest]. Needs Debian's python3-torch (apt-get install python3-torch).
@@ -28,6 +30,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_llama_reference as ref  # noqa: E402
+import lora_fixtures  # noqa: E402
 import safetensors_py  # noqa: E402
 import train_fixtures  # noqa: E402
 
@@ -316,6 +319,7 @@ def selftest():
     check("mistral sliding_window=5 vs naive", d < 1e-9, f"max |d| {d:.2e}")
     fails += _selftest_rope() + _selftest_safetensors(check) + _selftest_perplexity(check)
     train_fixtures.selftest(check, MODELS, random_state)
+    lora_fixtures.selftest(check, MODELS, random_state)
     return fails
 
 
@@ -399,6 +403,7 @@ def main():
     if args.stories:
         make_stories_fixture(args.out, args.stories)
     train_fixtures.make_all(args.out, MODELS, random_state, packed_model="llama_gqa")
+    lora_fixtures.make_all(args.out, MODELS, random_state)
     print(f"fixtures written to {args.out} in {time.time() - start:.1f}s")
     return 0
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/lora.h"
 #include "backends/cpu/simd.h"
 #include "core/parallel.h"
 
@@ -17,6 +18,7 @@ void register_cpu_backend() {
   done = true;
   register_backend(std::make_unique<CpuBackend>());
   register_kernels();
+  register_lora();
 }
 
 void set_num_threads(int n) {

@@ -1,0 +1,335 @@
+// LoRA adapters on a CausalLM: creation and the per-call active set (CausalLM methods), PEFT
+// adapter directories (adapter_config.json + adapter_model.safetensors), merging.
+#include "models/adapter.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "io/checkpoint.h"
+#include "io/json_file.h"
+#include "io/safetensors_writer.h"
+
+namespace unillm::models {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "(none)" : s;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ CausalLM adapter methods
+
+void CausalLM::add_lora(const std::string& name, const nn::LoraConfig& config, Rng& rng) {
+  if (name.empty() || name.find('.') != std::string::npos)
+    UNILLM_THROW(ConfigError, "[lora] adapter name '", name, "' must be non-empty without dots");
+  if (adapters_.count(name))
+    UNILLM_THROW(ConfigError, "[lora] adapter '", name, "' already exists");
+  nn::validate_lora_config(config);
+  int modules = 0;
+  module().for_each_module("", [&](const std::string& prefix, nn::Module& m) {
+    auto* f = dynamic_cast<nn::FusedLinear*>(&m);
+    if (f == nullptr) return;
+    std::vector<size_t> parts;
+    for (size_t i = 0; i < f->parts().size(); ++i)
+      if (nn::lora_targets(config, prefix + f->parts()[i].name)) parts.push_back(i);
+    if (parts.empty()) return;
+    f->add_lora(name, config, parts, rng, nn::hash_name(prefix + "|" + name));
+    modules += static_cast<int>(parts.size());
+  });
+  if (modules == 0)
+    UNILLM_THROW(ConfigError, "[lora] target modules ",
+                 config.target_regex.empty() ? joined(config.target_modules) : config.target_regex,
+                 " match no module of this model; valid: all, ", joined(nn::lora_module_names()));
+  adapters_.emplace(name, config);
+}
+
+void CausalLM::set_active_adapters(std::vector<std::string> names) {
+  for (const auto& n : names)
+    if (!adapters_.count(n))
+      UNILLM_THROW(ConfigError, "[lora] no adapter '", n,
+                   "'; the model has: ", joined(adapter_names()));
+  active_ = std::move(names);
+}
+
+std::vector<std::string> CausalLM::adapter_names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, _] : adapters_) out.push_back(n);
+  return out;
+}
+
+const nn::LoraConfig& CausalLM::adapter_config(const std::string& name) const {
+  auto it = adapters_.find(name);
+  if (it == adapters_.end())
+    UNILLM_THROW(ConfigError, "[lora] no adapter '", name,
+                 "'; the model has: ", joined(adapter_names()));
+  return it->second;
+}
+
+std::vector<std::pair<std::string, nn::FusedLinear*>> CausalLM::adapter_modules(
+    const std::string& name) {
+  std::vector<std::pair<std::string, nn::FusedLinear*>> out;
+  module().for_each_module("", [&](const std::string& prefix, nn::Module& m) {
+    auto* f = dynamic_cast<nn::FusedLinear*>(&m);
+    if (f != nullptr && f->lora(name) != nullptr) out.emplace_back(prefix, f);
+  });
+  return out;
+}
+
+void CausalLM::delete_adapter(const std::string& name) {
+  adapter_config(name);  // throws when absent
+  for (auto& [prefix, f] : adapter_modules(name)) f->remove_lora(name);
+  adapters_.erase(name);
+  std::erase(active_, name);
+}
+
+void CausalLM::merge_adapter(const std::string& name) {
+  adapter_config(name);
+  for (auto& [prefix, f] : adapter_modules(name)) f->merge_lora(name);
+  adapters_.erase(name);
+  std::erase(active_, name);
+}
+
+std::shared_ptr<const nn::LoraRun> CausalLM::lora_run(
+    const std::optional<std::vector<std::string>>& req, Rng* dropout_rng) const {
+  const std::vector<std::string>& names = req ? *req : active_;
+  if (names.empty()) return nullptr;
+  auto run = std::make_shared<nn::LoraRun>();
+  bool any_dropout = false;
+  for (const auto& n : names) any_dropout |= adapter_config(n).dropout > 0;
+  run->active = names;
+  if (dropout_rng != nullptr && any_dropout) {
+    run->dropout = true;
+    run->seed = dropout_rng->next_u64();
+  }
+  return run;
+}
+
+// ------------------------------------------------------------------ PEFT directories
+
+std::string peft_key(const std::string& param_name, const std::string& adapter) {
+  const std::string tag = "." + adapter + ".weight";
+  UNILLM_CHECK(param_name.size() > tag.size() &&
+                   param_name.compare(param_name.size() - tag.size(), tag.size(), tag) == 0,
+               "[lora] parameter ", param_name, " is not of adapter ", adapter);
+  return "base_model.model." + param_name.substr(0, param_name.size() - tag.size()) + ".weight";
+}
+
+namespace {
+
+// A PEFT file key in our canonical form: no "base_model.model." prefix, no adapter name
+// ("x.lora_A.default.weight" -> "x.lora_A.weight").
+std::string canonical_key(std::string k) {
+  const std::string prefix = "base_model.model.";
+  if (k.rfind(prefix, 0) == 0) k = k.substr(prefix.size());
+  for (const char* ab : {".lora_A.", ".lora_B."}) {
+    const size_t pos = k.rfind(ab);
+    if (pos == std::string::npos) continue;
+    const std::string rest = k.substr(pos + 8);  // "weight" or "<adapter>.weight"
+    const size_t dot = rest.find('.');
+    if (dot != std::string::npos && rest.substr(dot) == ".weight" &&
+        rest.find('.', dot + 1) == std::string::npos)
+      k = k.substr(0, pos + 8) + "weight";
+  }
+  return k;
+}
+
+// An integral value as a JSON integer (PEFT writes r and lora_alpha as ints).
+nlohmann::ordered_json number(double v) {
+  if (v == static_cast<double>(static_cast<int64_t>(v))) return static_cast<int64_t>(v);
+  return v;
+}
+
+nlohmann::ordered_json config_json(const nn::LoraConfig& c, const AdapterSaveOptions& o) {
+  // PEFT 0.13's LoraConfig fields, sorted as PEFT writes them (json.dumps(sort_keys=True)).
+  nlohmann::ordered_json j;
+  j["alpha_pattern"] = nlohmann::ordered_json::object();
+  j["auto_mapping"] = nullptr;
+  j["base_model_name_or_path"] = o.base_model_name_or_path;
+  j["bias"] = "none";
+  j["fan_in_fan_out"] = false;
+  j["inference_mode"] = true;
+  j["init_lora_weights"] = true;
+  j["layer_replication"] = nullptr;
+  j["layers_pattern"] = nullptr;
+  j["layers_to_transform"] = nullptr;
+  j["loftq_config"] = nlohmann::ordered_json::object();
+  j["lora_alpha"] = number(c.alpha);
+  j["lora_dropout"] = c.dropout;
+  j["megatron_config"] = nullptr;
+  j["megatron_core"] = "megatron.core";
+  j["modules_to_save"] = nullptr;
+  j["peft_type"] = "LORA";
+  j["r"] = c.rank;
+  j["rank_pattern"] = nlohmann::ordered_json::object();
+  j["revision"] = nullptr;
+  if (c.target_regex.empty())
+    j["target_modules"] = nn::expanded_targets(c);
+  else
+    j["target_modules"] = c.target_regex;
+  j["task_type"] = "CAUSAL_LM";
+  j["use_dora"] = false;
+  j["use_rslora"] = c.use_rslora;
+  return j;
+}
+
+}  // namespace
+
+void save_adapter(CausalLM& model, const std::string& name, const std::string& dir,
+                  const AdapterSaveOptions& options) {
+  const nn::LoraConfig& c = model.adapter_config(name);
+  io::NamedTensors tensors;
+  for (auto& [pname, t] : model.module().named_adapter_parameters(name))
+    tensors.emplace_back(peft_key(pname, name), t.to(DType::f32));
+  fs::create_directories(dir);
+  io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(),
+                        config_json(c, options).dump(2) + "\n");
+  io::save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
+                       {{"format", "pt"}});
+}
+
+namespace {
+
+const nlohmann::json* field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+void refuse_if(bool bad, const std::string& path, const std::string& what) {
+  if (bad) UNILLM_THROW(NotImplemented, "[lora] ", path, ": ", what, " is not supported");
+}
+
+bool empty_or_null(const nlohmann::json* v) { return v == nullptr || v->empty(); }
+
+nn::LoraConfig parse_config(const nlohmann::json& j, const std::string& path) {
+  const nlohmann::json* peft_type = field(j, "peft_type");
+  if (peft_type == nullptr || *peft_type != "LORA")
+    UNILLM_THROW(NotImplemented, "[lora] ", path, ": peft_type ",
+                 peft_type ? peft_type->dump() : std::string("missing"),
+                 ", only LORA is supported");
+  nn::LoraConfig c;
+  c.rank = j.value("r", int64_t{8});
+  c.alpha = j.value("lora_alpha", 8.0);
+  c.dropout = field(j, "lora_dropout") ? j.at("lora_dropout").get<double>() : 0.0;
+  c.use_rslora = field(j, "use_rslora") ? j.at("use_rslora").get<bool>() : false;
+  const nlohmann::json* t = field(j, "target_modules");
+  if (t == nullptr) UNILLM_THROW(ConfigError, "[lora] ", path, ": target_modules missing");
+  if (t->is_string()) {
+    const auto s = t->get<std::string>();
+    if (s == "all-linear")
+      c.target_modules = {"all"};
+    else
+      c.target_regex = s;
+  } else {
+    c.target_modules = t->get<std::vector<std::string>>();
+    std::sort(c.target_modules.begin(), c.target_modules.end());
+  }
+  const nlohmann::json* bias = field(j, "bias");
+  refuse_if(bias && *bias != "none", path, "bias " + bias->dump());
+  refuse_if(field(j, "use_dora") && j.at("use_dora").get<bool>(), path, "use_dora (DoRA)");
+  refuse_if(field(j, "fan_in_fan_out") && j.at("fan_in_fan_out").get<bool>(), path,
+            "fan_in_fan_out");
+  refuse_if(!empty_or_null(field(j, "modules_to_save")), path, "modules_to_save");
+  refuse_if(!empty_or_null(field(j, "rank_pattern")), path, "rank_pattern");
+  refuse_if(!empty_or_null(field(j, "alpha_pattern")), path, "alpha_pattern");
+  refuse_if(field(j, "layers_to_transform") != nullptr, path, "layers_to_transform");
+  refuse_if(field(j, "layer_replication") != nullptr, path, "layer_replication");
+  try {
+    nn::validate_lora_config(c);
+  } catch (const ConfigError& e) {
+    UNILLM_THROW(ConfigError, path, ": ", e.what());
+  }
+  return c;
+}
+
+}  // namespace
+
+nn::LoraConfig read_adapter_config(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "adapter_config.json").string();
+  if (!fs::exists(path))
+    UNILLM_THROW(IoError, "[lora] ", dir,
+                 ": no adapter_config.json (not a PEFT adapter directory)");
+  try {
+    return parse_config(io::read_json_file(path), path);
+  } catch (const nlohmann::json::exception& e) {
+    UNILLM_THROW(ConfigError, "[lora] ", path, ": ", e.what());
+  }
+}
+
+namespace {
+
+io::CheckpointReader open_adapter_weights(const std::string& dir) {
+  const fs::path st = fs::path(dir) / "adapter_model.safetensors";
+  if (fs::exists(st)) return io::CheckpointReader::open(st.string());
+  const fs::path bin = fs::path(dir) / "adapter_model.bin";
+  if (fs::exists(bin))
+    UNILLM_THROW(
+        IoError, "[lora] ", dir,
+        ": holds a pickled adapter (adapter_model.bin); only "
+        "safetensors are loaded (unpickling can run arbitrary code) — convert it with: "
+        "python3 -c \"import torch; from safetensors.torch import save_file; sd = torch.load('",
+        bin.string(),
+        "', map_location='cpu', weights_only=True); save_file({k: "
+        "v.contiguous() for k, v in sd.items()}, '",
+        st.string(), "', metadata={'format': 'pt'})\"");
+  UNILLM_THROW(IoError, "[lora] ", dir, ": no adapter_model.safetensors");
+}
+
+void copy_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::string& dir,
+                  const std::string& name) {
+  std::map<std::string, std::string> file_keys;  // canonical -> key in the file
+  for (const auto& k : ckpt.names()) {
+    const std::string ck = canonical_key(k);
+    if (!file_keys.emplace(ck, k).second)
+      UNILLM_THROW(IoError, "[lora] ", dir, ": tensors '", file_keys[ck], "' and '", k,
+                   "' name the same weight (several adapters in one file?)");
+  }
+  for (auto& [pname, view] : model.module().named_adapter_parameters(name)) {
+    const std::string ck = canonical_key(peft_key(pname, name));
+    auto it = file_keys.find(ck);
+    if (it == file_keys.end())
+      UNILLM_THROW(IoError, "[lora] ", dir, ": tensor 'base_model.model.", ck,
+                   "' missing from adapter_model.safetensors (adapter_config.json targets it)");
+    const auto info = ckpt.info(it->second);
+    if (info.shape != view.shape())
+      UNILLM_THROW(IoError, "[lora] ", dir, ": tensor '", it->second, "' has shape ",
+                   shape_str(info.shape), ", expected ", shape_str(view.shape()),
+                   " (rank and module sizes from adapter_config.json and the model)");
+    if (!is_floating(info.dtype))
+      UNILLM_THROW(IoError, "[lora] ", dir, ": tensor '", it->second, "' has dtype ",
+                   dtype_name(info.dtype));
+    Tensor dst = view.detach();
+    dst.copy_from(ckpt.get(it->second));
+    file_keys.erase(it);
+  }
+  if (!file_keys.empty())
+    UNILLM_THROW(IoError, "[lora] ", dir, ": tensor '", file_keys.begin()->second,
+                 "' is not a LoRA weight of a module adapter_config.json targets in this model");
+}
+
+}  // namespace
+
+nn::LoraConfig load_adapter(CausalLM& model, const std::string& dir, const std::string& name) {
+  nn::LoraConfig c = read_adapter_config(dir);
+  io::CheckpointReader ckpt = open_adapter_weights(dir);
+  Rng unused(0);  // A is overwritten from the file
+  model.add_lora(name, c, unused);
+  try {
+    copy_weights(model, ckpt, dir, name);
+  } catch (...) {
+    model.delete_adapter(name);
+    throw;
+  }
+  return c;
+}
+
+void merge_adapter(CausalLM& model, const std::string& name) { model.merge_adapter(name); }
+
+}  // namespace unillm::models

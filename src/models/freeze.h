@@ -1,0 +1,40 @@
+// Freeze tuning as LLaMA-Factory's _setup_freeze_tuning does it: trainable layers (last N, or
+// first |N|), trainable hidden modules per layer, extra non-layer modules, applied as substring
+// rules on HF names and resolved onto the real (fused) tensors.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/causal_lm.h"
+
+namespace unillm::models {
+
+struct FreezeConfig {
+  int64_t trainable_layers = 2;  // freeze_trainable_layers: > 0 the last N, < 0 the first |N|
+  std::vector<std::string> trainable_modules = {"all"};  // freeze_trainable_modules
+  std::vector<std::string> extra_modules;  // freeze_extra_modules (embed_tokens, norm, lm_head)
+  bool upcast_trainable = true;            // LLaMA-Factory casts trainable parameters to f32
+};
+
+// LLaMA-Factory's trainable_layers list: ".{i}." / ".{i}.{module}" for each trainable layer i
+// and module, then the extra modules. hf_names are the base parameters' names (they define the
+// valid hidden and extra module names, as in LLaMA-Factory). ConfigError for an unknown module,
+// listing the valid ones.
+std::vector<std::string> freeze_patterns(const std::vector<std::string>& hf_names,
+                                         int64_t num_layers, const FreezeConfig& c);
+// A name is trainable when it contains any of the patterns (substring, as LLaMA-Factory).
+bool freeze_selects(const std::vector<std::string>& patterns, const std::string& hf_name);
+
+struct FreezeResult {
+  std::vector<std::string> patterns;
+  std::vector<std::string> trainable;  // first HF name of each trainable real tensor
+  int64_t trainable_elements = 0, total_elements = 0;
+};
+
+// Sets requires_grad on every base real tensor of the model (adapter weights are untouched):
+// trainable iff all its HF names are selected; ConfigError when the rules would split a fused
+// tensor (names disagree). Trainable tensors are converted to f32 when upcast_trainable.
+FreezeResult apply_freeze(CausalLM& model, const FreezeConfig& c);
+
+}  // namespace unillm::models

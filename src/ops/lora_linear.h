@@ -1,0 +1,62 @@
+// lora_linear: a (fused) linear layer plus LoRA adapters on some of its row parts, PEFT's
+//   y = x · Wᵀ (+ b) + Σ_adapters Σ_parts  y[:, cols_p] += s · (drop_p(x) · A_pᵀ) · B_pᵀ
+// computed as one base GEMM, one x · [A_p0; A_p1; …]ᵀ GEMM per adapter (one per part when dropout
+// is on: each part draws its own mask, like PEFT's separate q/k/v modules), and one rank-r GEMM
+// per part into the column slice of y (BLAS leading dimensions, no copies).
+// Shapes: x [.., K] f32/f64; W [N, K] (f32, bf16, f16; f64 with f64 x); b [N] x's dtype or none;
+// A [P·r, K] and B [Σ cols_p, r] in x's dtype (part p: A rows [p·r, (p+1)·r), B rows
+// [b_row_p, b_row_p + cols_p)). Dropout: mask from the explicit seed (Bernoulli keep 1 − p, kept
+// values scaled by 1/(1 − p)); the same seed gives the same mask (recompute relies on that).
+// Backward (recorded when anything needs grad; only the needed gradients are computed, all
+// overwritten, fresh tensors): dx = dy·W + Σ s·(dy_p·B_p)·A_p (through the mask); dW only when W
+// requires grad (a frozen base costs no dW GEMM); db; dA_p = s·(dy_p·B_p)ᵀ·drop_p(x);
+// dB_p = s·dy_pᵀ·(drop_p(x)·A_pᵀ).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace unillm::ops {
+
+// One targeted part: output columns [col_begin, col_begin + cols) of y, whose B rows start at
+// b_row of the adapter's B. Part p uses A rows [p·r, (p+1)·r).
+struct LoraPart {
+  int64_t col_begin = 0, cols = 0, b_row = 0;
+};
+
+struct LoraAdapterInput {
+  Tensor a;                     // [P·r, K]
+  Tensor b;                     // [Σ cols, r]
+  std::vector<LoraPart> parts;  // P parts
+  double scaling = 1.0;         // alpha / r (rslora: alpha / sqrt(r))
+  double dropout = 0.0;  // probability of zeroing an input element (0: none; pass 0 at inference)
+  uint64_t seed = 0;     // dropout stream (part p uses a stream derived from seed and p)
+};
+
+Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
+                   const std::vector<LoraAdapterInput>& adapters);
+
+// Strided row-major GEMM: C[m, n] (ldc) = alpha · op(A) · op(B) + beta · C, op = transpose when
+// the flag is set (A is then stored [k, m] with lda, B [n, k] with ldb). f32 or f64 throughout.
+struct LoraGemmArgs {
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t m, n, k, lda, ldb, ldc;
+  bool trans_a, trans_b;
+  double alpha, beta;
+  DType dtype;
+};
+using LoraGemmKernel = void(const LoraGemmArgs&);
+// Naive loops with double accumulation (the CPU fallback).
+void lora_gemm_reference(const LoraGemmArgs& a);
+
+// The dropout mask of one part: keep[i] = 1 with probability 1 − p, drawn from seed (16-bit
+// uniforms, one xoshiro stream per row: independent of the thread count).
+void lora_dropout_mask(uint64_t seed, double p, int64_t rows, int64_t cols, uint8_t* keep);
+// The mask seed of part `part` of an adapter whose LoraAdapterInput::seed is seed.
+uint64_t lora_part_seed(uint64_t seed, size_t part);
+
+}  // namespace unillm::ops

@@ -1,0 +1,194 @@
+// LoRA parity against the independent PyTorch LoRA reference (tests/reference/lora_fixtures.py):
+// a PEFT-layout adapter written by Python loads; logits with the adapter and after merging it;
+// the loss and the gradient of every A and B (with and without recompute); one clipped AdamW
+// step over the arena (which holds only the adapter: the base stays frozen).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <map>
+
+#include "autograd/engine.h"
+#include "models/adapter.h"
+#include "models/causal_lm.h"
+#include "reference/reference_io.h"
+#include "support/expect.h"
+#include "train/adamw.h"
+#include "train/arena.h"
+
+namespace unillm {
+namespace {
+
+using nlohmann::json;
+using reference::how_to_make;
+using reference::read_f32;
+using reference::read_json;
+using reference::reference_dir;
+namespace fs = std::filesystem;
+
+Tensor int_rows(const json& rows) {
+  const auto v = rows.get<std::vector<std::vector<int32_t>>>();
+  std::vector<int32_t> flat;
+  for (const auto& r : v) flat.insert(flat.end(), r.begin(), r.end());
+  return Tensor::from_ints(flat,
+                           {static_cast<int64_t>(v.size()), static_cast<int64_t>(v.at(0).size())});
+}
+
+models::TrainBatch batch_of(const json& b) {
+  models::TrainBatch batch;
+  batch.input_ids = int_rows(b.at("input_ids"));
+  batch.labels = int_rows(b.at("labels"));
+  batch.position_ids = int_rows(b.at("position_ids"));
+  return batch;
+}
+
+// {PEFT key: f32 values} from a fixture file and its index.
+std::map<std::string, std::vector<float>> read_tensors(const fs::path& file, const json& index) {
+  int64_t total = 0;
+  for (const json& t : index) {
+    int64_t n = 1;
+    for (const json& d : t.at("shape")) n *= d.get<int64_t>();
+    total = std::max(total, t.at("offset").get<int64_t>() + n);
+  }
+  const std::vector<float> data = read_f32(file, total);
+  std::map<std::string, std::vector<float>> out;
+  for (const json& t : index) {
+    int64_t n = 1;
+    for (const json& d : t.at("shape")) n *= d.get<int64_t>();
+    const auto off = static_cast<size_t>(t.at("offset").get<int64_t>());
+    out[t.at("name").get<std::string>()] = {data.begin() + off, data.begin() + off + n};
+  }
+  return out;
+}
+
+// Per-tensor ‖got − ref‖ / ‖ref − base‖ over the adapter's tensors (grads or values); the worst.
+double worst_rel(const nn::NamedTensors& got, const std::map<std::string, std::vector<float>>& want,
+                 const std::map<std::string, std::vector<float>>& base, double tol,
+                 std::string& worst_name) {
+  double worst = 0;
+  EXPECT_EQ(got.size(), want.size());
+  for (const auto& [name, t] : got) {
+    const std::string key = models::peft_key(name, "default");
+    auto it = want.find(key);
+    if (it == want.end()) {
+      ADD_FAILURE() << key << " not in the fixture";
+      continue;
+    }
+    const std::vector<float> g = t.contiguous().to_float_vector();
+    EXPECT_EQ(g.size(), it->second.size()) << key;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < g.size() && i < it->second.size(); ++i) {
+      const double r = it->second[i], b = base.empty() ? 0.0 : base.at(key)[i];
+      num += (g[i] - r) * (g[i] - r);
+      den += (r - b) * (r - b);
+    }
+    const double rel = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+    EXPECT_LE(rel, tol) << key;
+    if (!(rel <= worst)) worst = std::isnan(rel) ? INFINITY : rel, worst_name = key;
+  }
+  return worst;
+}
+
+class LoraParity : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    testing::init_cpu();
+    dir_ = reference_dir() / ("lora_" + GetParam());
+    if (!fs::exists(dir_ / "lora.json"))
+      GTEST_SKIP() << "fixture " << dir_ << " missing; " << how_to_make();
+    fix_ = read_json(dir_ / "lora.json");
+    model_ = models::load_causal_lm((dir_ / fix_.at("model_dir").get<std::string>()).string());
+    const nn::LoraConfig c = models::load_adapter(*model_, (dir_ / "adapter").string(), "default");
+    EXPECT_NEAR(c.scaling(), fix_.at("scaling").get<double>(), 1e-12);
+    model_->set_active_adapters({"default"});
+  }
+  std::vector<float> want_logits() {
+    const auto shape = fix_.at("logits_shape").get<Shape>();
+    return read_f32(dir_ / "logits.f32", shape_numel(shape));
+  }
+  double logits_diff(const std::vector<float>& want) {
+    const std::vector<float> got =
+        model_->logits_all(fix_.at("prompt_ids").get<std::vector<int32_t>>()).to_float_vector();
+    EXPECT_EQ(got.size(), want.size());
+    double d = 0;
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+      d = std::max(d, std::fabs(double(got[i]) - want[i]));
+    return d;
+  }
+  fs::path dir_;
+  json fix_;
+  std::unique_ptr<models::CausalLM> model_;
+};
+
+TEST_P(LoraParity, LogitsWithAdapterAndMerged) {
+  const std::vector<float> want = want_logits();
+  const double atol = fix_.at("atol").get<double>();
+  const double adapted = logits_diff(want);
+  model_->merge_adapter("default");
+  EXPECT_TRUE(model_->module().named_adapter_parameters("default").empty());
+  const double merged = logits_diff(want);
+  EXPECT_LE(adapted, atol);
+  EXPECT_LE(merged, atol);
+  std::cout << "[lora-parity] " << GetParam() << ": logits max |d| with adapter " << adapted
+            << ", merged " << merged << " (adapter moves logits by "
+            << fix_.at("adapter_effect").get<double>() << ")\n";
+}
+
+TEST_P(LoraParity, GradientsOfAAndB) {
+  const auto want = read_tensors(dir_ / fix_.at("grads_file").get<std::string>(), fix_.at("grads"));
+  for (bool recompute : {false, true}) {
+    for (auto& r : model_->module().parameters()) r.tensor->set_grad(Tensor());
+    models::LossResult out = model_->loss(batch_of(fix_.at("batch")), recompute);
+    const double loss = out.loss_sum.to_float_vector().at(0),
+                 want_loss = fix_.at("loss_sum").get<double>();
+    EXPECT_EQ(out.count, fix_.at("count").get<int64_t>());
+    EXPECT_LE(std::fabs(loss - want_loss) / want_loss, fix_.at("loss_rtol").get<double>());
+    autograd::backward(out.loss_sum,
+                       Tensor::from_vector({1.0f / static_cast<float>(out.count)}, {}));
+    for (auto& r : model_->module().parameters()) {
+      if (!r.adapter.empty()) continue;
+      EXPECT_FALSE(r.tensor->grad().defined()) << r.hf_names.at(0) << " is frozen";
+    }
+    std::string worst_name;
+    const double worst = worst_rel(model_->module().named_adapter_parameters("default", true), want,
+                                   {}, fix_.at("grad_rtol").get<double>(), worst_name);
+    std::cout << "[lora-parity] " << GetParam() << (recompute ? " recompute" : "") << ": loss rel "
+              << std::fabs(loss - want_loss) / want_loss << ", worst grad ‖Δ‖/‖ref‖ " << worst
+              << " (" << worst_name << "); f32 reference noise "
+              << fix_.at("f32_reference_noise").at("worst_grad_rel").get<double>() << "\n";
+  }
+}
+
+TEST_P(LoraParity, OneAdamWStep) {
+  const auto want =
+      read_tensors(dir_ / fix_.at("step_file").get<std::string>(), fix_.at("step_tensors"));
+  std::map<std::string, std::vector<float>> initial;
+  for (auto& [name, t] : model_->module().named_adapter_parameters("default"))
+    initial[models::peft_key(name, "default")] = t.contiguous().to_float_vector();
+  train::ParamArena arena(model_->module());
+  int64_t adapter_numel = 0;
+  for (const auto& [k, v] : initial) adapter_numel += static_cast<int64_t>(v.size());
+  EXPECT_EQ(arena.numel(), adapter_numel);  // only the adapter is packed
+  const json& s = fix_.at("step");
+  train::AdamW opt(arena, {s.at("betas").at(0).get<double>(), s.at("betas").at(1).get<double>(),
+                           s.at("eps").get<double>(), s.at("weight_decay").get<double>()});
+  models::LossResult out = model_->loss(batch_of(fix_.at("batch")), true);
+  autograd::backward(out.loss_sum, Tensor::from_vector({1.0f / static_cast<float>(out.count)}, {}));
+  const double norm = train::clip_grad_norm(arena, s.at("max_grad_norm").get<double>());
+  EXPECT_LE(std::fabs(norm - s.at("grad_norm").get<double>()),
+            1e-4 * s.at("grad_norm").get<double>());
+  opt.step(s.at("lr").get<double>());
+  std::string wn, un;
+  const auto got = model_->module().named_adapter_parameters("default");
+  const double w = worst_rel(got, want, {}, fix_.at("step_rtol").get<double>(), wn);
+  const double u = worst_rel(got, want, initial, fix_.at("update_rtol").get<double>(), un);
+  std::cout << "[lora-parity] " << GetParam() << " AdamW step: grad norm " << norm << " vs "
+            << s.at("grad_norm").get<double>() << "; weights worst ‖Δ‖/‖ref‖ " << w << " (" << wn
+            << "), vs the update ‖Δ‖/‖ref − initial‖ " << u << " (" << un << ")\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, LoraParity,
+                         ::testing::Values("llama_qv", "llama_all_rslora", "qwen2_all"));
+
+}  // namespace
+}  // namespace unillm
