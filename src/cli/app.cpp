@@ -24,6 +24,8 @@ const Command kCommands[] = {
     {"eval", cmd_eval, "eval ppl: perplexity of a text file"},
     {"convert", cmd_convert, "convert llama2c: llama2.c checkpoint -> HF dir"},
     {"train", cmd_train, "train from a LLaMA-Factory-style YAML config"},
+    {"export", cmd_export, "merge LoRA adapters into the base model and save an HF dir"},
+    {"chat", cmd_chat, "interactive chat through a chat template"},
     {"init", cmd_init, "randomly initialised model from a config.json"},
     {"env", cmd_env, "describe this build and machine"},
 };

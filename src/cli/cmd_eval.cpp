@@ -15,10 +15,12 @@ int eval_ppl(const std::vector<std::string>& args) {
   std::string model_dir, file;
   int64_t max_length = 0, stride = 0;
   bool json = false;
+  std::vector<std::string> adapters;
   RuntimeOptions runtime;
   ArgParser p("eval ppl", "Perplexity of a text file (one text, trailing newlines stripped).");
   p.option("model", "model dir", &model_dir);
   p.option("file", "text file", &file);
+  p.repeated("adapter", "a PEFT LoRA adapter dir to apply (repeatable)", &adapters);
   p.option("max-length", "window length (default min(max_position_embeddings, 4096))", &max_length);
   p.option("stride", "window stride (default = max-length)", &stride);
   p.flag("json", "print one JSON object", &json);
@@ -30,7 +32,7 @@ int eval_ppl(const std::vector<std::string>& args) {
   std::string text = read_text_file(file);
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   auto tok = io::Tokenizer::load(model_dir);
-  auto model = models::load_causal_lm(model_dir);
+  auto model = load_model(model_dir, adapters);
   if (!p.given("max-length")) max_length = std::min<int64_t>(model->config().max_position_embeddings, 4096);
   if (!p.given("stride")) stride = max_length;
   if (max_length < 2) UNILLM_THROW(ConfigError, "[eval ppl] --max-length must be >= 2");

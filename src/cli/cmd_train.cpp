@@ -17,14 +17,6 @@ namespace unillm::cli {
 
 namespace {
 
-// The Hugging Face hub cache, as huggingface_hub resolves it.
-std::string hf_cache_root() {
-  if (const char* c = std::getenv("HF_HUB_CACHE"); c && *c) return c;
-  if (const char* h = std::getenv("HF_HOME"); h && *h) return std::string(h) + "/hub";
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : ".") + "/.cache/huggingface/hub";
-}
-
 void print_progress(const train::ProgressInfo& p) {
   static const bool tty = isatty(fileno(stderr));
   std::fprintf(stderr, "%s[train] %lld/%lld %5.1f%% | loss %.4f | lr %.3g | grad_norm %.3f | %.0f tok/s | mem %.0f MB | %s<%s%s",
@@ -40,7 +32,7 @@ void print_progress(const train::ProgressInfo& p) {
 int cmd_train(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf("usage: unillm train CONFIG.yaml [key=value ...] [--threads N] [--quiet]\n"
-                "Trains as LLaMA-Factory's `llamafactory-cli train` does (stage pt, finetuning_type full).\n"
+                "Trains as LLaMA-Factory's `llamafactory-cli train` does (stage pt|sft, finetuning_type full|freeze|lora).\n"
                 "Keys: docs/config-keys.md. Overrides use LLaMA-Factory's key=value form.\n");
     return args.empty() ? 2 : 0;
   }

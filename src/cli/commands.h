@@ -15,6 +15,8 @@ int cmd_env(const std::vector<std::string>& args);
 int cmd_convert(const std::vector<std::string>& args);
 int cmd_init(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
+int cmd_export(const std::vector<std::string>& args);
+int cmd_chat(const std::vector<std::string>& args);
 // Prints p.help() to stdout and returns 0.
 int print_help(const ArgParser& p);
 

@@ -1,11 +1,13 @@
 // Shared CLI helpers.
 #include "cli/common.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "backends/cpu/register.h"
 #include "core/error.h"
+#include "models/adapter.h"
 
 namespace unillm::cli {
 
@@ -59,6 +61,25 @@ std::string read_text_file(const std::string& path) {
   std::ostringstream os;
   os << f.rdbuf();
   return os.str();
+}
+
+std::string hf_cache_root() {
+  if (const char* c = std::getenv("HF_HUB_CACHE"); c && *c) return c;
+  if (const char* h = std::getenv("HF_HOME"); h && *h) return std::string(h) + "/hub";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/huggingface/hub";
+}
+
+std::unique_ptr<models::CausalLM> load_model(const std::string& dir,
+                                             const std::vector<std::string>& adapter_dirs) {
+  auto model = models::load_causal_lm(dir);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < adapter_dirs.size(); ++i) {
+    names.push_back("adapter" + std::to_string(i));
+    models::load_adapter(*model, adapter_dirs[i], names.back());
+  }
+  model->set_active_adapters(names);
+  return model;
 }
 
 }  // namespace unillm::cli

@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "core/device.h"
 #include "io/tokenizer.h"
+#include "models/causal_lm.h"
 
 namespace unillm::cli {
 
@@ -27,5 +28,13 @@ void cpu_register_only();
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);
 std::string ids_json(const std::vector<int32_t>& ids);
 std::string read_text_file(const std::string& path);
+// The Hugging Face hub cache as huggingface_hub resolves it ($HF_HUB_CACHE, $HF_HOME/hub,
+// ~/.cache/huggingface/hub).
+std::string hf_cache_root();
+
+// The model of dir with the PEFT LoRA adapters of adapter_dirs loaded and all of them active
+// (named adapter0, adapter1, … in the order given).
+std::unique_ptr<models::CausalLM> load_model(const std::string& dir,
+                                             const std::vector<std::string>& adapter_dirs);
 
 }  // namespace unillm::cli

@@ -127,6 +127,7 @@ TrainArgs load_train_args(const std::string& path, const std::vector<std::string
 }
 
 int64_t TrainArgs::data_cutoff_len() const {
+  if (!dataset_name_or_path.empty()) return max_length;  // PaddleNLP: rows of max_length
   return packing && packing_given ? cutoff_len - 1 : cutoff_len;
 }
 

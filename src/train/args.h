@@ -39,9 +39,33 @@ struct TrainArgs {
   bool packing_given = false;  // `packing` was set explicitly (see data_cutoff_len())
   int64_t preprocessing_batch_size = 1000;
   bool skip_bad_records = false;  // unillm: skip malformed data records, counting them
+  // SFT (stage sft)
+  bool train_on_prompt = false;  // score prompt tokens too
+  bool mask_history = false;     // score only the last turn of a conversation
+  bool neat_packing = false;     // pack without cross-sample attention (implies packing)
+  // PaddleNLP {src,tgt} data (llm/run_finetune.py): a dir with train.json / dev.json
+  std::string dataset_name_or_path;
+  int64_t src_length = 1024;  // PaddleNLP's default
+  int64_t max_length = 2048;  // PaddleNLP's default (source + target)
+  bool zero_padding = false;  // PaddleNLP's name for neat packing
   // --- fine-tuning
-  std::string stage = "sft";             // LLaMA-Factory's default; only "pt" is implemented
-  std::string finetuning_type = "lora";  // LLaMA-Factory's default; only "full" is implemented
+  std::string stage = "sft";             // LLaMA-Factory's default; pt and sft are implemented
+  std::string finetuning_type = "lora";  // LLaMA-Factory's default; lora, freeze, full
+  // freeze (LLaMA-Factory FinetuningArguments)
+  int64_t freeze_trainable_layers = 2;  // > 0: the last N layers; < 0: the first |N|
+  std::vector<std::string> freeze_trainable_modules = {"all"};
+  std::vector<std::string> freeze_extra_modules;
+  // lora
+  int64_t lora_rank = 8;
+  std::optional<double> lora_alpha;  // unset: 2 x lora_rank (LLaMA-Factory)
+  double lora_dropout = 0.0;
+  std::vector<std::string> lora_target = {"all"};
+  bool use_rslora = false;
+  bool create_new_adapter = false;
+  std::vector<std::string> adapter_name_or_path;  // existing adapters (model key)
+  // export (`unillm export`)
+  std::string export_dir;
+  double export_size = 5;  // GB per safetensors shard (LLaMA-Factory's default)
   bool disable_shuffling = false;
   bool plot_loss = false;
   // --- trainer (HF TrainingArguments)

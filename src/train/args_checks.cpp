@@ -14,11 +14,16 @@ namespace detail {
 namespace {
 
 void check_implemented(const std::string& where, const std::set<std::string>& given,
-                       const char* key, const std::string& value, const char* implemented) {
-  if (value == implemented) return;
+                       const char* key, const std::string& value,
+                       const std::vector<std::string>& implemented) {
+  std::string list;
+  for (const auto& v : implemented) {
+    if (value == v) return;
+    list += (list.empty() ? "" : " | ") + v;
+  }
   UNILLM_THROW(NotImplemented, "[config] ", where, ": ", key, " '", value, "'",
                given.count(key) ? "" : " (LLaMA-Factory's default when it is not set)",
-               " is not implemented yet; set ", key, ": ", implemented);
+               " is not implemented yet; implemented: ", list);
 }
 
 void check_eval(TrainArgs& a, const std::string& where) {
@@ -28,7 +33,7 @@ void check_eval(TrainArgs& a, const std::string& where) {
     UNILLM_THROW(ConfigError, "[config] ", where, ": val_size needs a training 'dataset'");
   if (a.val_size > 1e-6 && !a.eval_dataset.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": val_size cannot be used with eval_dataset");
-  if (a.do_eval && a.eval_dataset.empty() && a.val_size <= 1e-6)
+  if (a.do_eval && a.eval_dataset.empty() && a.val_size <= 1e-6 && a.dataset_name_or_path.empty())
     UNILLM_THROW(ConfigError, "[config] ", where,
                  ": evaluation (do_eval / eval_strategy) needs eval_dataset or val_size");
 }
@@ -57,14 +62,15 @@ void check_scheduler(const TrainArgs& a, const std::string& where) {
 void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given) {
   if (a.model_name_or_path.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": model_name_or_path is required");
-  check_implemented(where, given, "stage", a.stage, "pt");
-  check_implemented(where, given, "finetuning_type", a.finetuning_type, "full");
+  check_implemented(where, given, "stage", a.stage, {"pt", "sft"});
+  check_implemented(where, given, "finetuning_type", a.finetuning_type, {"lora", "freeze", "full"});
+  finish_finetune_args(a, where);
   if (!a.packing_given) a.packing = a.stage == "pt";  // LLaMA-Factory's parser
   if (a.data_cutoff_len() < 1)
     UNILLM_THROW(ConfigError, "[config] ", where,
                  ": cutoff_len must be >= 2 with packing: true "
                  "(LLaMA-Factory packs blocks of cutoff_len - 1 then)");
-  if (a.do_train && a.dataset.empty())
+  if (a.do_train && a.dataset.empty() && a.dataset_name_or_path.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": do_train needs a training 'dataset'");
   check_eval(a, where);
   check_scheduler(a, where);

@@ -9,15 +9,13 @@
 
 namespace unillm::train::detail {
 
-namespace {
-
 std::string show(const YAML::Node& n) {
   if (!n.IsDefined() || n.IsNull()) return "null";
   if (n.IsScalar()) return "'" + n.Scalar() + "'";
   return n.IsSequence() ? "a list" : "a mapping";
 }
 
-[[noreturn]] void not_implemented(const Field& f, const std::string& what) {
+void not_implemented(const Field& f, const std::string& what) {
   UNILLM_THROW(NotImplemented, "[config] ", f.where, ": key '", f.key, "': ", what,
                " is not implemented yet");
 }
@@ -98,6 +96,8 @@ std::string get_choice(const Field& f, const std::vector<std::string>& choices) 
   }
   bad_value(f, "one of " + list + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
 }
+
+namespace {
 
 // Interval keys: a whole number of steps >= 1, or a fraction in (0, 1) of the total steps.
 double get_steps(const Field& f) {
@@ -344,7 +344,7 @@ bool is_off(const YAML::Node& n) {
 bool set_field(TrainArgs& a, const Field& f) {
   const auto& m = setters();
   auto it = m.find(f.key == "evaluation_strategy" ? "eval_strategy" : f.key);
-  if (it == m.end()) return false;
+  if (it == m.end()) return set_finetune_field(a, f);
   it->second(a, f);
   return true;
 }

@@ -20,10 +20,24 @@ struct Field {
 };
 
 [[noreturn]] void bad_value(const Field& f, const std::string& expected);
+[[noreturn]] void not_implemented(const Field& f, const std::string& what);
+std::string show(const YAML::Node& n);  // a value as messages quote it
+// Typed getters: each throws ConfigError naming the key and what was expected.
+bool get_bool(const Field& f);
+int64_t get_int(const Field& f, int64_t min);
+double get_number(const Field& f, const std::string& range);
+double get_number_in(const Field& f, double lo, double hi, bool lo_open, bool hi_open);
+std::string get_string(const Field& f);
+std::vector<std::string> get_list(const Field& f);  // "a, b" or a YAML list
+std::string get_choice(const Field& f, const std::vector<std::string>& choices);
 bool is_off(const YAML::Node& n);  // null, false, 0, "", "none", an empty list or map
 
 // Sets one implemented key; false when key has no setter (a table/setter mismatch).
 bool set_field(TrainArgs& a, const Field& f);
+// The SFT, freeze, LoRA, export and PaddleNLP keys (args_fields_sft.cpp).
+bool set_finetune_field(TrainArgs& a, const Field& f);
+// Cross-key rules of those keys (called by finish_args).
+void finish_finetune_args(TrainArgs& a, const std::string& where);
 // Cross-key rules and derived values (packing default, eval_steps, do_eval); where names the
 // config file.
 void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given);

@@ -58,17 +58,15 @@ void remove_partial_checkpoints(const std::string& output_dir) {
     if (e.path().filename().string().rfind(kTmpPrefix, 0) == 0) fs::remove_all(e.path());
 }
 
-std::string save_checkpoint(const std::string& output_dir, const models::CausalLM& model, AdamW& opt,
-                            const TrainerState& state, const CheckpointSources& src, int64_t save_total_limit,
+std::string save_checkpoint(const std::string& output_dir, const ModelWriter& write_model, AdamW& opt,
+                            const TrainerState& state, int64_t save_total_limit,
                             const std::function<void()>& before_commit) {
   const std::string name = "checkpoint-" + std::to_string(state.global_step);
   fs::path tmp = fs::path(output_dir) / (kTmpPrefix + std::to_string(state.global_step));
   fs::path final_dir = fs::path(output_dir) / name;
   fs::remove_all(tmp);
-  models::SaveOptions so;
-  so.tokenizer_dir = src.tokenizer_dir;
-  so.generation_config_dir = src.generation_config_dir;
-  models::save_pretrained(model, tmp.string(), so);
+  fs::create_directories(tmp);
+  write_model(tmp.string());
   io::save_safetensors((tmp / "optimizer.safetensors").string(),
                        {{"exp_avg", opt.exp_avg()}, {"exp_avg_sq", opt.exp_avg_sq()}});
   // trainer_state.json last: its presence marks a complete checkpoint.

@@ -25,15 +25,15 @@ struct TrainerState {
   double elapsed_seconds = 0;
 };
 
-struct CheckpointSources {
-  std::string tokenizer_dir, generation_config_dir;
-};
+// Writes the trained weights into a dir: a full HF model dir, or a PEFT adapter dir for LoRA.
+using ModelWriter = std::function<void(const std::string& dir)>;
 
-// Writes output_dir/checkpoint-<step> atomically; removes the oldest checkpoints beyond
+// Writes output_dir/checkpoint-<step> atomically (the weights through write_model, then the
+// optimizer state and trainer_state.json); removes the oldest checkpoints beyond
 // save_total_limit (<= 0: keep all).
-std::string save_checkpoint(const std::string& output_dir, const models::CausalLM& model,
-                            AdamW& opt, const TrainerState& state, const CheckpointSources& src,
-                            int64_t save_total_limit, const std::function<void()>& before_commit = {});
+std::string save_checkpoint(const std::string& output_dir, const ModelWriter& write_model,
+                            AdamW& opt, const TrainerState& state, int64_t save_total_limit,
+                            const std::function<void()>& before_commit = {});
 // Restores optimizer state and returns the trainer state of dir (model weights are loaded by
 // the caller from the same dir). Throws IoError naming the file on mismatch or corruption.
 TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamArena& arena);

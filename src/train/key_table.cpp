@@ -22,7 +22,9 @@ struct Group {
 
 constexpr Group kGroups[] = {
     // ---- LLaMA-Factory ModelArguments (base, quantization, processor, export, vllm, sglang, kt)
-    {"model", S::kImplemented, "model_name_or_path disable_gradient_checkpointing"},
+    {"model", S::kImplemented,
+     "model_name_or_path disable_gradient_checkpointing adapter_name_or_path export_dir "
+     "export_size"},
     {"model", S::kIgnored,
      "cache_dir use_fast_tokenizer model_revision low_cpu_mem_usage flash_attn use_unsloth_gc "
      "enable_liger_kernel use_reentrant_gc upcast_layernorm upcast_lmhead_output infer_backend "
@@ -30,14 +32,14 @@ constexpr Group kGroups[] = {
      "om_hub_token print_param_status trust_remote_code image_max_pixels image_min_pixels "
      "image_do_pan_and_scan crop_to_patches video_max_pixels video_min_pixels video_fps "
      "video_maxlen use_audio_in_video audio_sampling_rate image_resolution video_resolution "
-     "export_dir export_size export_device export_quantization_bit export_quantization_dataset "
+     "export_device export_quantization_bit export_quantization_dataset "
      "export_quantization_nsamples export_quantization_maxlen export_legacy_format "
      "export_hub_model_id vllm_maxlen vllm_gpu_util vllm_enforce_eager vllm_max_lora_rank "
      "vllm_config sglang_maxlen sglang_mem_fraction sglang_tp_size sglang_config "
      "sglang_lora_backend kt_maxlen kt_use_cuda_graph kt_mode kt_force_think cpu_infer chunk_size "
      "mode"},
     {"model", S::kNotImplemented,
-     "adapter_name_or_path adapter_folder resize_vocab split_special_tokens add_tokens "
+     "adapter_folder resize_vocab split_special_tokens add_tokens "
      "add_special_tokens new_special_tokens_config init_special_tokens rope_scaling shift_attn "
      "mixture_of_depths use_unsloth moe_aux_loss_coef train_from_scratch quantization_method "
      "quantization_bit quantization_type double_quantization quantization_device_map fp8 "
@@ -45,25 +47,28 @@ constexpr Group kGroups[] = {
     // ---- LLaMA-Factory DataArguments
     {"data", S::kImplemented,
      "template dataset eval_dataset dataset_dir cutoff_len max_samples val_size packing "
-     "preprocessing_batch_size mix_strategy streaming"},
+     "preprocessing_batch_size mix_strategy streaming train_on_prompt mask_history neat_packing"},
     {"data", S::kIgnored,
      "media_dir buffer_size overwrite_cache preprocessing_num_workers eval_num_beams "
      "ignore_pad_token_for_loss tool_format"},
     {"data", S::kNotImplemented,
-     "train_on_prompt mask_history interleave_probs eval_on_each_dataset neat_packing "
+     "interleave_probs eval_on_each_dataset "
      "tokenized_path"},
     // ---- LLaMA-Factory FinetuningArguments (freeze, lora, oft, rlhf, galore, apollo, badam,
     // swanlab)
-    {"finetuning", S::kImplemented, "stage finetuning_type disable_shuffling plot_loss pure_bf16"},
+    {"finetuning", S::kImplemented,
+     "stage finetuning_type disable_shuffling plot_loss pure_bf16 freeze_trainable_layers "
+     "freeze_trainable_modules freeze_extra_modules lora_rank lora_alpha lora_dropout lora_target "
+     "use_rslora create_new_adapter"},
     {"finetuning", S::kIgnored,
      "freeze_vision_tower freeze_multi_modal_projector freeze_language_model compute_accuracy "
      "include_effective_tokens_per_second use_swanlab swanlab_project swanlab_workspace "
      "swanlab_run_name swanlab_mode swanlab_api_key swanlab_logdir swanlab_lark_webhook_url "
      "swanlab_lark_secret"},
     {"finetuning", S::kNotImplemented,
-     "freeze_trainable_layers freeze_trainable_modules freeze_extra_modules additional_target "
-     "lora_alpha lora_dropout lora_rank lora_target loraplus_lr_ratio loraplus_lr_embedding "
-     "use_rslora use_dora pissa_init pissa_iter pissa_convert create_new_adapter module_dropout "
+     "additional_target "
+     "loraplus_lr_ratio loraplus_lr_embedding "
+     "use_dora pissa_init pissa_iter pissa_convert module_dropout "
      "oft_rank oft_block_size oft_target pref_beta pref_ftx pref_bco_weight pref_loss "
      "dpo_label_smoothing kto_chosen_weight kto_rejected_weight simpo_gamma ppo_buffer_size "
      "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards ref_model ref_model_adapters "
@@ -76,7 +81,7 @@ constexpr Group kGroups[] = {
      "use_llama_pro use_adam_mini use_mca use_muon use_dft_loss early_stopping_steps"},
     // ---- LLaMA-Factory GeneratingArguments (used by chat/eval, not by training)
     {"generating", S::kIgnored,
-     "do_sample temperature top_p top_k num_beams max_length max_new_tokens repetition_penalty "
+     "do_sample temperature top_p top_k num_beams max_new_tokens repetition_penalty "
      "length_penalty default_system system_message skip_special_tokens enable_thinking"},
     // ---- HF TrainingArguments / Seq2SeqTrainingArguments, LLaMA-Factory's RayArguments
     {"training", S::kImplemented,
@@ -117,6 +122,8 @@ constexpr Group kGroups[] = {
      "use_liger_kernel liger_kernel_config per_gpu_train_batch_size per_gpu_eval_batch_size"},
     // ---- unillm's own
     {"unillm", S::kImplemented, "skip_bad_records"},
+    // ---- PaddleNLP llm/ keys for {src,tgt} SFT data (run_finetune.py DataArgument)
+    {"paddlenlp", S::kImplemented, "dataset_name_or_path src_length max_length zero_padding"},
 };
 
 std::vector<KeyInfo> build_table() {

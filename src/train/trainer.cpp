@@ -7,7 +7,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "data/sft.h"
 #include "models/save.h"
+#include "train/finetune.h"
 #include "train/trainer_run.h"
 
 namespace unillm::train {
@@ -49,24 +51,62 @@ void Run::load(const std::string& from) {
   tok_ = io::Tokenizer::load(model_dir_);
   models::LoadOptions lo;
   lo.weight_dtype = "f32";  // f32 training; bf16 storage is a later issue
-  model_ = models::load_causal_lm(from.empty() ? model_dir_ : from, lo);
-  for (auto& p : model_->module().parameters()) p.tensor->set_requires_grad(true);
+  // A LoRA checkpoint holds only the adapter: the base comes from model_name_or_path.
+  const bool lora = a_.finetuning_type == "lora";
+  model_ = models::load_causal_lm(from.empty() || lora ? model_dir_ : from, lo);
+  prepare_finetuning(*model_, a_, lora ? from : "");
   arena_ = std::make_unique<ParamArena>(model_->module());
+  if (arena_->numel() == 0)
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": finetuning_type ", a_.finetuning_type,
+                 " leaves no trainable parameter (check the freeze_* / lora_* keys)");
   opt_ = std::make_unique<AdamW>(*arena_, AdamWConfig{a_.adam_beta1, a_.adam_beta2, a_.adam_epsilon, a_.weight_decay});
 }
 
+// The pad id: the tokenizer's pad token, else EOS (LLaMA-Factory sets pad = eos).
+static int32_t pad_id_of(const io::Tokenizer& tok, int32_t eos) {
+  for (const char* t : {"<pad>", "<|endoftext|>", "<|finetune_right_pad_id|>"})
+    if (auto id = tok.token_to_id(t); id && *id != eos) return *id;
+  return eos;
+}
+
 void Run::setup_data() {
-  auto [train, eval] = data::load_pretrain_data(data_options(a_), *tok_);
-  train_ = std::move(train);
-  eval_ = std::move(eval);
+  int32_t pad = -1;
+  if (a_.stage == "sft") {
+    const bool paddle = !a_.dataset_name_or_path.empty();
+    std::string name = a_.template_name;
+    if (name.empty() && (!paddle || data::has_chat_template(model_dir_)))
+      name = data::default_template_name(model_dir_);
+    if (!name.empty()) template_ = data::ChatTemplate::by_name(name, *tok_);
+    data::SftOptions so;
+    so.data = data_options(a_);
+    so.train_on_prompt = a_.train_on_prompt;
+    so.mask_history = a_.mask_history;
+    so.neat_packing = a_.neat_packing;
+    so.dataset_name_or_path = a_.dataset_name_or_path;
+    so.src_length = a_.src_length;
+    so.max_length = a_.max_length;
+    so.zero_padding = a_.zero_padding;
+    pad = so.pad_id = pad_id_of(*tok_, template_ ? template_->eos_id() : tok_->eos_id());
+    auto [train, eval] = data::load_sft_data(so, *tok_, template_.get());
+    train_ = std::move(train);
+    eval_ = std::move(eval);
+    say("data: " + std::string(paddle ? "{src,tgt} " : "") + "sft, template '" +
+        (template_ ? template_->name() : "none (src + tgt + EOS)") + "'");
+  } else {
+    auto [train, eval] = data::load_pretrain_data(data_options(a_), *tok_);
+    train_ = std::move(train);
+    eval_ = std::move(eval);
+    pad = tok_->token_to_id("<pad>").value_or(-1);
+    if (pad < 0) pad = data::pretrain_eos_id(data_options(a_), *tok_);  // LLaMA-Factory: pad = eos
+    // HF's DataCollatorForLanguageModeling (stage pt) masks every label equal to the pad id.
+    loader_opts_.mask_label_id = pad;
+  }
   if (train_.skipped_records > 0) say("skipped " + std::to_string(train_.skipped_records) + " bad records");
-  int32_t pad = tok_->token_to_id("<pad>").value_or(-1);
-  if (pad < 0) pad = data::pretrain_eos_id(data_options(a_), *tok_);  // LLaMA-Factory: pad = eos
+  for (const auto& m : train_.skip_messages) say("  " + m);
   loader_opts_.batch_size = a_.per_device_train_batch_size;
   loader_opts_.shuffle = !a_.disable_shuffling;
   loader_opts_.seed = static_cast<uint64_t>(a_.seed);
   loader_opts_.pad_id = pad;
-  loader_opts_.mask_label_id = pad;  // HF's DataCollatorForLanguageModeling masks pad labels
   loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
   say("data: " + std::to_string(train_.rows.size()) + " train rows (" + std::to_string(train_.num_tokens()) +
       " tokens), " + std::to_string(eval_.rows.size()) + " eval rows");
@@ -103,7 +143,7 @@ TrainResult Run::go() {
   rng_.reseed(static_cast<uint64_t>(a_.seed));
   if (!from.empty()) restore(from);
   log_ = std::make_unique<TrainerLog>(a_.output_dir, state_.global_step);
-  say("training " + std::to_string(arena_->numel()) + " parameters for " + std::to_string(total_steps_) +
+  say("training " + std::to_string(arena_->numel()) + " parameters (" + a_.finetuning_type + ") for " + std::to_string(total_steps_) +
       " steps (recompute " + (a_.disable_gradient_checkpointing ? "off" : "on") + ")");
   const int64_t first = state_.global_step;
   double loss_sum = 0;
@@ -119,9 +159,8 @@ TrainResult Run::go() {
 }  // namespace detail
 
 TrainResult run_training(const TrainArgs& args, const TrainerHooks& hooks) {
-  if (args.stage != "pt") UNILLM_THROW(NotImplemented, "[train] stage '", args.stage, "' is not implemented yet (pt is)");
-  if (args.finetuning_type != "full")
-    UNILLM_THROW(NotImplemented, "[train] finetuning_type '", args.finetuning_type, "' is not implemented yet (full is)");
+  if (args.stage != "pt" && args.stage != "sft")
+    UNILLM_THROW(NotImplemented, "[train] stage '", args.stage, "' is not implemented yet (pt and sft are)");
   detail::Run run(args, hooks);
   return run.go();
 }

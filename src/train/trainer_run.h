@@ -8,6 +8,7 @@
 
 #include "core/rng.h"
 #include "data/batch_loader.h"
+#include "data/template.h"
 #include "models/causal_lm.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
@@ -52,6 +53,7 @@ class Run {
   const TrainerHooks& h_;
   std::string model_dir_;
   std::unique_ptr<io::Tokenizer> tok_;
+  std::unique_ptr<data::ChatTemplate> template_;  // stage sft
   std::unique_ptr<models::CausalLM> model_;
   std::unique_ptr<ParamArena> arena_;
   std::unique_ptr<AdamW> opt_;

@@ -5,6 +5,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "models/save.h"
+#include "train/finetune.h"
 #include "train/trainer_run.h"
 
 namespace unillm::train::detail {
@@ -23,10 +24,15 @@ models::TrainBatch to_train_batch(const data::Batch& b) {
   models::TrainBatch tb;
   tb.input_ids = Tensor::from_ints(b.input_ids, {b.rows, b.seq_len});
   tb.labels = Tensor::from_ints(b.labels, {b.rows, b.seq_len});
-  std::vector<int32_t> pos(static_cast<size_t>(b.rows * b.seq_len));
-  for (int64_t r = 0; r < b.rows; ++r)
-    for (int64_t t = 0; t < b.seq_len; ++t) pos[r * b.seq_len + t] = static_cast<int32_t>(t);
+  std::vector<int32_t> pos = b.position_ids;  // packed rows bring their own
+  if (pos.empty()) {
+    pos.resize(static_cast<size_t>(b.rows * b.seq_len));
+    for (int64_t r = 0; r < b.rows; ++r)
+      for (int64_t t = 0; t < b.seq_len; ++t) pos[r * b.seq_len + t] = static_cast<int32_t>(t);
+  }
   tb.position_ids = Tensor::from_ints(pos, {b.rows, b.seq_len});
+  // neat_packing: segment ids keep the packed samples from attending to each other.
+  if (!b.segment_ids.empty()) tb.segment_ids = Tensor::from_ints(b.segment_ids, {b.rows, b.seq_len});
   return tb;
 }
 
@@ -49,7 +55,9 @@ double Run::train_step() {
   double loss_sum = 0;
   for (auto& b : group) {
     // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
-    auto out = model_->loss(to_train_batch(b), !a_.disable_gradient_checkpointing,
+    models::TrainBatch tb = to_train_batch(b);
+    tb.dropout_rng = &rng_;  // LoRA dropout (checkpointed with the run's RNG state)
+    auto out = model_->loss(tb, !a_.disable_gradient_checkpointing,
                             items > 0 ? static_cast<double>(1.0f / static_cast<float>(items)) : 0.0);
     loss_sum += out.loss_sum.item_flat(0);
     if (items > 0) autograd::backward(out.loss_sum, Tensor::from_vector({1.0f / static_cast<float>(items)}, {}));
@@ -145,8 +153,8 @@ void Run::maybe_eval_and_save() {
     state_.elapsed_seconds = since(start_);
     std::function<void()> before;
     if (h_.before_checkpoint_commit) before = [this] { h_.before_checkpoint_commit(state_.global_step); };
-    auto dir = save_checkpoint(a_.output_dir, *model_, *opt_, state_, {model_dir_, model_dir_},
-                               a_.save_total_limit.value_or(0), before);
+    auto write = [this](const std::string& dir) { save_trained(*model_, a_, dir, model_dir_); };
+    auto dir = save_checkpoint(a_.output_dir, write, *opt_, state_, a_.save_total_limit.value_or(0), before);
     say("saved " + dir);
   }
   if (h_.after_step) h_.after_step(state_.global_step);
@@ -154,10 +162,7 @@ void Run::maybe_eval_and_save() {
 
 TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   const double runtime = since(start_);
-  models::SaveOptions so;
-  so.tokenizer_dir = model_dir_;
-  so.generation_config_dir = model_dir_;
-  models::save_pretrained(*model_, a_.output_dir, so);
+  save_trained(*model_, a_, a_.output_dir, model_dir_);
   state_.rng = rng_.state();
   state_.elapsed_seconds = runtime;
   TrainResult r;

@@ -36,10 +36,11 @@ std::string temp_dir(const std::string& tag) {
   return dir.string();
 }
 
-CliResult run_unillm(const std::string& args) {
+CliResult run_unillm(const std::string& args, const std::string& stdin_path) {
   std::string dir = temp_dir("cli");
   std::string out = dir + "/out", err = dir + "/err";
-  std::string cmd = std::string(UNILLM_BINARY_DIR) + "/unillm " + args + " >" + out + " 2>" + err + " </dev/null";
+  std::string cmd = std::string(UNILLM_BINARY_DIR) + "/unillm " + args + " >" + out + " 2>" + err +
+                    " <" + shell_quote(stdin_path);
   int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

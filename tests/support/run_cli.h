@@ -11,7 +11,8 @@ struct CliResult {
 };
 
 // args is appended to the binary path as a shell command line (quote as needed).
-CliResult run_unillm(const std::string& args);
+// stdin_path: the file the command reads as stdin.
+CliResult run_unillm(const std::string& args, const std::string& stdin_path = "/dev/null");
 // A fresh empty temp dir under the build tree, unique per call.
 std::string temp_dir(const std::string& tag);
 // Shell-quotes s with single quotes.

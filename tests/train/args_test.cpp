@@ -164,12 +164,11 @@ TEST(TrainArgs, NotImplementedKeysAndValues) {
   EXPECT_EQ(
       error_of<NotImplemented>(kBase + "bf16: true\n"),
       "[config] cfg.yaml line 4: key 'bf16': bf16 (unillm trains in f32) is not implemented yet");
-  EXPECT_EQ(error_of<NotImplemented>("model_name_or_path: m\nstage: pt\n"),
-            "[config] cfg.yaml: finetuning_type 'lora' (LLaMA-Factory's default when it is not "
-            "set) is not implemented yet; set finetuning_type: full");
-  EXPECT_NE(
-      error_of<NotImplemented>(kBase, {"stage=sft"}).find("stage 'sft' is not implemented yet"),
-      std::string::npos);
+  EXPECT_EQ(error_of<NotImplemented>(kBase, {"finetuning_type=oft"}),
+            "[config] cfg.yaml: finetuning_type 'oft' is not implemented yet; implemented: lora | "
+            "freeze | full");
+  EXPECT_EQ(error_of<NotImplemented>("model_name_or_path: m\n", {"stage=dpo"}),
+            "[config] cfg.yaml: stage 'dpo' is not implemented yet; implemented: pt | sft");
   EXPECT_NE(
       error_of<NotImplemented>(kBase + "lr_scheduler_type: polynomial\n").find("not implemented"),
       std::string::npos);
@@ -221,9 +220,12 @@ TEST(KeyTable, HoldsKeysFromEveryDataclassWithTheirStatus) {
       {"quantization_bit", KeyStatus::kNotImplemented, "model"},
       {"cutoff_len", KeyStatus::kImplemented, "data"},
       {"preprocessing_num_workers", KeyStatus::kIgnored, "data"},
-      {"neat_packing", KeyStatus::kNotImplemented, "data"},
+      {"neat_packing", KeyStatus::kImplemented, "data"},
+      {"interleave_probs", KeyStatus::kNotImplemented, "data"},
       {"stage", KeyStatus::kImplemented, "finetuning"},
-      {"lora_rank", KeyStatus::kNotImplemented, "finetuning"},
+      {"lora_rank", KeyStatus::kImplemented, "finetuning"},
+      {"use_dora", KeyStatus::kNotImplemented, "finetuning"},
+      {"src_length", KeyStatus::kImplemented, "paddlenlp"},
       {"top_p", KeyStatus::kIgnored, "generating"},
       {"learning_rate", KeyStatus::kImplemented, "training"},
       {"report_to", KeyStatus::kIgnored, "training"},
@@ -281,5 +283,43 @@ TEST(ModelPath, LocalDirHubCacheAndClearError) {
   fs::remove_all(root);
 }
 
+
+TEST(TrainArgs, FinetuningKeys) {
+  const std::string sft = "model_name_or_path: m\nstage: sft\ndataset: a\n";
+  TrainArgs a = parse(sft, {"lora_rank=4", "lora_target=q_proj,v_proj"});
+  EXPECT_EQ(a.finetuning_type, "lora");  // LLaMA-Factory's default
+  EXPECT_DOUBLE_EQ(*a.lora_alpha, 8.0);  // 2 x rank
+  EXPECT_EQ(a.lora_target, (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_FALSE(a.packing);  // sft does not pack by default
+  TrainArgs n = parse(sft + "neat_packing: true\ncutoff_len: 64\n");
+  EXPECT_TRUE(n.packing);  // neat_packing implies packing, and then cutoff_len - 1
+  EXPECT_EQ(n.data_cutoff_len(), 63);
+  TrainArgs f = parse(sft + "finetuning_type: freeze\nfreeze_trainable_layers: -1\n"
+                            "freeze_trainable_modules: mlp,self_attn\nfreeze_extra_modules: norm\n");
+  EXPECT_EQ(f.freeze_trainable_layers, -1);
+  EXPECT_EQ(f.freeze_trainable_modules, (std::vector<std::string>{"mlp", "self_attn"}));
+  EXPECT_EQ(f.freeze_extra_modules, (std::vector<std::string>{"norm"}));
+  EXPECT_NE(error_of<ConfigError>(sft + "mask_history: true\ntrain_on_prompt: true\n")
+                .find("mask_history is incompatible with train_on_prompt"),
+            std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(sft + "finetuning_type: full\nadapter_name_or_path: x\n")
+                .find("adapter_name_or_path is only valid with finetuning_type: lora"),
+            std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(sft + "freeze_trainable_layers: 0\n").find("non-zero"),
+            std::string::npos);
+}
+
+TEST(TrainArgs, PaddleNlpDataKeys) {
+  const std::string p = "model_name_or_path: m\nstage: sft\ndataset_name_or_path: d\n";
+  TrainArgs a = parse(p + "src_length: 128\nmax_length: 256\nzero_padding: true\n");
+  EXPECT_EQ(a.data_cutoff_len(), 256);  // rows of max_length
+  EXPECT_TRUE(a.neat_packing);          // zero_padding keeps samples apart
+  EXPECT_NE(error_of<ConfigError>(p + "src_length: 300\nmax_length: 256\n").find("src_length"),
+            std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(p + "dataset: a\n").find("not both"), std::string::npos);
+  EXPECT_NE(error_of<ConfigError>("model_name_or_path: m\nstage: sft\ndataset: a\nzero_padding: true\n")
+                .find("use neat_packing"),
+            std::string::npos);
+}
 }  // namespace
 }  // namespace unillm::train

@@ -1,0 +1,121 @@
+// `unillm chat`: an interactive, streaming, multi-turn conversation through a chat template
+// (LLaMA-Factory's `llamafactory-cli chat`). One line of stdin is one user turn; `/clear` forgets
+// the history, `/exit` (or end of input) quits.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/sampling_flags.h"
+#include "core/error.h"
+#include "data/template.h"
+#include "infer/generator.h"
+
+namespace unillm::cli {
+
+namespace {
+
+struct ChatFlags {
+  std::string model, template_name, system;
+  std::vector<std::string> adapters;
+  SamplingFlags sampling;
+  RuntimeOptions runtime;
+};
+
+// --template, else the named equivalent of the model's Jinja chat_template, else LLaMA-Factory's
+// fallback ("empty").
+std::string choose_template(const ChatFlags& f) {
+  if (!f.template_name.empty()) return f.template_name;
+  auto path = std::filesystem::path(f.model) / "tokenizer_config.json";
+  if (std::filesystem::exists(path)) {
+    auto j = nlohmann::json::parse(read_text_file(path.string()), nullptr, false);
+    if (!j.is_discarded() && j.contains("chat_template") && j["chat_template"].is_string()) {
+      std::string name = data::recognize_jinja_template(j["chat_template"].get<std::string>());
+      if (!name.empty()) return name;
+      std::fprintf(stderr, "unillm: note: the model's Jinja chat_template is not one unillm maps "
+                           "to a named template; using 'empty' (give --template)\n");
+      return "empty";
+    }
+  }
+  std::fprintf(stderr, "unillm: note: no --template and no chat_template in the model; using "
+                       "'empty' (give --template, e.g. alpaca or llama3)\n");
+  return "empty";
+}
+
+// Drops the oldest (user, assistant) pairs until the prompt fits the context with room to answer.
+std::vector<int32_t> fit_prompt(const data::ChatTemplate& t, std::vector<data::Message>& messages,
+                                const std::string& system, int64_t limit) {
+  for (;;) {
+    auto ids = t.encode_prompt(messages, system);
+    if (static_cast<int64_t>(ids.size()) < limit || messages.size() <= 1) return ids;
+    messages.erase(messages.begin(), messages.begin() + 2);
+    std::fprintf(stderr, "unillm: note: dropped the oldest turn to fit the context\n");
+  }
+}
+
+}  // namespace
+
+int cmd_chat(const std::vector<std::string>& args) {
+  ChatFlags f;
+  ArgParser p("chat", "Chat with a model through a chat template (stdin lines are user turns; "
+                      "/clear forgets the history, /exit quits).");
+  p.option("model", "model dir", &f.model);
+  p.repeated("adapter", "a PEFT LoRA adapter dir to apply (repeatable)", &f.adapters);
+  p.option("template", "chat template name (default: from the model's chat_template)",
+           &f.template_name);
+  p.option("system", "system prompt (default: the template's)", &f.system);
+  add_sampling_options(p, f.sampling);
+  add_runtime_options(p, f.runtime);
+  if (!p.parse(args)) return print_help(p);
+  p.require("model");
+  setup_runtime(f.runtime);
+  auto tok = io::Tokenizer::load(f.model);
+  auto model = load_model(f.model, f.adapters);
+  auto tmpl = data::ChatTemplate::by_name(choose_template(f), *tok);
+  std::vector<int32_t> eos = tmpl->stop_ids();
+  std::vector<int32_t> unused;
+  apply_generation_config(f.model, p, f.sampling, unused);  // sampling defaults only
+  validate_sampling(f.sampling, "chat");
+  infer::GenerateOptions go = generate_options(f.sampling, eos);
+  const bool tty = isatty(0);
+  const int64_t limit = model->config().max_position_embeddings;
+  std::vector<data::Message> messages;
+  std::string line;
+  for (;;) {
+    if (tty) std::fputs("\nUser: ", stdout), std::fflush(stdout);
+    if (!std::getline(std::cin, line)) break;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line == "/exit") break;
+    if (line == "/clear") {
+      messages.clear();
+      std::puts("History has been removed.");
+      continue;
+    }
+    if (line.empty()) continue;
+    messages.push_back({data::Role::kUser, line});
+    auto prompt = fit_prompt(*tmpl, messages, f.system, limit);
+    std::fputs("Assistant: ", stdout);
+    io::StreamDecoder decoder(*tok, /*skip_special_tokens=*/true);
+    std::vector<int32_t> reply;
+    auto r = infer::generate(*model, prompt, go, [&](int32_t id) {
+      reply.push_back(id);
+      std::string s = decoder.push(id);
+      std::fwrite(s.data(), 1, s.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    std::string rest = decoder.finish();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    if (r.reason == infer::StopReason::eos && !reply.empty()) reply.pop_back();
+    messages.push_back({data::Role::kAssistant, tok->decode(reply, true)});
+  }
+  return 0;
+}
+
+}  // namespace unillm::cli

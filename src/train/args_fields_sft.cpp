@@ -1,0 +1,100 @@
+// Setters and cross-key rules for the fine-tuning keys: SFT data (train_on_prompt,
+// mask_history, neat_packing), freeze, LoRA, adapters, export, and PaddleNLP's {src,tgt} data keys.
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "core/error.h"
+#include "train/args_internal.h"
+
+namespace unillm::train::detail {
+
+namespace {
+
+using Setter = void (*)(TrainArgs&, const Field&);
+
+std::optional<double> get_optional_number(const Field& f) {
+  if (f.node.IsNull()) return std::nullopt;
+  return get_number_in(f, 0, INFINITY, true, false);
+}
+
+const std::map<std::string, Setter>& finetune_setters() {
+  static const std::map<std::string, Setter> m = {
+      {"train_on_prompt", [](TrainArgs& a, const Field& f) { a.train_on_prompt = get_bool(f); }},
+      {"mask_history", [](TrainArgs& a, const Field& f) { a.mask_history = get_bool(f); }},
+      {"neat_packing", [](TrainArgs& a, const Field& f) { a.neat_packing = get_bool(f); }},
+      {"freeze_trainable_layers",
+       [](TrainArgs& a, const Field& f) {
+         a.freeze_trainable_layers = get_int(f, std::numeric_limits<int64_t>::min());
+         if (a.freeze_trainable_layers == 0) bad_value(f, "a non-zero integer");
+       }},
+      {"freeze_trainable_modules",
+       [](TrainArgs& a, const Field& f) { a.freeze_trainable_modules = get_list(f); }},
+      {"freeze_extra_modules",
+       [](TrainArgs& a, const Field& f) { a.freeze_extra_modules = get_list(f); }},
+      {"lora_rank", [](TrainArgs& a, const Field& f) { a.lora_rank = get_int(f, 1); }},
+      {"lora_alpha", [](TrainArgs& a, const Field& f) { a.lora_alpha = get_optional_number(f); }},
+      {"lora_dropout",
+       [](TrainArgs& a, const Field& f) { a.lora_dropout = get_number_in(f, 0, 1, false, true); }},
+      {"lora_target", [](TrainArgs& a, const Field& f) { a.lora_target = get_list(f); }},
+      {"use_rslora", [](TrainArgs& a, const Field& f) { a.use_rslora = get_bool(f); }},
+      {"create_new_adapter",
+       [](TrainArgs& a, const Field& f) { a.create_new_adapter = get_bool(f); }},
+      {"adapter_name_or_path",
+       [](TrainArgs& a, const Field& f) { a.adapter_name_or_path = get_list(f); }},
+      {"export_dir", [](TrainArgs& a, const Field& f) { a.export_dir = get_string(f); }},
+      {"export_size",
+       [](TrainArgs& a, const Field& f) {
+         a.export_size = get_number_in(f, 0, INFINITY, true, false);
+       }},
+      {"dataset_name_or_path",
+       [](TrainArgs& a, const Field& f) { a.dataset_name_or_path = get_string(f); }},
+      {"src_length", [](TrainArgs& a, const Field& f) { a.src_length = get_int(f, 1); }},
+      {"max_length", [](TrainArgs& a, const Field& f) { a.max_length = get_int(f, 2); }},
+      {"zero_padding", [](TrainArgs& a, const Field& f) { a.zero_padding = get_bool(f); }},
+  };
+  return m;
+}
+
+}  // namespace
+
+bool set_finetune_field(TrainArgs& a, const Field& f) {
+  const auto& m = finetune_setters();
+  auto it = m.find(f.key);
+  if (it == m.end()) return false;
+  it->second(a, f);
+  return true;
+}
+
+void finish_finetune_args(TrainArgs& a, const std::string& where) {
+  if (a.mask_history && a.train_on_prompt)  // LLaMA-Factory's DataArguments
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": mask_history is incompatible with train_on_prompt");
+  if (a.neat_packing) {  // LLaMA-Factory: neat_packing implies packing
+    a.packing = true;
+    a.packing_given = true;
+  }
+  if (!a.lora_alpha) a.lora_alpha = 2.0 * static_cast<double>(a.lora_rank);  // LLaMA-Factory
+  if (!a.dataset_name_or_path.empty()) {
+    if (!a.dataset.empty())
+      UNILLM_THROW(ConfigError, "[config] ", where,
+                   ": give either dataset (LLaMA-Factory) or dataset_name_or_path (PaddleNLP), "
+                   "not both");
+    if (a.stage != "sft")
+      UNILLM_THROW(ConfigError, "[config] ", where,
+                   ": dataset_name_or_path ({src,tgt} data) needs stage: sft");
+    if (a.src_length >= a.max_length)
+      UNILLM_THROW(ConfigError, "[config] ", where, ": src_length (", a.src_length,
+                   ") must be less than max_length (", a.max_length, ")");
+    if (a.zero_padding) a.neat_packing = a.packing = a.packing_given = true;
+  } else if (a.zero_padding) {
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": zero_padding applies to PaddleNLP data (dataset_name_or_path); "
+                 "with LLaMA-Factory datasets use neat_packing");
+  }
+  if (!a.adapter_name_or_path.empty() && a.finetuning_type != "lora")  // LLaMA-Factory
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": adapter_name_or_path is only valid with finetuning_type: lora");
+}
+
+}  // namespace unillm::train::detail

@@ -1,0 +1,27 @@
+// How `finetuning_type` shapes a run (LLaMA-Factory's model/adapter.py): which tensors train
+// (full: all; freeze: the selected layers/modules; lora: a new or resumed adapter on a frozen
+// base), and how the trained weights are written (an HF model dir, or a PEFT adapter dir).
+#pragma once
+
+#include <string>
+
+#include "models/causal_lm.h"
+#include "train/args.h"
+
+namespace unillm::train {
+
+// The adapter name a LoRA run trains (PEFT's default).
+inline constexpr const char* kTrainAdapter = "default";
+
+// Marks the trainable tensors of a freshly loaded model. For lora: merges every adapter of
+// adapter_name_or_path but the last into the base, then resumes the last one (or all are merged
+// with create_new_adapter) or creates a new adapter; resume_dir (a checkpoint dir, or "") then
+// supplies the adapter weights. Throws ConfigError naming the bad key or file.
+void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir);
+
+// Writes the trained weights into dir: save_pretrained (full, freeze) or a PEFT adapter dir
+// (lora), with the tokenizer files and generation_config.json of model_dir.
+void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
+                  const std::string& model_dir);
+
+}  // namespace unillm::train
