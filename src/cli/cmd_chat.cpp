@@ -4,14 +4,13 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/sampling_flags.h"
 #include "core/error.h"
+#include "data/sft.h"
 #include "data/template.h"
 #include "infer/generator.h"
 
@@ -25,26 +24,6 @@ struct ChatFlags {
   SamplingFlags sampling;
   RuntimeOptions runtime;
 };
-
-// --template, else the named equivalent of the model's Jinja chat_template, else LLaMA-Factory's
-// fallback ("empty").
-std::string choose_template(const ChatFlags& f) {
-  if (!f.template_name.empty()) return f.template_name;
-  auto path = std::filesystem::path(f.model) / "tokenizer_config.json";
-  if (std::filesystem::exists(path)) {
-    auto j = nlohmann::json::parse(read_text_file(path.string()), nullptr, false);
-    if (!j.is_discarded() && j.contains("chat_template") && j["chat_template"].is_string()) {
-      std::string name = data::recognize_jinja_template(j["chat_template"].get<std::string>());
-      if (!name.empty()) return name;
-      std::fprintf(stderr, "unillm: note: the model's Jinja chat_template is not one unillm maps "
-                           "to a named template; using 'empty' (give --template)\n");
-      return "empty";
-    }
-  }
-  std::fprintf(stderr, "unillm: note: no --template and no chat_template in the model; using "
-                       "'empty' (give --template, e.g. alpaca or llama3)\n");
-  return "empty";
-}
 
 // Drops the oldest (user, assistant) pairs until the prompt fits the context with room to answer.
 std::vector<int32_t> fit_prompt(const data::ChatTemplate& t, std::vector<data::Message>& messages,
@@ -75,7 +54,11 @@ int cmd_chat(const std::vector<std::string>& args) {
   setup_runtime(f.runtime);
   auto tok = io::Tokenizer::load(f.model);
   auto model = load_model(f.model, f.adapters);
-  auto tmpl = data::ChatTemplate::by_name(choose_template(f), *tok);
+  auto choice = data::choose_template(f.template_name, f.model);
+  if (f.template_name.empty())
+    std::fprintf(stderr, "unillm: chat template '%s'%s\n", choice.name.c_str(),
+                 choice.name == "empty" ? " (the model has none; give --template, e.g. alpaca)" : " (from the model's chat_template)");
+  auto tmpl = data::ChatTemplate::by_name(choice.name, *tok, choice.options);
   std::vector<int32_t> eos = tmpl->stop_ids();
   std::vector<int32_t> unused;
   apply_generation_config(f.model, p, f.sampling, unused);  // sampling defaults only

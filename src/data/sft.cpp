@@ -197,16 +197,18 @@ std::pair<TokenizedDataset, TokenizedDataset> load_sft_data(const SftOptions& o,
 
 bool has_chat_template(const std::string& model_dir) { return !read_chat_template(model_dir).empty(); }
 
-std::string default_template_name(const std::string& model_dir) {
+TemplateChoice choose_template(const std::string& requested, const std::string& model_dir) {
+  if (!requested.empty()) return {requested, {}};
   const std::string jinja = read_chat_template(model_dir);
-  if (jinja.empty()) return "empty";  // LLaMA-Factory's fallback
-  std::string name = recognize_jinja_template(jinja);
-  if (name.empty())
+  if (jinja.empty()) return {"empty", {}};  // LLaMA-Factory's fallback
+  TemplateChoice c{recognize_jinja_template(jinja), {}};
+  if (c.name.empty())
     UNILLM_THROW(ConfigError, "[data] ", model_dir,
                  "/tokenizer_config.json: its Jinja chat_template is not one unillm maps to a "
                  "named template (Jinja is not evaluated); set `template:` (known: default, "
                  "alpaca, vicuna, llama2, llama3, qwen, qwen3, …)");
-  return name;
+  if (auto sys = jinja_default_system(jinja); sys && !sys->empty()) c.options.default_system = sys;
+  return c;
 }
 
 }  // namespace unillm::data

@@ -34,10 +34,15 @@ std::pair<TokenizedDataset, TokenizedDataset> load_sft_data(const SftOptions& op
                                                             const io::Tokenizer& tok,
                                                             const ChatTemplate* tmpl);
 
-// The template a model dir implies when none is named, as LLaMA-Factory chooses it: the named
-// equivalent of tokenizer_config.json's Jinja chat_template; "empty" when the model has none.
-// Throws ConfigError when the model has a Jinja template unillm cannot map (name one instead).
-std::string default_template_name(const std::string& model_dir);
+struct TemplateChoice {
+  std::string name;
+  TemplateOptions options;  // the Jinja's default system prompt when chosen from it
+};
+// The template to render with, as LLaMA-Factory chooses it: `requested` when given; else the
+// named equivalent of tokenizer_config.json's Jinja chat_template (with that Jinja's default
+// system prompt); "empty" when the model has none. Throws ConfigError when the model has a Jinja
+// template unillm cannot map (name one instead).
+TemplateChoice choose_template(const std::string& requested, const std::string& model_dir);
 // True when the model dir's tokenizer_config.json has a chat_template.
 bool has_chat_template(const std::string& model_dir);
 

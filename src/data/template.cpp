@@ -268,6 +268,7 @@ std::vector<int32_t> DefinedTemplate::encode_prompt(const std::vector<Message>& 
 struct KnownJinja {
   const char* jinja;
   const char* name;
+  const char* default_system;  // the system prompt the Jinja renders when none is given
 };
 
 const KnownJinja kKnownJinja[] = {
@@ -276,7 +277,7 @@ const KnownJinja kKnownJinja[] = {
      "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
      "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
-     "qwen"},
+     "qwen", "You are a helpful assistant."},
     // ChatML as LLaMA-Factory writes it for its qwen template (tests/data/qwen2-tokenizer).
     {"{% set system_message = 'You are a helpful assistant.' %}{% if messages[0]['role'] == "
      "'system' %}{% set system_message = messages[0]['content'] %}{% endif %}{% if "
@@ -285,14 +286,14 @@ const KnownJinja kKnownJinja[] = {
      "message['role'] == 'user' %}{{ '<|im_start|>user\n' + content + '<|im_end|>\n"
      "<|im_start|>assistant\n' }}{% elif message['role'] == 'assistant' %}{{ content + "
      "'<|im_end|>' + '\n' }}{% endif %}{% endfor %}",
-     "qwen"},
+     "qwen", "You are a helpful assistant."},
     // Meta Llama 3 Instruct.
     {"{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
      "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | "
      "trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}"
      "{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
      "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}",
-     "llama3"},
+     "llama3", ""},
 };
 
 }  // namespace
@@ -321,6 +322,13 @@ std::string recognize_jinja_template(const std::string& jinja) {
   for (const KnownJinja& k : kKnownJinja)
     if (j == k.jinja) return k.name;
   return "";
+}
+
+std::optional<std::string> jinja_default_system(const std::string& jinja) {
+  std::string j = strip(jinja);
+  for (const KnownJinja& k : kKnownJinja)
+    if (j == k.jinja) return std::string(k.default_system);
+  return std::nullopt;
 }
 
 }  // namespace unillm::data

@@ -126,5 +126,8 @@ const TemplateDef* find_template_def(const std::string& name);
 // default system is "You are a helpful assistant." while LLaMA-Factory's qwen default is the
 // Qwen2.5 one; Llama 3's Jinja trims message content, the llama3 template does not.
 std::string recognize_jinja_template(const std::string& jinja);
+// The default system prompt of a recognised Jinja template (as LLaMA-Factory's parse_template
+// extracts it); nullopt when the template is not recognised.
+std::optional<std::string> jinja_default_system(const std::string& jinja);
 
 }  // namespace unillm::data

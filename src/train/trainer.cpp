@@ -73,10 +73,11 @@ void Run::setup_data() {
   int32_t pad = -1;
   if (a_.stage == "sft") {
     const bool paddle = !a_.dataset_name_or_path.empty();
-    std::string name = a_.template_name;
-    if (name.empty() && (!paddle || data::has_chat_template(model_dir_)))
-      name = data::default_template_name(model_dir_);
-    if (!name.empty()) template_ = data::ChatTemplate::by_name(name, *tok_);
+    // PaddleNLP renders through the model's chat template when it has one, else src + tgt + EOS.
+    if (!paddle || !a_.template_name.empty() || data::has_chat_template(model_dir_)) {
+      auto choice = data::choose_template(a_.template_name, model_dir_);
+      template_ = data::ChatTemplate::by_name(choice.name, *tok_, choice.options);
+    }
     data::SftOptions so;
     so.data = data_options(a_);
     so.train_on_prompt = a_.train_on_prompt;

@@ -321,5 +321,15 @@ TEST(TrainArgs, PaddleNlpDataKeys) {
                 .find("use neat_packing"),
             std::string::npos);
 }
+TEST(TrainArgs, EveryExampleConfigParses) {
+  int n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(UNILLM_SOURCE_DIR "/examples"))
+    if (e.path().extension() == ".yaml") {
+      EXPECT_NO_THROW(load_train_args(e.path().string(), {})) << e.path();
+      ++n;
+    }
+  EXPECT_GE(n, 6);
+}
+
 }  // namespace
 }  // namespace unillm::train
