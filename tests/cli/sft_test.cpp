@@ -104,6 +104,13 @@ TEST(Sft, LoraTrainResumeExportGenerate) {
   ASSERT_EQ(g2.exit_code, 0) << g2.err;
   EXPECT_EQ(g1.out, g2.out);
   EXPECT_NE(g0.out, g2.out) << "the adapter changed nothing";
+  // export_size in GB per shard: 0.0003 GB = 300 kB shards of the ~1 MB model, with an index.
+  auto sh = run_unillm("export " + dir + "/merge.yaml export_size=0.0003 export_dir=" + dir + "/sharded");
+  ASSERT_EQ(sh.exit_code, 0) << sh.err;
+  EXPECT_TRUE(fs::exists(dir + "/sharded/model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(dir + "/sharded/model.safetensors"));
+  auto g3 = run_unillm("generate --model " + dir + "/sharded" + gen);
+  EXPECT_EQ(g3.out, g1.out);
 
   // eval ppl: merged = base + adapter (f32 rounding apart).
   std::ofstream(dir + "/text.txt") << kPrompt << "Blue is a color of the sky.";
