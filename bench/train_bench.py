@@ -5,6 +5,14 @@ blocks, batch, sequence length and thread count, with model FLOPs utilisation.
 
   bench/.venv/bin/python bench/train_bench.py [--shapes stories15M,stories110M] [--threads 2]
       [--ckpt on,off] [--unillm build-tb/unillm] [--gemm-bench build-tb/bench/gemm_bench]
+      [--lora 8]
+
+--lora R: LoRA instead of full fine-tuning, still stage pt on the same blocks: unillm gets
+`finetuning_type: lora, lora_rank: R, lora_alpha: 2R, lora_target: all, lora_dropout: 0`, the
+PyTorch side `--lora-rank R` (train_reference_torch.py's plain-torch LoRA on q, k, v, o, gate, up,
+down; base frozen; AdamW over the adapters only), the GEMM-only bound drops every dW GEMM of the
+frozen weights and adds the adapters' small GEMMs. Targets then: stories15M 2.0x, stories110M 1.6x;
+MFU is 4 x N x tok/s / peak (forward + dX; no dW), recompute not counted.
 
 For each shape it writes an untied HF model dir (random N(0, 0.02) f32 weights from
 bench/make_models.py, the Llama 2 tokenizer of assets/llama2-tokenizer) under
@@ -53,6 +61,7 @@ BATCH = {"stories15M": 8, "stories110M": 4}
 STEPS = {"stories15M": 8, "stories110M": 5}
 SEQ = 256
 TARGET = {"stories15M": 1.8, "stories110M": 1.4}
+TARGET_LORA = {"stories15M": 2.0, "stories110M": 1.6}
 
 
 def sh(cmd):
@@ -193,8 +202,8 @@ def fma_peak(gemm_bench, threads):
 
 
 # ------------------------------------------------------------------------------------- the runs
-def run_unillm(binary, mdir, shape, steps, threads, ckpt, workdir):
-    out_dir = Path(workdir) / f"unillm-{shape}-{'ckpt' if ckpt else 'nockpt'}"
+def run_unillm(binary, mdir, shape, steps, threads, ckpt, workdir, lora=0):
+    out_dir = Path(workdir) / f"unillm-{shape}-{'ckpt' if ckpt else 'nockpt'}{f'-lora{lora}' if lora else ''}"
     cfg = {
         "model_name_or_path": str(mdir), "stage": "pt", "do_train": True, "finetuning_type": "full",
         "dataset": "tinyshakespeare", "dataset_dir": str(REPO / "data"), "cutoff_len": SEQ,
@@ -204,6 +213,9 @@ def run_unillm(binary, mdir, shape, steps, threads, ckpt, workdir):
         "lr_scheduler_type": "linear", "max_grad_norm": 1.0, "seed": 42, "disable_shuffling": True,
         "disable_gradient_checkpointing": not ckpt,
     }
+    if lora:
+        cfg.update({"finetuning_type": "lora", "lora_rank": lora, "lora_alpha": 2 * lora,
+                    "lora_target": "all", "lora_dropout": 0.0})
     yml = Path(workdir) / f"{out_dir.name}.yaml"
     yml.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in cfg.items()))
     cmd = ["/usr/bin/time", "-v", str(binary), "train", str(yml), "--threads", str(threads)]
@@ -224,11 +236,13 @@ def run_unillm(binary, mdir, shape, steps, threads, ckpt, workdir):
             "wall_s": wall}
 
 
-def run_torch(python, mdir, ids_path, shape, steps, threads, ckpt):
+def run_torch(python, mdir, ids_path, shape, steps, threads, ckpt, lora=0):
     cmd = [python, str(HERE / "train_reference_torch.py"), "--model", str(mdir), "--ids", str(ids_path),
            "--batch", str(BATCH[shape]), "--steps", str(steps), "--threads", str(threads)]
     if ckpt:
         cmd.append("--grad-ckpt")
+    if lora:
+        cmd += ["--lora-rank", str(lora), "--lora-alpha", str(2 * lora)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
@@ -240,9 +254,10 @@ def run_torch(python, mdir, ids_path, shape, steps, threads, ckpt):
     return s
 
 
-def run_gemm_bound(python, mdir, ids_path, shape, threads):
+def run_gemm_bound(python, mdir, ids_path, shape, threads, lora=0):
     cmd = [python, str(HERE / "train_reference_torch.py"), "--model", str(mdir), "--batch", str(BATCH[shape]),
-           "--gemm-bound", str(SEQ), "--threads", str(threads), "--ids", str(ids_path)]
+           "--gemm-bound", str(SEQ), "--threads", str(threads), "--ids", str(ids_path),
+           "--lora-rank", str(lora)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -264,11 +279,17 @@ def main():
     ap.add_argument("--skip-bound", action="store_true", help="skip the GEMM-only bound")
     ap.add_argument("--out", default=str(HERE / "models"))
     ap.add_argument("--json", help="also write every result to this file")
+    ap.add_argument("--lora", type=int, default=0, metavar="R",
+                    help="LoRA of rank R (alpha 2R, all projections) instead of full fine-tuning")
     a = ap.parse_args()
+    targets = TARGET_LORA if a.lora else TARGET
+    flops_per_param = 4 if a.lora else 6
 
     print(f"date      {time.strftime('%Y-%m-%d %H:%M')}")
     model = [l.split(":", 1)[1].strip() for l in sh(["lscpu"]).splitlines() if l.startswith("Model name")]
     print(f"cpu       {model[0] if model else '?'}, {os.cpu_count()} cpus; threads {a.threads}")
+    print("mode      " + (f"LoRA r {a.lora} alpha {2 * a.lora}, all projections, base frozen" if a.lora
+                          else "full fine-tuning"))
     print(f"load      {load_str()}")
     check_load()
     peak, peak_kind, peak_lines = fma_peak(a.gemm_bench, a.threads)
@@ -289,7 +310,7 @@ def main():
             attn_flops = 12 * s["layers"] * SEQ * s["dim"]  # per token, fwd+bwd, causal not halved
             if not a.skip_bound:
                 with Contention() as c:
-                    bounds[shape] = run_gemm_bound(a.torch_python, mdir, ids_path, shape, a.threads)
+                    bounds[shape] = run_gemm_bound(a.torch_python, mdir, ids_path, shape, a.threads, a.lora)
                 bounds[shape]["others_cpu_share"] = c.share
                 print(f"[{shape}] GEMM-only bound {json.dumps(bounds[shape]['bound_tokens_per_s'])}", flush=True)
             for mode in a.ckpt.split(","):
@@ -297,19 +318,20 @@ def main():
                 r = {"shape": shape, "ckpt": ckpt, "batch": BATCH[shape], "seq": SEQ, "steps": steps,
                      "params": n_all, "non_embedding_params": n_non_emb,
                      "attn_share": attn_flops / (6 * n_non_emb + attn_flops), "peak_gflops": peak,
-                     "peak_kind": peak_kind}
+                     "peak_kind": peak_kind, "lora_rank": a.lora}
                 if not a.skip_unillm:
                     r["load_before_unillm"] = load_str()
                     r["busy_before_unillm"] = check_quiet()
                     with Contention() as c:
-                        r["unillm"] = run_unillm(a.unillm, mdir, shape, steps, a.threads, ckpt, work)
+                        r["unillm"] = run_unillm(a.unillm, mdir, shape, steps, a.threads, ckpt, work, a.lora)
                     r["unillm"]["others_cpu_share"] = c.share
                     print(f"[{shape} ckpt {mode}] unillm {json.dumps(r['unillm'])}", flush=True)
                 if not a.skip_torch:
                     r["load_before_torch"] = load_str()
                     r["busy_before_torch"] = check_quiet()
                     with Contention() as c:
-                        r["torch"] = run_torch(a.torch_python, mdir, ids_path, shape, steps, a.threads, ckpt)
+                        r["torch"] = run_torch(a.torch_python, mdir, ids_path, shape, steps, a.threads, ckpt,
+                                               a.lora)
                     r["torch"]["others_cpu_share"] = c.share
                     print(f"[{shape} ckpt {mode}] torch {json.dumps(r['torch'])}", flush=True)
                     b = r["torch"]["blas"]
@@ -318,7 +340,7 @@ def main():
                                  f"{b['sgemm1024_gflops']:.1f} GFLOP/s at 1024^3 (peak {peak:.1f})")
                 for k in ("unillm", "torch"):
                     if k in r:
-                        r[k]["mfu"] = 6 * n_non_emb * r[k]["tokens_per_s"] / (peak * 1e9)
+                        r[k]["mfu"] = flops_per_param * n_non_emb * r[k]["tokens_per_s"] / (peak * 1e9)
                 results.append(r)
 
     print(f"\nload after {load_str()}")
@@ -341,11 +363,20 @@ def main():
               f"{f(u, 'tokens_per_s', '.0f'):>14}{f(t, 'tokens_per_s', '.0f'):>13}{ratio:>7}"
               f"{mfu_u:>7}{mfu_t:>7}{f(u, 'peak_rss_mb', '.0f'):>10}{f(t, 'peak_rss_mb', '.0f'):>10}{rss:>10}"
               f"{oth:>12}")
-    print(f"\nMFU = 6 x non-embedding params x tok/s / {peak:.1f} GFLOP/s; non-embedding params: "
+    print("\nper run: load average (1/5/15 min) before unillm | before torch; first losses unillm | torch")
+    for r in results:
+        u, t = r.get("unillm"), r.get("torch")
+        ls = lambda d: " ".join(f"{x:.4f}" for x in d["losses"][:3]) if d else "-"  # noqa: E731
+        print(f"  {r['shape']:<12}{'on' if r['ckpt'] else 'off':<4} load {r.get('load_before_unillm', '-')} | "
+              f"{r.get('load_before_torch', '-')}; losses {ls(u)} | {ls(t)}")
+    if a.lora:
+        print("(LoRA: A is initialised from each side's own RNG, so the losses agree at step 1 (B = 0) "
+              "and stay close, not identical, after it)")
+    print(f"\nMFU = {flops_per_param} x non-embedding params x tok/s / {peak:.1f} GFLOP/s; non-embedding params: "
           + ", ".join(f"{r['shape']} {r['non_embedding_params'] / 1e6:.2f}M (attention adds "
                       f"{100 * r['attn_share']:.0f}% more FLOPs)" for r in results[::len(a.ckpt.split(','))]))
     print("others u/t: CPU share other processes used during the unillm / torch run (> 5%: distorted)")
-    print("targets: tok/s ratio >= " + ", ".join(f"{k} {v}x" for k, v in TARGET.items())
+    print("targets: tok/s ratio >= " + ", ".join(f"{k} {v}x" for k, v in targets.items())
           + "; peak RSS ratio <= 0.8")
     if bounds:
         print("\nGEMM-only bound (tok/s if a step were only its projection + lm_head GEMMs, OpenBLAS via "
@@ -358,7 +389,14 @@ def main():
                   f"{t['ckpt_off_ce_recompute']:>19.0f}{100 * b['others_cpu_share']:>7.0f}%")
         print("(lm_head GEMMs over the scored positions only, as unillm's cross-entropy: "
               + ", ".join(f"{k} {100 * b['labelled']:.0f}%" for k, b in bounds.items())
-              + "; unillm today recomputes the logits in the CE backward: compare with the CE-recompute columns)")
+              + "; unillm's cross-entropy computes its gradient in the forward (no logits recompute, since "
+              "15af7ad): compare with the plain columns)")
+        for r in results:
+            b, u = bounds.get(r["shape"]), r.get("unillm")
+            if b and u:
+                k = "ckpt_on" if r["ckpt"] else "ckpt_off"
+                print(f"  {r['shape']:<12}{'on' if r['ckpt'] else 'off':<4} unillm at "
+                      f"{100 * u['tokens_per_s'] / b['bound_tokens_per_s'][k]:.0f}% of the bound")
     if a.json:
         Path(a.json).write_text(json.dumps({"runs": results, "gemm_bound": bounds}, indent=1) + "\n")
 

@@ -6,7 +6,9 @@ safetensors weights and the same token blocks.
 
   /usr/bin/python3 bench/train_reference_torch.py --model DIR --ids ids.npy --batch 8 \
       --steps 8 [--threads 2] [--grad-ckpt]
-  /usr/bin/python3 bench/train_reference_torch.py --model DIR --batch 8 --gemm-bound 256
+  /usr/bin/python3 bench/train_reference_torch.py --model DIR --ids ids.npy --batch 8 \
+      --steps 8 --lora-rank 8 [--lora-alpha 16] [--grad-ckpt]
+  /usr/bin/python3 bench/train_reference_torch.py --model DIR --batch 8 --gemm-bound 256 [--lora-rank 8]
 
 --ids is an int64 .npy of shape [rows, seq] (the packed blocks, in order); step k trains on rows
 [k*batch, (k+1)*batch), wrapping around. A step is what the HF Trainer does per optimizer step:
@@ -14,6 +16,14 @@ forward, loss, backward, clip_grad_norm_(1.0), AdamW step, scheduler step, zero_
 the inputs shifted inside the model, with EOS labels ignored (LLaMA-Factory's pt collator: the pad
 id is the EOS when the tokenizer has none). --grad-ckpt recomputes each decoder layer in backward
 (torch.utils.checkpoint), as LLaMA-Factory's default gradient_checkpointing does.
+
+--lora-rank R: LoRA instead of full fine-tuning, written here in plain torch (peft is not
+installed with Debian's torch) with PEFT's semantics for lora_target all, lora_dropout 0: every
+decoder linear (q, k, v, o, gate, up, down; not lm_head) becomes base(x) + s * B(A(x)),
+s = alpha / r (alpha default 2 r, as LLaMA-Factory), A [r, in] kaiming_uniform_(a=sqrt(5)) (as
+nn.Linear's init, PEFT's default), B [out, r] zeros; every other parameter (the base weights,
+embeddings, norms, lm_head) has requires_grad False, and AdamW and clip_grad_norm_ see only the
+LoRA parameters. A frozen base weight costs no dW GEMM; dX still flows through it.
 
 Prints one JSON line per step ({"step", "seconds", "tokens_per_s", "loss"}) and a last JSON line
 {"summary": ...} with the BLAS check (the library mapped after a matmul and a 1024^3 sgemm
@@ -66,6 +76,38 @@ def read_safetensors(path):
 
 
 # ------------------------------------------------------------------------------------- the model
+class LoraLinear(nn.Module):
+    """PEFT's lora.Linear for one adapter without dropout: base(x) + scaling * B(A(x))."""
+
+    def __init__(self, base, rank, alpha):
+        super().__init__()
+        self.base_layer = base
+        self.lora_A = nn.Linear(base.in_features, rank, bias=False)
+        self.lora_B = nn.Linear(rank, base.out_features, bias=False)
+        nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
+        nn.init.zeros_(self.lora_B.weight)
+        self.scaling = alpha / rank
+
+    def forward(self, x):
+        return self.base_layer(x) + self.lora_B(self.lora_A(x)) * self.scaling
+
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def add_lora(model, rank, alpha):
+    """Freezes everything, then wraps every decoder projection (lora_target all) in LoraLinear.
+    Returns the trainable (LoRA) parameters."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for layer in model.model.layers:
+        for parent in (layer.self_attn, layer.mlp):
+            for name in LORA_TARGETS:
+                if hasattr(parent, name):
+                    setattr(parent, name, LoraLinear(getattr(parent, name), rank, alpha))
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps):
         super().__init__()
@@ -184,14 +226,18 @@ def blas_check(threads):
             "sgemm1024_gflops": 2 * 1024 ** 3 / best / 1e9, "threads": torch.get_num_threads()}
 
 
-def gemm_bound(cfg, batch, seq, threads, labelled=1.0, reps=5, chunk_bytes=32 << 20):
+def gemm_bound(cfg, batch, seq, threads, labelled=1.0, reps=5, chunk_bytes=32 << 20, lora_rank=0):
     """Seconds of the GEMMs alone of one training step in unillm's layout (fused q|k|v and gate|up
     projections; lm_head + cross-entropy in row chunks of ~32 MB of logits, dW accumulated with
     beta 1), each timed with OpenBLAS sgemm through torch.mm on the real shapes (best of `reps`
     after a warm-up). Attention (QK^T, PV: ~4-6% of the FLOPs here) is left out. Returns per-GEMM
     seconds and upper bounds on tokens/s (the step if it were nothing but these GEMMs), with/without
     layer recompute and with/without recomputing the logits in the cross-entropy backward.
-    `labelled`: the fraction of positions with a label (unillm's cross-entropy skips the others)."""
+    `labelled`: the fraction of positions with a label (unillm's cross-entropy skips the others).
+    lora_rank > 0: LoRA on every projection, base weights (and lm_head) frozen: no dW GEMMs; per
+    fused projection with P parts, in unillm's ops::lora_linear layout: forward x.[A_p]^T [N, P r]
+    and one x_a,p . B_p^T [N, out_p] per part (both again in the layer recompute); backward per
+    part dB_p = dy_p^T x_a,p and dx_a,p = dy_p B_p, then dA = dx_a^T x and dx += dx_a [A_p]."""
     C, Fh, V, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
     H = cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads", H)
@@ -212,15 +258,34 @@ def gemm_bound(cfg, batch, seq, threads, labelled=1.0, reps=5, chunk_bytes=32 <<
         return {"fwd": timeit(lambda: torch.mm(x, w.t())), "dx": timeit(lambda: torch.mm(dy, w)),
                 "dw": timeit(lambda: torch.mm(dy.t(), x))}
 
+    def lora(n, outs, k, r):  # one fused projection's adapter GEMMs, outs = the parts' widths
+        P = len(outs)
+        x, a, dxa = torch.randn(n, k), torch.randn(P * r, k) * 0.02, torch.randn(n, P * r)
+        xa, dy = torch.randn(n, P * r), [torch.randn(n, o) for o in outs]
+        b = [torch.randn(o, r) * 0.02 for o in outs]
+        fwd = timeit(lambda: torch.mm(x, a.t())) + sum(timeit(lambda p=p: torch.mm(xa[:, p * r:(p + 1) * r], b[p].t()))
+                                                        for p in range(P))
+        bwd = sum(timeit(lambda p=p: torch.mm(dy[p].t(), xa[:, p * r:(p + 1) * r])) +
+                  timeit(lambda p=p: torch.mm(dy[p], b[p])) for p in range(P))
+        bwd += timeit(lambda: torch.mm(dxa.t(), x)) + timeit(lambda: torch.mm(dxa, a))
+        return {"fwd": fwd, "dx": bwd, "dw": 0.0}
+
     t = {"qkv": linear(N, (H + 2 * KV) * hd, C), "o": linear(N, C, H * hd),
          "gate_up": linear(N, 2 * Fh, C), "down": linear(N, C, Fh)}
+    if lora_rank:
+        for name in t:
+            t[name]["dw"] = 0.0  # frozen base
+        t["lora_qkv"] = lora(N, [H * hd, KV * hd, KV * hd], C, lora_rank)
+        t["lora_o"] = lora(N, [C], H * hd, lora_rank)
+        t["lora_gate_up"] = lora(N, [Fh, Fh], C, lora_rank)
+        t["lora_down"] = lora(N, [C], Fh, lora_rank)
     r = max(1, min(N, chunk_bytes // (V * 4)))
     x, w, dl, dw = torch.randn(r, C), torch.randn(V, C) * 0.02, torch.randn(r, V), torch.zeros(V, C)
     chunks = N * labelled / r
     t["lm_head"] = {"fwd": chunks * timeit(lambda: torch.mm(x, w.t())),
                     "dx": chunks * timeit(lambda: torch.mm(dl, w)),
-                    "dw": chunks * timeit(lambda: dw.addmm_(dl.t(), x))}
-    layer = {g: sum(t[n][g] for n in ("qkv", "o", "gate_up", "down")) for g in ("fwd", "dx", "dw")}
+                    "dw": 0.0 if lora_rank else chunks * timeit(lambda: dw.addmm_(dl.t(), x))}
+    layer = {g: sum(v[g] for k, v in t.items() if k != "lm_head") for g in ("fwd", "dx", "dw")}
     lm = t["lm_head"]
     bounds = {}
     for ckpt in (True, False):
@@ -228,7 +293,8 @@ def gemm_bound(cfg, batch, seq, threads, labelled=1.0, reps=5, chunk_bytes=32 <<
             sec = L * (layer["fwd"] * (2 if ckpt else 1) + layer["dx"] + layer["dw"]) \
                 + lm["fwd"] * (2 if ce_re else 1) + lm["dx"] + lm["dw"]
             bounds[f"ckpt_{'on' if ckpt else 'off'}{'_ce_recompute' if ce_re else ''}"] = N / sec
-    return {"gemm_seconds": t, "bound_tokens_per_s": bounds, "lm_chunk_rows": r, "labelled": labelled}
+    return {"gemm_seconds": t, "bound_tokens_per_s": bounds, "lm_chunk_rows": r, "labelled": labelled,
+            "lora_rank": lora_rank}
 
 
 def main():
@@ -244,6 +310,8 @@ def main():
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--grad-ckpt", action="store_true", help="recompute each layer in backward")
     ap.add_argument("--eos", type=int, default=2)
+    ap.add_argument("--lora-rank", type=int, default=0, help="LoRA of this rank instead of full fine-tuning")
+    ap.add_argument("--lora-alpha", type=float, default=0.0, help="LoRA alpha (default 2 x rank)")
     ap.add_argument("--any-blas", action="store_true", help="run even if torch's GEMM is not OpenBLAS")
     a = ap.parse_args()
 
@@ -262,7 +330,8 @@ def main():
             lab = np.load(a.ids)[:a.batch, 1:]
             labelled = float((lab != a.eos).sum()) / (a.batch * a.gemm_bound)
         with torch.no_grad():
-            print(json.dumps({"gemm_bound": gemm_bound(cfg, a.batch, a.gemm_bound, a.threads, labelled),
+            print(json.dumps({"gemm_bound": gemm_bound(cfg, a.batch, a.gemm_bound, a.threads, labelled,
+                                                       lora_rank=a.lora_rank),
                               "blas": blas}))
         return
     if not a.ids:
@@ -275,13 +344,16 @@ def main():
     if missing or unexpected:
         raise SystemExit(f"train_reference_torch: missing {missing} unexpected {unexpected}")
     del sd
+    params = list(model.parameters())
+    if a.lora_rank:
+        params = add_lora(model, a.lora_rank, a.lora_alpha or 2.0 * a.lora_rank)
     model.train()
 
     ids_all = torch.from_numpy(np.load(a.ids).astype(np.int64))
     rows, T = ids_all.shape
     # HF defaults as LLaMA-Factory runs them: AdamW(0.9, 0.999, 1e-8, wd 0), linear schedule,
     # clip_grad_norm_(1.0).
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: max(0.0, (a.steps - k) / a.steps))
 
     times = []
@@ -293,7 +365,7 @@ def main():
         t0 = time.perf_counter()
         loss = model(ids, labels)
         loss.backward()
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        gn = torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
@@ -311,6 +383,7 @@ def main():
         "rss_after_import_mb": rss_import_mb, "grad_ckpt": a.grad_ckpt, "torch": torch.__version__,
         "blas": blas,
         "params": sum(p.numel() for p in model.parameters()),
+        "trainable_params": sum(p.numel() for p in params), "lora_rank": a.lora_rank,
     }
     print(json.dumps({"summary": summary}), flush=True)
 
