@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "train_log_util.h"
 
 namespace unillm {
 namespace {
@@ -20,12 +21,7 @@ using testing::run_unillm;
 using testing::shell_quote;
 using testing::source_path;
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
-}
+using testing::slurp;
 
 // A small SFT config on the bundled alpaca demo; extra lines are appended.
 std::string sft_config(const std::string& dir, const std::string& name, const std::string& out,
@@ -42,14 +38,7 @@ std::string sft_config(const std::string& dir, const std::string& name, const st
   return path;
 }
 
-std::vector<nlohmann::json> log_lines(const std::string& out) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream f(out + "/trainer_log.jsonl");
-  std::string l;
-  while (std::getline(f, l))
-    if (!l.empty()) lines.push_back(nlohmann::json::parse(l));
-  return lines;
-}
+using testing::log_lines;
 
 const char* kPrompt =
     "Below is an instruction that describes a task. Write a response that appropriately "

@@ -9,6 +9,7 @@
 
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "train_log_util.h"
 
 namespace unillm {
 namespace {
@@ -18,12 +19,7 @@ using testing::run_unillm;
 using testing::shell_quote;
 using testing::source_path;
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
-}
+using testing::slurp;
 
 // A small pt config on tinyshakespeare writing into out; extra lines are appended.
 std::string write_config(const std::string& dir, const std::string& out, const std::string& extra = "") {
@@ -40,14 +36,7 @@ std::string write_config(const std::string& dir, const std::string& out, const s
   return path;
 }
 
-std::vector<nlohmann::json> log_lines(const std::string& out) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream f(out + "/trainer_log.jsonl");
-  std::string l;
-  while (std::getline(f, l))
-    if (!l.empty()) lines.push_back(nlohmann::json::parse(l));
-  return lines;
-}
+using testing::log_lines;
 
 void expect_same_run(const std::string& a, const std::string& b) {
   auto la = log_lines(a), lb = log_lines(b);

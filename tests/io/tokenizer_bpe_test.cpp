@@ -19,12 +19,7 @@ using json = nlohmann::json;
 std::string qwen2_dir() { return testing::source_path("tests/data/qwen2-tokenizer"); }
 std::string llama3_dir() { return testing::source_path("tests/data/llama3-tokenizer"); }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing::slurp;
 
 void spit(const fs::path& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);

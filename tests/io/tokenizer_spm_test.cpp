@@ -21,12 +21,7 @@ using json = nlohmann::json;
 
 std::string llama2_dir() { return testing::source_path("tests/data/llama2-tokenizer"); }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing::slurp;
 
 void spit(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);

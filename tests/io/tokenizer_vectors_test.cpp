@@ -12,12 +12,7 @@
 namespace unillm::io {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing::slurp;
 
 struct Vectors {
   std::vector<std::string> texts;

@@ -18,15 +18,7 @@ namespace fs = std::filesystem;
 using lora_test::logits_with;
 using lora_test::tiny_model;
 
-template <typename E, typename Fn>
-void expect_throw_with(Fn&& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an exception containing '" << part << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using testing::expect_throw_with;
 
 class Adapter : public ::testing::Test {
  protected:

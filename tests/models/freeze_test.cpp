@@ -18,15 +18,7 @@ std::vector<std::string> names_of(models::CausalLM& m) {
   return out;
 }
 
-template <typename E, typename Fn>
-void expect_throw_with(Fn&& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an exception containing '" << part << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using testing::expect_throw_with;
 
 TEST(Freeze, PatternsAsLlamaFactory) {
   testing::init_cpu();

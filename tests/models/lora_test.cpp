@@ -23,15 +23,7 @@ nn::LoraConfig qv_config(int64_t r = 4, double alpha = 8) {
   return c;
 }
 
-template <typename E, typename Fn>
-void expect_throw_with(Fn&& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an exception containing '" << part << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using testing::expect_throw_with;
 
 class LoraModel : public ::testing::Test {
  protected:

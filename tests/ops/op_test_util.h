@@ -44,16 +44,7 @@ inline void expect_near(const Tensor& got, const std::vector<double>& want, doub
   EXPECT_EQ(bad, 0) << "elements out of tolerance";
 }
 
-// Expects fn() to throw E whose message contains `part`.
-template <typename E, typename Fn>
-void expect_throw_with(Fn&& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an exception containing '" << part << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using testing::expect_throw_with;
 
 class OpTest : public ::testing::Test {
  protected:

@@ -2,6 +2,8 @@
 #include "support/expect.h"
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "backends/cpu/register.h"
 
@@ -31,5 +33,12 @@ void expect_close(const Tensor& a, const Tensor& b, double atol, double rtol) {
 std::string source_path(const std::string& rel) { return std::string(UNILLM_SOURCE_DIR) + "/" + rel; }
 
 void init_cpu() { cpu::register_cpu_backend(); }
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
+}
 
 }  // namespace unillm::testing

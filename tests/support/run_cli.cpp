@@ -7,19 +7,13 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include "support/expect.h"
+
 #include <fstream>
 #include <sstream>
 
 namespace unillm::testing {
 
-namespace {
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
-}
-}  // namespace
 
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
