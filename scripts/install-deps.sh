@@ -6,6 +6,7 @@ pkgs=(
   build-essential cmake g++ clang pkg-config
   libopenblas-openmp-dev   # BLAS sharing the OpenMP runtime with our kernels
   nlohmann-json3-dev libpcre2-dev libyaml-cpp-dev libpng-dev
+  libcairo2-dev fonts-dejavu-core   # plot_loss: training_loss.png
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev     # tests only: an independent SentencePiece reference
   libclang-rt-14-dev       # libFuzzer/ASan runtime for the fuzz targets built with clang

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "models/save.h"
 #include "train/finetune.h"
+#include "train/plot.h"
 #include "train/trainer_run.h"
 
 namespace unillm::train::detail {
@@ -186,6 +187,8 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
                {{"eval_loss", last_eval_loss_}, {"eval_perplexity", std::exp(last_eval_loss_)}, {"epoch", state_.epoch}});
   }
   write_json((fs::path(a_.output_dir) / "all_results.json").string(), all);
+  if (a_.plot_loss)  // LLaMA-Factory plots loss and eval_loss from the log history
+    for (const auto& f : plot_loss(a_.output_dir, state_.log_history, {"loss", "eval_loss"})) say("plotted " + f);
   return r;
 }
 
