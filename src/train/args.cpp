@@ -89,13 +89,13 @@ std::map<std::string, Field> collect_fields(const YAML::Node& root, const std::s
 
 }  // namespace
 
-TrainArgs parse_train_args(const std::string& yaml_text, const std::string& source,
-                           const std::vector<std::string>& overrides) {
+namespace detail {
+
+TrainArgs apply_fields(const std::map<std::string, Field>& fields, const std::string& source) {
   TrainArgs a;
   a.config_path = source;
-  YAML::Node root = parse_yaml(yaml_text, source);
   std::set<std::string> given;
-  for (const auto& [key, f] : collect_fields(root, source, overrides)) {
+  for (const auto& [key, f] : fields) {
     given.insert(key);
     const KeyInfo* info = find_key(key);
     if (!info) unknown_key(f);
@@ -119,10 +119,21 @@ TrainArgs parse_train_args(const std::string& yaml_text, const std::string& sour
   return a;
 }
 
+}  // namespace detail
+
+TrainArgs parse_train_args(const std::string& yaml_text, const std::string& source,
+                           const std::vector<std::string>& overrides) {
+  YAML::Node root = parse_yaml(yaml_text, source);
+  return detail::apply_fields(collect_fields(root, source, overrides), source);
+}
+
 TrainArgs load_train_args(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path, std::ios::binary);
   if (!in) UNILLM_THROW(ConfigError, "[config] ", path, ": cannot open the file");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A .json file is a PaddleNLP argument file (llm/run_finetune.py), read through its key map.
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    return parse_paddle_args(text, path, overrides);
   return parse_train_args(text, path, overrides);
 }
 

@@ -121,6 +121,14 @@ int64_t resolve_interval(double steps, int64_t total_steps);
 // NotImplemented (a not-implemented key or value), each naming the file (or "command line") and
 // the key.
 TrainArgs load_train_args(const std::string& path, const std::vector<std::string>& overrides);
+// A PaddleNLP JSON argument file (llm/run_finetune.py keys) through the documented key map
+// (docs/paddlenlp.md): run_finetune's semantics (stage sft; `lora: true` → finetuning_type lora,
+// else full; `recompute` → gradient checkpointing, off by default as in PaddleNLP); keys it shares
+// with HF TrainingArguments pass through; Paddle-only performance switches are accepted and
+// ignored with a warning; parallel degrees > 1 are not implemented yet. Overrides may use either
+// dialect's key names.
+TrainArgs parse_paddle_args(const std::string& json_text, const std::string& source,
+                            const std::vector<std::string>& overrides = {});
 // Same from YAML text; source names it in messages.
 TrainArgs parse_train_args(const std::string& yaml_text, const std::string& source,
                            const std::vector<std::string>& overrides = {});

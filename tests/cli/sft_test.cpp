@@ -182,6 +182,32 @@ TEST(Sft, PaddleNlpSrcTgtTrainsFromDirectory) {
   EXPECT_TRUE(fs::exists(dir + "/out/eval_results.json"));  // dev.json is the eval set
 }
 
+TEST(Sft, PaddleNlpJsonArgsTrainTheSameModelAsYaml) {
+  std::string dir = testing::temp_dir("paddle_json");
+  const std::string model = source_path("assets/stories260K"), data = source_path("tests/data/sft/paddle");
+  std::ofstream(dir + "/args.json") << "{\n  \"model_name_or_path\": \"" << model << "\",\n"
+                                    << "  \"dataset_name_or_path\": \"" << data << "\",\n"
+                                    << "  \"output_dir\": \"" << dir << "/json\",\n"
+                                    << "  \"per_device_train_batch_size\": 2,\n  \"learning_rate\": 3e-03,\n"
+                                    << "  \"max_steps\": 4,\n  \"src_length\": 48,\n  \"max_length\": 96,\n"
+                                    << "  \"lora\": true,\n  \"lora_rank\": 4,\n  \"recompute\": true,\n"
+                                    << "  \"do_train\": true,\n  \"use_flash_attention\": true,\n"
+                                    << "  \"tensor_parallel_degree\": 1\n}\n";
+  std::ofstream(dir + "/same.yaml") << "model_name_or_path: " << model << "\nstage: sft\n"
+                                    << "finetuning_type: lora\nlora_rank: 4\ndo_train: true\n"
+                                    << "dataset_name_or_path: " << data << "\nsrc_length: 48\n"
+                                    << "max_length: 96\noutput_dir: " << dir << "/yaml\n"
+                                    << "per_device_train_batch_size: 2\nlearning_rate: 3.0e-3\n"
+                                    << "max_steps: 4\n";
+  auto j = run_unillm("train " + dir + "/args.json --quiet");
+  auto y = run_unillm("train " + dir + "/same.yaml --quiet");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  ASSERT_EQ(y.exit_code, 0) << y.err;
+  EXPECT_NE(j.err.find("PaddleNLP key 'use_flash_attention' is accepted and ignored"), std::string::npos) << j.err;
+  ASSERT_TRUE(fs::exists(dir + "/json/adapter_model.safetensors"));
+  EXPECT_EQ(slurp(dir + "/json/adapter_model.safetensors"), slurp(dir + "/yaml/adapter_model.safetensors"));
+}
+
 TEST(Sft, MalformedRecordsNameFileAndLineOrAreSkipped) {
   std::string dir = testing::temp_dir("bad_sft");
   std::ofstream(dir + "/dataset_info.json")

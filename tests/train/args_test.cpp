@@ -324,11 +324,57 @@ TEST(TrainArgs, PaddleNlpDataKeys) {
 TEST(TrainArgs, EveryExampleConfigParses) {
   int n = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(UNILLM_SOURCE_DIR "/examples"))
-    if (e.path().extension() == ".yaml") {
+    if (e.path().extension() == ".yaml" || e.path().extension() == ".json") {
       EXPECT_NO_THROW(load_train_args(e.path().string(), {})) << e.path();
       ++n;
     }
-  EXPECT_GE(n, 6);
+  EXPECT_GE(n, 8);
+}
+
+TEST(TrainArgs, PaddleNlpJsonDialect) {
+  const std::string j = R"({
+    "model_name_or_path": "m", "dataset_name_or_path": "d", "output_dir": "o",
+    "per_device_train_batch_size": 2, "learning_rate": 3e-04, "src_length": 64,
+    "max_length": 128, "lora": true, "lora_rank": 4, "lora_alpha": -1, "recompute": true,
+    "zero_padding": true, "use_flash_attention": true, "unified_checkpoint": true,
+    "tensor_parallel_degree": 1, "evaluation_strategy": "no", "do_train": true})";
+  TrainArgs a = parse_paddle_args(j, "args.json");
+  EXPECT_EQ(a.stage, "sft");  // run_finetune.py
+  EXPECT_EQ(a.finetuning_type, "lora");
+  EXPECT_EQ(a.lora_rank, 4);
+  EXPECT_DOUBLE_EQ(*a.lora_alpha, 8.0);  // -1 = unset → 2 x rank
+  EXPECT_FALSE(a.disable_gradient_checkpointing);
+  EXPECT_DOUBLE_EQ(a.learning_rate, 3e-4);
+  EXPECT_EQ(a.data_cutoff_len(), 128);
+  EXPECT_TRUE(a.neat_packing);
+  ASSERT_EQ(a.warnings.size(), 2u);  // use_flash_attention, unified_checkpoint
+  EXPECT_NE(a.warnings[0].find("args.json line 5: PaddleNLP key 'unified_checkpoint'"),
+            std::string::npos) << a.warnings[0];
+  // Defaults of run_finetune: full fine-tuning, no recompute.
+  TrainArgs f = parse_paddle_args(R"({"model_name_or_path": "m", "dataset_name_or_path": "d"})", "a.json");
+  EXPECT_EQ(f.finetuning_type, "full");
+  EXPECT_TRUE(f.disable_gradient_checkpointing);
+  // Overrides take either dialect's names.
+  TrainArgs o = parse_paddle_args(R"({"model_name_or_path": "m", "dataset_name_or_path": "d"})",
+                                  "a.json", {"lora=true", "max_steps=7"});
+  EXPECT_EQ(o.finetuning_type, "lora");
+  EXPECT_EQ(o.max_steps, 7);
+  auto err = [](const std::string& text) {
+    try {
+      parse_paddle_args(text, "a.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err(R"({"model_name_or_path": "m",
+  "tensor_parallel_degree": 4})").find("a.json line 2: PaddleNLP key 'tensor_parallel_degree' = 4: parallelism is not implemented yet"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"model_name_or_path": "m", "lora_rnak": 8})").find("did you mean 'lora_rank'"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"model_name_or_path": "m", "prefix_tuning": true})").find("not implemented yet"),
+            std::string::npos);
+  EXPECT_NE(err("{nope").find("invalid JSON"), std::string::npos);
 }
 
 }  // namespace
