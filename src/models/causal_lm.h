@@ -66,7 +66,8 @@ class CausalLM {
   virtual nn::NamedTensors named_parameters() const = 0;
   virtual nn::Module& module() = 0;
   // Training forward: the summed token loss of the batch, recorded for backward. With
-  // recompute, each decoder layer keeps only its input and re-runs in backward. A non-zero
+  // recompute, each decoder layer keeps only its input and its mid-layer residual h, and re-runs
+  // its attention and MLP blocks in backward (nn/recompute.h). A non-zero
   // grad_scale_hint (the d(loss_sum) backward will get) lets the lm_head + cross-entropy compute
   // its gradients in the forward pass (one lm_head GEMM fewer); results are the same.
   virtual LossResult loss(const TrainBatch& batch, bool recompute, double grad_scale_hint = 0) = 0;

@@ -16,7 +16,16 @@ class DecoderLayer : public nn::Module {
  public:
   DecoderLayer(const ModelConfig& c, DType weight_dtype);
   Tensor forward(const Tensor& x, const nn::AttentionInputs& in, Tensor& k_cache, Tensor& v_cache) const;
-  Tensor forward_train(const Tensor& x, const nn::TrainInputs& in) const;
+  // Training forward in the two recompute segments of a layer (nn/recompute.h), x and h [N, C]:
+  //   attention_block: h = x + o_proj(attn(input_layernorm(x)))
+  //   mlp_block:     out = h + down_proj(swiglu(gate_up(post_attention_layernorm(h))))
+  // use = kGradOnly (recompute's backward re-run) skips the last projection's GEMM; the returned
+  // value is then meaningless, its graph exact.
+  Tensor attention_block(const Tensor& x, const nn::TrainInputs& in, ops::OutputUse use) const;
+  Tensor mlp_block(const Tensor& h, const nn::TrainInputs& in, ops::OutputUse use) const;
+  // Whether a segment's parameters need gradients (freeze may train one block of a layer only).
+  bool attention_params_need_grad();
+  bool mlp_params_need_grad();
 
  private:
   nn::RMSNorm input_norm_, post_attn_norm_;

@@ -47,7 +47,7 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, Tensor& k_
   return o_proj_.forward(o.view({n, h * d}), in.lora);
 }
 
-Tensor Attention::forward_train(const Tensor& x, const TrainInputs& in) const {
+Tensor Attention::forward_train(const Tensor& x, const TrainInputs& in, ops::OutputUse use) const {
   const int64_t n = x.size(0), h = c_.heads, hkv = c_.kv_heads, d = c_.head_dim;
   auto qkv = ops::split_last(qkv_.forward(x, in.lora.get()), {h * d, hkv * d, hkv * d});
   Tensor q = ops::reshape(qkv[0], {n, h, d});
@@ -62,7 +62,7 @@ Tensor Attention::forward_train(const Tensor& x, const TrainInputs& in) const {
   float scale = 1.0f / std::sqrt(static_cast<float>(d));
   Tensor o = ops::causal_attention(ops::reshape(q, {b, t, h, d}), ops::reshape(k, {b, t, hkv, d}),
                                    ops::reshape(qkv[2], {b, t, hkv, d}), in.segment_ids, scale);
-  return o_proj_.forward(ops::reshape(o, {n, h * d}), in.lora.get());
+  return o_proj_.forward(ops::reshape(o, {n, h * d}), in.lora.get(), use);
 }
 
 }  // namespace unillm::nn

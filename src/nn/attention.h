@@ -42,8 +42,10 @@ class Attention : public Module {
   explicit Attention(const AttentionConfig& c);
   // x [N, C] -> [N, C]; k_cache/v_cache [NB, BS, Hkv, D] are written at slot_mapping.
   Tensor forward(const Tensor& x, const AttentionInputs& in, Tensor& k_cache, Tensor& v_cache) const;
-  // Training forward without a cache (differentiable): x [N, C] -> [N, C].
-  Tensor forward_train(const Tensor& x, const TrainInputs& in) const;
+  // Training forward without a cache (differentiable): x [N, C] -> [N, C]. use = kGradOnly: the
+  // result's value is not needed (recompute re-run), so o_proj only records its backward node.
+  Tensor forward_train(const Tensor& x, const TrainInputs& in,
+                       ops::OutputUse use = ops::OutputUse::kValue) const;
 
  private:
   AttentionConfig c_;

@@ -33,7 +33,7 @@ int64_t FusedLinear::part_begin(size_t i) const {
   return row;
 }
 
-Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora) const {
+Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse use) const {
   std::vector<ops::LoraAdapterInput> adapters;
   for (size_t i = 0; lora && i < lora->active.size(); ++i) {
     auto it = lora_.find(lora->active[i]);
@@ -48,8 +48,8 @@ Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora) const {
     }
     adapters.push_back(std::move(in));
   }
-  if (adapters.empty()) return ops::linear(x, weight_, bias_);
-  return ops::lora_linear(x, weight_, bias_, adapters);
+  if (adapters.empty()) return ops::linear(x, weight_, bias_, use);
+  return ops::lora_linear(x, weight_, bias_, adapters, use);
 }
 
 void FusedLinear::add_lora(const std::string& name, const LoraConfig& c,

@@ -11,6 +11,7 @@
 #include "core/rng.h"
 #include "nn/lora.h"
 #include "nn/module.h"
+#include "ops/linear.h"
 
 namespace unillm::nn {
 
@@ -26,7 +27,9 @@ class FusedLinear : public Module {
               DType weight_dtype);
   // x [N, in] -> [N, sum(out)], plus the deltas of the adapters in lora->active that this
   // module holds (names it does not hold are skipped; the caller validates names).
-  Tensor forward(const Tensor& x, const LoraRun* lora = nullptr) const;
+  // use = kGradOnly: only the backward node is wanted, y is zeros (ops::linear's contract).
+  Tensor forward(const Tensor& x, const LoraRun* lora = nullptr,
+                 ops::OutputUse use = ops::OutputUse::kValue) const;
   int64_t in_features() const { return weight_.size(1); }
   int64_t out_features() const { return weight_.size(0); }
   const Tensor& weight() const { return weight_; }

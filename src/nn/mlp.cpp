@@ -12,8 +12,8 @@ MLP::MLP(int64_t hidden, int64_t ffn, bool bias, DType weight_dtype)
   register_module("", &down_);
 }
 
-Tensor MLP::forward(const Tensor& x, const LoraRun* lora) const {
-  return down_.forward(ops::swiglu(gate_up_.forward(x, lora)), lora);
+Tensor MLP::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse use) const {
+  return down_.forward(ops::swiglu(gate_up_.forward(x, lora)), lora, use);
 }
 
 }  // namespace unillm::nn

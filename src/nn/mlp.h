@@ -8,8 +8,10 @@ namespace unillm::nn {
 class MLP : public Module {
  public:
   MLP(int64_t hidden, int64_t ffn, bool bias, DType weight_dtype);
-  // [N, C] -> [N, C], with the adapters of lora (nullptr: none).
-  Tensor forward(const Tensor& x, const LoraRun* lora = nullptr) const;
+  // [N, C] -> [N, C], with the adapters of lora (nullptr: none). use = kGradOnly: the result's
+  // value is not needed (recompute re-run), so down_proj only records its backward node.
+  Tensor forward(const Tensor& x, const LoraRun* lora = nullptr,
+                 ops::OutputUse use = ops::OutputUse::kValue) const;
 
  private:
   FusedLinear gate_up_;

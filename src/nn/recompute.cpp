@@ -1,4 +1,4 @@
-// The recompute node: saves the input, replays the forward in backward.
+// The recompute node: saves the input, replays the forward in backward (graph only: kGradOnly).
 #include "nn/recompute.h"
 
 #include "autograd/engine.h"
@@ -14,33 +14,34 @@ Tensor detached(const Tensor& t) { return t.contiguous().view(t.shape()); }
 
 class RecomputeNode : public autograd::Node {
  public:
-  RecomputeNode(LayerFn fn, const Tensor& x) : fn_(std::move(fn)), x_(detached(x)) {}
+  RecomputeNode(SegmentFn fn, const Tensor& x) : fn_(std::move(fn)), x_(detached(x)) {}
   std::string name() const override { return "recompute"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     if (!g[0].defined()) return {Tensor()};
     autograd::GradModeGuard grad_on(true);
     Tensor xin = detached(x_.get());
     xin.set_requires_grad(true);
-    Tensor out = fn_(xin);
+    Tensor out = fn_(xin, ops::OutputUse::kGradOnly);  // value unused: only its graph
     autograd::backward(out, g[0]);
     return {xin.grad()};
   }
   void release_saved() override { x_.release(); }
 
  private:
-  LayerFn fn_;
+  SegmentFn fn_;
   autograd::SavedTensor x_;
 };
 
 }  // namespace
 
-Tensor recompute(const LayerFn& fn, const Tensor& x, bool params_need_grad) {
+Tensor recompute(const SegmentFn& fn, const Tensor& x, bool params_need_grad) {
   bool x_needs = x.requires_grad() || x.grad_fn();
-  if (!autograd::grad_enabled() || (!x_needs && !params_need_grad)) return fn(x);
+  if (!autograd::grad_enabled() || (!x_needs && !params_need_grad))
+    return fn(x, ops::OutputUse::kValue);
   Tensor out;
   {
     autograd::NoGradGuard no_grad;
-    out = fn(x);
+    out = fn(x, ops::OutputUse::kValue);
   }
   auto node = std::make_shared<RecomputeNode>(fn, x);
   autograd::Edge e;

@@ -1,6 +1,7 @@
 // linear: y = x · Wᵀ (+ b). Checks, output allocation and dispatch (kernel key = W's dtype);
 // the naive double-accumulation reference is the CPU fallback. Backward: LinearNode saves x (when
-// W needs grad) and W (when x needs grad) and runs the "linear_backward" kernel.
+// W needs grad) and W (when x needs grad) and runs the "linear_backward" kernel. A kGradOnly call
+// records the same node and skips the forward kernel.
 #include "ops/linear.h"
 
 #include "autograd/node.h"
@@ -36,13 +37,17 @@ void check_linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                  w.size(0), "]");
 }
 
-Tensor linear_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in) {
+Tensor linear_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
+                      OutputUse use) {
   check_linear(x_in, w_in, bias_in);
+  Shape out_shape = x_in.shape();
+  out_shape.back() = w_in.size(0);
+  // Zeros rather than uninitialised memory: the discarded value still flows through the
+  // residual add, and garbage (denormals, NaNs) there would only cost time and confuse debugging.
+  if (use == OutputUse::kGradOnly) return Tensor::zeros(out_shape, x_in.dtype(), x_in.device());
   Tensor x = x_in.contiguous(), w = w_in.contiguous();
   Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
   const int64_t k = w.size(1), n = w.size(0), m = x.numel() / (k > 0 ? k : 1);
-  Shape out_shape = x.shape();
-  out_shape.back() = n;
   Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
   if (y.numel() == 0) return y;
   if (k == 0) {  // empty reduction: y = b or 0
@@ -119,8 +124,8 @@ std::vector<Tensor> LinearNode::backward(const std::vector<Tensor>& g) {
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
-  Tensor y = linear_forward(x, w, bias);
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, OutputUse use) {
+  Tensor y = linear_forward(x, w, bias, use);
   std::vector<Tensor> inputs{x, w};
   if (bias.defined()) inputs.push_back(bias);
   if (autograd::needs_grad(inputs)) {

@@ -6,6 +6,8 @@
 //   dW = dyᵀ · x  [N, K], f32 for f32/bf16/f16 W (master gradient), f64 for f64 W
 //   db = Σ_rows dy [N], b's dtype
 // A frozen W (no requires_grad) costs no weight-gradient GEMM (LoRA relies on this).
+// OutputUse::kGradOnly: the caller discards y's value and keeps only its backward node (a
+// recompute re-run, nn/recompute.h); the forward GEMM is skipped and y is zeros of y's shape.
 #pragma once
 
 #include "core/tensor.h"
@@ -35,7 +37,12 @@ struct LinearBackwardArgs {
 };
 using LinearBackwardKernel = void(const LinearBackwardArgs&);
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
+// Whether the caller reads an op's output value or only backpropagates through it. Backward of a
+// linear layer reads x and W, never y, so a graph-only call can skip the output GEMM.
+enum class OutputUse { kValue, kGradOnly };
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor(),
+              OutputUse use = OutputUse::kValue);
 // Naive triple loop with double accumulation: the fallback and the tests' second opinion.
 void linear_reference(const LinearArgs& a);
 void linear_backward_reference(const LinearBackwardArgs& a);

@@ -92,8 +92,9 @@ struct AdapterSaved {
   int64_t r = 0;
 };
 
-// x [M, K] contiguous; adds adapter's delta into y [M, N]; fills st.
-void adapter_forward(const Tensor& x, const LoraAdapterInput& in, Tensor& y, AdapterSaved& st) {
+// x [M, K] contiguous; adds adapter's delta into y [M, N] (not for kGradOnly); fills st.
+void adapter_forward(const Tensor& x, const LoraAdapterInput& in, Tensor& y, AdapterSaved& st,
+                     OutputUse use) {
   const int64_t m = x.size(0), k = x.size(1), n = y.size(1);
   const Tensor a = in.a.contiguous(), b = in.b.contiguous();
   const int64_t r = b.size(1), rr = a.size(0);
@@ -113,7 +114,7 @@ void adapter_forward(const Tensor& x, const LoraAdapterInput& in, Tensor& y, Ada
            x);
     }
   }
-  for (size_t p = 0; p < in.parts.size(); ++p) {
+  for (size_t p = 0; use == OutputUse::kValue && p < in.parts.size(); ++p) {
     const LoraPart& pt = in.parts[p];
     gemm({at(xa, p * r), at(b, pt.b_row * r), at_mut(y, pt.col_begin), m, pt.cols, r, rr, r, n,
           false, true, in.scaling, 1.0, dt},
@@ -256,12 +257,12 @@ std::vector<Tensor> LoraLinearNode::backward(const std::vector<Tensor>& g) {
 }  // namespace
 
 Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
-                   const std::vector<LoraAdapterInput>& adapters) {
-  if (adapters.empty()) return linear(x, w, bias);
+                   const std::vector<LoraAdapterInput>& adapters, OutputUse use) {
+  if (adapters.empty()) return linear(x, w, bias, use);
   Tensor y;
   {
     autograd::NoGradGuard no_grad;
-    y = linear(x, w, bias);  // checks x, W, b; fresh contiguous [.., N]
+    y = linear(x, w, bias, use);  // checks x, W, b; fresh contiguous [.., N] (zeros: kGradOnly)
   }
   const int64_t k = x.size(-1), m = x.numel() / (k > 0 ? k : 1);
   UNILLM_CHECK(k > 0, "[lora_linear] K = 0");
@@ -270,7 +271,7 @@ Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
   Tensor y2 = y.view({m, w.size(0)});       // [M, N]
   std::vector<AdapterSaved> saved(adapters.size());
   for (size_t i = 0; i < adapters.size(); ++i)
-    if (m > 0) adapter_forward(x2, adapters[i], y2, saved[i]);
+    if (m > 0) adapter_forward(x2, adapters[i], y2, saved[i], use);
   std::vector<Tensor> inputs{x, w, bias};
   for (auto& ad : adapters) inputs.push_back(ad.a), inputs.push_back(ad.b);
   if (m > 0 && autograd::needs_grad(inputs)) {

@@ -11,12 +11,15 @@
 // overwritten, fresh tensors): dx = dy·W + Σ s·(dy_p·B_p)·A_p (through the mask); dW only when W
 // requires grad (a frozen base costs no dW GEMM); db; dA_p = s·(dy_p·B_p)ᵀ·drop_p(x);
 // dB_p = s·dy_pᵀ·(drop_p(x)·A_pᵀ).
+// OutputUse::kGradOnly (a recompute re-run that discards y, see ops/linear.h): y is zeros; the base
+// GEMM and the rank-r GEMMs into y are skipped, drop(x)·Aᵀ (which dB needs) is still computed.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/linear.h"
 
 namespace unillm::ops {
 
@@ -36,7 +39,8 @@ struct LoraAdapterInput {
 };
 
 Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
-                   const std::vector<LoraAdapterInput>& adapters);
+                   const std::vector<LoraAdapterInput>& adapters,
+                   OutputUse use = OutputUse::kValue);
 
 // Strided row-major GEMM: C[m, n] (ldc) = alpha · op(A) · op(B) + beta · C, op = transpose when
 // the flag is set (A is then stored [k, m] with lda, B [n, k] with ldb). f32 or f64 throughout.

@@ -2,6 +2,8 @@
 // restarting per sample) the gradients of a packed row equal the summed gradients of its samples
 // run one by one — for full fine-tuning and for a LoRA adapter, with and without recompute.
 // (Plain packing is an ordinary row; tests/reference checks such rows against PyTorch.)
+// Also: recompute with only the MLPs trainable (freeze-style) gives the plain graph's gradients
+// (the attention segments then record no recompute node).
 #include <cmath>
 
 #include "autograd/engine.h"
@@ -107,6 +109,17 @@ TEST_P(PackingGrad, NeatPackedRowEqualsSamplesOneByOneLora) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recompute, PackingGrad, ::testing::Bool());
+
+TEST(RecomputeGrad, OnlyMlpTrainableMatchesPlain) {
+  testing::init_cpu();
+  auto m = lora_test::tiny_model("llama");
+  for (auto& p : m->module().parameters())
+    p.tensor->set_requires_grad(p.hf_names.front().find(".mlp.") != std::string::npos);
+  const models::TrainBatch b = lora_test::train_batch();
+  auto plain = grads_of(*m, {b}, false);
+  ASSERT_FALSE(plain.empty());
+  expect_same_grads(grads_of(*m, {b}, true), plain);
+}
 
 }  // namespace
 }  // namespace unillm

@@ -77,5 +77,28 @@ TEST_F(LinearBackwardTest, NoGraphWithoutGradOrUnderNoGrad) {
   EXPECT_NE(ops::linear(x, w).grad_fn(), nullptr);
 }
 
+// kGradOnly (recompute's re-run): zeros of y's shape and the same backward node, so the same
+// gradients bit for bit as a computed call.
+TEST_F(LinearBackwardTest, GradOnlyGivesZerosAndTheSameGradients) {
+  for (DType wt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(wt));
+    std::vector<std::vector<double>> grads[2];
+    for (int i = 0; i < 2; ++i) {
+      const auto use = i == 0 ? ops::OutputUse::kValue : ops::OutputUse::kGradOnly;
+      Tensor x = optest::leaf({2, 9, 40}, DType::f32, 1);
+      Tensor w = optest::leaf({24, 40}, wt, 2);
+      Tensor b = optest::leaf({24}, DType::f32, 3);
+      Tensor y = ops::linear(x, w, b, use);
+      ASSERT_EQ(y.shape(), (Shape{2, 9, 24}));
+      if (i == 1) {
+        EXPECT_EQ(optest::doubles(y), std::vector<double>(2 * 9 * 24, 0.0));
+      }
+      autograd::backward(y, optest::randn({2, 9, 24}, DType::f32, 4));
+      grads[i] = {optest::doubles(x.grad()), optest::doubles(w.grad()), optest::doubles(b.grad())};
+    }
+    EXPECT_EQ(grads[0], grads[1]);
+  }
+}
+
 }  // namespace
 }  // namespace unillm

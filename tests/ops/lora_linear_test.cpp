@@ -4,9 +4,11 @@
 // strided GEMM kernel vs its reference for every transpose combination.
 #include "ops/lora_linear.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
+#include "core/parallel.h"
 #include "grad_check_util.h"
 #include "ops/dispatch.h"
 #include "ops/linear.h"
@@ -140,6 +142,69 @@ TEST_F(LoraLinearTest, F32KernelsMatchF64AndFrozenBaseGetsNoGradient) {
     }
 }
 
+// kGradOnly (recompute's re-run): y is zeros, no base or B GEMM into y, and every gradient is the
+// computed call's, bit for bit (dB still gets drop(x)·Aᵀ).
+TEST_F(LoraLinearTest, GradOnlyGivesZerosAndTheSameGradients) {
+  Case c;
+  for (double p : {0.0, 0.4}) {
+    SCOPED_TRACE("dropout " + std::to_string(p));
+    std::vector<std::vector<double>> grads[2];
+    for (int i = 0; i < 2; ++i) {
+      const auto use = i == 0 ? ops::OutputUse::kValue : ops::OutputUse::kGradOnly;
+      Tensor x = optest::leaf({c.m, c.k}, DType::f32, 1);
+      Tensor w = optest::leaf({c.n, c.k}, DType::f32, 2);
+      Tensor b = optest::leaf({c.n}, DType::f32, 3);
+      auto ads = adapters(c, DType::f32, true, p, 20);
+      Tensor y = ops::lora_linear(x, w, b, ads, use);
+      ASSERT_EQ(y.shape(), (Shape{c.m, c.n}));
+      if (i == 1) {
+        EXPECT_EQ(optest::doubles(y), std::vector<double>(c.m * c.n, 0.0));
+      }
+      autograd::backward(y, optest::randn({c.m, c.n}, DType::f32, 4));
+      for (const Tensor& t : {x, w, b, ads[0].a, ads[0].b, ads[1].a, ads[1].b})
+        grads[i].push_back(optest::doubles(t.grad()));
+    }
+    EXPECT_EQ(grads[0], grads[1]);
+  }
+}
+
+TEST_F(LoraLinearTest, SkinnyShapesMatchF64) {
+  // The shapes the AVX2 kernel takes: ranks 1..16, 1-3 parts (R = P·r up to 48), K and part
+  // widths not multiples of 8, row counts around the 12-row tiles, dropout on and off.
+  const int64_t k = 37;
+  const std::vector<int64_t> cols{29, 8, 19};
+  for (int64_t m : {1, 13, 61})
+    for (int64_t r : {1, 4, 8, 16})
+      for (size_t np : {1, 2, 3})
+        for (double p : {0.0, 0.2}) {
+          SCOPED_TRACE("m " + std::to_string(m) + " r " + std::to_string(r) + " parts " +
+                       std::to_string(np) + " dropout " + std::to_string(p));
+          std::vector<LoraPart> parts;
+          int64_t n = 3, brows = 0;  // columns [0, 3) of y carry no adapter
+          for (size_t i = 0; i < np; ++i) {
+            parts.push_back({n, cols[i], brows});
+            n += cols[i], brows += cols[i];
+          }
+          Tensor x = optest::leaf({m, k}, DType::f32, 1);
+          Tensor w = optest::randn({n, k}, DType::f32, 2, 0.1);
+          Tensor a = optest::leaf({static_cast<int64_t>(np) * r, k}, DType::f32, 3, 0.2);
+          Tensor bb = optest::leaf({brows, r}, DType::f32, 4, 0.2);
+          Tensor dy = optest::randn({m, n}, DType::f32, 5);
+          Tensor y = ops::lora_linear(x, w, Tensor(), {LoraAdapterInput{a, bb, parts, 0.5, p, 7}});
+          autograd::backward(y, dy);
+          Tensor x64 = x.detach().to(DType::f64).set_requires_grad(true);
+          Tensor a64 = a.detach().to(DType::f64).set_requires_grad(true);
+          Tensor b64 = bb.detach().to(DType::f64).set_requires_grad(true);
+          Tensor y64 = ops::lora_linear(x64, w.to(DType::f64), Tensor(),
+                                        {LoraAdapterInput{a64, b64, parts, 0.5, p, 7}});
+          autograd::backward(y64, dy.to(DType::f64));
+          optest::expect_close_rel(y, optest::doubles(y64), 1e-5);
+          optest::expect_close_rel(x.grad(), optest::doubles(x64.grad()), 1e-5);
+          optest::expect_close_rel(a.grad(), optest::doubles(a64.grad()), 1e-5);
+          optest::expect_close_rel(bb.grad(), optest::doubles(b64.grad()), 1e-5);
+        }
+}
+
 TEST_F(LoraLinearTest, DropoutMaskRateAndDeterminism) {
   const int64_t rows = 200, cols = 301;
   std::vector<uint8_t> k1(rows * cols), k2(rows * cols), k3(rows * cols);
@@ -155,8 +220,11 @@ TEST_F(LoraLinearTest, DropoutMaskRateAndDeterminism) {
 }
 
 TEST_F(LoraLinearTest, GemmKernelMatchesReference) {
-  // Small, and tall/wide enough that the kernel splits m (or n) across threads.
-  const std::vector<std::array<int64_t, 3>> sizes{{5, 4, 6}, {300, 7, 40}, {7, 300, 40}};
+  // Small, tall/wide enough that the kernel splits m (or n) across threads, widths and depths
+  // not multiples of 8 (masked tails), the AVX2 kernel's limit (a side of 64) and past it (BLAS).
+  const std::vector<std::array<int64_t, 3>> sizes{
+      {5, 4, 6}, {300, 7, 40}, {7, 300, 40}, {301, 24, 37}, {29, 300, 3},
+      {1, 1, 1}, {13, 61, 2},  {2, 3, 301},  {64, 65, 70},  {65, 66, 67}};
   for (const auto& [m, n, k] : sizes)
     for (DType dt : {DType::f32, DType::f64})
       for (bool ta : {false, true})
@@ -173,6 +241,20 @@ TEST_F(LoraLinearTest, GemmKernelMatchesReference) {
           ASSERT_NE(kernel, nullptr);
           kernel(g);
           g.c = c2.raw_data();
+          // The AVX2 kernel (f32, a side <= 64, a transposed B with n or k <= 64) splits no k and
+          // keeps the tiling: bit-identical for any thread count (BLAS edge kernels may not be).
+          const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                            std::min({m, n, k}) <= 64 && (!tb || std::min(n, k) <= 64);
+          if (dt == DType::f32 && avx2) {
+            Tensor c3 = c2.clone();
+            g.c = c3.raw_data();
+            const int threads = num_threads();
+            set_omp_threads(1);
+            kernel(g);
+            set_omp_threads(threads);
+            EXPECT_EQ(testing::max_abs_diff(c1, c3), 0.0);
+            g.c = c2.raw_data();
+          }
           ops::lora_gemm_reference(g);
           optest::expect_close_rel(c1, optest::doubles(c2), dt == DType::f64 ? 1e-13 : 1e-6);
         }

@@ -1,14 +1,15 @@
-// CPU "lora_gemm": the strided row-major GEMMs of ops::lora_linear over OpenBLAS with leading
-// dimensions (column slices of the fused output need no copies). These GEMMs are skinny (one
-// side is the rank r), where OpenBLAS's own threading costs more than the work: the larger of
-// m and n is split statically across our threads and each block is one single-threaded sgemm
-// (OpenBLAS runs serially inside an OpenMP region). No k split: results do not depend on the
-// thread count's reduction order.
+// CPU "lora_gemm": the strided row-major GEMMs of ops::lora_linear (column slices of the fused
+// output need no copies). f32 shapes with a side of at most kLoraSmall (the rank) go to the AVX2
+// kernel (lora_avx2.cpp) when the CPU has it; the rest over OpenBLAS: the larger of m and n is
+// split statically across our threads, each block one single-threaded sgemm (OpenBLAS's own
+// threading costs more than the work here). No k split on either path: results do not depend
+// on the thread count.
 #include "backends/cpu/lora.h"
 
 #include <cblas.h>
 
 #include "backends/cpu/gemm_backward.h"
+#include "backends/cpu/simd.h"
 #include "core/registry.h"
 #include "ops/lora_linear.h"
 
@@ -45,11 +46,19 @@ void lora_gemm(const ops::LoraGemmArgs& g) {
   });
 }
 
+void lora_gemm_f32(const ops::LoraGemmArgs& g) {
+  if (avx2::lora_gemm_f32_fits(g))
+    avx2::lora_gemm_f32(g);
+  else
+    lora_gemm<float>(g);
+}
+
 }  // namespace
 
 void register_lora() {
   auto& reg = kernel_registry();
-  reg.add<ops::LoraGemmKernel>("lora_gemm", DeviceType::cpu, DType::f32, &lora_gemm<float>);
+  reg.add<ops::LoraGemmKernel>("lora_gemm", DeviceType::cpu, DType::f32,
+                               has_avx2() ? &lora_gemm_f32 : &lora_gemm<float>);
   reg.add<ops::LoraGemmKernel>("lora_gemm", DeviceType::cpu, DType::f64, &lora_gemm<double>);
 }
 
