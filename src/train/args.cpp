@@ -168,4 +168,17 @@ data::DataOptions data_options(const TrainArgs& a) {
   return o;
 }
 
+data::SftOptions sft_options(const TrainArgs& a) {
+  data::SftOptions o;
+  o.data = data_options(a);
+  o.train_on_prompt = a.train_on_prompt;
+  o.mask_history = a.mask_history;
+  o.neat_packing = a.neat_packing;
+  o.dataset_name_or_path = a.dataset_name_or_path;
+  o.src_length = a.src_length;
+  o.max_length = a.max_length;
+  o.zero_padding = a.zero_padding;
+  return o;
+}
+
 }  // namespace unillm::train

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/pretrain.h"
+#include "data/sft.h"
 
 namespace unillm::train {
 
@@ -133,8 +134,9 @@ TrainArgs parse_paddle_args(const std::string& json_text, const std::string& sou
 TrainArgs parse_train_args(const std::string& yaml_text, const std::string& source,
                            const std::vector<std::string>& overrides = {});
 
-// The data layer's view of the arguments.
+// The data layer's view of the arguments (stage pt; stage sft adds its keys).
 data::DataOptions data_options(const TrainArgs& args);
+data::SftOptions sft_options(const TrainArgs& args);
 
 // model_name_or_path → a local directory: an existing directory as given; otherwise a hub id
 // "org/name" found in the Hugging Face cache root (the `hub` folder: $HF_HUB_CACHE, or

@@ -78,15 +78,7 @@ void Run::setup_data() {
       auto choice = data::choose_template(a_.template_name, model_dir_);
       template_ = data::ChatTemplate::by_name(choice.name, *tok_, choice.options);
     }
-    data::SftOptions so;
-    so.data = data_options(a_);
-    so.train_on_prompt = a_.train_on_prompt;
-    so.mask_history = a_.mask_history;
-    so.neat_packing = a_.neat_packing;
-    so.dataset_name_or_path = a_.dataset_name_or_path;
-    so.src_length = a_.src_length;
-    so.max_length = a_.max_length;
-    so.zero_padding = a_.zero_padding;
+    data::SftOptions so = sft_options(a_);
     pad = so.pad_id = pad_id_of(*tok_, template_ ? template_->eos_id() : tok_->eos_id());
     auto [train, eval] = data::load_sft_data(so, *tok_, template_.get());
     train_ = std::move(train);

@@ -9,6 +9,7 @@
 
 #include "io/tokenizer.h"
 #include "support/expect.h"
+#include "tokenizer_test_util.h"
 
 namespace unillm::io {
 namespace {
@@ -21,18 +22,8 @@ std::string llama3_dir() { return testing::source_path("tests/data/llama3-tokeni
 
 using testing::slurp;
 
-void spit(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path p =
-      fs::temp_directory_path() / ("unillm_tok_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+using testing::fresh_dir;
+using testing::spit;
 
 std::vector<std::string> vector_texts() {
   std::string inp =

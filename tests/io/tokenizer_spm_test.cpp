@@ -12,6 +12,7 @@
 
 #include "io/tokenizer.h"
 #include "support/expect.h"
+#include "tokenizer_test_util.h"
 
 namespace unillm::io {
 namespace {
@@ -23,18 +24,8 @@ std::string llama2_dir() { return testing::source_path("tests/data/llama2-tokeni
 
 using testing::slurp;
 
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path p =
-      fs::temp_directory_path() / ("unillm_tok_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+using testing::fresh_dir;
+using testing::spit;
 
 // Every instruction / input / output field of the alpaca subset, and each of their lines.
 std::vector<std::string> alpaca_texts(bool split_lines) {

@@ -26,21 +26,7 @@ using reference::read_json;
 using reference::reference_dir;
 namespace fs = std::filesystem;
 
-Tensor int_rows(const json& rows) {
-  const auto v = rows.get<std::vector<std::vector<int32_t>>>();
-  std::vector<int32_t> flat;
-  for (const auto& r : v) flat.insert(flat.end(), r.begin(), r.end());
-  return Tensor::from_ints(flat,
-                           {static_cast<int64_t>(v.size()), static_cast<int64_t>(v.at(0).size())});
-}
-
-models::TrainBatch batch_of(const json& b) {
-  models::TrainBatch batch;
-  batch.input_ids = int_rows(b.at("input_ids"));
-  batch.labels = int_rows(b.at("labels"));
-  batch.position_ids = int_rows(b.at("position_ids"));
-  return batch;
-}
+using reference::batch_of;
 
 // {PEFT key: f32 values} from a fixture file and its index.
 std::map<std::string, std::vector<float>> read_tensors(const fs::path& file, const json& index) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "models/causal_lm.h"
+
 namespace unillm::reference {
 
 namespace fs = std::filesystem;
@@ -50,6 +52,26 @@ inline std::vector<float> read_f32(const fs::path& path, int64_t count) {
 // The model dir named by a fixture's JSON: "." (the fixture dir itself) or an absolute path.
 inline fs::path model_dir_of(const fs::path& fixture, const nlohmann::json& meta) {
   return fixture / meta.at("model_dir").get<std::string>();
+}
+
+// [B, T] i32 from a JSON list of rows.
+inline Tensor int_rows(const nlohmann::json& rows) {
+  const auto v = rows.get<std::vector<std::vector<int32_t>>>();
+  std::vector<int32_t> flat;
+  for (const auto& r : v) flat.insert(flat.end(), r.begin(), r.end());
+  return Tensor::from_ints(flat,
+                           {static_cast<int64_t>(v.size()), static_cast<int64_t>(v.at(0).size())});
+}
+
+// A fixture batch {input_ids, labels, position_ids[, segment_ids]} as a TrainBatch.
+inline models::TrainBatch batch_of(const nlohmann::json& b) {
+  models::TrainBatch batch;
+  batch.input_ids = int_rows(b.at("input_ids"));
+  batch.labels = int_rows(b.at("labels"));
+  batch.position_ids = int_rows(b.at("position_ids"));
+  if (b.contains("segment_ids") && !b.at("segment_ids").is_null())
+    batch.segment_ids = int_rows(b.at("segment_ids"));
+  return batch;
 }
 
 }  // namespace unillm::reference

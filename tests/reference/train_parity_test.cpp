@@ -30,23 +30,7 @@ using reference::read_json;
 using reference::reference_dir;
 namespace fs = std::filesystem;
 
-// [B, T] i32 from a JSON list of rows.
-Tensor int_rows(const json& rows) {
-  const auto v = rows.get<std::vector<std::vector<int32_t>>>();
-  std::vector<int32_t> flat;
-  for (const auto& r : v) flat.insert(flat.end(), r.begin(), r.end());
-  return Tensor::from_ints(flat,
-                           {static_cast<int64_t>(v.size()), static_cast<int64_t>(v.at(0).size())});
-}
-
-models::TrainBatch batch_of(const json& b) {
-  models::TrainBatch batch;
-  batch.input_ids = int_rows(b.at("input_ids"));
-  batch.labels = int_rows(b.at("labels"));
-  batch.position_ids = int_rows(b.at("position_ids"));
-  if (!b.at("segment_ids").is_null()) batch.segment_ids = int_rows(b.at("segment_ids"));
-  return batch;
-}
+using reference::batch_of;
 
 std::unique_ptr<models::CausalLM> trainable_model(const fs::path& dir) {
   auto model = models::load_causal_lm(dir.string());
