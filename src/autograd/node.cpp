@@ -5,13 +5,23 @@
 
 namespace unillm::autograd {
 
+SavedTensor SavedTensor::activation(const Tensor& t) {
+  auto hooks = saved_tensor_hooks();
+  if (!t.defined() || !hooks) return SavedTensor(t);
+  SavedTensor s(hooks->pack(t.detach()));
+  s.hooks_ = std::move(hooks);
+  return s;
+}
+
 const Tensor& SavedTensor::get() const {
   if (!tensor_.defined() && saved_)
     UNILLM_THROW(Error, "[autograd] saved tensor used after it was released: backward ran "
                         "through this graph already (pass retain_graph to run it twice)");
   UNILLM_CHECK(tensor_.defined(), "[autograd] get() of an empty SavedTensor");
   UNILLM_CHECK(tensor_.raw_data() == data_, "[autograd] saved tensor was re-pointed");
-  return tensor_;
+  if (!hooks_) return tensor_;
+  if (!unpacked_.defined()) unpacked_ = hooks_->unpack(tensor_);
+  return unpacked_;
 }
 
 bool needs_grad(const std::vector<Tensor>& inputs) {

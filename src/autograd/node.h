@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "core/tensor.h"
 
 namespace unillm::autograd {
@@ -28,20 +29,33 @@ struct Edge {
 // output cannot form a node -> tensor -> node cycle) and records the data pointer at save time;
 // saved tensors are never written in place by the ops (DESIGN.md), and get() catches a re-pointed
 // view cheaply. get() after release() throws (backward ran without retain_graph).
+//
+// Weights and index tensors are saved with the constructor, as they are. Activations (values
+// computed in the forward that backward reads) are saved with activation(): when saved-tensor
+// hooks are in force (grad_mode.h) the hooks' pack result is kept instead, and get() unpacks it
+// once (kept until release()).
 class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t)
       : tensor_(t.detach()), data_(t.defined() ? t.raw_data() : nullptr), saved_(t.defined()) {}
+  static SavedTensor activation(const Tensor& t);
+  // The saved tensor (the unpacked one for a packed activation).
   const Tensor& get() const;
   // True when a (defined) tensor was saved, even after release().
   bool saved() const { return saved_; }
-  void release() { tensor_ = Tensor(); }
+  void release() {
+    tensor_ = Tensor();
+    unpacked_ = Tensor();
+    hooks_.reset();
+  }
 
  private:
-  Tensor tensor_;
+  Tensor tensor_;  // what is kept: the tensor itself, or the hooks' pack result
   void* data_ = nullptr;
   bool saved_ = false;
+  std::shared_ptr<const SavedTensorHooks> hooks_;  // set when tensor_ is packed
+  mutable Tensor unpacked_;
 };
 
 class Node {

@@ -126,6 +126,12 @@ void convert_elements(const void* src, DType st, void* dst, DType dt, size_t n) 
     std::memcpy(dst, src, n * dtype_size(st));
     return;
   }
+  if (st == DType::f32 && dt == DType::bf16) {  // loading f32 checkpoints into bf16 weights
+    auto* s = static_cast<const float*>(src);
+    auto* d = static_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(s[i]);
+    return;
+  }
   if (st == DType::bf16 && dt == DType::f32) {
     auto* s = static_cast<const uint16_t*>(src);
     auto* d = static_cast<float*>(dst);

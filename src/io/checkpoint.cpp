@@ -152,5 +152,6 @@ const SafetensorsFile& CheckpointReader::file_of(const std::string& name) const 
 TensorInfo CheckpointReader::info(const std::string& name) const { return file_of(name).info(name); }
 
 Tensor CheckpointReader::get(const std::string& name) const { return file_of(name).tensor(name); }
+void CheckpointReader::drop_pages(const std::string& name) const { file_of(name).drop_pages(name); }
 
 }  // namespace unillm::io

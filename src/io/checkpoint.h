@@ -26,6 +26,8 @@ class CheckpointReader {
   TensorInfo info(const std::string& name) const;
   // Zero-copy CPU tensor (see SafetensorsFile::tensor). IoError naming DIR when absent.
   Tensor get(const std::string& name) const;
+  // See SafetensorsFile::drop_pages: after copying a tensor out of get().
+  void drop_pages(const std::string& name) const;
   // The files opened, in order (one, or the shards).
   std::vector<std::string> files() const;
 

@@ -259,4 +259,12 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
   return t;
 }
 
+void SafetensorsFile::drop_pages(const std::string& name) const {
+  const TensorInfo& ti = info(name);
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(mapping_.get()) + header_.data_offset + ti.data_begin;
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + ti.nbytes()) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 }  // namespace unillm::io

@@ -59,6 +59,11 @@ class SafetensorsFile {
   // A CPU tensor viewing the mapping (zero-copy; the mapping stays alive while any tensor does).
   // When the data is not aligned for its dtype, returns an aligned copy instead.
   Tensor tensor(const std::string& name) const;
+  // Says the caller has copied the tensor out: the pages wholly inside its bytes leave the
+  // process's resident set (madvise DONTNEED; touching them again re-reads the file). Loading a
+  // model into its own storage calls this per tensor, so the peak RSS of a load is the model plus
+  // one tensor, not the model plus the whole file.
+  void drop_pages(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
   size_t file_size() const { return file_size_; }
 

@@ -59,6 +59,7 @@ void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::
                    ", expected a floating type");
     Tensor dst = param;  // a view into the model's (possibly fused) storage
     dst.copy_from(ckpt.get(name));
+    ckpt.drop_pages(name);  // copied: its file pages need not stay resident
     used[name] = true;
   }
   for (auto& [n, u] : used)

@@ -14,11 +14,13 @@ Tensor detached(const Tensor& t) { return t.contiguous().view(t.shape()); }
 
 class RecomputeNode : public autograd::Node {
  public:
-  RecomputeNode(SegmentFn fn, const Tensor& x) : fn_(std::move(fn)), x_(detached(x)) {}
+  RecomputeNode(SegmentFn fn, const Tensor& x)
+      : fn_(std::move(fn)), x_(autograd::SavedTensor::activation(detached(x))), hooks_(autograd::saved_tensor_hooks()) {}
   std::string name() const override { return "recompute"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     if (!g[0].defined()) return {Tensor()};
     autograd::GradModeGuard grad_on(true);
+    autograd::SavedTensorHooksGuard same_saves(hooks_);  // the re-run saves as the forward would have
     Tensor xin = detached(x_.get());
     xin.set_requires_grad(true);
     Tensor out = fn_(xin, ops::OutputUse::kGradOnly);  // value unused: only its graph
@@ -30,6 +32,7 @@ class RecomputeNode : public autograd::Node {
  private:
   SegmentFn fn_;
   autograd::SavedTensor x_;
+  std::shared_ptr<const autograd::SavedTensorHooks> hooks_;
 };
 
 }  // namespace

@@ -52,11 +52,11 @@ const int32_t* seg_ptr(const Tensor& seg) { return seg.defined() ? seg.data<int3
 class CausalAttentionNode : public autograd::Node {
  public:
   explicit CausalAttentionNode(const CausalAttentionSaved& s)
-      : q_(s.q),
-        k_(s.k),
-        v_(s.v),
+      : q_(autograd::SavedTensor::activation(s.q)),
+        k_(autograd::SavedTensor::activation(s.k)),
+        v_(autograd::SavedTensor::activation(s.v)),
         segment_ids_(s.segment_ids),
-        out_(s.out),
+        out_(autograd::SavedTensor::activation(s.out)),
         lse_(s.lse),
         scale_(s.scale) {}
   std::string name() const override { return "CausalAttentionBackward"; }

@@ -81,7 +81,7 @@ void run_linear_backward(const LinearBackwardArgs& a, const Tensor& on_device) {
 class LinearNode : public autograd::Node {
  public:
   LinearNode(const Tensor& x, const Tensor& w, bool save_x, bool save_w, bool has_bias)
-      : x_(save_x ? x : Tensor()), w_(save_w ? w : Tensor()), x_shape_(x.shape()),
+      : x_(autograd::SavedTensor::activation(save_x ? x : Tensor())), w_(save_w ? w : Tensor()), x_shape_(x.shape()),
         x_dtype_(x.dtype()), w_dtype_(w.dtype()), n_(w.size(0)), has_bias_(has_bias) {}
   std::string name() const override { return "LinearNode"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override;

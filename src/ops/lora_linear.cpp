@@ -132,7 +132,7 @@ void adapter_forward(const Tensor& x, const LoraAdapterInput& in, Tensor& y, Ada
 class LoraLinearNode : public autograd::Node {
  public:
   LoraLinearNode(const Tensor& x, const Tensor& w, bool has_bias, std::vector<AdapterSaved> ad)
-      : x_(x),
+      : x_(autograd::SavedTensor::activation(x)),
         w_(w),
         x_shape_(x.shape()),
         w_dtype_(w.dtype()),

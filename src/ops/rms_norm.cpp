@@ -51,7 +51,7 @@ Tensor rms_norm_forward(const Tensor& x_in, const Tensor& w_in, float eps) {
 
 class RmsNormNode : public autograd::Node {
  public:
-  RmsNormNode(const Tensor& x, const Tensor& w, float eps) : x_(x), w_(w), eps_(eps) {}
+  RmsNormNode(const Tensor& x, const Tensor& w, float eps) : x_(autograd::SavedTensor::activation(x)), w_(w), eps_(eps) {}
   std::string name() const override { return "RmsNormNode"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const Tensor &x = x_.get(), &w = w_.get();

@@ -33,7 +33,7 @@ Tensor softmax_forward(const Tensor& x_in) {
 
 class SoftmaxNode : public autograd::Node {
  public:
-  explicit SoftmaxNode(const Tensor& y) : y_(y) {}
+  explicit SoftmaxNode(const Tensor& y) : y_(autograd::SavedTensor::activation(y)) {}
   std::string name() const override { return "SoftmaxNode"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const Tensor& y = y_.get();

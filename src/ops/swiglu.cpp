@@ -36,7 +36,7 @@ Tensor swiglu_forward(const Tensor& gu_in) {
 
 class SwigluNode : public autograd::Node {
  public:
-  explicit SwigluNode(const Tensor& gate_up) : gate_up_(gate_up) {}
+  explicit SwigluNode(const Tensor& gate_up) : gate_up_(autograd::SavedTensor::activation(gate_up)) {}
   std::string name() const override { return "SwigluNode"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const Tensor& gu = gate_up_.get();

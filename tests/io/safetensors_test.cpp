@@ -109,6 +109,37 @@ TEST_F(SafetensorsTest, ZeroCopyViewsOutliveTheFile) {
   EXPECT_FLOAT_EQ(SafetensorsFile::open(p)->tensor("x").item({0, 0}), 1.0f);
 }
 
+// VmRSS of this process in KiB.
+long rss_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+TEST_F(SafetensorsTest, DroppedPagesLeaveTheResidentSetAndReadBackFromTheFile) {
+  std::string p = path("big.safetensors");
+  const int64_t n = 4 << 20;  // 16 MiB of f32
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i % 1000);
+  save_safetensors(p, {{"w", Tensor::from_vector(v, {n})}});
+  v = {};
+  auto f = SafetensorsFile::open(p);
+  Tensor w = f->tensor("w");
+  const long before = rss_kib();
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += w.data<float>()[i];  // fault every page in
+  const long touched = rss_kib();
+  f->drop_pages("w");
+  const long dropped = rss_kib();
+  EXPECT_GT(touched - before, 15 * 1024) << "pages did not become resident?";
+  EXPECT_GT(touched - dropped, 15 * 1024) << "drop_pages left them resident";
+  double again = 0;
+  for (int64_t i = 0; i < n; ++i) again += w.data<float>()[i];  // re-read from the file
+  EXPECT_EQ(again, sum);
+}
+
 TEST_F(SafetensorsTest, NonContiguousInputIsWrittenInLogicalOrder) {
   Tensor a = sample(DType::f32, {2, 3}, 0.0f);
   std::string p = path("nc.safetensors");

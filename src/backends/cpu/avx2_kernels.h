@@ -16,6 +16,7 @@
 namespace unillm::cpu::avx2 {
 
 void to_f32(const void* src, DType t, float* dst, int64_t n);
+void from_f32(const float* src, DType t, void* dst, int64_t n);
 // y[m, n] for m <= 4 rows of f32 x and an f32/bf16/f16 W, reading W once (decode GEMV).
 void gemv(const ops::LinearArgs& a);
 void rms_norm_f32(const ops::RmsNormArgs& a);

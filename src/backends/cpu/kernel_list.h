@@ -11,6 +11,7 @@ void register_activation();  // swiglu, softmax
 void register_elementwise();  // add, mul
 void register_attention();
 void register_backward();  // *_backward kernels and linear_cross_entropy (backward_kernels.cpp)
-void register_causal_attention();  // training attention, forward + backward
+void register_causal_attention();
+void register_cast();  // f32 <-> bf16/f16 (convert.cpp)  // training attention, forward + backward
 
 }  // namespace unillm::cpu

@@ -14,6 +14,7 @@ void register_kernels() {
   register_attention();
   register_backward();
   register_causal_attention();
+  register_cast();
 }
 
 }  // namespace unillm::cpu
