@@ -23,6 +23,7 @@ const Command kCommands[] = {
     {"tokenize", cmd_tokenize, "print token ids of a text"},
     {"eval", cmd_eval, "eval ppl: perplexity of a text file"},
     {"convert", cmd_convert, "convert llama2c: llama2.c checkpoint -> HF dir"},
+    {"preprocess", cmd_preprocess, "tokenise text into a token corpus (input_dir)"},
     {"train", cmd_train, "train from a LLaMA-Factory-style YAML config"},
     {"export", cmd_export, "merge LoRA adapters into the base model and save an HF dir"},
     {"chat", cmd_chat, "interactive chat through a chat template"},

@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "train/key_table.h"
+#include "train/memory_plan.h"
 #include "train/trainer.h"
 #include "train/trainer_log.h"
 
@@ -25,6 +26,21 @@ void print_progress(const train::ProgressInfo& p) {
                p.memory_bytes / 1048576.0, train::format_duration(p.elapsed_s).c_str(),
                train::format_duration(p.remaining_s).c_str(), tty && p.step < p.total_steps ? "" : "\n");
   std::fflush(stderr);
+}
+
+// The memory the run may use (docs/training.md, "Memory plan"): UNILLM_MEMORY_LIMIT (a size such
+// as 6G, or "off"), else what the system has available now.
+void set_memory_limit(train::TrainerHooks& hooks) {
+  const char* env = std::getenv("UNILLM_MEMORY_LIMIT");
+  if (env && *env) {
+    const std::string v = env;
+    if (v == "off" || v == "0") return;
+    hooks.memory_limit = train::parse_memory_size(v, "UNILLM_MEMORY_LIMIT");
+    hooks.memory_limit_source = "UNILLM_MEMORY_LIMIT=" + v;
+    return;
+  }
+  hooks.memory_limit = train::available_memory_bytes();
+  hooks.memory_limit_source = "MemAvailable / cgroup memory.max; override with UNILLM_MEMORY_LIMIT";
 }
 
 }  // namespace
@@ -66,6 +82,7 @@ int cmd_train(const std::vector<std::string>& args) {
   hooks.hf_cache_root = hf_cache_root();
   hooks.info = [](const std::string& s) { std::fprintf(stderr, "[train] %s\n", s.c_str()); };
   if (!quiet) hooks.progress = print_progress;
+  set_memory_limit(hooks);
   if (kill_after > 0)
     hooks.after_step = [kill_after](int64_t step) {
       if (step == kill_after) raise(SIGKILL);

@@ -25,6 +25,8 @@ void check_row_fields(const TokenizedDataset& d, const std::vector<int64_t>& row
       {"labels", &d.labels}, {"position_ids", &d.position_ids}, {"segment_ids", &d.segment_ids}};
   for (const auto& [name, f] : fields) {
     if (f->empty()) continue;
+    if (d.source)
+      throw DataError(UNILLM_MSG("[data] a dataset read from a token corpus carries no ", name));
     if (f->size() != d.rows.size())
       throw DataError(UNILLM_MSG("[data] ", f->size(), " rows of ", name, " for ", d.rows.size(),
                                  " rows of ids"));
@@ -37,11 +39,11 @@ void check_row_fields(const TokenizedDataset& d, const std::vector<int64_t>& row
 
 void fill_row(const TokenizedDataset& d, int64_t r, int64_t i, const LoaderOptions& opts,
               Batch& b) {
-  const auto& row = d.rows[r];
   const int64_t base = i * b.seq_len;
-  const int64_t n = static_cast<int64_t>(row.size());
+  const int64_t n = b.lengths[i];
+  const int32_t* row = b.input_ids.data() + base;
+  d.read_row(r, b.input_ids.data() + base);
   for (int64_t t = 0; t < n; ++t) {
-    b.input_ids[base + t] = row[t];
     if (!d.labels.empty())
       b.labels[base + t] = d.labels[r][t];
     else if (!(opts.mask_label_id && row[t] == *opts.mask_label_id))
@@ -66,19 +68,19 @@ int64_t Batch::num_label_tokens() const {
 BatchLoader::BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts)
     : data_(data), opts_(opts) {
   if (opts.batch_size < 1) UNILLM_THROW(ConfigError, "[data] batch size must be >= 1");
-  if (data.rows.empty()) UNILLM_THROW(ConfigError, "[data] the training dataset is empty");
-  std::vector<int64_t> all(data.rows.size());
+  if (data.num_rows() == 0) UNILLM_THROW(ConfigError, "[data] the training dataset is empty");
+  std::vector<int64_t> all(data.source ? 0 : data.rows.size());  // a corpus has no row fields
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   check_row_fields(data, all);
 }
 
 int64_t BatchLoader::batches_per_epoch() const {
-  const int64_t n = static_cast<int64_t>(data_.rows.size());
+  const int64_t n = data_.num_rows();
   return (n + opts_.batch_size - 1) / opts_.batch_size;
 }
 
 std::vector<int64_t> BatchLoader::epoch_order(int64_t epoch) const {
-  const int64_t n = static_cast<int64_t>(data_.rows.size());
+  const int64_t n = data_.num_rows();
   std::vector<int64_t> a(n);
   for (int64_t i = 0; i < n; ++i) a[i] = i;
   if (!opts_.shuffle) return a;
@@ -113,22 +115,21 @@ void BatchLoader::restore(const LoaderState& s) {
 Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& row_indices,
                  const LoaderOptions& opts) {
   for (int64_t r : row_indices)
-    if (r < 0 || r >= static_cast<int64_t>(data.rows.size()))
-      UNILLM_THROW(ConfigError, "[data] row ", r, " out of range (", data.rows.size(), " rows)");
+    if (r < 0 || r >= data.num_rows())
+      UNILLM_THROW(ConfigError, "[data] row ", r, " out of range (", data.num_rows(), " rows)");
   check_row_fields(data, row_indices);
   Batch b;
   b.rows = static_cast<int64_t>(row_indices.size());
-  for (int64_t r : row_indices)
-    b.seq_len = std::max<int64_t>(b.seq_len, static_cast<int64_t>(data.rows[r].size()));
+  for (int64_t r : row_indices) {
+    b.lengths.push_back(static_cast<int32_t>(data.row_length(r)));
+    b.seq_len = std::max<int64_t>(b.seq_len, b.lengths.back());
+  }
   b.input_ids.assign(b.rows * b.seq_len, opts.pad_id);
   b.labels.assign(b.rows * b.seq_len, kIgnoreIndex);
   if (!data.position_ids.empty()) b.position_ids.assign(b.rows * b.seq_len, 0);
   if (!data.segment_ids.empty()) b.segment_ids.assign(b.rows * b.seq_len, 0);
   b.row_indices = row_indices;
-  for (int64_t i = 0; i < b.rows; ++i) {
-    b.lengths.push_back(static_cast<int32_t>(data.rows[row_indices[i]].size()));
-    fill_row(data, row_indices[i], i, opts, b);
-  }
+  for (int64_t i = 0; i < b.rows; ++i) fill_row(data, row_indices[i], i, opts, b);
   return b;
 }
 

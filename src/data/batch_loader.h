@@ -10,6 +10,8 @@
 // Per-row labels / position ids / segment ids of the dataset (TokenizedDataset) are carried into
 // the batch; padding gets label kIgnoreIndex, positions continuing after the row's last one and
 // segment 0, so a pad is never scored and no real token attends to it.
+// Rows are read through TokenizedDataset::row_length / read_row, so a dataset backed by a token
+// corpus (input_dir; rows computed on demand) batches exactly like the same rows in memory.
 #pragma once
 
 #include <cstdint>

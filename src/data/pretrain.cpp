@@ -1,7 +1,10 @@
 // Pretraining dataset construction (see pretrain.h for the rules).
 #include "data/pretrain.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "data/corpus_data.h"
 #include "data/dataset_info.h"
 #include "data/error.h"
 #include "data/record_reader.h"
@@ -32,9 +35,7 @@ Documents read_all(const std::vector<std::string>& names, const DataOptions& opt
 std::vector<std::vector<int32_t>> tokenize_all(const std::vector<std::string>& texts,
                                                const io::Tokenizer& tok) {
   std::vector<std::vector<int32_t>> ids(texts.size());
-  io::EncodeOptions eo;
-  eo.add_special_tokens = false;
-  eo.parse_special = true;
+  const io::EncodeOptions eo = pretrain_encode_options();
   const int64_t n = static_cast<int64_t>(texts.size());
 #pragma omp parallel for schedule(dynamic, 16)
   for (int64_t i = 0; i < n; ++i) ids[i] = tok.encode(texts[i], eo);
@@ -69,9 +70,30 @@ TokenizedDataset process(Documents&& docs, const DataOptions& opts, const io::To
 }  // namespace
 
 int64_t TokenizedDataset::num_tokens() const {
+  if (source) return source->num_tokens();
   int64_t n = 0;
   for (const auto& r : rows) n += static_cast<int64_t>(r.size());
   return n;
+}
+
+int64_t TokenizedDataset::num_rows() const {
+  return source ? source->size() : static_cast<int64_t>(rows.size());
+}
+
+int64_t TokenizedDataset::row_length(int64_t r) const {
+  return source ? source->row_length(r) : static_cast<int64_t>(rows[r].size());
+}
+
+void TokenizedDataset::read_row(int64_t r, int32_t* out) const {
+  if (source) return source->read_row(r, out);
+  std::copy(rows[r].begin(), rows[r].end(), out);
+}
+
+io::EncodeOptions pretrain_encode_options() {
+  io::EncodeOptions eo;
+  eo.add_special_tokens = false;
+  eo.parse_special = true;
+  return eo;
 }
 
 int32_t pretrain_eos_id(const DataOptions& opts, const io::Tokenizer& tok) {
@@ -111,6 +133,7 @@ std::vector<std::vector<int32_t>> pack_documents(const std::vector<std::vector<i
 
 std::pair<TokenizedDataset, TokenizedDataset> load_pretrain_data(const DataOptions& opts,
                                                                  const io::Tokenizer& tok) {
+  if (!opts.input_dir.empty()) return load_corpus_data(opts, tok);
   if (opts.dataset.empty())
     UNILLM_THROW(ConfigError, "[data] no training dataset given ('dataset')");
   if (opts.cutoff_len < 1) UNILLM_THROW(ConfigError, "[data] cutoff_len must be >= 1");

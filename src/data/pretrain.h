@@ -12,9 +12,13 @@
 // EOS: `eos_token` when given, else "<|end_of_text|>" for template llama3, else the tokenizer's.
 // Text is tokenised without special tokens added but with special-token strings in the text
 // recognised (HF's default, split_special_tokens=False).
+// input_dir (a token corpus written by `unillm preprocess`, data/corpus_data.h) replaces dataset:
+// documents are split by `split` weights in order, then the same rules apply within each split,
+// with rows computed on demand from the memory-mapped corpus (TokenizedDataset::source).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -37,12 +41,30 @@ struct DataOptions {
   std::string eos_token;               // overrides the EOS text when non-empty
   int64_t preprocessing_batch_size = 1000;
   bool skip_bad_records = false;
+  // A pre-tokenised corpus (PREFIX of PREFIX.idx/.bin, or a dir holding one) instead of dataset,
+  // and PaddleNLP's train/valid/test weights over its documents ("949,50,1"; see corpus_data.h).
+  std::string input_dir;
+  std::string split = "949,50,1";
 };
 
 constexpr int32_t kIgnoreIndex = -100;  // label of an unscored position (HF's IGNORE_INDEX)
 
+// Rows computed on demand from a backing store (a memory-mapped token corpus), so a corpus larger
+// than memory can be trained from. Immutable; read_row may be called from several threads.
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  virtual int64_t size() const = 0;                         // rows
+  virtual int64_t row_length(int64_t r) const = 0;          // ids in row r
+  virtual void read_row(int64_t r, int32_t* out) const = 0;  // writes row_length(r) ids
+  virtual int64_t num_tokens() const = 0;                   // sum of the row lengths
+};
+
 struct TokenizedDataset {
   std::vector<std::vector<int32_t>> rows;  // token ids; blocks (packing) or documents
+  // When set, the rows come from here and `rows` (and labels, positions, segments) stay empty.
+  // Read rows through num_rows / row_length / read_row, which serve both cases.
+  std::shared_ptr<const RowSource> source;
   // Optional, per row and of the row's length; an empty outer vector means the default for every
   // row: labels = the ids (pretraining), positions 0, 1, … over the row, no segments (attention
   // crosses the whole row). SFT rows carry labels (kIgnoreIndex on prompt tokens); packed SFT
@@ -55,6 +77,9 @@ struct TokenizedDataset {
   int64_t skipped_records = 0;             // bad records skipped (skip_bad_records only)
   std::vector<std::string> skip_messages;  // the first few reasons, for the log
   int64_t num_tokens() const;
+  int64_t num_rows() const;
+  int64_t row_length(int64_t r) const;
+  void read_row(int64_t r, int32_t* out) const;  // row_length(r) ids
 };
 
 // Returns (train, eval); eval is empty without eval_dataset or val_size. Throws ConfigError for
@@ -62,6 +87,10 @@ struct TokenizedDataset {
 // row results (e.g. fewer tokens than one block).
 std::pair<TokenizedDataset, TokenizedDataset> load_pretrain_data(const DataOptions& opts,
                                                                  const io::Tokenizer& tokenizer);
+
+// How pretraining tokenises a document (no BOS/EOS added, special-token strings recognised);
+// `unillm preprocess` uses the same, so a corpus holds exactly the ids raw text would give.
+io::EncodeOptions pretrain_encode_options();
 
 // The EOS id pretraining appends (see above). Throws ConfigError when there is none.
 int32_t pretrain_eos_id(const DataOptions& opts, const io::Tokenizer& tokenizer);

@@ -67,6 +67,9 @@ class Collector {
   DocumentSet& out_;
 };
 
+}  // namespace
+
+// Shared with the streaming corpus builder (corpus_build.cpp), so both split text identically.
 bool valid_utf8(std::string_view s) {
   static const uint32_t kMin[4] = {0, 0x80, 0x800, 0x10000};
   size_t i = 0;
@@ -111,6 +114,8 @@ size_t line_break_at(std::string_view s, size_t i) {
   }
   return 0;
 }
+
+namespace {
 
 void read_txt(const std::string& file, const std::string& bytes, Collector& c) {
   if (!valid_utf8(bytes)) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/dataset_info.h"
@@ -28,5 +29,11 @@ struct DocumentSet {
 // Bad records: invalid JSON, a non-object, a missing or non-string text column, invalid UTF-8 in
 // a .txt line, a file with no records.
 DocumentSet read_documents(const DatasetAttr& attr, const ReadOptions& opts);
+
+// Whether s is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
+bool valid_utf8(std::string_view s);
+// Length of the line break at s[i] as Python's str.splitlines sees it (0 if none): \n, \r,
+// \r\n, \v, \f, \x1c-\x1e, U+0085, U+2028, U+2029. HF's text loader splits lines this way.
+size_t line_break_at(std::string_view s, size_t i);
 
 }  // namespace unillm::data

@@ -17,8 +17,9 @@ ParamArena::ParamArena(nn::Module& m) {
   std::vector<nn::ParamRef> refs;
   for (auto& r : m.parameters())
     if (r.tensor->requires_grad()) {
-      UNILLM_CHECK(r.tensor->dtype() == DType::f32, "[train] trainable parameter ", r.hf_names.at(0),
-                   " is ", dtype_name(r.tensor->dtype()), "; only f32 training is implemented");
+      UNILLM_CHECK(r.tensor->dtype() == DType::f32 || r.tensor->dtype() == DType::bf16 || r.tensor->dtype() == DType::f16,
+                   "[train] trainable parameter ", r.hf_names.at(0), " is ", dtype_name(r.tensor->dtype()),
+                   "; training needs f32, bf16 or f16 parameters");
       refs.push_back(r);
       numel_ += r.tensor->numel();
     }
@@ -29,7 +30,7 @@ ParamArena::ParamArena(nn::Module& m) {
     Tensor& p = *r.tensor;
     const int64_t n = p.numel();
     Tensor dst = params_.slice(0, off, off + n).view(p.shape());
-    dst.copy_from(p);
+    dst.copy_from(p);  // a bf16/f16 parameter is upcast: the arena is its f32 master copy
     Tensor packed = dst;
     packed.set_requires_grad(true);
     packed.set_grad(grads_.slice(0, off, off + n).view(p.shape()));

@@ -19,7 +19,8 @@ struct ArenaSegment {
 
 class ParamArena {
  public:
-  // Packs the parameters of m that require grad (f32 only for now).
+  // Packs the parameters of m that require grad. bf16/f16 ones are upcast (LLaMA-Factory's
+  // upcast of trainable parameters in mixed precision): the module then trains the f32 copy.
   explicit ParamArena(nn::Module& m);
   int64_t numel() const { return numel_; }
   const std::vector<ArenaSegment>& segments() const { return segments_; }

@@ -165,6 +165,8 @@ data::DataOptions data_options(const TrainArgs& a) {
   o.template_name = a.template_name;
   o.preprocessing_batch_size = a.preprocessing_batch_size;
   o.skip_bad_records = a.skip_bad_records;
+  o.input_dir = a.input_dir;
+  o.split = a.split;
   return o;
 }
 

@@ -49,6 +49,10 @@ struct TrainArgs {
   int64_t src_length = 1024;  // PaddleNLP's default
   int64_t max_length = 2048;  // PaddleNLP's default (source + target)
   bool zero_padding = false;  // PaddleNLP's name for neat packing
+  // PaddleNLP pretraining (llm/run_pretrain.py) from a token corpus made by `unillm preprocess`:
+  // PREFIX (or a dir holding one) and its train/valid/test document weights (data/corpus_data.h).
+  std::string input_dir;
+  std::string split = "949,50,1";  // PaddleNLP's default
   // --- fine-tuning
   std::string stage = "sft";             // LLaMA-Factory's default; pt and sft are implemented
   std::string finetuning_type = "lora";  // LLaMA-Factory's default; lora, freeze, full
@@ -100,6 +104,11 @@ struct TrainArgs {
   int64_t seed = 42;
   ResumeFrom resume_from_checkpoint;
   std::string optim = "adamw_torch";  // adamw_torch | adamw_torch_fused (same semantics)
+  // Mixed precision (docs/training.md): activations saved for backward in bf16/f16, frozen
+  // weights in bf16/f16, trainable weights, gradients and optimizer state in f32; fp16 adds
+  // dynamic loss scaling. At most one of the two.
+  bool bf16 = false;
+  bool fp16 = false;
 
   std::string config_path;            // the file it came from
   std::vector<std::string> warnings;  // one line each, for the CLI to print

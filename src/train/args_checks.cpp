@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "data/corpus_data.h"
 #include "train/args_internal.h"
 
 namespace unillm::train {
@@ -33,9 +34,11 @@ void check_eval(TrainArgs& a, const std::string& where) {
     UNILLM_THROW(ConfigError, "[config] ", where, ": val_size needs a training 'dataset'");
   if (a.val_size > 1e-6 && !a.eval_dataset.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": val_size cannot be used with eval_dataset");
-  if (a.do_eval && a.eval_dataset.empty() && a.val_size <= 1e-6 && a.dataset_name_or_path.empty())
+  if (a.do_eval && a.eval_dataset.empty() && a.val_size <= 1e-6 && a.dataset_name_or_path.empty() &&
+      (a.input_dir.empty() || data::parse_split(a.split)[1] <= 0))
     UNILLM_THROW(ConfigError, "[config] ", where,
-                 ": evaluation (do_eval / eval_strategy) needs eval_dataset or val_size");
+                 ": evaluation (do_eval / eval_strategy) needs eval_dataset or val_size",
+                 a.input_dir.empty() ? "" : " (or a valid weight in split)");
 }
 
 void check_scheduler(const TrainArgs& a, const std::string& where) {
@@ -70,10 +73,12 @@ void finish_args(TrainArgs& a, const std::string& where, const std::set<std::str
     UNILLM_THROW(ConfigError, "[config] ", where,
                  ": cutoff_len must be >= 2 with packing: true "
                  "(LLaMA-Factory packs blocks of cutoff_len - 1 then)");
-  if (a.do_train && a.dataset.empty() && a.dataset_name_or_path.empty())
+  if (a.do_train && a.dataset.empty() && a.dataset_name_or_path.empty() && a.input_dir.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": do_train needs a training 'dataset'");
   check_eval(a, where);
   check_scheduler(a, where);
+  if (a.bf16 && a.fp16)
+    UNILLM_THROW(ConfigError, "[config] ", where, ": bf16 and fp16 are both true; set at most one (as HF TrainingArguments)");
   if (!a.do_train && !a.do_eval)
     a.warnings.push_back(
         UNILLM_MSG("[config] ", where, ": neither do_train nor do_eval is set: nothing to do"));

@@ -300,14 +300,8 @@ const std::map<std::string, Setter>& setters() {
          }
          a.resume_from_checkpoint = {ResumeFrom::Kind::kPath, get_string(f)};
        }},
-      {"bf16",
-       [](TrainArgs&, const Field& f) {
-         if (get_bool(f)) not_implemented(f, "bf16 (unillm trains in f32)");
-       }},
-      {"fp16",
-       [](TrainArgs&, const Field& f) {
-         if (get_bool(f)) not_implemented(f, "fp16 (unillm trains in f32)");
-       }},
+      {"bf16", [](TrainArgs& a, const Field& f) { a.bf16 = get_bool(f); }},
+      {"fp16", [](TrainArgs& a, const Field& f) { a.fp16 = get_bool(f); }},
       {"optim",
        [](TrainArgs& a, const Field& f) {
          a.optim = get_string(f);

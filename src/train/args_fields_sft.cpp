@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "data/corpus_data.h"
 #include "train/args_internal.h"
 
 namespace unillm::train::detail {
@@ -52,8 +53,39 @@ const std::map<std::string, Setter>& finetune_setters() {
       {"src_length", [](TrainArgs& a, const Field& f) { a.src_length = get_int(f, 1); }},
       {"max_length", [](TrainArgs& a, const Field& f) { a.max_length = get_int(f, 2); }},
       {"zero_padding", [](TrainArgs& a, const Field& f) { a.zero_padding = get_bool(f); }},
+      {"input_dir", [](TrainArgs& a, const Field& f) { a.input_dir = get_string(f); }},
+      {"split",
+       [](TrainArgs& a, const Field& f) {
+         a.split.clear();
+         if (f.node.IsSequence())  // [949, 50, 1] as well as "949,50,1"
+           for (const auto& e : f.node)
+             a.split += (a.split.empty() ? "" : ",") + get_string({f.key, e, f.where});
+         else
+           a.split = get_string(f);
+         try {
+           data::parse_split(a.split);
+         } catch (const ConfigError&) {
+           bad_value(f, "up to three non-negative weights with a positive sum, such as 949,50,1");
+         }
+       }},
   };
   return m;
+}
+
+// input_dir (a token corpus) is the whole data source of a pretraining run.
+void check_input_dir(const TrainArgs& a, const std::string& where) {
+  auto refuse = [&](const char* key, const char* why) {
+    UNILLM_THROW(ConfigError, "[config] ", where, ": input_dir cannot be used with ", key, " (",
+                 why, ")");
+  };
+  if (!a.dataset.empty()) refuse("dataset", "give one source of training data");
+  if (!a.dataset_name_or_path.empty()) refuse("dataset_name_or_path", "that is SFT data");
+  if (!a.eval_dataset.empty()) refuse("eval_dataset", "the evaluation set is split's second part");
+  if (a.val_size > 1e-6) refuse("val_size", "use split, e.g. 949,50,1");
+  if (a.max_samples) refuse("max_samples", "preprocess fewer documents instead");
+  if (a.stage != "pt")
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": input_dir (a pre-tokenised pretraining corpus) needs stage: pt");
 }
 
 }  // namespace
@@ -92,6 +124,7 @@ void finish_finetune_args(TrainArgs& a, const std::string& where) {
                  ": zero_padding applies to PaddleNLP data (dataset_name_or_path); "
                  "with LLaMA-Factory datasets use neat_packing");
   }
+  if (!a.input_dir.empty()) check_input_dir(a, where);
   if (!a.adapter_name_or_path.empty() && a.finetuning_type != "lora")  // LLaMA-Factory
     UNILLM_THROW(ConfigError, "[config] ", where,
                  ": adapter_name_or_path is only valid with finetuning_type: lora");

@@ -25,6 +25,8 @@ enum class Map {
   kIgnored,          // Paddle-only performance or checkpoint-format switch: warn when on
   kDegree,           // a parallel degree: 1 (or -1) is fine, more is not implemented yet
   kNotImplemented,   // a method unillm does not have: refused when on
+  kInputDir,         // input_dir: run_pretrain.py's corpus → stage pt from that corpus
+  kMaxSeqLength,     // run_pretrain.py's max_seq_length → cutoff_len (the block length)
 };
 
 // PaddleNLP-only keys (names as in llm/run_finetune.py's argument classes).
@@ -54,6 +56,10 @@ const std::map<std::string, Map>& paddle_keys() {
       {"reft", Map::kNotImplemented}, {"do_ptq", Map::kNotImplemented},
       {"do_qat", Map::kNotImplemented}, {"do_gptq", Map::kNotImplemented},
       {"weight_quantize_algo", Map::kNotImplemented}, {"neftune", Map::kNotImplemented},
+      // llm/run_pretrain.py (pre-tokenised corpora; docs/corpora.md)
+      {"input_dir", Map::kInputDir}, {"split", Map::kSame}, {"max_seq_length", Map::kMaxSeqLength},
+      {"data_impl", Map::kIgnored}, {"data_cache", Map::kIgnored}, {"skip_warmup", Map::kIgnored},
+      {"share_folder", Map::kIgnored},
   };
   return m;
 }
@@ -123,6 +129,11 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
         UNILLM_THROW(NotImplemented, "[config] ", where, ": PaddleNLP key '", key, "' = ", v.Scalar(),
                      ": parallelism is not implemented yet (1 device)");
       break;
+    case Map::kInputDir:
+      out[key] = Field{key, v, where};
+      out["stage"] = Field{"stage", YAML::Node("pt"), via + " (run_pretrain)"};
+      break;
+    case Map::kMaxSeqLength: out["cutoff_len"] = Field{"cutoff_len", v, via}; break;
     case Map::kNotImplemented:
       if (on()) UNILLM_THROW(NotImplemented, "[config] ", where, ": PaddleNLP key '", key, "' is not implemented yet");
       break;

@@ -44,6 +44,10 @@ nlohmann::json state_json(const TrainerState& s, const AdamW& opt, const ParamAr
   u["optimizer_steps"] = opt.steps();
   u["tokens_seen"] = s.tokens_seen;
   u["elapsed_seconds"] = s.elapsed_seconds;
+  if (s.loss_scale > 0) {
+    u["loss_scale"] = s.loss_scale;
+    u["loss_scale_growth_tracker"] = s.loss_scale_growth_tracker;
+  }
   for (auto w : s.rng) u["rng"].push_back(std::to_string(w));  // u64 exactly, as strings
   for (auto& seg : arena.segments()) u["parameters"].push_back(seg.name);
   u["arena_numel"] = arena.numel();
@@ -94,6 +98,8 @@ TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamAren
     s.loader_batch = u.at("loader_batch").get<int64_t>();
     s.tokens_seen = u.value("tokens_seen", int64_t{0});
     s.elapsed_seconds = u.value("elapsed_seconds", 0.0);
+    s.loss_scale = u.value("loss_scale", 0.0);
+    s.loss_scale_growth_tracker = u.value("loss_scale_growth_tracker", int64_t{0});
     for (size_t i = 0; i < 4; ++i) s.rng[i] = std::stoull(u.at("rng").at(i).get<std::string>());
     if (u.at("arena_numel").get<int64_t>() != arena.numel())
       UNILLM_THROW(IoError, "[checkpoint] ", state_path, ": optimizer state has ", u.at("arena_numel").get<int64_t>(),

@@ -23,6 +23,9 @@ struct TrainerState {
   nlohmann::json log_history = nlohmann::json::array();
   int64_t tokens_seen = 0;
   double elapsed_seconds = 0;
+  // fp16's loss scaler (train/loss_scaler.h), saved so a resumed run scales as the original.
+  double loss_scale = 0;  // 0: no scaler
+  int64_t loss_scale_growth_tracker = 0;
 };
 
 // Writes the trained weights into a dir: a full HF model dir, or a PEFT adapter dir for LoRA.

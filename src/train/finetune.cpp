@@ -5,6 +5,7 @@
 #include "models/adapter.h"
 #include "models/freeze.h"
 #include "models/save.h"
+#include "ops/cast.h"
 
 namespace unillm::train {
 
@@ -75,6 +76,16 @@ void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string
   so.tokenizer_dir = model_dir;
   so.generation_config_dir = model_dir;
   models::save_pretrained(model, dir, so);
+}
+
+DType low_precision_dtype(const TrainArgs& a) {
+  return a.bf16 ? DType::bf16 : a.fp16 ? DType::f16 : DType::f32;
+}
+
+void cast_frozen_matrices(models::CausalLM& model, DType dtype) {
+  for (auto& p : model.module().parameters())
+    if (!p.tensor->requires_grad() && p.tensor->ndim() >= 2 && p.tensor->dtype() == DType::f32)
+      *p.tensor = ops::cast(*p.tensor, dtype);
 }
 
 }  // namespace unillm::train

@@ -24,4 +24,10 @@ void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::
 void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
                   const std::string& model_dir);
 
+// bf16 / f16 under mixed precision (`bf16: true` / `fp16: true`), else f32.
+DType low_precision_dtype(const TrainArgs& a);
+// Casts every frozen base matrix (2-D and larger: embeddings, projections; norms stay f32) to
+// dtype, so only trainable weights keep an f32 copy.
+void cast_frozen_matrices(models::CausalLM& model, DType dtype);
+
 }  // namespace unillm::train

@@ -124,6 +124,8 @@ constexpr Group kGroups[] = {
     {"unillm", S::kImplemented, "skip_bad_records"},
     // ---- PaddleNLP llm/ keys for {src,tgt} SFT data (run_finetune.py DataArgument)
     {"paddlenlp", S::kImplemented, "dataset_name_or_path src_length max_length zero_padding"},
+    // ---- PaddleNLP llm/ keys for pre-tokenised corpora (run_pretrain.py DataArgument)
+    {"paddlenlp", S::kImplemented, "input_dir split"},
 };
 
 std::vector<KeyInfo> build_table() {

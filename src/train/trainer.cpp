@@ -46,15 +46,25 @@ std::string Run::resume_dir() const {
   return "";
 }
 
-void Run::load(const std::string& from) {
+// The tokenizer comes first: the data (and so the micro-batch shape of the memory plan) needs it
+// before the weights are loaded.
+void Run::load_tokenizer() {
   model_dir_ = resolve_model_path(a_.model_name_or_path, h_.hf_cache_root);
   tok_ = io::Tokenizer::load(model_dir_);
+}
+
+void Run::load(const std::string& from) {
   models::LoadOptions lo;
-  lo.weight_dtype = "f32";  // f32 training; bf16 storage is a later issue
   // A LoRA checkpoint holds only the adapter: the base comes from model_name_or_path.
   const bool lora = a_.finetuning_type == "lora";
+  // Mixed precision keeps frozen matrices in bf16/f16. LoRA's base is all frozen, so it loads in
+  // that dtype directly; freeze loads f32 (its trainable layers, and a resumed checkpoint's, stay
+  // exact) and casts the frozen ones after choosing them.
+  const DType low = low_precision_dtype(a_);
+  lo.weight_dtype = lora && low != DType::f32 ? dtype_name(low) : "f32";
   model_ = models::load_causal_lm(from.empty() || lora ? model_dir_ : from, lo);
   prepare_finetuning(*model_, a_, lora ? from : "");
+  if (low != DType::f32) cast_frozen_matrices(*model_, low);
   arena_ = std::make_unique<ParamArena>(model_->module());
   if (arena_->numel() == 0)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": finetuning_type ", a_.finetuning_type,
@@ -101,8 +111,8 @@ void Run::setup_data() {
   loader_opts_.seed = static_cast<uint64_t>(a_.seed);
   loader_opts_.pad_id = pad;
   loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
-  say("data: " + std::to_string(train_.rows.size()) + " train rows (" + std::to_string(train_.num_tokens()) +
-      " tokens), " + std::to_string(eval_.rows.size()) + " eval rows");
+  say("data: " + std::to_string(train_.num_rows()) + " train rows (" + std::to_string(train_.num_tokens()) +
+      " tokens), " + std::to_string(eval_.num_rows()) + " eval rows");
 }
 
 void Run::setup_schedule() {
@@ -117,7 +127,7 @@ void Run::setup_schedule() {
   validate_schedule(sched_);
   log_every_ = a_.logging_strategy == "no" ? 0 : resolve_interval(a_.logging_steps, total_steps_);
   save_every_ = a_.save_strategy == "no" ? 0 : resolve_interval(a_.save_steps, total_steps_);
-  eval_every_ = (a_.do_eval && !eval_.rows.empty()) ? resolve_interval(a_.eval_steps.value_or(a_.logging_steps), total_steps_) : 0;
+  eval_every_ = (a_.do_eval && eval_.num_rows() > 0) ? resolve_interval(a_.eval_steps.value_or(a_.logging_steps), total_steps_) : 0;
 }
 
 void Run::restore(const std::string& dir) {
@@ -128,16 +138,24 @@ void Run::restore(const std::string& dir) {
 }
 
 TrainResult Run::go() {
-  prepare_output_dir();
   const std::string from = resume_dir();
-  load(from);
+  load_tokenizer();
   setup_data();
+  plan_memory_and_check(from);  // before the output dir is touched and the weights allocated
+  prepare_output_dir();
+  load(from);
   setup_schedule();
   rng_.reseed(static_cast<uint64_t>(a_.seed));
+  if (a_.fp16) scaler_.emplace();
   if (!from.empty()) restore(from);
+  if (scaler_ && state_.loss_scale > 0) {
+    scaler_->scale = state_.loss_scale;
+    scaler_->growth_tracker = state_.loss_scale_growth_tracker;
+  }
   log_ = std::make_unique<TrainerLog>(a_.output_dir, state_.global_step);
   say("training " + std::to_string(arena_->numel()) + " parameters (" + a_.finetuning_type + ") for " + std::to_string(total_steps_) +
-      " steps (recompute " + (a_.disable_gradient_checkpointing ? "off" : "on") + ")");
+      " steps (recompute " + (a_.disable_gradient_checkpointing ? "off" : "on") +
+      (a_.bf16 ? ", bf16 mixed precision" : a_.fp16 ? ", fp16 mixed precision with loss scaling" : "") + ")");
   const int64_t first = state_.global_step;
   double loss_sum = 0;
   start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(state_.elapsed_seconds));
@@ -146,6 +164,7 @@ TrainResult Run::go() {
     loss_sum += train_step();
     maybe_eval_and_save();
   }
+  report_memory();
   return finish(loss_sum, state_.global_step - first);
 }
 

@@ -21,6 +21,10 @@ struct TrainerHooks {
   std::function<void(const std::string&)> info;  // one message line
   std::function<void(const ProgressInfo&)> progress;  // after every optimizer step
   std::string hf_cache_root;  // where hub ids are looked up (from HF_HOME etc., by the CLI)
+  // The memory a run may use (bytes; 0 = do not check) and where that figure came from, for the
+  // refusal message (the CLI: UNILLM_MEMORY_LIMIT, else MemAvailable / the cgroup limit).
+  int64_t memory_limit = 0;
+  std::string memory_limit_source;
   // Fault-injection points for crash tests: after an optimizer step (and its checkpoint), and
   // after a checkpoint's files are written but before the directory is committed.
   std::function<void(int64_t step)> after_step;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/rng.h"
@@ -12,7 +13,9 @@
 #include "models/causal_lm.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
+#include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
+#include "train/memory_plan.h"
 #include "train/trainer.h"
 #include "train/trainer_log.h"
 
@@ -33,6 +36,11 @@ class Run {
 
  private:
   void setup_data();
+  void load_tokenizer();
+  // The memory plan (memory_plan.h): printed, and checked against TrainerHooks::memory_limit
+  // before the weights are allocated (ConfigError naming the knob that would fit).
+  void plan_memory_and_check(const std::string& from);
+  void report_memory() const;
   void setup_schedule();
   void restore(const std::string& dir);
   void maybe_eval_and_save();
@@ -63,6 +71,8 @@ class Run {
   ScheduleConfig sched_;
   TrainerState state_;
   std::unique_ptr<TrainerLog> log_;
+  MemoryPlan plan_;
+  std::optional<LossScaler> scaler_;  // fp16
   Rng rng_;
   int64_t total_steps_ = 0, log_every_ = 0, save_every_ = 0, eval_every_ = 0;
   // The current logging interval.

@@ -5,6 +5,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "models/save.h"
+#include "nn/low_precision_saves.h"
 #include "train/finetune.h"
 #include "train/plot.h"
 #include "train/trainer_run.h"
@@ -54,18 +55,32 @@ double Run::train_step() {
     tokens += real_tokens(b);
   }
   double loss_sum = 0;
-  for (auto& b : group) {
-    // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
-    models::TrainBatch tb = to_train_batch(b);
-    tb.dropout_rng = &rng_;  // LoRA dropout (checkpointed with the run's RNG state)
-    auto out = model_->loss(tb, !a_.disable_gradient_checkpointing,
-                            items > 0 ? static_cast<double>(1.0f / static_cast<float>(items)) : 0.0);
-    loss_sum += out.loss_sum.item_flat(0);
-    if (items > 0) autograd::backward(out.loss_sum, Tensor::from_vector({1.0f / static_cast<float>(items)}, {}));
+  {
+    // Mixed precision: the activations saved for backward are kept in bf16/f16.
+    std::optional<nn::LowPrecisionSaves> low_saves;
+    if (const DType low = low_precision_dtype(a_); low != DType::f32) low_saves.emplace(low);
+    // fp16 scales the loss gradient (and so every gradient) by the loss scale.
+    const float seed = items > 0 ? static_cast<float>((scaler_ ? scaler_->scale : 1.0) / static_cast<double>(items)) : 0.0f;
+    for (auto& b : group) {
+      // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
+      models::TrainBatch tb = to_train_batch(b);
+      tb.dropout_rng = &rng_;  // LoRA dropout (checkpointed with the run's RNG state)
+      auto out = model_->loss(tb, !a_.disable_gradient_checkpointing, static_cast<double>(seed));
+      loss_sum += out.loss_sum.item_flat(0);
+      if (items > 0) autograd::backward(out.loss_sum, Tensor::from_vector({seed}, {}));
+    }
   }
   const double loss = items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
+  const bool finite = !scaler_ || scaler_->unscale(*arena_);
   const double grad_norm = clip_grad_norm(*arena_, a_.max_grad_norm);
-  opt_->step(a_.learning_rate * lr_multiplier(sched_, state_.global_step));
+  if (finite) opt_->step(a_.learning_rate * lr_multiplier(sched_, state_.global_step));
+  if (scaler_) {  // an overflowing step is skipped (GradScaler), the schedule still advances
+    if (!finite) say("step " + std::to_string(state_.global_step + 1) + ": gradients overflowed; skipped, loss scale " +
+                     std::to_string(scaler_->scale) + " -> " + std::to_string(scaler_->scale * scaler_->backoff_factor));
+    scaler_->update(!finite);
+    state_.loss_scale = scaler_->scale;
+    state_.loss_scale_growth_tracker = scaler_->growth_tracker;
+  }
   arena_->zero_grads();
   ++state_.global_step;
   const auto st = loader_->state();
@@ -125,9 +140,9 @@ double Run::evaluate() {
   int64_t items = 0;
   data::LoaderOptions eo = loader_opts_;
   eo.batch_size = a_.per_device_eval_batch_size;
-  for (size_t r = 0; r < eval_.rows.size(); r += static_cast<size_t>(eo.batch_size)) {
+  for (size_t r = 0; r < static_cast<size_t>(eval_.num_rows()); r += static_cast<size_t>(eo.batch_size)) {
     std::vector<int64_t> idx;
-    for (size_t i = r; i < std::min(eval_.rows.size(), r + static_cast<size_t>(eo.batch_size)); ++i) idx.push_back(static_cast<int64_t>(i));
+    for (size_t i = r; i < std::min(static_cast<size_t>(eval_.num_rows()), r + static_cast<size_t>(eo.batch_size)); ++i) idx.push_back(static_cast<int64_t>(i));
     data::Batch b = data::make_batch(eval_, idx, eo);
     auto out = model_->loss(to_train_batch(b), false);
     loss_sum += out.loss_sum.item_flat(0);

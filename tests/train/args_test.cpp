@@ -161,9 +161,8 @@ TEST(TrainArgs, CrossKeyRules) {
 TEST(TrainArgs, NotImplementedKeysAndValues) {
   EXPECT_EQ(error_of<NotImplemented>(kBase + "deepspeed: ds_z3.json\n"),
             "[config] cfg.yaml line 4: key 'deepspeed' is not implemented yet");
-  EXPECT_EQ(
-      error_of<NotImplemented>(kBase + "bf16: true\n"),
-      "[config] cfg.yaml line 4: key 'bf16': bf16 (unillm trains in f32) is not implemented yet");
+  EXPECT_EQ(error_of<NotImplemented>(kBase + "pure_bf16: true\n"),
+            "[config] cfg.yaml line 4: key 'pure_bf16': pure_bf16 is not implemented yet");
   EXPECT_EQ(error_of<NotImplemented>(kBase, {"finetuning_type=oft"}),
             "[config] cfg.yaml: finetuning_type 'oft' is not implemented yet; implemented: lora | "
             "freeze | full");
@@ -174,7 +173,7 @@ TEST(TrainArgs, NotImplementedKeysAndValues) {
       std::string::npos);
   // Off values of not-implemented keys are accepted (LLaMA-Factory example configs carry them).
   EXPECT_NO_THROW(
-      parse(kBase + "deepspeed: null\nbf16: false\nstreaming: false\nneat_packing: false\n"));
+      parse(kBase + "deepspeed: null\npure_bf16: false\nstreaming: false\nneat_packing: false\n"));
 }
 
 TEST(TrainArgs, IgnoredKeysWarnOnceUnlessOff) {

@@ -1,0 +1,246 @@
+// Memory plan arithmetic (see memory_plan.h). Every term names the tensors it counts; a change to
+// what an op saves (ops/*.cpp) or allocates must be mirrored here, and tests/train/
+// memory_plan_test.cpp pins the figures of a tiny config.
+#include "train/memory_plan.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "models/freeze.h"
+#include "nn/lora.h"
+
+namespace unillm::train {
+
+namespace {
+
+enum class Kind { kEmbed, kQkv, kO, kGateUp, kDown, kFinalNorm, kLmHead, kOther };
+
+// One real (possibly fused) base tensor: its HF names, elements, layer (-1: none) and kind.
+struct Group {
+  std::vector<std::string> names;
+  int64_t numel = 0;
+  int64_t layer = -1;
+  Kind kind = Kind::kOther;
+};
+
+// The base parameters Llama builds (models/llama.cpp, nn/attention.cpp, nn/mlp.cpp), as fused.
+std::vector<Group> inventory(const models::ModelConfig& c) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  std::vector<Group> g;
+  g.push_back({{"model.embed_tokens.weight"}, V * C, -1, Kind::kEmbed});
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string a = p + "self_attn.", m = p + "mlp.";
+    g.push_back({{p + "input_layernorm.weight"}, C, l, Kind::kOther});
+    g.push_back({{a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, (q + 2 * kv) * C, l, Kind::kQkv});
+    if (c.attention_bias) g.push_back({{a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}, q + 2 * kv, l, Kind::kOther});
+    g.push_back({{a + "o_proj.weight"}, C * q, l, Kind::kO});
+    if (c.o_bias) g.push_back({{a + "o_proj.bias"}, C, l, Kind::kOther});
+    if (c.qk_norm) {
+      g.push_back({{a + "q_norm.weight"}, c.head_dim, l, Kind::kOther});
+      g.push_back({{a + "k_norm.weight"}, c.head_dim, l, Kind::kOther});
+    }
+    g.push_back({{p + "post_attention_layernorm.weight"}, C, l, Kind::kOther});
+    g.push_back({{m + "gate_proj.weight", m + "up_proj.weight"}, 2 * F * C, l, Kind::kGateUp});
+    if (c.mlp_bias) g.push_back({{m + "gate_proj.bias", m + "up_proj.bias"}, 2 * F, l, Kind::kOther});
+    g.push_back({{m + "down_proj.weight"}, C * F, l, Kind::kDown});
+    if (c.mlp_bias) g.push_back({{m + "down_proj.bias"}, C, l, Kind::kOther});
+  }
+  g.push_back({{"model.norm.weight"}, C, -1, Kind::kFinalNorm});
+  if (!c.tie_word_embeddings) g.push_back({{"lm_head.weight"}, V * C, -1, Kind::kLmHead});
+  return g;
+}
+
+// Marks trainable groups per finetuning_type (finetune.cpp): full = all, freeze = LLaMA-Factory's
+// name rules (a fused tensor trains when all its names are selected), lora = none.
+std::vector<bool> base_trainable(const std::vector<Group>& groups, const models::ModelConfig& c,
+                                 const TrainArgs& a) {
+  std::vector<bool> t(groups.size(), a.finetuning_type == "full");
+  if (a.finetuning_type != "freeze") return t;
+  std::vector<std::string> names;
+  for (const auto& g : groups) names.insert(names.end(), g.names.begin(), g.names.end());
+  models::FreezeConfig fc;
+  fc.trainable_layers = a.freeze_trainable_layers;
+  fc.trainable_modules = a.freeze_trainable_modules;
+  fc.extra_modules = a.freeze_extra_modules;
+  const auto patterns = models::freeze_patterns(names, c.num_layers, fc);
+  for (size_t i = 0; i < groups.size(); ++i)
+    t[i] = std::all_of(groups[i].names.begin(), groups[i].names.end(),
+                       [&](const std::string& n) { return models::freeze_selects(patterns, n); });
+  return t;
+}
+
+// One FusedLinear of a layer for LoRA: its module prefix, part names, in and out features.
+struct Projection {
+  std::string module_prefix;  // "model.layers.3.self_attn."
+  std::vector<std::pair<std::string, int64_t>> parts;  // (name, out features)
+  int64_t in = 0;
+  Kind kind;
+};
+
+std::vector<Projection> projections(const models::ModelConfig& c, int64_t l) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const std::string p = "model.layers." + std::to_string(l) + ".";
+  return {{p + "self_attn.", {{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}}, C, Kind::kQkv},
+          {p + "self_attn.", {{"o_proj", C}}, q, Kind::kO},
+          {p + "mlp.", {{"gate_proj", F}, {"up_proj", F}}, C, Kind::kGateUp},
+          {p + "mlp.", {{"down_proj", C}}, F, Kind::kDown}};
+}
+
+// Adds one layer's LoRA adapter (A [P·r, in], B [Σ out_p, r], f32, trainable) to s.
+void add_lora_layer(const models::ModelConfig& c, const nn::LoraConfig& lc, int64_t l,
+                    ParamSummary& s) {
+  LayerParams& lp = s.layers[static_cast<size_t>(l)];
+  for (const auto& pr : projections(c, l)) {
+    int64_t parts = 0, outs = 0;
+    for (const auto& [name, out] : pr.parts)
+      if (nn::lora_targets(lc, pr.module_prefix + name)) ++parts, outs += out;
+    if (parts == 0) continue;
+    s.trainable += parts * lc.rank * pr.in + outs * lc.rank;
+    lp.trainable = true;
+    lp.lora_xa += parts * lc.rank;
+    if (lc.dropout > 0) lp.lora_keep += parts * pr.in;
+    if (pr.kind == Kind::kQkv) lp.qkv_saves_x = true;
+    if (pr.kind == Kind::kGateUp) lp.gate_up_saves_x = true;
+    if (pr.kind == Kind::kDown) lp.down_saves_x = true;
+  }
+}
+
+}  // namespace
+
+ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a) {
+  const std::vector<Group> groups = inventory(c);
+  const std::vector<bool> trains = base_trainable(groups, c, a);
+  ParamSummary s;
+  s.layers.resize(static_cast<size_t>(c.num_layers));
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const Group& g = groups[i];
+    s.base += g.numel;
+    (trains[i] ? s.trainable : s.frozen) += g.numel;
+    if (!trains[i]) continue;
+    if (g.kind == Kind::kEmbed) s.embed_trainable = true;
+    if (g.kind == Kind::kLmHead || (g.kind == Kind::kEmbed && c.tie_word_embeddings)) s.lm_head_trainable = true;
+    if (g.kind == Kind::kFinalNorm) s.final_norm_trainable = true;
+    if (g.layer < 0) continue;
+    LayerParams& lp = s.layers[static_cast<size_t>(g.layer)];
+    lp.trainable = true;
+    if (g.kind == Kind::kQkv) lp.qkv_saves_x = true;
+    if (g.kind == Kind::kGateUp) lp.gate_up_saves_x = true;
+    if (g.kind == Kind::kDown) lp.down_saves_x = true;
+    if (g.kind != Kind::kOther) lp.max_weight_grad = std::max(lp.max_weight_grad, g.numel);
+  }
+  if (a.finetuning_type == "lora") {
+    nn::LoraConfig lc;
+    lc.rank = a.lora_rank;
+    lc.alpha = a.lora_alpha.value_or(2.0 * static_cast<double>(a.lora_rank));
+    lc.dropout = a.lora_dropout;
+    lc.target_modules = a.lora_target;
+    nn::validate_lora_config(lc);
+    for (int64_t l = 0; l < c.num_layers; ++l) add_lora_layer(c, lc, l, s);
+  }
+  return s;
+}
+
+namespace {
+
+struct Dims {
+  int64_t N, C, F, V, H, q, kv, e;
+};
+
+// Per token, what one layer's ops keep for backward without recompute (elements of e bytes):
+// input_layernorm's x is the previous layer's output (counted there); its output y1 only when
+// the q/k/v projection keeps it; roped q and k, v (split_last copies), causal_attention's out
+// and lse (q_norm/k_norm keep pre-norm q and k); the residual h (post_attention_layernorm's x);
+// y2 when gate_up keeps it; gate_up's output (swiglu's input); swiglu's output when down_proj
+// keeps it; the layer output; LoRA's x·Aᵀ.
+int64_t layer_saved(const Dims& d, const LayerParams& lp, bool qk_norm) {
+  int64_t el = d.q + 2 * d.kv + d.q + d.H + d.C + 2 * d.F + d.C + lp.lora_xa;
+  if (lp.qkv_saves_x) el += d.C;
+  if (qk_norm) el += d.q + d.kv;
+  if (lp.gate_up_saves_x) el += d.C;
+  if (lp.down_saves_x) el += d.F;
+  // + rope's two −positions [N] i32, + LoRA dropout masks (bytes).
+  return d.N * (el * d.e + 2 * 4 + lp.lora_keep);
+}
+
+// One layer's backward at its widest, beyond the saved activations: the residual gradient [N, C]
+// flows through; attention: dO, the kernel's f32 workspace (scale·q, dO, kᵀ, vᵀ, lse, rowsum) and
+// dq/dk/dv; q/k/v projection: dqkv and dx plus its dW; MLP: swiglu's dout and dgate_up, then
+// gate_up's dx plus its dW (a fresh f32 [out, in] before it is added into the arena).
+int64_t layer_backward(const Dims& d, const LayerParams& lp) {
+  const int64_t qkv = d.q + 2 * d.kv;
+  const int64_t attn = d.N * d.e * (d.C + d.q + qkv) + d.N * 4 * (2 * d.q + 2 * d.kv + 2 * d.H);
+  const int64_t proj = d.N * d.e * (2 * d.C + qkv);
+  const int64_t mlp = std::max(d.N * d.e * (d.C + 3 * d.F), d.N * d.e * (2 * d.C + 2 * d.F));
+  return std::max({attn, proj, mlp}) + lp.max_weight_grad * 4;
+}
+
+// Recompute: the re-run of the widest segment inside backward keeps what layer_saved counts for
+// it, plus the kGradOnly projection's zeros and the segment output ([N, C] each).
+int64_t rerun_saved(const Dims& d, const LayerParams& lp, bool qk_norm) {
+  int64_t attn = d.q + 2 * d.kv + d.q + d.H + 2 * d.C + lp.lora_xa + (lp.qkv_saves_x ? d.C : 0) +
+                 (qk_norm ? d.q + d.kv : 0);
+  int64_t mlp = 2 * d.F + 2 * d.C + lp.lora_xa + (lp.gate_up_saves_x ? d.C : 0) + (lp.down_saves_x ? d.F : 0);
+  return d.N * (std::max(attn, mlp) * d.e + 2 * 4 + lp.lora_keep);
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const MemoryPlanInputs& in) {
+  const models::ModelConfig& c = in.model;
+  const ParamSummary& ps = in.params;
+  const Dims d{in.rows * in.seq_len, c.hidden_size, c.intermediate_size, c.vocab_size, c.num_heads,
+               c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim, in.act_bytes};
+  MemoryPlan p;
+  p.recompute = in.recompute;
+  p.weights = ps.trainable * 4 + ps.frozen * in.frozen_weight_bytes;
+  p.gradients = ps.trainable * 4;
+  p.optimizer = 2 * ps.trainable * 4;
+  // A layer keeps activations once a gradient flows through it (a trainable tensor at or below it).
+  bool flows = ps.embed_trainable, any = false;
+  int64_t full = 0, rec = 0, widest = 0, rerun = 0;
+  for (const auto& lp : ps.layers) {
+    flows = flows || lp.trainable;
+    if (!flows) continue;
+    if (!any) full += d.N * d.C * d.e, rec += d.N * d.C * d.e;  // the first flowing layer's input
+    any = true;
+    full += layer_saved(d, lp, c.qk_norm);
+    rec += 2 * d.N * d.C * d.e;  // recompute keeps each segment's input: x and h
+    widest = std::max(widest, layer_backward(d, lp));
+    rerun = std::max(rerun, rerun_saved(d, lp, c.qk_norm) + layer_backward(d, lp));
+  }
+  // The loss: the final norm's output (the CE's x), lse, and the batch's i32 tensors (ids,
+  // labels, positions, shifted labels).
+  const int64_t tail = d.N * d.C * d.e + d.N * d.e + 4 * d.N * 4;
+  p.activations_no_recompute = full + tail;
+  p.activations_recompute = rec + tail;
+  // linear_cross_entropy's eager gradients: dx [N, C] and (lm_head trains) dW [V, C] f32, and the
+  // CPU kernel's chunk buffers (~32 MiB of logits, the gathered rows and their dx), f32.
+  const bool dx = any || ps.final_norm_trainable;
+  const int64_t chunk = std::min(d.N, std::max<int64_t>(1, (int64_t{32} << 20) / (d.V * 4)));
+  p.loss_transient = (dx ? d.N * d.C * d.e : 0) + (ps.lm_head_trainable ? d.V * d.C * 4 : 0) +
+                     chunk * (d.V + d.C + (dx ? d.C : 0)) * 4;
+  p.backward_transient = in.recompute ? rerun : widest;
+  // Embedding backward: scatter_add_rows builds a [V, C] f32 dW from the [N, C] gradient.
+  const int64_t embed_bwd = ps.embed_trainable ? d.V * d.C * 4 + 2 * d.N * d.C * d.e : 0;
+  // OpenBLAS packs GEMM panels into per-thread buffers (measured: bench/memory_plan_check.py).
+  p.runtime = in.threads * (int64_t{4} << 20);
+  p.baseline = in.baseline_bytes;
+  const int64_t state = p.weights + p.gradients + p.optimizer;
+  const int64_t working = std::max(p.activations() + std::max(p.loss_transient, p.backward_transient), embed_bwd);
+  // The CPU allocator maps blocks >= 1 MiB itself and never keeps more of them mapped than their
+  // live peak (core/cpu_allocator.h), so freed activations leave no resident holes to add here.
+  p.train_peak = p.baseline + p.runtime + state + working;
+  // Loading builds the base model (f32, or frozen_weight_bytes; freeze under mixed precision
+  // builds f32 first) while one tensor's file pages are resident; the arena then holds the old
+  // and the packed copy of the trainable tensors plus the gradients.
+  const int64_t frozen_bytes = in.frozen_loaded_f32 ? 4 : in.frozen_weight_bytes;
+  const int64_t built = (ps.base - ps.frozen) * 4 + ps.frozen * frozen_bytes;
+  p.load_peak = p.baseline + std::max(built + in.largest_tensor_bytes, built + 2 * ps.trainable * 4);
+  p.peak = std::max(p.train_peak, p.load_peak);
+  return p;
+}
+
+}  // namespace unillm::train

@@ -1,0 +1,99 @@
+// The memory plan of a training run: weights, gradients, optimizer state and the activations one
+// micro-batch saves for backward (with and without recompute), plus the transient buffers of the
+// loss and of one layer's backward, and the expected process peak. Pure arithmetic from the model
+// config, the fine-tuning choice and the micro-batch shape, counted from what the ops save and
+// allocate (ops/*.cpp SavedTensor members, backends/cpu cross-entropy and attention workspaces),
+// so a run that cannot fit is refused before its weights are allocated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/model_config.h"
+#include "train/args.h"
+
+namespace unillm::train {
+
+// Which parameters train, and what that implies per decoder layer (from the HF names of the
+// config, without building the model).
+struct LayerParams {
+  bool trainable = false;      // some base weight or adapter of the layer trains
+  bool qkv_saves_x = false;    // the q/k/v projection keeps its input (W trains or LoRA on it)
+  bool gate_up_saves_x = false;
+  bool down_saves_x = false;
+  int64_t max_weight_grad = 0;  // elements of the largest trainable fused matrix (its dW transient)
+  int64_t lora_xa = 0;          // per token: Σ over LoRA-targeted modules of P·r (saved x·Aᵀ)
+  int64_t lora_keep = 0;        // per token: Σ P·K dropout-mask bytes (lora_dropout > 0)
+};
+
+struct ParamSummary {
+  int64_t trainable = 0;  // elements: f32 in the arena, each with an f32 gradient and 2 moments
+  int64_t frozen = 0;     // elements left in the model's storage
+  int64_t base = 0;       // elements of the base model (what loading allocates)
+  bool embed_trainable = false;    // embedding backward builds a [V, C] f32 dW
+  bool lm_head_trainable = false;  // the loss computes a [V, C] f32 dW in its forward
+  bool final_norm_trainable = false;
+  std::vector<LayerParams> layers;
+};
+
+// Counts for finetuning_type full / freeze / lora as finetune.cpp sets them up (a LoRA run's
+// adapter as a new one of lora_rank / lora_target). Throws ConfigError as freeze/LoRA would.
+ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a);
+
+struct MemoryPlanInputs {
+  models::ModelConfig model;
+  ParamSummary params;
+  int64_t rows = 1, seq_len = 1;  // the largest micro-batch the loader produces: B × T
+  bool recompute = true;
+  int64_t act_bytes = 4;           // per saved activation element (2 with bf16 activations)
+  int64_t frozen_weight_bytes = 4;  // per frozen weight element (2 with bf16 frozen weights)
+  // The largest checkpoint tensor: loading drops each tensor's file pages once copied
+  // (io::SafetensorsFile::drop_pages), so one tensor's pages are resident at a time.
+  int64_t largest_tensor_bytes = 0;
+  bool frozen_loaded_f32 = false;  // freeze under bf16/fp16 loads f32, then casts the frozen ones
+  int64_t baseline_bytes = 0;      // process RSS before the model: binary, tokenizer, data
+  int64_t threads = 1;
+};
+
+struct MemoryPlan {
+  int64_t weights = 0;    // trainable (f32 arena) + frozen storage
+  int64_t gradients = 0;  // the arena's f32 gradients
+  int64_t optimizer = 0;  // AdamW exp_avg + exp_avg_sq, f32
+  int64_t activations_recompute = 0, activations_no_recompute = 0;  // saved by one micro-batch
+  int64_t loss_transient = 0;  // end of forward: CE chunk buffers, eager dx and dW of the lm_head
+  int64_t backward_transient = 0;  // one layer's backward (its re-run too, with recompute)
+  int64_t runtime = 0;   // BLAS / OpenMP per-thread buffers
+  int64_t baseline = 0;
+  int64_t load_peak = 0;  // loading: the model's weights + one tensor's file pages + baseline
+  int64_t train_peak = 0;
+  int64_t peak = 0;       // max(load_peak, train_peak)
+  bool recompute = true;
+  int64_t activations() const { return recompute ? activations_recompute : activations_no_recompute; }
+};
+
+MemoryPlan plan_memory(const MemoryPlanInputs& in);
+
+// The plan as a few lines for the run's log (MiB / GiB), marking which activation row applies.
+std::string format_plan(const MemoryPlan& p);
+// "412 MiB", "1.50 GiB".
+std::string format_bytes(int64_t bytes);
+
+// The first knob (in the order a user would try them) whose change brings the plan's peak under
+// limit, as a sentence naming the new values and the resulting peak; "" when none does.
+std::string memory_fit_advice(const MemoryPlanInputs& in, const TrainArgs& a, int64_t limit);
+
+// Process memory from /proc/self/status (bytes; 0 where unreadable).
+struct ProcessMemory {
+  int64_t rss = 0, peak_rss = 0;  // VmRSS, VmHWM
+};
+ProcessMemory read_process_memory();
+
+// The memory this process may use: MemAvailable (/proc/meminfo) or the cgroup v2 limit
+// (/sys/fs/cgroup/memory.max minus memory.current) when set, whichever is smaller; 0 = unknown.
+int64_t available_memory_bytes();
+
+// "2G", "1536M", "512MiB", "1000000" (bytes) → bytes; ConfigError naming `what` otherwise.
+int64_t parse_memory_size(const std::string& s, const std::string& what);
+
+}  // namespace unillm::train

@@ -1,0 +1,76 @@
+// The run's memory plan: built once the data (and so the micro-batch shape) is known and before
+// any weight is allocated, printed, checked against the limit the CLI found, and compared with
+// the measured peak at the end.
+#include <filesystem>
+
+#include "core/device.h"
+#include "core/parallel.h"
+#include "io/checkpoint.h"
+#include "train/finetune.h"
+#include "train/trainer_run.h"
+
+namespace unillm::train::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Bytes of the largest tensor in the checkpoint (its file pages are resident while it is copied).
+int64_t largest_tensor_bytes(const std::string& dir) {
+  const auto ckpt = io::CheckpointReader::open(dir);  // headers only: no tensor page is touched
+  int64_t n = 0;
+  for (const auto& name : ckpt.names()) n = std::max(n, static_cast<int64_t>(ckpt.info(name).nbytes()));
+  return n;
+}
+
+// The longest row the loader can put in a micro-batch (rows are padded to the batch's longest).
+int64_t longest_row(const data::TokenizedDataset& d) {
+  int64_t t = 1;
+  for (int64_t r = 0; r < d.num_rows(); ++r) t = std::max(t, d.row_length(r));
+  return t;
+}
+
+}  // namespace
+
+void Run::plan_memory_and_check(const std::string& from) {
+  MemoryPlanInputs in;
+  // A full-model checkpoint is loaded from `from`; its config is the base's.
+  const bool lora = a_.finetuning_type == "lora";
+  const std::string weights_dir = from.empty() || lora ? model_dir_ : from;
+  in.model = models::load_model_config((fs::path(model_dir_) / "config.json").string());
+  in.params = summarize_params(in.model, a_);
+  in.rows = std::max<int64_t>(1, std::min<int64_t>(a_.per_device_train_batch_size, train_.num_rows()));
+  in.seq_len = longest_row(train_);
+  in.recompute = !a_.disable_gradient_checkpointing;
+  const bool low = low_precision_dtype(a_) != DType::f32;
+  in.act_bytes = low ? 2 : 4;
+  // LoRA loads its frozen base in the low dtype; freeze casts after loading (f32 while loading).
+  in.frozen_weight_bytes = low ? 2 : 4;
+  in.largest_tensor_bytes = largest_tensor_bytes(weights_dir);
+  in.frozen_loaded_f32 = low && a_.finetuning_type == "freeze";
+  in.baseline_bytes = read_process_memory().rss;
+  in.threads = num_threads();
+  plan_ = plan_memory(in);
+  say(format_plan(plan_));
+  const int64_t limit = h_.memory_limit;
+  if (limit <= 0 || plan_.peak <= limit) return;
+  std::string advice = memory_fit_advice(in, a_, limit);
+  if (advice.empty()) advice = "no single knob brings it under; use a smaller model or a larger machine";
+  UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": the expected memory peak ", format_bytes(plan_.peak),
+               " (weights ", format_bytes(plan_.weights), ", gradients + optimizer ",
+               format_bytes(plan_.gradients + plan_.optimizer), ", activations ", format_bytes(plan_.activations()),
+               " for ", in.rows, " x ", in.seq_len, " tokens) exceeds the ", format_bytes(limit), " available (",
+               h_.memory_limit_source.empty() ? "limit" : h_.memory_limit_source, "); ", advice);
+}
+
+void Run::report_memory() const {
+  const ProcessMemory m = read_process_memory();
+  const auto alloc = static_cast<int64_t>(backend_for(Device{}).allocator(0).peak_bytes());
+  const double ratio = plan_.peak > 0 ? static_cast<double>(m.peak_rss) / static_cast<double>(plan_.peak) : 0.0;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f", ratio);
+  say("memory: predicted peak " + format_bytes(plan_.peak) + ", measured " + format_bytes(m.peak_rss) +
+      " (measured/predicted " + buf + "; allocator peak " + format_bytes(alloc) + ")");
+}
+
+}  // namespace unillm::train::detail

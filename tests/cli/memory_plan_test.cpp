@@ -1,0 +1,91 @@
+// `unillm train` and its memory plan on the bundled model: the plan is printed before the first
+// step, a run that cannot fit is refused before anything is allocated or written, and the
+// predicted peak is within ±15% of the measured process peak RSS.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "support/expect.h"
+#include "support/run_cli.h"
+
+namespace unillm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_unillm;
+using testing::source_path;
+
+std::string write_config(const std::string& dir, const std::string& extra) {
+  std::string path = dir + "/cfg.yaml";
+  std::ofstream(path) << "model_name_or_path: " << source_path("assets/stories260K") << "\n"
+                      << "stage: pt\ndo_train: true\n"
+                      << "dataset: tinyshakespeare\ndataset_dir: " << source_path("data") << "\n"
+                      << "cutoff_len: 128\nmax_samples: 400\n"
+                      << "output_dir: " << dir << "/out\n"
+                      << "per_device_train_batch_size: 8\ngradient_accumulation_steps: 1\n"
+                      << "learning_rate: 1.0e-3\nmax_steps: 3\nlogging_steps: 1\nsave_strategy: 'no'\n"
+                      << extra;
+  return path;
+}
+
+// Runs `unillm train` with UNILLM_MEMORY_LIMIT set to limit for the child only.
+testing::CliResult train_with_limit(const std::string& cfg, const std::string& limit) {
+  setenv("UNILLM_MEMORY_LIMIT", limit.c_str(), 1);
+  auto r = run_unillm("train " + cfg + " --quiet --threads 2");
+  unsetenv("UNILLM_MEMORY_LIMIT");
+  return r;
+}
+
+double mib(const std::string& number, const std::string& unit) {
+  return std::stod(number) * (unit == "GiB" ? 1024.0 : 1.0);
+}
+
+TEST(MemoryPlan, ImpossibleLimitIsRefusedBeforeAllocating) {
+  std::string dir = testing::temp_dir("memplan-refuse");
+  auto r = train_with_limit(write_config(dir, "finetuning_type: full\ndisable_gradient_checkpointing: true\n"), "1M");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("memory plan"), std::string::npos) << r.err;  // the plan is shown first
+  EXPECT_NE(r.err.find("exceeds the 1 MiB available (UNILLM_MEMORY_LIMIT=1M)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no single knob"), std::string::npos) << r.err;
+  // Nothing after the plan ran: no model, no output dir, no step.
+  EXPECT_FALSE(fs::exists(dir + "/out"));
+  EXPECT_EQ(r.err.find("training "), std::string::npos) << r.err;
+}
+
+TEST(MemoryPlan, RefusalNamesTheKnobThatFits) {
+  std::string dir = testing::temp_dir("memplan-knob");
+  std::string cfg = write_config(dir, "finetuning_type: full\ndisable_gradient_checkpointing: true\n");
+  auto probe = train_with_limit(cfg, "off");
+  ASSERT_EQ(probe.exit_code, 0) << probe.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(probe.err, m, std::regex(R"(expected peak\s+([0-9.]+) (MiB|GiB))"))) << probe.err;
+  // 1 MiB under the plan of this run: turning recompute on must be what fits.
+  const auto limit = static_cast<int64_t>(mib(m[1], m[2])) - 1;
+  auto r = train_with_limit(cfg, std::to_string(limit) + "M");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("set disable_gradient_checkpointing: false (recompute on)"), std::string::npos) << r.err;
+}
+
+// The plan against the process's peak RSS, full and LoRA, recompute on and off.
+TEST(MemoryPlan, PredictedPeakWithin15PercentOfMeasured) {
+  for (const char* ft : {"full", "lora"})
+    for (const char* rc : {"false", "true"}) {
+      std::string dir = testing::temp_dir("memplan-acc");
+      auto r = train_with_limit(
+          write_config(dir, std::string("finetuning_type: ") + ft + "\ndisable_gradient_checkpointing: " + rc + "\n"),
+          "off");
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(
+          r.err, m, std::regex(R"(predicted peak ([0-9.]+) (MiB|GiB), measured ([0-9.]+) (MiB|GiB))")))
+          << r.err;
+      const double predicted = mib(m[1], m[2]), measured = mib(m[3], m[4]);
+      EXPECT_NEAR(measured / predicted, 1.0, 0.15) << ft << " recompute off=" << rc << ": " << r.err;
+    }
+}
+
+}  // namespace
+}  // namespace unillm

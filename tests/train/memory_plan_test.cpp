@@ -1,0 +1,141 @@
+// The memory plan's arithmetic against figures computed by hand for a tiny config (the counts in
+// the comments follow memory_plan.cpp's list of what each op saves), the advice that makes a
+// refused plan fit, and the size parser.
+#include "train/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace unillm::train {
+namespace {
+
+// L 2, C 8, F 16, H 2, Hkv 1, D 4 (q 8, kv 4), V 32, untied.
+models::ModelConfig tiny() {
+  models::ModelConfig c;
+  c.model_type = "llama";
+  c.num_layers = 2;
+  c.hidden_size = 8;
+  c.intermediate_size = 16;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim = 4;
+  c.vocab_size = 32;
+  return c;
+}
+
+MemoryPlanInputs inputs(const TrainArgs& a, bool recompute) {
+  MemoryPlanInputs in;
+  in.model = tiny();
+  in.params = summarize_params(in.model, a);
+  in.rows = 2;
+  in.seq_len = 3;  // N = 6 tokens
+  in.recompute = recompute;
+  in.threads = 0;  // no BLAS buffer term: the figures below are the tensors only
+  in.largest_tensor_bytes = 7000;
+  return in;
+}
+
+TEST(MemoryPlan, FullFineTuningByHand) {
+  TrainArgs a;
+  a.finetuning_type = "full";
+  const ParamSummary s = summarize_params(tiny(), a);
+  // embed 256; per layer: norms 16, qkv 16·8, o 8·8, gate_up 32·8, down 8·16 = 592; norm 8; lm_head 256.
+  EXPECT_EQ(s.base, 1704);
+  EXPECT_EQ(s.trainable, 1704);
+  EXPECT_EQ(s.frozen, 0);
+  EXPECT_TRUE(s.lm_head_trainable && s.embed_trainable);
+  EXPECT_EQ(s.layers[1].max_weight_grad, 256);  // gate_up [32, 8]
+
+  const MemoryPlan p = plan_memory(inputs(a, false));
+  EXPECT_EQ(p.weights, 1704 * 4);
+  EXPECT_EQ(p.gradients, 1704 * 4);
+  EXPECT_EQ(p.optimizer, 2 * 1704 * 4);
+  // Per layer and token: y1 8, q 8, k 4, v 4, out 8, lse 2, h 8, y2 8, gate_up 32, act 16,
+  // output 8 = 106 f32 + 8 bytes of rope positions → 6 · 432 = 2592; two layers, the embedding
+  // output (192) and the tail: final norm output 192, lse 24, four i32 [N] 96.
+  EXPECT_EQ(p.activations_no_recompute, 2 * 2592 + 192 + 312);
+  // Recompute: x and h per layer (2 · 192), the embedding output, the same tail.
+  EXPECT_EQ(p.activations_recompute, 192 + 2 * 384 + 312);
+  // dx 192, lm_head dW 32·8·4 = 1024, one chunk of 6 rows · (V + 2C) f32 = 1152.
+  EXPECT_EQ(p.loss_transient, 192 + 1024 + 1152);
+  // Attention backward: 24 · (8 + 8 + 16) + workspace 24 · (16 + 8 + 4) = 1440, + gate_up's dW 1024.
+  EXPECT_EQ(p.backward_transient, 1440 + 1024);
+  EXPECT_EQ(p.train_peak, 4 * 1704 * 4 + 5688 + 2464);
+  // Loading: the f32 model (6816) + the arena's packed copy and gradients (13632) > + the largest tensor.
+  EXPECT_EQ(p.load_peak, 6816 + 13632);
+  EXPECT_EQ(p.peak, p.train_peak);
+
+  const MemoryPlan r = plan_memory(inputs(a, true));
+  // Re-run of the MLP segment: y2 8, gate_up 32, act 16, zeros 8, output 8 = 72 f32 + 8 bytes.
+  EXPECT_EQ(r.backward_transient, 6 * (72 * 4 + 8) + 2464);
+  EXPECT_EQ(r.train_peak, 4 * 1704 * 4 + 1272 + 1776 + 2464);
+}
+
+TEST(MemoryPlan, LoraByHand) {
+  TrainArgs a;
+  a.finetuning_type = "lora";
+  a.lora_rank = 2;
+  a.lora_target = {"q_proj", "v_proj"};
+  const ParamSummary s = summarize_params(tiny(), a);
+  // Per layer on the fused q/k/v: A [2·2, 8] = 32, B [8 + 4, 2] = 24.
+  EXPECT_EQ(s.trainable, 2 * 56);
+  EXPECT_EQ(s.frozen, 1704);
+  EXPECT_FALSE(s.lm_head_trainable);
+  EXPECT_EQ(s.layers[0].lora_xa, 4);
+  EXPECT_TRUE(s.layers[0].qkv_saves_x);
+  EXPECT_FALSE(s.layers[0].gate_up_saves_x || s.layers[0].down_saves_x);
+
+  const MemoryPlan p = plan_memory(inputs(a, false));
+  EXPECT_EQ(p.weights, 112 * 4 + 1704 * 4);
+  EXPECT_EQ(p.gradients, 112 * 4);
+  EXPECT_EQ(p.optimizer, 112 * 8);
+  // Per layer and token: the full set minus y2 (8) and act (16), plus x·Aᵀ 4 = 86 → 6 · 352.
+  EXPECT_EQ(p.activations_no_recompute, 2 * 2112 + 192 + 312);
+  EXPECT_EQ(p.loss_transient, 192 + 6 * 48 * 4);  // no lm_head dW
+  EXPECT_EQ(p.backward_transient, 1440);          // no weight gradient
+}
+
+TEST(MemoryPlan, FreezeLastLayerKeepsNothingBelowIt) {
+  TrainArgs a;
+  a.finetuning_type = "freeze";
+  a.freeze_trainable_layers = 1;
+  const ParamSummary s = summarize_params(tiny(), a);
+  EXPECT_EQ(s.trainable, 592);
+  EXPECT_FALSE(s.layers[0].trainable);
+  EXPECT_TRUE(s.layers[1].trainable);
+  const MemoryPlan p = plan_memory(inputs(a, false));
+  EXPECT_EQ(p.activations_no_recompute, 2592 + 192 + 312);  // layer 1 and its input only
+}
+
+TEST(MemoryPlan, AdviceNamesAKnobThatFits) {
+  TrainArgs a;
+  a.finetuning_type = "full";
+  a.gradient_accumulation_steps = 1;
+  MemoryPlanInputs in = inputs(a, false);
+  in.rows = 64;
+  in.seq_len = 64;
+  const MemoryPlan p = plan_memory(in);
+  // Just below the plan: recompute alone fits.
+  EXPECT_NE(memory_fit_advice(in, a, p.peak - 1).find("disable_gradient_checkpointing: false"), std::string::npos);
+  // Below what recompute saves: a smaller micro-batch with more accumulation.
+  in.recompute = true;
+  const std::string adv = memory_fit_advice(in, a, plan_memory(in).peak - 1);
+  EXPECT_NE(adv.find("per_device_train_batch_size: 32 with gradient_accumulation_steps: 2"), std::string::npos) << adv;
+  EXPECT_EQ(memory_fit_advice(in, a, 1000), "");  // nothing fits 1000 bytes
+  EXPECT_NE(format_plan(p).find("<- this run"), std::string::npos);
+}
+
+TEST(MemoryPlan, ParsesSizes) {
+  EXPECT_EQ(parse_memory_size("2G", "x"), int64_t{2} << 30);
+  EXPECT_EQ(parse_memory_size("1536M", "x"), int64_t{1536} << 20);
+  EXPECT_EQ(parse_memory_size("800MiB", "x"), int64_t{800} << 20);
+  EXPECT_EQ(parse_memory_size("1000", "x"), 1000);
+  EXPECT_THROW(parse_memory_size("lots", "x"), ConfigError);
+  EXPECT_THROW(parse_memory_size("2X", "x"), ConfigError);
+  EXPECT_EQ(format_bytes(int64_t{412} << 20), "412 MiB");
+  EXPECT_EQ(format_bytes(int64_t{3} << 29), "1.50 GiB");
+}
+
+}  // namespace
+}  // namespace unillm::train
