@@ -13,6 +13,7 @@ namespace unillm {
 namespace {
 constexpr size_t kLarge = size_t{1} << 20;  // blocks from here on are mapped and cached
 constexpr size_t kPage = size_t{4096};
+constexpr size_t kCacheSlack = 8;  // the cache may hold up to 1/8 of the live peak beyond it
 size_t mapped_size(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 }  // namespace
 
@@ -35,8 +36,10 @@ void* CpuAllocator::map_large(size_t m) {
     return p;
   }
   // A miss: unmap cached blocks (largest first) while keeping them would take the mapped total
-  // past the peak of live large blocks so far.
-  const size_t limit = std::max(mapped_peak_, mapped_live_ + m);
+  // past the peak of live large blocks so far plus an eighth. Without that eighth, blocks freed
+  // before a step's peak and wanted again after it are unmapped and faulted back in every step
+  // (stories15M full fine-tuning: 53 misses a step, ~10% slower); with it, ~5.
+  const size_t limit = std::max(mapped_peak_, mapped_live_ + m) + mapped_peak_ / kCacheSlack;
   while (!cache_.empty() && mapped_live_ + cached_ + m > limit) {
     auto last = std::prev(cache_.end());
     ::munmap(last->second, last->first);
@@ -51,6 +54,9 @@ void* CpuAllocator::map_large(size_t m) {
     p = ::mmap(nullptr, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   }
   if (p == MAP_FAILED) return nullptr;
+  // Transparent huge pages where the system allows them on request: a fresh block then faults in
+  // 2 MiB at a time instead of 4 KiB (measured: a stories15M step's page-fault time).
+  if (m >= (size_t{2} << 20)) ::madvise(p, m, MADV_HUGEPAGE);
   mapped_live_ += m;
   mapped_peak_ = std::max(mapped_peak_, mapped_live_);
   return p;

@@ -2,11 +2,12 @@
 //
 // Blocks of 1 MiB and more are mapped directly (mmap) and, when freed, cached by exact size for
 // the next request of that size: a training step allocates the same activation and workspace
-// sizes every step, so after the first step they come back without page faults. The cache never
-// lets mapped memory exceed the larger of the peak in use so far and what is in use now plus the
-// request: on a miss that would, cached blocks are unmapped first. So the process's resident
-// memory tracks the live peak instead of the heap's freed-but-kept blocks (glibc keeps freed
-// blocks below its adaptive mmap threshold, up to 32 MiB each, resident).
+// sizes every step, so after the first step they come back without page faults (fresh blocks of
+// 2 MiB and more ask for transparent huge pages). The cache never lets mapped memory exceed the
+// larger of the live peak so far and what is in use now plus the request, plus 1/8 of that
+// peak: on a miss that would, cached blocks are unmapped first. So the process's resident memory
+// is bounded by 9/8 of the live peak of large blocks, where glibc keeps freed blocks below its
+// adaptive mmap threshold (up to 32 MiB each) resident without a bound.
 #pragma once
 
 #include <atomic>

@@ -230,9 +230,10 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   p.baseline = in.baseline_bytes;
   const int64_t state = p.weights + p.gradients + p.optimizer;
   const int64_t working = std::max(p.activations() + std::max(p.loss_transient, p.backward_transient), embed_bwd);
-  // The CPU allocator maps blocks >= 1 MiB itself and never keeps more of them mapped than their
-  // live peak (core/cpu_allocator.h), so freed activations leave no resident holes to add here.
-  p.train_peak = p.baseline + p.runtime + state + working;
+  // The CPU allocator caches freed blocks >= 1 MiB up to 1/8 of their live peak beyond it
+  // (core/cpu_allocator.h); counted whole, as an upper bound.
+  p.allocator_cache = (state + working) / 8;
+  p.train_peak = p.baseline + p.runtime + state + working + p.allocator_cache;
   // Loading builds the base model (f32, or frozen_weight_bytes; freeze under mixed precision
   // builds f32 first) while one tensor's file pages are resident; the arena then holds the old
   // and the packed copy of the trainable tensors plus the gradients.

@@ -64,6 +64,7 @@ struct MemoryPlan {
   int64_t loss_transient = 0;  // end of forward: CE chunk buffers, eager dx and dW of the lm_head
   int64_t backward_transient = 0;  // one layer's backward (its re-run too, with recompute)
   int64_t runtime = 0;   // BLAS / OpenMP per-thread buffers
+  int64_t allocator_cache = 0;  // freed large blocks the CPU allocator may keep (<= 1/8 of the peak)
   int64_t baseline = 0;
   int64_t load_peak = 0;  // loading: the model's weights + one tensor's file pages + baseline
   int64_t train_peak = 0;

@@ -36,6 +36,7 @@ std::string format_plan(const MemoryPlan& p) {
   row("loss (CE buffers, lm_head dW)", p.loss_transient);
   row("one layer's backward", p.backward_transient);
   row("process baseline + BLAS", p.baseline + p.runtime);
+  row("allocator cache (<= 1/8)", p.allocator_cache);
   row("loading peak", p.load_peak);
   row("expected peak", p.peak);
   return o.str();
