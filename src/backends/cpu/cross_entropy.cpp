@@ -13,6 +13,7 @@
 #include "backends/cpu/gemm_backward.h"
 #include "backends/cpu/backward_kernel_list.h"
 #include "backends/cpu/simd.h"
+#include "backends/cpu/scratch.h"
 #include "core/registry.h"
 #include "ops/cross_entropy.h"
 
@@ -60,7 +61,7 @@ void cross_entropy_forward(const ops::LinearCrossEntropyArgs& a) {
   const int64_t total = static_cast<int64_t>(rows.size());
   const int64_t chunk = std::min<int64_t>(std::max<int64_t>(1, a.chunk_rows), total);
   if (total == 0) return;
-  std::vector<T> xbuf(static_cast<size_t>(chunk * a.c)), logits(static_cast<size_t>(chunk * a.v));
+  Scratch<T> xbuf(chunk * a.c), logits(chunk * a.v);
   for (int64_t s = 0; s < total; s += chunk) {
     const int64_t r = std::min(chunk, total - s);
     chunk_logits<T>(a, rows.data() + s, r, xbuf.data(), logits.data());
@@ -91,8 +92,8 @@ void gradient_pass(const Args& a, RowFn to_dlogits) {
     return;
   }
   const int64_t chunk = std::min<int64_t>(std::max<int64_t>(1, a.chunk_rows), total);
-  std::vector<T> xbuf(static_cast<size_t>(chunk * a.c)), logits(static_cast<size_t>(chunk * a.v));
-  std::vector<T> dxbuf(dx ? static_cast<size_t>(chunk * a.c) : 0);
+  Scratch<T> xbuf(chunk * a.c), logits(chunk * a.v);
+  Scratch<T> dxbuf(dx ? chunk * a.c : 0);
   for (int64_t s = 0; s < total; s += chunk) {
     const int64_t r = std::min(chunk, total - s);
     chunk_logits<T>(a, rows.data() + s, r, xbuf.data(), logits.data());

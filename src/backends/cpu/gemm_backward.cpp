@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/convert.h"
+#include "backends/cpu/scratch.h"
 #include "core/error.h"
 
 namespace unillm::cpu {
@@ -42,7 +43,7 @@ void gemm_a_wt(const float* a, const void* w, DType wt, float* c, int64_t m, int
     return;
   }
   const int64_t panel = panel_rows(n, k);
-  std::vector<float> buf(static_cast<size_t>(panel * k));
+  Scratch<float> buf(panel * k);
   for (int64_t n0 = 0; n0 < n; n0 += panel) {
     const int64_t rows = std::min(panel, n - n0);
     convert_panel(w, wt, n0, rows, k, buf.data());
@@ -66,7 +67,7 @@ void gemm_a_w(const float* a, int64_t lda, const void* w, DType wt, float* c, in
     return;
   }
   const int64_t panel = panel_rows(n, k);
-  std::vector<float> buf(static_cast<size_t>(panel * k));
+  Scratch<float> buf(panel * k);
   for (int64_t n0 = 0; n0 < n; n0 += panel) {
     const int64_t rows = std::min(panel, n - n0);
     convert_panel(w, wt, n0, rows, k, buf.data());

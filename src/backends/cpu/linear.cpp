@@ -9,6 +9,7 @@
 #include "backends/cpu/convert.h"
 #include "backends/cpu/kernel_list.h"
 #include "backends/cpu/simd.h"
+#include "backends/cpu/scratch.h"
 #include "core/parallel.h"
 #include "core/registry.h"
 
@@ -50,7 +51,7 @@ void linear_f32_blas(const LinearArgs& a) {
 void linear_half_panels(const LinearArgs& a) {
   float beta = init_bias<float>(a);
   const int64_t panel = std::min(a.n, std::max<int64_t>(256, ((1 << 18) / a.k + 63) / 64 * 64));
-  std::vector<float> buf(static_cast<size_t>(panel * a.k));
+  Scratch<float> buf(panel * a.k);
   const size_t es = dtype_size(a.w_dtype);
   const auto* w = static_cast<const char*>(a.w);
   for (int64_t n0 = 0; n0 < a.n; n0 += panel) {
