@@ -11,3 +11,19 @@ cd "$(dirname "$0")"
 CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_OPENMP=ON" .venv/bin/pip install -q -c constraints.txt \
   --no-cache-dir llama-cpp-python
 .venv/bin/python -c "import llama_cpp, gguf, sentencepiece; print('llama_cpp', llama_cpp.__version__)"
+
+# LLaMA-Factory peer (bench/lf_bench.py) in its own venv, bench/.venv-lf, on the same Debian torch
+# 1.13 (never a PyPI torch). Skip with LF=0. peft 0.12 declares torch>=1.13.0, which Debian's
+# "1.13.0a0" does not satisfy for pip, so peft and llamafactory go in with --no-deps after their
+# dependencies; constraints-lf.txt pins torch==1.13.0a0 so that nothing can pull a PyPI torch.
+if [[ "${LF:-1}" != 0 ]]; then
+  /usr/bin/python3 -m venv --system-site-packages .venv-lf
+  .venv-lf/bin/pip install -q --upgrade pip
+  .venv-lf/bin/pip install -q -c constraints-lf.txt transformers tokenizers datasets accelerate trl \
+    tyro gradio "pandas>=2.0.0" scipy einops sentencepiece tiktoken protobuf uvicorn pydantic fastapi \
+    sse-starlette "matplotlib>=3.7.0" fire packaging pyyaml numpy av librosa psutil safetensors \
+    huggingface_hub tqdm
+  .venv-lf/bin/pip install -q --no-deps -c constraints-lf.txt peft llamafactory
+  .venv-lf/bin/pip check | grep -v -i "torch" || true   # only peft's torch>=1.13.0 may show
+  OMP_NUM_THREADS=1 .venv-lf/bin/llamafactory-cli version
+fi
