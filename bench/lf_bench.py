@@ -142,30 +142,11 @@ def wait_quiet(max_wait, limit=0.15):
     return b
 
 
-class Contention:
-    """CPU time of processes other than this bench's children during a run, as a share of the
-    machine (train_bench.py's measure). Above ~5% the timings are distorted."""
-
-    def __enter__(self):
-        self.t, self.busy, self.own = time.time(), self._busy(), self._own()
-        return self
-
-    def __exit__(self, *exc):
-        hz = os.sysconf("SC_CLK_TCK")
-        wall = time.time() - self.t
-        other = (self._busy() - self.busy) / hz - (self._own() - self.own)
-        self.share = max(0.0, other) / (wall * os.cpu_count())
-
-    @staticmethod
-    def _busy():
-        v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-        return sum(v) - v[3] - v[4]
-
-    @staticmethod
-    def _own():
-        import resource
-        r = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return r.ru_utime + r.ru_stime
+def Contention():
+    """train_bench.py's measure of the CPU share other processes used during a run."""
+    sys.path.insert(0, str(HERE))
+    import train_bench  # noqa: E402
+    return train_bench.Contention()
 
 
 def peak_rss_mb(stderr):
