@@ -18,7 +18,7 @@ size_t mapped_size(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 }  // namespace
 
 CpuAllocator::~CpuAllocator() {
-  for (auto& [size, p] : cache_) ::munmap(p, size);
+  for (auto& [p, size] : free_) ::munmap(p, size);
 }
 
 size_t CpuAllocator::cached_bytes() const {
@@ -26,31 +26,82 @@ size_t CpuAllocator::cached_bytes() const {
   return cached_;
 }
 
+void CpuAllocator::erase_free(char* p, size_t size) {
+  free_.erase(p);
+  auto [lo, hi] = free_by_size_.equal_range(size);
+  for (auto it = lo; it != hi; ++it) {
+    if (it->second == p) {
+      free_by_size_.erase(it);
+      return;
+    }
+  }
+}
+
+void CpuAllocator::remove_free(char* p, size_t size) {
+  erase_free(p, size);
+  cached_ -= size;
+}
+
+void CpuAllocator::add_free(char* p, size_t size) {
+  cached_ += size;
+  auto next = free_.lower_bound(p);
+  if (next != free_.end() && p + size == next->first) {  // join the range after
+    const size_t n = next->second;
+    erase_free(next->first, n);
+    size += n;
+  }
+  next = free_.lower_bound(p);
+  if (next != free_.begin()) {  // join the range before
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == p) {
+      char* q = prev->first;
+      const size_t n = prev->second;
+      erase_free(q, n);
+      p = q;
+      size += n;
+    }
+  }
+  free_.emplace(p, size);
+  free_by_size_.emplace(size, p);
+}
+
+void CpuAllocator::unmap_free(size_t bytes) {
+  while (bytes > 0 && !free_by_size_.empty()) {
+    auto last = std::prev(free_by_size_.end());
+    const size_t size = last->first;
+    char* p = last->second;
+    remove_free(p, size);
+    if (size <= bytes) {
+      ::munmap(p, size);
+      bytes -= size;
+    } else {  // unmap the tail only; the head stays free and resident
+      const size_t cut = (bytes + kPage - 1) / kPage * kPage;
+      ::munmap(p + size - cut, cut);
+      if (size > cut) add_free(p, size - cut);
+      bytes = 0;
+    }
+  }
+}
+
 void* CpuAllocator::map_large(size_t m) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = cache_.find(m); it != cache_.end()) {
-    void* p = it->second;
-    cache_.erase(it);
-    cached_ -= m;
+  if (auto it = free_by_size_.lower_bound(m); it != free_by_size_.end()) {  // best fit
+    const size_t size = it->first;
+    char* p = it->second;
+    remove_free(p, size);
+    if (size > m) add_free(p + m, size - m);
     mapped_live_ += m;
+    mapped_peak_ = std::max(mapped_peak_, mapped_live_);
     return p;
   }
-  // A miss: unmap cached blocks (largest first) while keeping them would take the mapped total
-  // past the peak of live large blocks so far plus an eighth. Without that eighth, blocks freed
-  // before a step's peak and wanted again after it are unmapped and faulted back in every step
-  // (stories15M full fine-tuning: 53 misses a step, ~10% slower); with it, ~5.
+  // A miss: unmap free ranges while keeping them would take the mapped total past the peak of
+  // live large blocks so far plus an eighth. Without that eighth, blocks freed before a step's
+  // peak and wanted again after it are unmapped and faulted back in every step.
   const size_t limit = std::max(mapped_peak_, mapped_live_ + m) + mapped_peak_ / kCacheSlack;
-  while (!cache_.empty() && mapped_live_ + cached_ + m > limit) {
-    auto last = std::prev(cache_.end());
-    ::munmap(last->second, last->first);
-    cached_ -= last->first;
-    cache_.erase(last);
-  }
+  if (mapped_live_ + cached_ + m > limit) unmap_free(mapped_live_ + cached_ + m - limit);
   void* p = ::mmap(nullptr, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED && !cache_.empty()) {  // out of address space or memory: drop the cache, retry
-    for (auto& [size, q] : cache_) ::munmap(q, size);
-    cache_.clear();
-    cached_ = 0;
+  if (p == MAP_FAILED && !free_.empty()) {  // out of address space or memory: drop the cache, retry
+    unmap_free(cached_);
     p = ::mmap(nullptr, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   }
   if (p == MAP_FAILED) return nullptr;
@@ -86,8 +137,7 @@ void CpuAllocator::deallocate(void* p, size_t bytes) {
   const size_t m = mapped_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   mapped_live_ -= m;
-  cache_.emplace(m, p);
-  cached_ += m;
+  add_free(static_cast<char*>(p), m);
 }
 
 }  // namespace unillm

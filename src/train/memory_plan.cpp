@@ -227,6 +227,10 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   const int64_t embed_bwd = ps.embed_trainable ? d.V * d.C * 4 + 2 * d.N * d.C * d.e : 0;
   // OpenBLAS packs GEMM panels into per-thread buffers (measured: bench/memory_plan_check.py).
   p.runtime = in.threads * (int64_t{4} << 20);
+  // bf16/f16 frozen weights reach GEMM through an f32 panel of up to 8 MiB
+  // (backends/cpu/convert.h half_panel_rows).
+  if (in.frozen_weight_bytes < 4 && ps.frozen > 0)
+    p.runtime += std::min<int64_t>(int64_t{8} << 20, std::max(d.V, 2 * d.F) * std::max(d.C, d.F) * 4);
   p.baseline = in.baseline_bytes;
   const int64_t state = p.weights + p.gradients + p.optimizer;
   const int64_t working = std::max(p.activations() + std::max(p.loss_transient, p.backward_transient), embed_bwd);

@@ -14,10 +14,6 @@
 namespace unillm::cpu {
 namespace {
 
-int64_t panel_rows(int64_t rows, int64_t k) {
-  return std::min(rows, std::max<int64_t>(256, ((1 << 18) / std::max<int64_t>(1, k) + 63) / 64 * 64));
-}
-
 // Converts rows [r0, r0 + rows) of w [*, k] to f32 into buf.
 void convert_panel(const void* w, DType wt, int64_t r0, int64_t rows, int64_t k, float* buf) {
   const auto* base = static_cast<const char*>(w);
@@ -42,7 +38,7 @@ void gemm_a_wt(const float* a, const void* w, DType wt, float* c, int64_t m, int
                 static_cast<const float*>(w), k, 0.0f, c, ldc);
     return;
   }
-  const int64_t panel = panel_rows(n, k);
+  const int64_t panel = half_panel_rows(n, k);
   Scratch<float> buf(panel * k);
   for (int64_t n0 = 0; n0 < n; n0 += panel) {
     const int64_t rows = std::min(panel, n - n0);
@@ -66,7 +62,7 @@ void gemm_a_w(const float* a, int64_t lda, const void* w, DType wt, float* c, in
                 static_cast<const float*>(w), k, 0.0f, c, k);
     return;
   }
-  const int64_t panel = panel_rows(n, k);
+  const int64_t panel = half_panel_rows(n, k);
   Scratch<float> buf(panel * k);
   for (int64_t n0 = 0; n0 < n; n0 += panel) {
     const int64_t rows = std::min(panel, n - n0);

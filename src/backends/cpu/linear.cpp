@@ -46,11 +46,11 @@ void linear_f32_blas(const LinearArgs& a) {
               static_cast<float*>(a.y), a.n);
 }
 
-// bf16/f16 W: convert a panel of P rows (about 1 MiB of f32, at least 256 rows) in parallel,
-// then one sgemm writes y[:, n0:n0+P].
+// bf16/f16 W: convert a panel of P rows (half_panel_rows: about 8 MiB of f32) in parallel, then
+// one sgemm writes y[:, n0:n0+P].
 void linear_half_panels(const LinearArgs& a) {
   float beta = init_bias<float>(a);
-  const int64_t panel = std::min(a.n, std::max<int64_t>(256, ((1 << 18) / a.k + 63) / 64 * 64));
+  const int64_t panel = half_panel_rows(a.n, a.k);
   Scratch<float> buf(panel * a.k);
   const size_t es = dtype_size(a.w_dtype);
   const auto* w = static_cast<const char*>(a.w);
