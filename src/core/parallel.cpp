@@ -6,7 +6,10 @@
 
 namespace unillm {
 
-int num_threads() { return omp_get_max_threads(); }
+int num_threads() {
+  if (const detail::Team* team = detail::active_team()) return team->size();
+  return omp_get_max_threads();
+}
 
 void set_omp_threads(int n) { omp_set_num_threads(n > 0 ? n : affinity_cores()); }
 
@@ -18,7 +21,11 @@ int affinity_cores() {
   return n > 0 ? n : 1;
 }
 
-bool in_parallel_region() { return omp_in_parallel() != 0; }
+// Inside run_with_team, the thread running fn is in a parallel region but not inside a job.
+bool in_parallel_region() {
+  if (const detail::Team* team = detail::active_team()) return team->in_job();
+  return omp_in_parallel() != 0;
+}
 int thread_index() { return omp_get_thread_num(); }
 
 }  // namespace unillm

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "autograd/grad_mode.h"
+#include "core/thread_team.h"
 
 namespace unillm::infer {
 
@@ -62,8 +63,9 @@ GenerateResult generate(models::CausalLM& model, const std::vector<int32_t>& pro
       break;
     }
     if (step + 1 < o.max_new_tokens) {
+      // One token: GEMV-sized kernels, a held thread team saves a wake-up per kernel.
       int64_t n = static_cast<int64_t>(seq.size());
-      logits = run_tokens(model, caches, seq, n - 1, n, blocks, o.block_size);
+      run_with_team([&] { logits = run_tokens(model, caches, seq, n - 1, n, blocks, o.block_size); });
     }
   }
   r.decode_seconds = seconds_since(t1);
