@@ -172,11 +172,42 @@ void BM_GemvOpenBlasF32(benchmark::State& state) {  // the peer: OpenBLAS sgemv 
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The fused cross-entropy's three GEMMs for one chunk of r labelled rows against the lm_head
+// W [V, C] (backends/cpu/cross_entropy.cpp): logits = x·Wᵀ (K = C), dx = dlogits·W (K = V),
+// dW += dlogitsᵀ·x (K = r, all of dW read and written per chunk). Args: {r, V, C, which}.
+void BM_CrossEntropyGemm(benchmark::State& state) {
+  const int64_t r = state.range(0), v = state.range(1), c = state.range(2), which = state.range(3);
+  Tensor x = random_tensor({r, c}, DType::f32, 5), w = random_tensor({v, c}, DType::f32, 6);
+  Tensor l = random_tensor({r, v}, DType::f32, 7), dw = random_tensor({v, c}, DType::f32, 8);
+  Tensor dx = Tensor::empty({r, c}, DType::f32);
+  const float *xp = x.data<float>(), *wp = w.data<float>(), *lp = l.data<float>();
+  for (auto _ : state) {
+    if (which == 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, v, c, 1.0f, xp, c, wp, c, 0.0f,
+                  l.data<float>(), v);
+    else if (which == 1)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, c, v, 1.0f, lp, v, wp, c, 0.0f,
+                  dx.data<float>(), c);
+    else
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, v, c, r, 1.0f, lp, v, xp, c, 1.0f,
+                  dw.data<float>(), c);
+  }
+  const double flops = 2.0 * r * v * c;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["pct_peak"] =
+      benchmark::Counter(100 * flops / g_peak_flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LinearF32)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvLinear, f32, DType::f32)->Args({768, 768})->Args({32000, 768})->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvLinear, bf16, DType::bf16)->Args({768, 768})->Args({32000, 768})->UseRealTime();
 BENCHMARK(BM_GemvOpenBlasF32)->Args({768, 768})->Args({32000, 768})->UseRealTime();
+// stories15M's lm_head (C = 288) at the default 32 MiB chunk (262 rows), 65, 131 and 524 rows.
+BENCHMARK(BM_CrossEntropyGemm)
+    ->ArgsProduct({{65, 131, 262, 524}, {32000}, {288}, {0, 1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 
