@@ -92,9 +92,12 @@ int cmd_train(const std::vector<std::string>& args) {
       if (step == kill_in_save) raise(SIGKILL);
     };
   auto r = train::run_training(targs, hooks);
-  std::printf("trained %lld steps: train_loss=%.6f%s -> %s\n", static_cast<long long>(r.steps), r.train_loss,
-              r.final_eval_loss >= 0 ? (" eval_loss=" + std::to_string(r.final_eval_loss)).c_str() : "",
-              r.output_dir.c_str());
+  std::printf(
+      "trained %lld steps: train_loss=%.6f%s%s -> %s\n", static_cast<long long>(r.steps),
+      r.train_loss,
+      r.final_eval_loss >= 0 ? (" eval_loss=" + std::to_string(r.final_eval_loss)).c_str() : "",
+      r.test_loss >= 0 ? (" test_loss=" + std::to_string(r.test_loss)).c_str() : "",
+      r.output_dir.c_str());
   return 0;
 }
 

@@ -91,7 +91,8 @@ std::map<std::string, Field> collect_fields(const YAML::Node& root, const std::s
 
 namespace detail {
 
-TrainArgs apply_fields(const std::map<std::string, Field>& fields, const std::string& source) {
+TrainArgs apply_fields(const std::map<std::string, Field>& fields, const std::string& source,
+                       const std::map<std::string, Field>& direct) {
   TrainArgs a;
   a.config_path = source;
   std::set<std::string> given;
@@ -114,6 +115,10 @@ TrainArgs apply_fields(const std::map<std::string, Field>& fields, const std::st
                        "' is not implemented yet");
         break;
     }
+  }
+  for (const auto& [key, f] : direct) {
+    given.insert(key);
+    UNILLM_CHECK(detail::set_field(a, f), "no setter for PaddleNLP key ", key);
   }
   detail::finish_args(a, source, given);
   return a;

@@ -28,6 +28,9 @@ struct ResumeFrom {
 struct TrainArgs {
   // --- model
   std::string model_name_or_path;  // as given; see resolve_model_path()
+  // PaddleNLP run_pretrain.py's ModelArguments: the tokenizer's dir when it is not the model's
+  // ("" = model_name_or_path). Resolved like model_name_or_path.
+  std::string tokenizer_name_or_path;
   bool disable_gradient_checkpointing = false;
   // --- data
   std::string template_name;                       // key `template`
@@ -78,8 +81,10 @@ struct TrainArgs {
   bool overwrite_output_dir = false;
   bool do_train = false;
   bool do_eval = false;              // set when eval_strategy != "no" (as HF)
+  // Evaluate the test part of `split` after training (run_pretrain.py); input_dir only.
+  bool do_predict = false;
   bool eval_on_start = false;        // HF: evaluate once before the first step
-  std::string eval_strategy = "no";  // no | steps
+  std::string eval_strategy = "no";  // no | steps | epoch
   int64_t per_device_train_batch_size = 8;
   int64_t per_device_eval_batch_size = 8;
   int64_t gradient_accumulation_steps = 1;
@@ -93,14 +98,27 @@ struct TrainArgs {
   int64_t max_steps = -1;  // > 0 overrides num_train_epochs
   std::string lr_scheduler_type = "linear";
   LrSchedulerKwargs lr_scheduler_kwargs;
+  // PaddleNLP run_pretrain.py's schedule (a PaddleNLP file with input_dir whose
+  // lr_scheduler_type is linear or cosine): Linear/CosineAnnealingWithWarmupDecay from
+  // learning_rate down to min_learning_rate at decay_steps (unset: the total steps); see
+  // lr_schedule.h.
+  bool pretrain_annealing = false;
+  double min_learning_rate = 1e-5;  // PreTrainingArguments' default
+  std::optional<double> decay_steps;
   double warmup_ratio = 0.0;
   double warmup_steps = 0;                 // >= 1: steps; in (0, 1): a ratio of total steps (HF v5)
   std::string logging_strategy = "steps";  // steps | no
-  std::string save_strategy = "steps";     // steps | no
+  std::string save_strategy = "steps";     // steps | epoch | no
   double logging_steps = 500;              // >= 1: steps; in (0, 1): a ratio of total steps (as HF)
   double save_steps = 500;
   std::optional<double> eval_steps;  // resolved to logging_steps when evaluating by steps
   std::optional<int64_t> save_total_limit;
+  // HF's best checkpoint: with metric_for_best_model set, each checkpoint's evaluation is compared
+  // with the best so far (save_total_limit never removes the best checkpoint); with
+  // load_best_model_at_end the best weights are reloaded and written to output_dir at the end.
+  bool load_best_model_at_end = false;
+  std::string metric_for_best_model;      // "" | loss | perplexity | accuracy ("eval_" dropped)
+  std::optional<bool> greater_is_better;  // resolved: false for loss, true otherwise (HF)
   int64_t seed = 42;
   ResumeFrom resume_from_checkpoint;
   std::string optim = "adamw_torch";  // adamw_torch | adamw_torch_fused (same semantics)
@@ -131,12 +149,13 @@ int64_t resolve_interval(double steps, int64_t total_steps);
 // NotImplemented (a not-implemented key or value), each naming the file (or "command line") and
 // the key.
 TrainArgs load_train_args(const std::string& path, const std::vector<std::string>& overrides);
-// A PaddleNLP JSON argument file (llm/run_finetune.py keys) through the documented key map
-// (docs/paddlenlp.md): run_finetune's semantics (stage sft; `lora: true` → finetuning_type lora,
-// else full; `recompute` → gradient checkpointing, off by default as in PaddleNLP); keys it shares
-// with HF TrainingArguments pass through; Paddle-only performance switches are accepted and
-// ignored with a warning; parallel degrees > 1 are not implemented yet. Overrides may use either
-// dialect's key names.
+// A PaddleNLP JSON argument file through the documented key map (docs/paddlenlp.md): with
+// input_dir, llm/run_pretrain.py's semantics (stage pt from a token corpus, its annealing LR
+// schedule, do_predict on split's test part); otherwise llm/run_finetune.py's (stage sft;
+// `lora: true` → finetuning_type lora, else full). `recompute` → gradient checkpointing, off by
+// default as in PaddleNLP; keys shared with HF TrainingArguments pass through; Paddle-only
+// performance switches are accepted and ignored with a warning; parallelism (degrees > 1,
+// sequence_parallel) is not implemented yet. Overrides may use either dialect's key names.
 TrainArgs parse_paddle_args(const std::string& json_text, const std::string& source,
                             const std::vector<std::string>& overrides = {});
 // Same from YAML text; source names it in messages.

@@ -1,5 +1,6 @@
 // Cross-key rules of LLaMA-Factory's parser and HF TrainingArguments.__post_init__, and the
 // model path resolution through the local Hugging Face cache.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -60,6 +61,46 @@ void check_scheduler(const TrainArgs& a, const std::string& where) {
                  "to the cosine schedules");
 }
 
+// HF TrainingArguments.__post_init__'s rules for the best checkpoint (see args.h).
+void check_best_model(TrainArgs& a, const std::string& where) {
+  if (a.load_best_model_at_end) {
+    if (a.metric_for_best_model.empty()) a.metric_for_best_model = "loss";  // HF's default
+    // do_eval without a strategy evaluates every eval_steps (PaddleNLP resets it to steps).
+    const std::string eval = a.eval_strategy == "no" && a.do_eval ? "steps" : a.eval_strategy;
+    if (eval != a.save_strategy)
+      UNILLM_THROW(
+          ConfigError, "[config] ", where,
+          ": load_best_model_at_end needs save_strategy and eval_strategy to match (as HF), got "
+          "save_strategy '",
+          a.save_strategy, "' and eval_strategy '", eval, "'");
+    const double save = a.save_steps, every = a.eval_steps.value_or(a.logging_steps);
+    // Whole steps, or both fractions of the total (compared in millionths, as HF does).
+    const bool fractions = save < 1 && every < 1;
+    const auto s = static_cast<int64_t>(std::llround(fractions ? save * 1e6 : save));
+    const auto e = static_cast<int64_t>(std::llround(fractions ? every * 1e6 : every));
+    if (eval == "steps" && ((save < 1) != (every < 1) || s % e != 0))
+      UNILLM_THROW(ConfigError, "[config] ", where,
+                   ": load_best_model_at_end needs save_steps to be a round multiple of eval_steps "
+                   "(as HF), got ",
+                   save, " and ", every);
+  }
+  if (!a.metric_for_best_model.empty() && !a.greater_is_better)
+    a.greater_is_better = a.metric_for_best_model != "loss";  // HF: true unless loss
+}
+
+// do_predict evaluates the test part of split (run_pretrain.py); PaddleNLP's check_data_split
+// refuses a zero test weight.
+void check_predict(const TrainArgs& a, const std::string& where) {
+  if (!a.do_predict) return;
+  if (a.input_dir.empty())
+    UNILLM_THROW(NotImplemented, "[config] ", where,
+                 ": do_predict is implemented for input_dir corpora only (it evaluates the test "
+                 "part of split)");
+  if (data::parse_split(a.split)[2] <= 0)
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": do_predict needs a test weight in split (its third part), got '", a.split, "'");
+}
+
 }  // namespace
 
 void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given) {
@@ -76,6 +117,8 @@ void finish_args(TrainArgs& a, const std::string& where, const std::set<std::str
   if (a.do_train && a.dataset.empty() && a.dataset_name_or_path.empty() && a.input_dir.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": do_train needs a training 'dataset'");
   check_eval(a, where);
+  check_best_model(a, where);
+  check_predict(a, where);
   check_scheduler(a, where);
   if (a.bf16 && a.fp16)
     UNILLM_THROW(ConfigError, "[config] ", where, ": bf16 and fp16 are both true; set at most one (as HF TrainingArguments)");

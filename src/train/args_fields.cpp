@@ -200,14 +200,10 @@ const std::map<std::string, Setter>& setters() {
       {"do_train", [](TrainArgs& a, const Field& f) { a.do_train = get_bool(f); }},
       {"do_eval", [](TrainArgs& a, const Field& f) { a.do_eval = get_bool(f); }},
       {"eval_on_start", [](TrainArgs& a, const Field& f) { a.eval_on_start = get_bool(f); }},
-      {"do_predict",
-       [](TrainArgs&, const Field& f) {
-         if (get_bool(f)) not_implemented(f, "do_predict");
-       }},
+      {"do_predict", [](TrainArgs& a, const Field& f) { a.do_predict = get_bool(f); }},
       {"eval_strategy",
        [](TrainArgs& a, const Field& f) {
          a.eval_strategy = get_choice(f, {"no", "steps", "epoch"});
-         if (a.eval_strategy == "epoch") not_implemented(f, "'epoch'");
        }},
       {"per_device_train_batch_size",
        [](TrainArgs& a, const Field& f) { a.per_device_train_batch_size = get_int(f, 1); }},
@@ -269,8 +265,7 @@ const std::map<std::string, Setter>& setters() {
       {"save_strategy",
        [](TrainArgs& a, const Field& f) {
          a.save_strategy = get_choice(f, {"no", "steps", "epoch", "best"});
-         if (a.save_strategy == "epoch" || a.save_strategy == "best")
-           not_implemented(f, "'" + a.save_strategy + "'");
+         if (a.save_strategy == "best") not_implemented(f, "'best'");
        }},
       {"logging_steps", [](TrainArgs& a, const Field& f) { a.logging_steps = get_steps(f); }},
       {"save_steps", [](TrainArgs& a, const Field& f) { a.save_steps = get_steps(f); }},
@@ -287,6 +282,24 @@ const std::map<std::string, Setter>& setters() {
            a.save_total_limit.reset();
          else
            a.save_total_limit = get_int(f, 1);
+       }},
+      {"load_best_model_at_end",
+       [](TrainArgs& a, const Field& f) { a.load_best_model_at_end = get_bool(f); }},
+      {"metric_for_best_model",
+       [](TrainArgs& a, const Field& f) {
+         a.metric_for_best_model.clear();
+         if (f.node.IsNull()) return;
+         std::string m = get_string(f);
+         if (m.rfind("eval_", 0) == 0) m = m.substr(5);  // HF accepts both spellings
+         Field bare{f.key, YAML::Node(m), f.where};
+         a.metric_for_best_model = get_choice(bare, {"loss", "perplexity", "accuracy"});
+       }},
+      {"greater_is_better",
+       [](TrainArgs& a, const Field& f) {
+         if (f.node.IsNull())
+           a.greater_is_better.reset();
+         else
+           a.greater_is_better = get_bool(f);
        }},
       {"seed", [](TrainArgs& a, const Field& f) { a.seed = get_int(f, 0); }},
       {"resume_from_checkpoint",

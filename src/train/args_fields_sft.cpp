@@ -54,6 +54,22 @@ const std::map<std::string, Setter>& finetune_setters() {
       {"max_length", [](TrainArgs& a, const Field& f) { a.max_length = get_int(f, 2); }},
       {"zero_padding", [](TrainArgs& a, const Field& f) { a.zero_padding = get_bool(f); }},
       {"input_dir", [](TrainArgs& a, const Field& f) { a.input_dir = get_string(f); }},
+      // PaddleNLP-only keys, reached through the PaddleNLP map (args_paddle.cpp), not the table.
+      {"tokenizer_name_or_path",
+       [](TrainArgs& a, const Field& f) {
+         a.tokenizer_name_or_path = f.node.IsNull() ? "" : get_string(f);
+       }},
+      {"min_learning_rate",
+       [](TrainArgs& a, const Field& f) {
+         a.min_learning_rate = get_number_in(f, 0, INFINITY, false, false);
+       }},
+      {"decay_steps",
+       [](TrainArgs& a, const Field& f) {
+         if (f.node.IsNull())
+           a.decay_steps.reset();
+         else
+           a.decay_steps = get_number_in(f, 0, INFINITY, false, false);
+       }},
       {"split",
        [](TrainArgs& a, const Field& f) {
          a.split.clear();

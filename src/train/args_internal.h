@@ -37,9 +37,12 @@ bool is_off(const YAML::Node& n);  // null, false, 0, "", "none", an empty list 
 bool set_field(TrainArgs& a, const Field& f);
 // The SFT, freeze, LoRA, export and PaddleNLP keys (args_fields_sft.cpp).
 bool set_finetune_field(TrainArgs& a, const Field& f);
-// Sets every field through the key table, then finish_args (shared by the YAML and PaddleNLP
-// dialects; where names the config file).
-TrainArgs apply_fields(const std::map<std::string, Field>& fields, const std::string& source);
+// Sets every field through the key table, then every `direct` field through its setter whatever
+// the table says (PaddleNLP keys outside the table, and HF keys the PaddleNLP dialect implements
+// before the YAML one does), then finish_args (shared by the YAML and PaddleNLP dialects; source
+// names the config file).
+TrainArgs apply_fields(const std::map<std::string, Field>& fields, const std::string& source,
+                       const std::map<std::string, Field>& direct = {});
 // Cross-key rules of those keys (called by finish_args).
 void finish_finetune_args(TrainArgs& a, const std::string& where);
 // Cross-key rules and derived values (packing default, eval_steps, do_eval); where names the

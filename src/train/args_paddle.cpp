@@ -1,10 +1,12 @@
 // The PaddleNLP dialect: a JSON argument file of llm/run_finetune.py (ModelArgument,
-// DataArgument and PaddleNLP's TrainingArguments) mapped onto unillm's keys. The map is
+// DataArgument and PaddleNLP's TrainingArguments) or, when it names input_dir, of
+// llm/run_pretrain.py (PreTrainingArguments), mapped onto unillm's keys. The map is
 // docs/paddlenlp.md; keys shared with HF TrainingArguments pass through unchanged.
 #include <yaml-cpp/yaml.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/error.h"
 #include "train/args_internal.h"
@@ -17,49 +19,93 @@ using detail::Field;
 namespace {
 
 enum class Map {
-  kSame,             // the same key in unillm's table
-  kLora,             // lora: true → finetuning_type lora (else full)
-  kRecompute,        // recompute → disable_gradient_checkpointing = !recompute
-  kRslora,           // rslora → use_rslora
-  kPositiveOrUnset,  // lora_alpha: PaddleNLP's -1 means "unset"
-  kIgnored,          // Paddle-only performance or checkpoint-format switch: warn when on
-  kDegree,           // a parallel degree: 1 (or -1) is fine, more is not implemented yet
-  kNotImplemented,   // a method unillm does not have: refused when on
-  kInputDir,         // input_dir: run_pretrain.py's corpus → stage pt from that corpus
-  kMaxSeqLength,     // run_pretrain.py's max_seq_length → cutoff_len (the block length)
+  kSame,              // the same key in unillm's table
+  kLora,              // lora: true → finetuning_type lora (else full)
+  kRecompute,         // recompute → disable_gradient_checkpointing = !recompute
+  kRslora,            // rslora → use_rslora
+  kPositiveOrUnset,   // lora_alpha: PaddleNLP's -1 means "unset"
+  kIgnored,           // Paddle-only performance or checkpoint-format switch: warn when on
+  kDegree,            // a parallel degree: 1 (or -1) is fine, more is not implemented yet
+  kNotImplemented,    // a method unillm does not have: refused when on
+  kInputDir,          // input_dir: run_pretrain.py's corpus → stage pt from that corpus
+  kMaxSeqLength,      // run_pretrain.py's max_seq_length → cutoff_len (the block length)
+  kParallelSwitch,    // sequence_parallel: off is fine, on is not implemented yet (parallelism)
+  kDirect,            // an HF key the YAML table does not implement yet: set through its setter
+  kPretrainOnly,      // min_learning_rate, decay_steps: run_pretrain.py's schedule
+  kTokenizer,         // tokenizer_name_or_path: run_pretrain.py loads it; run_finetune.py does not
+  kDoPredict,         // run_pretrain.py: evaluate split's test part; run_finetune.py: test.json
+  kContinueTraining,  // false: PaddleNLP initialises at random from the config (warned)
 };
 
 // PaddleNLP-only keys (names as in llm/run_finetune.py's argument classes).
 const std::map<std::string, Map>& paddle_keys() {
   static const std::map<std::string, Map> m = {
-      {"dataset_name_or_path", Map::kSame}, {"src_length", Map::kSame},
-      {"max_length", Map::kSame}, {"zero_padding", Map::kSame}, {"lora_rank", Map::kSame},
-      {"lora", Map::kLora}, {"recompute", Map::kRecompute}, {"rslora", Map::kRslora},
+      {"dataset_name_or_path", Map::kSame},
+      {"src_length", Map::kSame},
+      {"max_length", Map::kSame},
+      {"zero_padding", Map::kSame},
+      {"lora_rank", Map::kSame},
+      {"lora", Map::kLora},
+      {"recompute", Map::kRecompute},
+      {"rslora", Map::kRslora},
       {"lora_alpha", Map::kPositiveOrUnset},
-      {"use_flash_attention", Map::kIgnored}, {"use_fused_rms_norm", Map::kIgnored},
-      {"use_fused_rope", Map::kIgnored}, {"use_fused_linear", Map::kIgnored},
-      {"unified_checkpoint", Map::kIgnored}, {"unified_checkpoint_config", Map::kIgnored},
-      {"fp16_opt_level", Map::kIgnored}, {"amp_master_grad", Map::kIgnored},
-      {"eval_with_do_generation", Map::kIgnored}, {"sharding", Map::kIgnored},
-      {"pipeline_parallel_config", Map::kIgnored}, {"tensor_parallel_config", Map::kIgnored},
-      {"sharding_parallel_config", Map::kIgnored}, {"recompute_granularity", Map::kIgnored},
-      {"flash_mask", Map::kIgnored}, {"eval_accumulation_steps", Map::kIgnored},
-      {"continue_training", Map::kIgnored}, {"benchmark", Map::kIgnored},
-      {"device", Map::kIgnored}, {"use_quick_lora", Map::kIgnored},
+      {"use_flash_attention", Map::kIgnored},
+      {"use_fused_rms_norm", Map::kIgnored},
+      {"use_fused_rope", Map::kIgnored},
+      {"use_fused_linear", Map::kIgnored},
+      {"unified_checkpoint", Map::kIgnored},
+      {"unified_checkpoint_config", Map::kIgnored},
+      {"fp16_opt_level", Map::kIgnored},
+      {"amp_master_grad", Map::kIgnored},
+      {"eval_with_do_generation", Map::kIgnored},
+      {"sharding", Map::kIgnored},
+      {"pipeline_parallel_config", Map::kIgnored},
+      {"tensor_parallel_config", Map::kIgnored},
+      {"sharding_parallel_config", Map::kIgnored},
+      {"recompute_granularity", Map::kIgnored},
+      {"flash_mask", Map::kIgnored},
+      {"eval_accumulation_steps", Map::kIgnored},
+      {"continue_training", Map::kContinueTraining},
+      {"benchmark", Map::kIgnored},
+      {"device", Map::kIgnored},
+      {"use_quick_lora", Map::kIgnored},
       {"greedy_zero_padding", Map::kNotImplemented},
-      {"tensor_parallel_degree", Map::kDegree}, {"pipeline_parallel_degree", Map::kDegree},
-      {"sharding_parallel_degree", Map::kDegree}, {"sep_parallel_degree", Map::kDegree},
+      {"tensor_parallel_degree", Map::kDegree},
+      {"pipeline_parallel_degree", Map::kDegree},
+      {"sharding_parallel_degree", Map::kDegree},
+      {"sep_parallel_degree", Map::kDegree},
       {"context_parallel_degree", Map::kDegree},
-      {"prefix_tuning", Map::kNotImplemented}, {"pissa", Map::kNotImplemented},
-      {"dora", Map::kNotImplemented}, {"lora_plus_scale", Map::kNotImplemented},
-      {"vera", Map::kNotImplemented}, {"lokr", Map::kNotImplemented},
-      {"reft", Map::kNotImplemented}, {"do_ptq", Map::kNotImplemented},
-      {"do_qat", Map::kNotImplemented}, {"do_gptq", Map::kNotImplemented},
-      {"weight_quantize_algo", Map::kNotImplemented}, {"neftune", Map::kNotImplemented},
+      {"prefix_tuning", Map::kNotImplemented},
+      {"pissa", Map::kNotImplemented},
+      {"dora", Map::kNotImplemented},
+      {"lora_plus_scale", Map::kNotImplemented},
+      {"vera", Map::kNotImplemented},
+      {"lokr", Map::kNotImplemented},
+      {"reft", Map::kNotImplemented},
+      {"do_ptq", Map::kNotImplemented},
+      {"do_qat", Map::kNotImplemented},
+      {"do_gptq", Map::kNotImplemented},
+      {"weight_quantize_algo", Map::kNotImplemented},
+      {"neftune", Map::kNotImplemented},
       // llm/run_pretrain.py (pre-tokenised corpora; docs/corpora.md)
-      {"input_dir", Map::kInputDir}, {"split", Map::kSame}, {"max_seq_length", Map::kMaxSeqLength},
-      {"data_impl", Map::kIgnored}, {"data_cache", Map::kIgnored}, {"skip_warmup", Map::kIgnored},
+      {"input_dir", Map::kInputDir},
+      {"split", Map::kSame},
+      {"max_seq_length", Map::kMaxSeqLength},
+      {"data_impl", Map::kIgnored},
+      {"data_cache", Map::kIgnored},
+      {"skip_warmup", Map::kIgnored},
       {"share_folder", Map::kIgnored},
+      {"distributed_dataloader", Map::kIgnored},
+      {"virtual_pp_degree", Map::kDegree},
+      {"sequence_parallel", Map::kParallelSwitch},
+      {"min_learning_rate", Map::kPretrainOnly},
+      {"decay_steps", Map::kPretrainOnly},
+      {"tokenizer_name_or_path", Map::kTokenizer},
+      {"do_predict", Map::kDoPredict},
+      // HF TrainingArguments keys that the YAML dialect does not implement yet
+      {"load_best_model_at_end", Map::kDirect},
+      {"metric_for_best_model", Map::kDirect},
+      {"greater_is_better", Map::kDirect},
   };
   return m;
 }
@@ -97,17 +143,64 @@ YAML::Node to_yaml(const nlohmann::json& v) {
                near.empty() ? "" : " (did you mean '" + near + "'?)");
 }
 
-// Translates one PaddleNLP key into unillm fields (added to out).
+// What a PaddleNLP file translates into.
+struct Translation {
+  bool pretrain = false;                // input_dir given: an llm/run_pretrain.py file
+  std::map<std::string, Field> fields;  // through the key table
+  std::map<std::string, Field> direct;  // through the setters (Map::kDirect, PaddleNLP-only keys)
+  std::vector<std::string> warnings;
+  bool continue_training_given = false;
+};
+
+void warn_ignored(Translation& t, const std::string& key, const std::string& where,
+                  const std::string& why) {
+  t.warnings.push_back("[config] " + where + ": PaddleNLP key '" + key +
+                       "' is accepted and ignored by unillm" + why);
+}
+
+// continue_training false (run_pretrain.py's default): PaddleNLP builds the model from its config
+// with random weights; unillm always starts from model_name_or_path's weights.
+void warn_from_scratch(Translation& t, const std::string& where) {
+  t.warnings.push_back(
+      "[config] " + where +
+      ": continue_training is false: PaddleNLP would train from a random "
+      "initialisation of the config; unillm loads model_name_or_path's weights (make a fresh model "
+      "with `unillm init`)");
+}
+
+// The keys whose meaning depends on the script: run_pretrain.py (t.pretrain) or run_finetune.py.
+void translate_by_script(Map m, const std::string& key, const Field& f, Translation& t) {
+  const bool on = !detail::is_off(f.node);
+  if (t.pretrain) {
+    t.direct[key] = f;
+    return;
+  }
+  if (m == Map::kPretrainOnly && key == "min_learning_rate")
+    UNILLM_THROW(ConfigError, "[config] ", f.where,
+                 ": key 'min_learning_rate' belongs to llm/run_pretrain.py "
+                 "(PreTrainingArguments), whose files name input_dir; run_finetune.py refuses it");
+  if (m == Map::kDoPredict && on)
+    UNILLM_THROW(NotImplemented, "[config] ", f.where,
+                 ": PaddleNLP key 'do_predict' in a run_finetune.py file "
+                 "(evaluate dataset_name_or_path/test.json) is not implemented yet");
+  if (m == Map::kPretrainOnly && on)
+    warn_ignored(t, key, f.where, " (run_finetune.py has no schedule that uses it)");
+  if (m == Map::kTokenizer && on)
+    warn_ignored(t, key, f.where, " (run_finetune.py loads the tokenizer from model_name_or_path)");
+}
+
+// Translates one PaddleNLP key into unillm fields.
 void translate(const std::string& key, const YAML::Node& v, const std::string& where,
-               std::map<std::string, Field>& out, std::vector<std::string>& warnings) {
+               Translation& t) {
   auto it = paddle_keys().find(key);
   if (it == paddle_keys().end()) {
     if (!find_key(key)) unknown_paddle_key(key, where);
-    out[key] = Field{key, v, where};  // an HF TrainingArguments key: the same meaning
+    t.fields[key] = Field{key, v, where};  // an HF TrainingArguments key: the same meaning
     return;
   }
   const std::string via = where + " (PaddleNLP '" + key + "')";
   auto on = [&] { return !detail::is_off(v); };
+  auto& out = t.fields;
   switch (it->second) {
     case Map::kSame: out[key] = Field{key, v, where}; break;
     case Map::kLora:
@@ -122,12 +215,17 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
       if (!(v.IsScalar() && v.Scalar().size() && v.Scalar()[0] == '-')) out[key] = Field{key, v, where};
       break;
     case Map::kIgnored:
-      if (on()) warnings.push_back("[config] " + where + ": PaddleNLP key '" + key + "' is accepted and ignored by unillm");
+      if (on()) warn_ignored(t, key, where, "");
       break;
     case Map::kDegree:
       if (v.IsScalar() && v.Scalar() != "1" && v.Scalar() != "-1" && v.Scalar() != "0")
         UNILLM_THROW(NotImplemented, "[config] ", where, ": PaddleNLP key '", key, "' = ", v.Scalar(),
                      ": parallelism is not implemented yet (1 device)");
+      break;
+    case Map::kParallelSwitch:
+      if (on())
+        UNILLM_THROW(NotImplemented, "[config] ", where, ": PaddleNLP key '", key,
+                     "' is on: parallelism is not implemented yet (1 device)");
       break;
     case Map::kInputDir:
       out[key] = Field{key, v, where};
@@ -137,7 +235,39 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
     case Map::kNotImplemented:
       if (on()) UNILLM_THROW(NotImplemented, "[config] ", where, ": PaddleNLP key '", key, "' is not implemented yet");
       break;
+    case Map::kDirect:
+      t.direct[key] = Field{key, v, where};
+      break;
+    case Map::kContinueTraining:
+      t.continue_training_given = true;
+      if (!on()) warn_from_scratch(t, where);
+      break;
+    case Map::kPretrainOnly:
+    case Map::kTokenizer:
+    case Map::kDoPredict:
+      translate_by_script(it->second, key, Field{key, v, where}, t);
+      break;
   }
+}
+
+YAML::Node override_value(const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    return YAML::Node(text);
+  }
+}
+
+// run_pretrain.py replaces HF's linear and cosine schedules by its annealing ones.
+void finish_pretrain(TrainArgs& a, const Translation& t) {
+  a.pretrain_annealing = a.lr_scheduler_type == "linear" || a.lr_scheduler_type == "cosine";
+  if (a.pretrain_annealing) return;
+  for (const char* key : {"min_learning_rate", "decay_steps"})
+    if (t.direct.count(key))
+      a.warnings.push_back("[config] " + t.direct.at(key).where + ": '" + key +
+                           "' applies only to lr_scheduler_type " +
+                           "linear or cosine (run_pretrain.py); ignored with '" +
+                           a.lr_scheduler_type + "'");
 }
 
 }  // namespace
@@ -151,29 +281,37 @@ TrainArgs parse_paddle_args(const std::string& json_text, const std::string& sou
     UNILLM_THROW(ConfigError, "[config] ", source, ": invalid JSON (", e.what(), ")");
   }
   if (!j.is_object()) UNILLM_THROW(ConfigError, "[config] ", source, ": expected a JSON object of arguments");
-  std::map<std::string, Field> fields;
-  std::vector<std::string> warnings;
+  Translation t;
   // run_finetune.py's fixed semantics: supervised fine-tuning, full unless `lora`, no recompute
-  // unless `recompute`.
-  fields["stage"] = Field{"stage", YAML::Node("sft"), source + " (PaddleNLP run_finetune)"};
-  fields["finetuning_type"] = Field{"finetuning_type", YAML::Node("full"), source};
-  fields["disable_gradient_checkpointing"] = Field{"disable_gradient_checkpointing", YAML::Node("true"), source};
-  for (auto it = j.begin(); it != j.end(); ++it)
-    translate(it.key(), to_yaml(it.value()), where_in(json_text, source, it.key()), fields, warnings);
+  // unless `recompute`. A file naming input_dir is a run_pretrain.py file instead.
+  t.fields["stage"] = Field{"stage", YAML::Node("sft"), source + " (PaddleNLP run_finetune)"};
+  t.fields["finetuning_type"] = Field{"finetuning_type", YAML::Node("full"), source};
+  t.fields["disable_gradient_checkpointing"] =
+      Field{"disable_gradient_checkpointing", YAML::Node("true"), source};
+  std::vector<std::pair<std::string, YAML::Node>> given;
+  for (auto it = j.begin(); it != j.end(); ++it) given.emplace_back(it.key(), to_yaml(it.value()));
+  const size_t from_file = given.size();
   for (const auto& ov : overrides) {
     const size_t eq = ov.find('=');
     if (eq == std::string::npos || eq == 0)
       UNILLM_THROW(ConfigError, "[config] command line: expected key=value, got '", ov, "'");
-    YAML::Node value;
-    try {
-      value = YAML::Load(ov.substr(eq + 1));
-    } catch (const YAML::Exception&) {
-      value = YAML::Node(ov.substr(eq + 1));
-    }
-    translate(ov.substr(0, eq), value, "command line", fields, warnings);
+    given.emplace_back(ov.substr(0, eq), override_value(ov.substr(eq + 1)));
   }
-  TrainArgs a = detail::apply_fields(fields, source);
-  a.warnings.insert(a.warnings.begin(), warnings.begin(), warnings.end());
+  // An override replaces the file's value before it is translated (tensor_parallel_degree=1
+  // rescues a file that asks for 2); keys are translated file first, then overrides in order.
+  std::set<std::string> overridden;
+  for (size_t i = from_file; i < given.size(); ++i) overridden.insert(given[i].first);
+  for (const auto& [key, v] : given)
+    t.pretrain = key == "input_dir" ? !detail::is_off(v) : t.pretrain;
+  for (size_t i = 0; i < given.size(); ++i)
+    if (i >= from_file || !overridden.count(given[i].first))
+      translate(given[i].first, given[i].second,
+                i < from_file ? where_in(json_text, source, given[i].first) : "command line", t);
+  if (t.pretrain && !t.continue_training_given)
+    warn_from_scratch(t, source + " (run_pretrain.py's default)");
+  TrainArgs a = detail::apply_fields(t.fields, source, t.direct);
+  if (t.pretrain) finish_pretrain(a, t);
+  a.warnings.insert(a.warnings.begin(), t.warnings.begin(), t.warnings.end());
   return a;
 }
 

@@ -38,6 +38,7 @@ nlohmann::json state_json(const TrainerState& s, const AdamW& opt, const ParamAr
   j["global_step"] = s.global_step;
   j["epoch"] = s.epoch;
   j["log_history"] = s.log_history;
+  put_best(s, j);
   nlohmann::json u;
   u["loader_epoch"] = s.loader_epoch;
   u["loader_batch"] = s.loader_batch;
@@ -55,6 +56,12 @@ nlohmann::json state_json(const TrainerState& s, const AdamW& opt, const ParamAr
   return j;
 }
 }  // namespace
+
+void put_best(const TrainerState& s, nlohmann::json& j) {
+  j["best_metric"] = s.best_metric ? nlohmann::json(*s.best_metric) : nlohmann::json(nullptr);
+  j["best_model_checkpoint"] = s.best_model_checkpoint.empty() ? nlohmann::json(nullptr)
+                                                               : nlohmann::json(s.best_model_checkpoint);
+}
 
 void remove_partial_checkpoints(const std::string& output_dir) {
   if (!fs::is_directory(output_dir)) return;
@@ -78,11 +85,29 @@ std::string save_checkpoint(const std::string& output_dir, const ModelWriter& wr
   if (before_commit) before_commit();
   fs::remove_all(final_dir);
   fs::rename(tmp, final_dir);
-  if (save_total_limit > 0) {
-    auto all = list_checkpoints(output_dir);
-    for (size_t i = 0; i + static_cast<size_t>(save_total_limit) < all.size(); ++i) fs::remove_all(all[i].second);
+  const auto all = list_checkpoints(output_dir);
+  std::vector<int64_t> steps;
+  int64_t best = -1;
+  const std::string best_name = fs::path(state.best_model_checkpoint).filename().string();
+  for (const auto& [step, path] : all) {
+    steps.push_back(step);
+    if (path.filename().string() == best_name) best = step;
   }
+  for (int64_t step : checkpoints_to_remove(steps, best, save_total_limit))
+    fs::remove_all(fs::path(output_dir) / ("checkpoint-" + std::to_string(step)));
   return final_dir.string();
+}
+
+std::vector<int64_t> checkpoints_to_remove(std::vector<int64_t> steps, int64_t best_step,
+                                           int64_t limit) {
+  if (limit <= 0 || static_cast<int64_t>(steps.size()) <= limit) return {};
+  auto best = std::find(steps.begin(), steps.end(), best_step);
+  if (best != steps.end() && best + 1 != steps.end()) {
+    std::rotate(best, best + 1, steps.end() - 1);  // the best goes just before the newest
+    if (limit == 1) limit = 2;
+  }
+  const auto n = static_cast<int64_t>(steps.size());
+  return std::vector<int64_t>(steps.begin(), steps.begin() + std::max<int64_t>(0, n - limit));
 }
 
 TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamArena& arena) {
@@ -100,6 +125,10 @@ TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamAren
     s.elapsed_seconds = u.value("elapsed_seconds", 0.0);
     s.loss_scale = u.value("loss_scale", 0.0);
     s.loss_scale_growth_tracker = u.value("loss_scale_growth_tracker", int64_t{0});
+    if (j.contains("best_metric") && !j["best_metric"].is_null())
+      s.best_metric = j["best_metric"].get<double>();
+    if (j.contains("best_model_checkpoint") && !j["best_model_checkpoint"].is_null())
+      s.best_model_checkpoint = j["best_model_checkpoint"].get<std::string>();
     for (size_t i = 0; i < 4; ++i) s.rng[i] = std::stoull(u.at("rng").at(i).get<std::string>());
     if (u.at("arena_numel").get<int64_t>() != arena.numel())
       UNILLM_THROW(IoError, "[checkpoint] ", state_path, ": optimizer state has ", u.at("arena_numel").get<int64_t>(),

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,17 +27,30 @@ struct TrainerState {
   // fp16's loss scaler (train/loss_scaler.h), saved so a resumed run scales as the original.
   double loss_scale = 0;  // 0: no scaler
   int64_t loss_scale_growth_tracker = 0;
+  // HF's best checkpoint (metric_for_best_model): the best metric so far and the dir holding
+  // those weights (a checkpoint-N, or output_dir for the final model); "" = none yet.
+  std::optional<double> best_metric;
+  std::string best_model_checkpoint;
 };
+
+// Sets HF's "best_metric" and "best_model_checkpoint" of a trainer_state.json (null when unset).
+void put_best(const TrainerState& s, nlohmann::json& trainer_state);
 
 // Writes the trained weights into a dir: a full HF model dir, or a PEFT adapter dir for LoRA.
 using ModelWriter = std::function<void(const std::string& dir)>;
 
 // Writes output_dir/checkpoint-<step> atomically (the weights through write_model, then the
-// optimizer state and trainer_state.json); removes the oldest checkpoints beyond
-// save_total_limit (<= 0: keep all).
+// optimizer state and trainer_state.json); then removes checkpoints_to_remove(...) of the
+// checkpoints in output_dir, the best being state.best_model_checkpoint.
 std::string save_checkpoint(const std::string& output_dir, const ModelWriter& write_model,
                             AdamW& opt, const TrainerState& state, int64_t save_total_limit,
                             const std::function<void()>& before_commit = {});
+// HF's _rotate_checkpoints: of the checkpoint steps (ascending), those save_total_limit removes
+// (<= 0: none). The best one (best_step; -1 = none) is never removed: it is moved just before the
+// newest, then the oldest beyond the limit go; with a limit of 1 and a best that is not the
+// newest, two are kept (so the newest stays resumable).
+std::vector<int64_t> checkpoints_to_remove(std::vector<int64_t> steps, int64_t best_step,
+                                           int64_t limit);
 // Restores optimizer state and returns the trainer state of dir (model weights are loaded by
 // the caller from the same dir). Throws IoError naming the file on mismatch or corruption.
 TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamArena& arena);

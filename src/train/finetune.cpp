@@ -64,16 +64,16 @@ void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::
 }
 
 void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
-                  const std::string& model_dir) {
+                  const std::string& model_dir, const std::string& tokenizer_dir) {
   if (a.finetuning_type == "lora") {
     models::AdapterSaveOptions so;
     so.base_model_name_or_path = a.model_name_or_path;
     models::save_adapter(model, kTrainAdapter, dir, so);
-    models::copy_tokenizer_files(model_dir, dir);  // as LLaMA-Factory saves the tokenizer too
+    models::copy_tokenizer_files(tokenizer_dir, dir);  // as LLaMA-Factory saves the tokenizer too
     return;
   }
   models::SaveOptions so;
-  so.tokenizer_dir = model_dir;
+  so.tokenizer_dir = tokenizer_dir;
   so.generation_config_dir = model_dir;
   models::save_pretrained(model, dir, so);
 }

@@ -20,9 +20,9 @@ inline constexpr const char* kTrainAdapter = "default";
 void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir);
 
 // Writes the trained weights into dir: save_pretrained (full, freeze) or a PEFT adapter dir
-// (lora), with the tokenizer files and generation_config.json of model_dir.
+// (lora), with the tokenizer files of tokenizer_dir and generation_config.json of model_dir.
 void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
-                  const std::string& model_dir);
+                  const std::string& model_dir, const std::string& tokenizer_dir);
 
 // bf16 / f16 under mixed precision (`bf16: true` / `fp16: true`), else f32.
 DType low_precision_dtype(const TrainArgs& a);

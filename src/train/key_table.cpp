@@ -91,7 +91,8 @@ constexpr Group kGroups[] = {
      "max_grad_norm num_train_epochs max_steps lr_scheduler_type lr_scheduler_kwargs "
      "warmup_ratio warmup_steps logging_strategy logging_steps save_strategy save_steps "
      "eval_steps save_total_limit seed resume_from_checkpoint bf16 fp16 optim "
-     "dataloader_drop_last eval_on_start"},
+     "dataloader_drop_last eval_on_start load_best_model_at_end metric_for_best_model "
+     "greater_is_better"},
     {"training", S::kIgnored,
      "report_to run_name logging_dir logging_first_step logging_nan_inf_filter log_level "
      "log_level_replica log_on_each_node disable_tqdm ddp_timeout ddp_backend "
@@ -116,7 +117,7 @@ constexpr Group kGroups[] = {
      "optim_args optim_target_modules adafactor group_by_length length_column_name "
      "train_sampling_strategy auto_find_batch_size torch_compile torch_compile_backend "
      "torch_compile_mode torchdynamo jit_mode_eval use_ipex bf16_full_eval fp16_full_eval "
-     "data_seed load_best_model_at_end metric_for_best_model greater_is_better ignore_data_skip "
+     "data_seed ignore_data_skip "
      "restore_callback_states_from_checkpoint save_only_model enable_jit_checkpoint "
      "eval_delay gradient_checkpointing_kwargs ray_scope dispatch_batches split_batches "
      "use_liger_kernel liger_kernel_config per_gpu_train_batch_size per_gpu_eval_batch_size"},

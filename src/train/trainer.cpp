@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "data/error.h"
 #include "data/sft.h"
 #include "models/save.h"
 #include "train/finetune.h"
@@ -47,10 +48,20 @@ std::string Run::resume_dir() const {
 }
 
 // The tokenizer comes first: the data (and so the micro-batch shape of the memory plan) needs it
-// before the weights are loaded.
+// before the weights are loaded. tokenizer_name_or_path (run_pretrain.py) names another dir; the
+// model must then have an embedding row for every id of that tokenizer.
 void Run::load_tokenizer() {
   model_dir_ = resolve_model_path(a_.model_name_or_path, h_.hf_cache_root);
-  tok_ = io::Tokenizer::load(model_dir_);
+  tokenizer_dir_ = a_.tokenizer_name_or_path.empty()
+                       ? model_dir_
+                       : resolve_model_path(a_.tokenizer_name_or_path, h_.hf_cache_root);
+  tok_ = io::Tokenizer::load(tokenizer_dir_);
+  if (tokenizer_dir_ == model_dir_) return;
+  const auto config = models::load_model_config((fs::path(model_dir_) / "config.json").string());
+  if (tok_->vocab_size() > config.vocab_size)
+    UNILLM_THROW(ConfigError, "[train] tokenizer_name_or_path '", a_.tokenizer_name_or_path,
+                 "' has ", tok_->vocab_size(), " ids, more than the model's vocab_size ",
+                 config.vocab_size, " (", a_.model_name_or_path, ")");
 }
 
 void Run::load(const std::string& from) {
@@ -84,8 +95,8 @@ void Run::setup_data() {
   if (a_.stage == "sft") {
     const bool paddle = !a_.dataset_name_or_path.empty();
     // PaddleNLP renders through the model's chat template when it has one, else src + tgt + EOS.
-    if (!paddle || !a_.template_name.empty() || data::has_chat_template(model_dir_)) {
-      auto choice = data::choose_template(a_.template_name, model_dir_);
+    if (!paddle || !a_.template_name.empty() || data::has_chat_template(tokenizer_dir_)) {
+      auto choice = data::choose_template(a_.template_name, tokenizer_dir_);
       template_ = data::ChatTemplate::by_name(choice.name, *tok_, choice.options);
     }
     data::SftOptions so = sft_options(a_);
@@ -111,8 +122,20 @@ void Run::setup_data() {
   loader_opts_.seed = static_cast<uint64_t>(a_.seed);
   loader_opts_.pad_id = pad;
   loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
-  say("data: " + std::to_string(train_.num_rows()) + " train rows (" + std::to_string(train_.num_tokens()) +
-      " tokens), " + std::to_string(eval_.num_rows()) + " eval rows");
+  if (a_.do_predict) test_ = corpus_test_rows(data_options(a_), *tok_);
+  if (a_.do_predict && test_.num_rows() == 0)
+    UNILLM_THROW(data::DataError, "[data] do_predict: the test part of split ", a_.split,
+                 " of input_dir '", a_.input_dir, "' holds no row (", test_.documents,
+                 " documents; cutoff_len ", a_.data_cutoff_len(), ")");
+  // Token accuracy runs the inference forward over each row: plain rows only.
+  if (a_.metric_for_best_model == "accuracy" &&
+      (!eval_.position_ids.empty() || !eval_.segment_ids.empty()))
+    UNILLM_THROW(NotImplemented,
+                 "[train] metric_for_best_model 'accuracy' on packed evaluation rows "
+                 "(packing, neat_packing, zero_padding) is not implemented yet");
+  say("data: " + std::to_string(train_.num_rows()) + " train rows (" +
+      std::to_string(train_.num_tokens()) + " tokens), " + std::to_string(eval_.num_rows()) +
+      " eval rows" + (a_.do_predict ? ", " + std::to_string(test_.num_rows()) + " test rows" : ""));
 }
 
 void Run::setup_schedule() {
@@ -124,10 +147,33 @@ void Run::setup_schedule() {
   sched_.warmup_steps = a_.num_warmup_steps(total_steps_);
   if (a_.lr_scheduler_kwargs.min_lr) sched_.min_lr_rate = *a_.lr_scheduler_kwargs.min_lr / a_.learning_rate;
   if (a_.lr_scheduler_kwargs.min_lr_rate) sched_.min_lr_rate = *a_.lr_scheduler_kwargs.min_lr_rate;
+  if (a_.pretrain_annealing) setup_annealing();
   validate_schedule(sched_);
   log_every_ = a_.logging_strategy == "no" ? 0 : resolve_interval(a_.logging_steps, total_steps_);
-  save_every_ = a_.save_strategy == "no" ? 0 : resolve_interval(a_.save_steps, total_steps_);
-  eval_every_ = (a_.do_eval && eval_.num_rows() > 0) ? resolve_interval(a_.eval_steps.value_or(a_.logging_steps), total_steps_) : 0;
+  save_by_epoch_ = a_.save_strategy == "epoch";
+  save_every_ = a_.save_strategy == "steps" ? resolve_interval(a_.save_steps, total_steps_) : 0;
+  eval_enabled_ = a_.do_eval && eval_.num_rows() > 0;
+  eval_by_epoch_ = a_.eval_strategy == "epoch";
+  eval_every_ = eval_enabled_ && !eval_by_epoch_
+                    ? resolve_interval(a_.eval_steps.value_or(a_.logging_steps), total_steps_)
+                    : 0;
+}
+
+// run_pretrain.py: warm-up over warmup_steps when > 0, else warmup_ratio × max_steps (not
+// rounded); decay until decay_steps (default max_steps). Here max_steps is the run's total steps
+// (run_pretrain.py needs max_steps; a fraction warmup_steps is a ratio of it, as in HF v5).
+void Run::setup_annealing() {
+  const auto total = static_cast<double>(total_steps_);
+  sched_.type = a_.lr_scheduler_type + "_annealing";
+  sched_.anneal_warmup = a_.warmup_steps >= 1  ? a_.warmup_steps
+                         : a_.warmup_steps > 0 ? a_.warmup_steps * total
+                                               : a_.warmup_ratio * total;
+  sched_.anneal_decay = a_.decay_steps.value_or(total);
+  sched_.min_lr = a_.min_learning_rate;
+  say(UNILLM_MSG("lr schedule: PaddleNLP run_pretrain ",
+                 a_.lr_scheduler_type == "linear" ? "Linear" : "Cosine",
+                 "AnnealingWithWarmupDecay (max_lr ", a_.learning_rate, ", min_lr ", sched_.min_lr,
+                 ", warm-up ", sched_.anneal_warmup, ", decay ", sched_.anneal_decay, " steps)"));
 }
 
 void Run::restore(const std::string& dir) {
@@ -159,7 +205,7 @@ TrainResult Run::go() {
   const int64_t first = state_.global_step;
   double loss_sum = 0;
   start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(state_.elapsed_seconds));
-  if (a_.eval_on_start && eval_every_ > 0 && state_.global_step == 0) run_eval();
+  if (a_.eval_on_start && eval_enabled_ && state_.global_step == 0) run_eval();
   while (state_.global_step < total_steps_) {
     loss_sum += train_step();
     maybe_eval_and_save();

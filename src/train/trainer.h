@@ -35,6 +35,7 @@ struct TrainResult {
   int64_t steps = 0;
   double train_loss = 0;  // mean of the step losses of this run (HF's train_loss)
   double final_eval_loss = -1;  // -1 when not evaluated
+  double test_loss = -1;        // do_predict; -1 when not run
   std::string output_dir;
 };
 

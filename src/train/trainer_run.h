@@ -1,5 +1,6 @@
 // Internal to the trainer: the state of one training run and its steps (trainer.cpp sets up
-// and drives it, trainer_steps.cpp holds the step, evaluation and logging).
+// and drives it, trainer_steps.cpp holds the step, checkpoints and logging, trainer_eval.cpp the
+// evaluation, the best checkpoint and do_predict).
 #pragma once
 
 #include <chrono>
@@ -28,6 +29,23 @@ inline double since(Clock::time_point t) { return std::chrono::duration<double>(
 int64_t scored_labels(const data::Batch& b);
 models::TrainBatch to_train_batch(const data::Batch& b);
 int64_t real_tokens(const data::Batch& b);
+// The test part of split (run_pretrain.py's test dataset) of opts.input_dir, built as
+// data::load_corpus_data builds the train and valid parts; empty when it holds no document.
+data::TokenizedDataset corpus_test_rows(const data::DataOptions& opts, const io::Tokenizer& tok);
+
+// Token accuracy counts (right, scored) of one batch, as PaddleNLP's compute_metrics with
+// eval_with_do_generation false and LLaMA-Factory's ComputeAccuracy: position t of a row predicts
+// token t + 1 and counts when that label is scored (not kIgnoreIndex, not padding); it is right
+// when the first maximum of its logits is the label. Plain rows only (positions 0.., no segment
+// ids): each row runs the model's inference forward over one KV cache, a chunk of positions at a
+// time (at most 64 MiB of logits).
+std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const data::Batch& b);
+
+// One evaluation: token-weighted loss, and token accuracy when asked (else -1).
+struct EvalResult {
+  double loss = 0;
+  double accuracy = -1;
+};
 
 class Run {
  public:
@@ -42,9 +60,17 @@ class Run {
   void plan_memory_and_check(const std::string& from);
   void report_memory() const;
   void setup_schedule();
+  void setup_annealing();
   void restore(const std::string& dir);
   void maybe_eval_and_save();
+  void save_now();
   void run_eval();
+  // metric_for_best_model: compares this step's evaluation with the best so far; `dir` holds
+  // the weights of this step (the checkpoint being written, or output_dir at the end).
+  void update_best(const std::string& dir);
+  // load_best_model_at_end: reloads the best checkpoint's weights (and evaluates them again).
+  void load_best_at_end();
+  void predict();
   void say(const std::string& s) const {
     if (h_.info) h_.info(s);
   }
@@ -52,20 +78,24 @@ class Run {
   std::string resume_dir() const;
   void load(const std::string& from);
   double train_step();
-  double evaluate();
+  EvalResult evaluate(const data::TokenizedDataset& ds, bool accuracy);
   void log_step(double loss, double grad_norm, double lr);
+  void write_results(const TrainResult& r, double runtime);
   TrainResult finish(double train_loss_sum, int64_t steps_this_run);
-  double last_eval_loss_ = -1;
+  EvalResult last_eval_{-1, -1};
+  int64_t last_eval_step_ = -1;
+  std::optional<double> test_loss_;  // do_predict
 
   const TrainArgs& a_;
   const TrainerHooks& h_;
   std::string model_dir_;
+  std::string tokenizer_dir_;  // model_dir_ unless tokenizer_name_or_path
   std::unique_ptr<io::Tokenizer> tok_;
   std::unique_ptr<data::ChatTemplate> template_;  // stage sft
   std::unique_ptr<models::CausalLM> model_;
   std::unique_ptr<ParamArena> arena_;
   std::unique_ptr<AdamW> opt_;
-  data::TokenizedDataset train_, eval_;
+  data::TokenizedDataset train_, eval_, test_;  // test_: do_predict
   std::unique_ptr<data::BatchLoader> loader_;
   data::LoaderOptions loader_opts_;
   ScheduleConfig sched_;
@@ -75,6 +105,7 @@ class Run {
   std::optional<LossScaler> scaler_;  // fp16
   Rng rng_;
   int64_t total_steps_ = 0, log_every_ = 0, save_every_ = 0, eval_every_ = 0;
+  bool eval_enabled_ = false, eval_by_epoch_ = false, save_by_epoch_ = false;
   // The current logging interval.
   double interval_loss_ = 0, interval_seconds_ = 0;
   int64_t interval_steps_ = 0, interval_tokens_ = 0;

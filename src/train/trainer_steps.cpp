@@ -1,4 +1,4 @@
-// The optimizer step, evaluation and logging of a training run.
+// The optimizer step, checkpoints, logging and results of a training run.
 #include <cmath>
 #include <filesystem>
 
@@ -73,7 +73,7 @@ double Run::train_step() {
   const double loss = items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
   const bool finite = !scaler_ || scaler_->unscale(*arena_);
   const double grad_norm = clip_grad_norm(*arena_, a_.max_grad_norm);
-  if (finite) opt_->step(a_.learning_rate * lr_multiplier(sched_, state_.global_step));
+  if (finite) opt_->step(scheduled_lr(sched_, a_.learning_rate, state_.global_step));
   if (scaler_) {  // an overflowing step is skipped (GradScaler), the schedule still advances
     if (!finite) say("step " + std::to_string(state_.global_step + 1) + ": gradients overflowed; skipped, loss scale " +
                      std::to_string(scaler_->scale) + " -> " + std::to_string(scaler_->scale * scaler_->backoff_factor));
@@ -92,7 +92,7 @@ double Run::train_step() {
   interval_tokens_ += tokens;
   interval_seconds_ += since(t0);
   ++interval_steps_;
-  const double lr = a_.learning_rate * lr_multiplier(sched_, state_.global_step);
+  const double lr = scheduled_lr(sched_, a_.learning_rate, state_.global_step);  // the next step's
   if (log_every_ > 0 && state_.global_step % log_every_ == 0) log_step(loss, grad_norm, lr);
   if (h_.progress) {
     ProgressInfo p;
@@ -134,77 +134,84 @@ void Run::log_step(double loss, double grad_norm, double lr) {
   interval_steps_ = interval_tokens_ = 0;
 }
 
-double Run::evaluate() {
-  autograd::NoGradGuard no_grad;
-  double loss_sum = 0;
-  int64_t items = 0;
-  data::LoaderOptions eo = loader_opts_;
-  eo.batch_size = a_.per_device_eval_batch_size;
-  for (size_t r = 0; r < static_cast<size_t>(eval_.num_rows()); r += static_cast<size_t>(eo.batch_size)) {
-    std::vector<int64_t> idx;
-    for (size_t i = r; i < std::min(static_cast<size_t>(eval_.num_rows()), r + static_cast<size_t>(eo.batch_size)); ++i) idx.push_back(static_cast<int64_t>(i));
-    data::Batch b = data::make_batch(eval_, idx, eo);
-    auto out = model_->loss(to_train_batch(b), false);
-    loss_sum += out.loss_sum.item_flat(0);
-    items += out.count;
-  }
-  return items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
-}
-
-void Run::run_eval() {
-  const auto t0 = Clock::now();
-  last_eval_loss_ = evaluate();
-  nlohmann::json j = {{"eval_loss", last_eval_loss_}, {"eval_perplexity", std::exp(last_eval_loss_)},
-                      {"eval_runtime", since(t0)}, {"eval_step", state_.global_step}};
-  log_->write(j);
-  state_.log_history.push_back({{"step", state_.global_step}, {"eval_loss", last_eval_loss_}});
-  say("eval at step " + std::to_string(state_.global_step) + ": loss " + std::to_string(last_eval_loss_) +
-      ", perplexity " + std::to_string(std::exp(last_eval_loss_)));
-}
-
+// Evaluation and saving after a step: every eval_steps / save_steps, or at each epoch's end
+// (HF's epoch strategies: the step that consumed the epoch's last batch). The last step is always
+// evaluated and is never a checkpoint: finish() writes output_dir instead.
 void Run::maybe_eval_and_save() {
-  if (eval_every_ > 0 && (state_.global_step % eval_every_ == 0 || state_.global_step == total_steps_)) run_eval();
-  if (save_every_ > 0 && state_.global_step % save_every_ == 0 && state_.global_step < total_steps_) {
-    state_.rng = rng_.state();
-    state_.elapsed_seconds = since(start_);
-    std::function<void()> before;
-    if (h_.before_checkpoint_commit) before = [this] { h_.before_checkpoint_commit(state_.global_step); };
-    auto write = [this](const std::string& dir) { save_trained(*model_, a_, dir, model_dir_); };
-    auto dir = save_checkpoint(a_.output_dir, write, *opt_, state_, a_.save_total_limit.value_or(0), before);
-    say("saved " + dir);
-  }
-  if (h_.after_step) h_.after_step(state_.global_step);
+  const int64_t step = state_.global_step;
+  const bool last = step == total_steps_;
+  const bool epoch_end = loader_->state().batch_index == 0;
+  if (eval_enabled_ && (last || (eval_by_epoch_ ? epoch_end : step % eval_every_ == 0))) run_eval();
+  if (!last && (save_by_epoch_ ? epoch_end : save_every_ > 0 && step % save_every_ == 0))
+    save_now();
+  if (last) update_best(a_.output_dir);  // the final weights compete as HF's last checkpoint
+  if (h_.after_step) h_.after_step(step);
+}
+
+void Run::save_now() {
+  update_best(
+      (fs::path(a_.output_dir) / ("checkpoint-" + std::to_string(state_.global_step))).string());
+  state_.rng = rng_.state();
+  state_.elapsed_seconds = since(start_);
+  std::function<void()> before;
+  if (h_.before_checkpoint_commit)
+    before = [this] { h_.before_checkpoint_commit(state_.global_step); };
+  auto write = [this](const std::string& dir) {
+    save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_);
+  };
+  auto dir =
+      save_checkpoint(a_.output_dir, write, *opt_, state_, a_.save_total_limit.value_or(0), before);
+  say("saved " + dir);
 }
 
 TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   const double runtime = since(start_);
-  save_trained(*model_, a_, a_.output_dir, model_dir_);
+  load_best_at_end();
+  save_trained(*model_, a_, a_.output_dir, model_dir_, tokenizer_dir_);
+  if (a_.do_predict) predict();
   state_.rng = rng_.state();
   state_.elapsed_seconds = runtime;
   TrainResult r;
   r.steps = state_.global_step;
   r.train_loss = steps_this_run > 0 ? train_loss_sum / static_cast<double>(steps_this_run) : 0.0;
-  r.final_eval_loss = last_eval_loss_;
+  r.final_eval_loss = last_eval_.loss;
+  r.test_loss = test_loss_.value_or(-1);
   r.output_dir = a_.output_dir;
+  write_results(r, runtime);
+  if (a_.plot_loss)  // LLaMA-Factory plots loss and eval_loss from the log history
+    for (const auto& f : plot_loss(a_.output_dir, state_.log_history, {"loss", "eval_loss"}))
+      say("plotted " + f);
+  return r;
+}
+
+// trainer_state.json, train_results.json, eval_results.json / test_results.json when evaluated,
+// and all_results.json holding all of them (HF's save_metrics / save_state).
+void Run::write_results(const TrainResult& r, double runtime) {
+  const fs::path out(a_.output_dir);
   nlohmann::json ts = {{"global_step", state_.global_step}, {"max_steps", total_steps_}, {"epoch", state_.epoch},
                        {"log_history", state_.log_history}, {"logging_steps", log_every_}, {"save_steps", save_every_},
                        {"train_batch_size", a_.per_device_train_batch_size}};
-  write_json((fs::path(a_.output_dir) / "trainer_state.json").string(), ts);
+  put_best(state_, ts);
+  write_json((out / "trainer_state.json").string(), ts);
   nlohmann::json tr = {{"epoch", state_.epoch}, {"train_loss", r.train_loss}, {"train_runtime", runtime},
                        {"train_tokens", state_.tokens_seen},
                        {"train_steps_per_second", state_.global_step / std::max(runtime, 1e-9)}};
-  write_json((fs::path(a_.output_dir) / "train_results.json").string(), tr);
+  write_json((out / "train_results.json").string(), tr);
   nlohmann::json all = tr;
-  if (last_eval_loss_ >= 0) {
-    all["eval_loss"] = last_eval_loss_;
-    all["eval_perplexity"] = std::exp(last_eval_loss_);
-    write_json((fs::path(a_.output_dir) / "eval_results.json").string(),
-               {{"eval_loss", last_eval_loss_}, {"eval_perplexity", std::exp(last_eval_loss_)}, {"epoch", state_.epoch}});
+  if (last_eval_.loss >= 0) {
+    nlohmann::json ev = {{"eval_loss", last_eval_.loss},
+                         {"eval_perplexity", std::exp(last_eval_.loss)},
+                         {"epoch", state_.epoch}};
+    if (last_eval_.accuracy >= 0) ev["eval_accuracy"] = last_eval_.accuracy;
+    write_json((out / "eval_results.json").string(), ev);
+    all.update(ev);
   }
-  write_json((fs::path(a_.output_dir) / "all_results.json").string(), all);
-  if (a_.plot_loss)  // LLaMA-Factory plots loss and eval_loss from the log history
-    for (const auto& f : plot_loss(a_.output_dir, state_.log_history, {"loss", "eval_loss"})) say("plotted " + f);
-  return r;
+  if (test_loss_) {
+    nlohmann::json te = {{"test_loss", *test_loss_}, {"test_perplexity", std::exp(*test_loss_)}};
+    write_json((out / "test_results.json").string(), te);
+    all.update(te);
+  }
+  write_json((out / "all_results.json").string(), all);
 }
 
 }  // namespace unillm::train::detail

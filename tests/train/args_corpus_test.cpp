@@ -58,8 +58,10 @@ TEST(TrainArgsCorpus, PaddleRunPretrainArguments) {
   EXPECT_EQ(a.cutoff_len, 512);
   EXPECT_EQ(a.data_cutoff_len(), 512);
   EXPECT_EQ(a.finetuning_type, "full");
-  ASSERT_EQ(a.warnings.size(), 1u);
+  ASSERT_EQ(a.warnings.size(), 2u);
   EXPECT_NE(a.warnings[0].find("data_impl"), std::string::npos);
+  // run_pretrain.py's continue_training defaults to false (a random initialisation).
+  EXPECT_NE(a.warnings[1].find("continue_training is false"), std::string::npos) << a.warnings[1];
   try {
     parse_paddle_args(R"({"model_name_or_path": "m", "input_dir": "d", "split": "a"})", "pre.json");
     ADD_FAILURE() << "no error";

@@ -1,0 +1,162 @@
+// Evaluation of a training run: eval loss (and token accuracy) over the evaluation set, the best
+// checkpoint of metric_for_best_model / load_best_model_at_end (HF semantics), and do_predict over
+// the test part of split (run_pretrain.py).
+#include <cmath>
+#include <filesystem>
+
+#include "autograd/grad_mode.h"
+#include "data/corpus_data.h"
+#include "train/trainer_run.h"
+
+namespace unillm::train::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Positions scored per forward call: the logits of a chunk are [chunk, V] f32, at most 64 MiB.
+int64_t logit_chunk(const models::ModelConfig& c) {
+  return std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, c.vocab_size));
+}
+
+// (right, scored) of one row of n ids, chunk positions at a time through one KV cache.
+std::pair<int64_t, int64_t> row_accuracy(models::CausalLM& model, const int32_t* ids,
+                                         const int32_t* labels, int64_t n) {
+  int64_t right = 0, scored = 0;
+  const int64_t chunk = logit_chunk(model.config());
+  models::KvCaches cache = models::KvCaches::allocate(model.config(), 1, n);
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const int64_t end = std::min(n, begin + chunk);
+    const std::vector<int32_t> part(ids + begin, ids + end);
+    Tensor logits = model.forward(models::single_sequence_batch(part, begin, {0}, n, false), cache)
+                        .contiguous();
+    const int64_t V = logits.shape()[1];  // [end - begin, V]
+    const float* p = logits.data<float>();
+    for (int64_t t = begin; t < end && t + 1 < n; ++t) {
+      if (labels[t + 1] == data::kIgnoreIndex) continue;
+      const float* row = p + (t - begin) * V;
+      int64_t best = 0;
+      for (int64_t v = 1; v < V; ++v) best = row[v] > row[best] ? v : best;
+      right += best == labels[t + 1];
+      ++scored;
+    }
+  }
+  return {right, scored};
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const data::Batch& b) {
+  int64_t right = 0, scored = 0;
+  for (int64_t r = 0; r < b.rows; ++r) {
+    if (b.lengths[r] < 2) continue;
+    const auto [ok, n] = row_accuracy(model, b.input_ids.data() + r * b.seq_len,
+                                      b.labels.data() + r * b.seq_len, b.lengths[r]);
+    right += ok;
+    scored += n;
+  }
+  return {right, scored};
+}
+
+data::TokenizedDataset corpus_test_rows(const data::DataOptions& opts, const io::Tokenizer& tok) {
+  const auto corpus = data::TokenCorpus::open(data::resolve_corpus_prefix(opts.input_dir));
+  const auto test = data::split_ranges(data::parse_split(opts.split), corpus->num_docs())[2];
+  data::CorpusRowOptions ro;
+  ro.block = opts.cutoff_len;
+  ro.packing = opts.packing;
+  ro.group = opts.preprocessing_batch_size;
+  ro.eos = data::pretrain_eos_id(opts, tok);
+  ro.bos = tok.adds_bos() ? tok.bos_id() : -1;
+  data::TokenizedDataset rows;
+  rows.documents = test.second - test.first;
+  if (rows.documents > 0)
+    rows.source = std::make_shared<data::CorpusRows>(corpus, test.first, test.second, ro);
+  return rows;
+}
+
+EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
+  autograd::NoGradGuard no_grad;
+  double loss_sum = 0;
+  int64_t items = 0, right = 0, scored = 0;
+  data::LoaderOptions eo = loader_opts_;
+  eo.batch_size = a_.per_device_eval_batch_size;
+  for (int64_t r = 0; r < ds.num_rows(); r += eo.batch_size) {
+    std::vector<int64_t> idx;
+    for (int64_t i = r; i < std::min(ds.num_rows(), r + eo.batch_size); ++i) idx.push_back(i);
+    data::Batch b = data::make_batch(ds, idx, eo);
+    auto out = model_->loss(to_train_batch(b), false);
+    loss_sum += out.loss_sum.item_flat(0);
+    items += out.count;
+    if (accuracy) {
+      auto [ok, n] = token_accuracy_counts(*model_, b);
+      right += ok;
+      scored += n;
+    }
+  }
+  EvalResult res;
+  res.loss = items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
+  if (accuracy)
+    res.accuracy = scored > 0 ? static_cast<double>(right) / static_cast<double>(scored) : 0.0;
+  return res;
+}
+
+void Run::run_eval() {
+  const auto t0 = Clock::now();
+  last_eval_ = evaluate(eval_, a_.metric_for_best_model == "accuracy");
+  last_eval_step_ = state_.global_step;
+  const double loss = last_eval_.loss;
+  nlohmann::json j = {{"eval_loss", loss},
+                      {"eval_perplexity", std::exp(loss)},
+                      {"eval_runtime", since(t0)},
+                      {"eval_step", state_.global_step}};
+  nlohmann::json h = {{"step", state_.global_step}, {"eval_loss", loss}};
+  if (last_eval_.accuracy >= 0) j["eval_accuracy"] = h["eval_accuracy"] = last_eval_.accuracy;
+  log_->write(j);
+  state_.log_history.push_back(h);
+  say("eval at step " + std::to_string(state_.global_step) + ": loss " + std::to_string(loss) +
+      ", perplexity " + std::to_string(std::exp(loss)) +
+      (last_eval_.accuracy >= 0 ? ", accuracy " + std::to_string(last_eval_.accuracy) : ""));
+}
+
+// HF's _determine_best_metric at a save, here also at the end (the final weights).
+void Run::update_best(const std::string& dir) {
+  if (a_.metric_for_best_model.empty() || last_eval_step_ != state_.global_step) return;
+  const std::string& m = a_.metric_for_best_model;
+  const double v = m == "loss"         ? last_eval_.loss
+                   : m == "perplexity" ? std::exp(last_eval_.loss)
+                                       : last_eval_.accuracy;
+  const auto& best = state_.best_metric;
+  if (best && !(a_.greater_is_better.value_or(false) ? v > *best : v < *best)) return;
+  state_.best_metric = v;
+  state_.best_model_checkpoint = dir;
+}
+
+void Run::load_best_at_end() {
+  const std::string& best = state_.best_model_checkpoint;
+  if (!a_.load_best_model_at_end || best.empty() || best == a_.output_dir) return;
+  if (!fs::exists(fs::path(best) / "trainer_state.json")) {  // HF warns and keeps the final weights
+    say("the best checkpoint " + best + " is gone; keeping the final weights");
+    return;
+  }
+  say("loading the best checkpoint " + best + " (eval " + a_.metric_for_best_model + " " +
+      std::to_string(*state_.best_metric) + ")");
+  opt_.reset();
+  arena_.reset();
+  model_.reset();
+  load(best);
+  if (eval_enabled_) run_eval();  // the results then describe the weights written
+}
+
+// do_predict: the loss over the test part of split, logged as HF's predict metrics (test_*).
+void Run::predict() {
+  const auto t0 = Clock::now();
+  test_loss_ = evaluate(test_, false).loss;
+  log_->write({{"test_loss", *test_loss_},
+               {"test_perplexity", std::exp(*test_loss_)},
+               {"test_runtime", since(t0)},
+               {"test_step", state_.global_step}});
+  say("test (the third part of split, " + std::to_string(test_.num_rows()) + " rows): loss " +
+      std::to_string(*test_loss_) + ", perplexity " + std::to_string(std::exp(*test_loss_)));
+}
+
+}  // namespace unillm::train::detail

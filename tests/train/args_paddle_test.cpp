@@ -1,0 +1,166 @@
+// The PaddleNLP dialect on PaddleNLP's official llm/config/llama files (tests/cli/paddlenlp_llama/)
+// and the keys whose meaning depends on the script: run_pretrain.py (input_dir) or run_finetune.py.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "io/json_file.h"
+#include "train/args.h"
+
+namespace unillm::train {
+namespace {
+
+std::string official(const std::string& name) {
+  return std::string(UNILLM_SOURCE_DIR) + "/tests/cli/paddlenlp_llama/" + name;
+}
+
+template <typename E = ConfigError>
+std::string error_of(const std::string& json, const std::vector<std::string>& ov = {}) {
+  try {
+    parse_paddle_args(json, "a.json", ov);
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "no error";
+}
+
+bool has_warning(const TrainArgs& a, const std::string& needle) {
+  for (const auto& w : a.warnings)
+    if (w.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+const std::string kPre = R"({"model_name_or_path": "m", "input_dir": "d", )";
+const std::string kSft = R"({"model_name_or_path": "m", "dataset_name_or_path": "d", )";
+
+TEST(PaddleArgs, OfficialPretrainArguments) {
+  // tensor_parallel_degree 2 needs two devices, in PaddleNLP as here.
+  EXPECT_NE(error_of<NotImplemented>(io::read_file_bytes(official("pretrain_argument.json")))
+                .find("'tensor_parallel_degree' = 2: parallelism is not implemented yet"),
+            std::string::npos);
+  TrainArgs a = load_train_args(official("pretrain_argument.json"), {"tensor_parallel_degree=1"});
+  EXPECT_EQ(a.stage, "pt");
+  EXPECT_EQ(a.cutoff_len, 4096);
+  EXPECT_TRUE(a.pretrain_annealing);  // lr_scheduler_type linear (the default)
+  EXPECT_DOUBLE_EQ(a.min_learning_rate, 3e-6);
+  EXPECT_FALSE(a.decay_steps);  // max_steps
+  EXPECT_TRUE(a.do_predict);
+  EXPECT_EQ(a.tokenizer_name_or_path, "assets/stories260K");
+  EXPECT_TRUE(has_warning(a, "'distributed_dataloader' is accepted and ignored"));
+  EXPECT_FALSE(has_warning(a, "continue_training"));  // 1: from the pretrained weights, as here
+  EXPECT_TRUE(a.disable_gradient_checkpointing);      // recompute: false
+}
+
+TEST(PaddleArgs, PretrainScheduleKeys) {
+  TrainArgs d = parse_paddle_args(kPre + R"("max_steps": 10})", "a.json");
+  EXPECT_TRUE(d.pretrain_annealing);
+  EXPECT_DOUBLE_EQ(d.min_learning_rate, 1e-5);  // PreTrainingArguments' default
+  TrainArgs c =
+      parse_paddle_args(kPre + R"("lr_scheduler_type": "cosine", "decay_steps": 8})", "a.json");
+  EXPECT_TRUE(c.pretrain_annealing);
+  EXPECT_DOUBLE_EQ(*c.decay_steps, 8.0);
+  // Other types keep HF's schedule (PaddleNLP's Trainer builds it); the annealing keys then do
+  // nothing, which is said.
+  TrainArgs k = parse_paddle_args(
+      kPre + R"("lr_scheduler_type": "constant", "min_learning_rate": 0.1})", "a.json");
+  EXPECT_FALSE(k.pretrain_annealing);
+  EXPECT_TRUE(
+      has_warning(k, "'min_learning_rate' applies only to lr_scheduler_type linear or cosine"));
+  // A run_finetune.py file: TrainingArguments has no min_learning_rate (PaddleNLP refuses it) and
+  // an unused decay_steps.
+  EXPECT_NE(error_of(kSft + R"("min_learning_rate": 1e-6})").find("belongs to llm/run_pretrain.py"),
+            std::string::npos);
+  EXPECT_TRUE(has_warning(parse_paddle_args(kSft + R"("decay_steps": 5})", "a.json"),
+                          "'decay_steps' is accepted and ignored"));
+  // HF's own linear schedule in YAML, whatever input_dir says.
+  EXPECT_FALSE(parse_train_args("model_name_or_path: m\nstage: pt\ninput_dir: d\n", "c.yaml")
+                   .pretrain_annealing);
+}
+
+TEST(PaddleArgs, ParallelismAndPredictKeys) {
+  EXPECT_NE(error_of<NotImplemented>(kPre + R"("sequence_parallel": true})")
+                .find("parallelism is not implemented"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of<NotImplemented>(kPre + R"("virtual_pp_degree": 2})").find("'virtual_pp_degree' = 2"),
+      std::string::npos);
+  EXPECT_EQ(error_of(kPre + R"("sequence_parallel": 0, "virtual_pp_degree": 1})"), "no error");
+  EXPECT_NE(error_of<NotImplemented>(kSft + R"("do_predict": true})").find("test.json"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(kPre + R"("do_predict": true, "split": "1,1,0"})").find("test weight in split"),
+      std::string::npos);
+  // The YAML key: implemented for input_dir corpora only.
+  EXPECT_TRUE(parse_train_args("model_name_or_path: m\nstage: pt\ninput_dir: d\ndo_predict: true\n",
+                               "c.yaml")
+                  .do_predict);
+  try {
+    parse_train_args("model_name_or_path: m\nstage: pt\ndataset: a\ndo_predict: true\n", "c.yaml");
+    ADD_FAILURE() << "no error";
+  } catch (const NotImplemented& e) {
+    EXPECT_NE(std::string(e.what()).find("input_dir corpora only"), std::string::npos) << e.what();
+  }
+  // run_finetune.py loads the tokenizer of model_name_or_path: the key is said to be ignored.
+  TrainArgs f = parse_paddle_args(kSft + R"("tokenizer_name_or_path": "t"})", "a.json");
+  EXPECT_EQ(f.tokenizer_name_or_path, "");
+  EXPECT_TRUE(has_warning(f, "loads the tokenizer from model_name_or_path"));
+  EXPECT_EQ(parse_paddle_args(kPre + R"("tokenizer_name_or_path": "t"})", "a.json")
+                .tokenizer_name_or_path,
+            "t");
+}
+
+TEST(PaddleArgs, OfficialSftAndLoraArguments) {
+  for (const char* name : {"sft_argument.json", "lora_argument.json"}) {
+    TrainArgs a = load_train_args(official(name), {});
+    EXPECT_EQ(a.stage, "sft") << name;
+    EXPECT_EQ(a.eval_strategy, "epoch") << name;
+    EXPECT_EQ(a.save_strategy, "epoch") << name;
+    EXPECT_TRUE(a.load_best_model_at_end) << name;
+    EXPECT_EQ(a.metric_for_best_model, "accuracy") << name;
+    EXPECT_TRUE(*a.greater_is_better) << name;  // HF: true for anything but loss
+  }
+  EXPECT_EQ(load_train_args(official("lora_argument.json"), {}).finetuning_type, "lora");
+}
+
+// HF TrainingArguments.__post_init__: load_best_model_at_end needs matching strategies and, by
+// steps, save_steps a multiple of eval_steps; the metric defaults to loss (lower is better).
+TEST(PaddleArgs, BestModelRules) {
+  const std::string b = kSft + R"("do_eval": true, "load_best_model_at_end": true, )";
+  TrainArgs a = parse_paddle_args(b + R"("eval_steps": 2, "save_steps": 4})", "a.json");
+  EXPECT_EQ(a.metric_for_best_model, "loss");
+  EXPECT_FALSE(*a.greater_is_better);
+  EXPECT_EQ(parse_paddle_args(
+                b + R"("metric_for_best_model": "eval_loss", "eval_steps": 2, "save_steps": 4})",
+                "a.json")
+                .metric_for_best_model,
+            "loss");
+  EXPECT_NE(
+      error_of(b + R"("eval_steps": 2, "save_steps": 3})").find("round multiple of eval_steps"),
+      std::string::npos);
+  EXPECT_NE(error_of(b + R"("evaluation_strategy": "epoch", "save_strategy": "steps"})")
+                .find("needs save_strategy and eval_strategy to match"),
+            std::string::npos);
+  // Neither saving nor evaluating: the strategies match and nothing is reloaded (as HF).
+  EXPECT_EQ(error_of(kSft + R"("load_best_model_at_end": true, "save_strategy": "no"})"),
+            "no error");
+  EXPECT_NE(error_of(b + R"("metric_for_best_model": "bleu4"})")
+                .find("one of loss, perplexity, accuracy"),
+            std::string::npos);
+  EXPECT_FALSE(
+      *parse_paddle_args(b + R"("metric_for_best_model": "accuracy", "greater_is_better": false})",
+                         "a.json")
+           .greater_is_better);
+  // The YAML dialect: eval/save by epoch, and the same best-model rules.
+  const std::string y = "model_name_or_path: m\nstage: pt\ndataset: a\nval_size: 0.1\n";
+  EXPECT_EQ(
+      parse_train_args(y + "eval_strategy: epoch\nsave_strategy: epoch\n", "c.yaml").save_strategy,
+      "epoch");
+  EXPECT_THROW(parse_train_args(y + "load_best_model_at_end: true\n", "c.yaml"), ConfigError);
+  EXPECT_TRUE(parse_train_args(y + "eval_strategy: epoch\nsave_strategy: epoch\n"
+                                   "load_best_model_at_end: true\n", "c.yaml")
+                  .load_best_model_at_end);
+}
+
+}  // namespace
+}  // namespace unillm::train
