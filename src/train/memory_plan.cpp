@@ -225,8 +225,11 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   p.backward_transient = in.recompute ? rerun : widest;
   // Embedding backward: scatter_add_rows builds a [V, C] f32 dW from the [N, C] gradient.
   const int64_t embed_bwd = ps.embed_trainable ? d.V * d.C * 4 + 2 * d.N * d.C * d.e : 0;
-  // OpenBLAS packs GEMM panels into per-thread buffers (measured: bench/memory_plan_check.py).
-  p.runtime = in.threads * (int64_t{4} << 20);
+  // OpenBLAS packs GEMM panels into per-thread buffers (measured: bench/memory_plan_check.py):
+  // ~4 MiB a thread once the reduction depth K reaches ~1000. Panels are K deep, so a tiny model
+  // touches less: stories260K (C 64, F 172) about half, which is the floor taken here.
+  const int64_t depth = std::clamp<int64_t>(std::max(d.C, d.F), 512, 1024);
+  p.runtime = in.threads * (int64_t{4} << 20) * depth / 1024;
   // bf16/f16 frozen weights reach GEMM through an f32 panel of up to 8 MiB
   // (backends/cpu/convert.h half_panel_rows).
   if (in.frozen_weight_bytes < 4 && ps.frozen > 0)
