@@ -188,9 +188,36 @@ void BM_CrossEntropyGemm(benchmark::State& state) {
     else if (which == 1)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, c, v, 1.0f, lp, v, wp, c, 0.0f,
                   dx.data<float>(), c);
-    else
+    else if (which == 2)
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, v, c, r, 1.0f, lp, v, xp, c, 1.0f,
                   dw.data<float>(), c);
+    else if (which == 4)  // logits split over V: each thread a single-threaded sgemm
+      unillm::parallel_for(v, 64, [&](int64_t lo, int64_t hi) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, hi - lo, c, 1.0f, xp, c, wp + lo * c,
+                    c, 0.0f, l.data<float>() + lo, v);
+      });
+    else if (which == 5)  // dW split over V
+      unillm::parallel_for(v, 64, [&](int64_t lo, int64_t hi) {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, c, r, 1.0f, lp + lo, v, xp, c,
+                    1.0f, dw.data<float>() + lo * c, c);
+      });
+    else {  // dx split over K (the vocabulary): each thread a single-threaded sgemm, then a sum
+      const int nt = unillm::num_threads();
+      std::vector<float> part(static_cast<size_t>(nt) * r * c);
+      unillm::parallel_for(nt, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t t = lo; t < hi; ++t) {
+          const int64_t k0 = v * t / nt, k1 = v * (t + 1) / nt;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, c, k1 - k0, 1.0f, lp + k0, v,
+                      wp + k0 * c, c, 0.0f, part.data() + t * r * c, c);
+        }
+      });
+      float* d = dx.data<float>();
+      for (int64_t i = 0; i < r * c; ++i) {
+        float acc = 0;
+        for (int t = 0; t < nt; ++t) acc += part[t * r * c + i];
+        d[i] = acc;
+      }
+    }
   }
   const double flops = 2.0 * r * v * c;
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -198,14 +225,41 @@ void BM_CrossEntropyGemm(benchmark::State& state) {
       benchmark::Counter(100 * flops / g_peak_flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// A decoder projection's forward y = x·Wᵀ [M, K]·[N, K]ᵀ: OpenBLAS's own threading (which 0) or
+// our static split of M with a single-threaded sgemm per thread (which 1). Args: {M, N, K, which}.
+void BM_ProjectionSplit(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2), which = state.range(3);
+  Tensor x = random_tensor({m, k}, DType::f32, 5), w = random_tensor({n, k}, DType::f32, 6);
+  Tensor y = Tensor::empty({m, n}, DType::f32);
+  const float *xp = x.data<float>(), *wp = w.data<float>();
+  float* yp = y.data<float>();
+  for (auto _ : state) {
+    if (which == 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, xp, k, wp, k, 0.0f, yp, n);
+    else
+      unillm::parallel_for(m, 16, [&](int64_t lo, int64_t hi) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, hi - lo, n, k, 1.0f, xp + lo * k, k, wp,
+                    k, 0.0f, yp + lo * n, n);
+      });
+  }
+  const double flops = 2.0 * m * n * k;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LinearF32)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvLinear, f32, DType::f32)->Args({768, 768})->Args({32000, 768})->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvLinear, bf16, DType::bf16)->Args({768, 768})->Args({32000, 768})->UseRealTime();
 BENCHMARK(BM_GemvOpenBlasF32)->Args({768, 768})->Args({32000, 768})->UseRealTime();
+// stories15M's fused q/k/v, gate/up and down projections; stories110M's q/k/v and gate/up.
+BENCHMARK(BM_ProjectionSplit)
+    ->ArgsProduct({{2048}, {864, 1536, 288}, {288}, {0, 1}})
+    ->ArgsProduct({{1024}, {2304, 4096}, {768}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 // stories15M's lm_head (C = 288) at the default 32 MiB chunk (262 rows), 65, 131 and 524 rows.
 BENCHMARK(BM_CrossEntropyGemm)
-    ->ArgsProduct({{65, 131, 262, 524}, {32000}, {288}, {0, 1, 2}})
+    ->ArgsProduct({{65, 131, 262, 524}, {32000}, {288}, {0, 1, 2, 3, 4, 5}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "grad_check_util.h"
+#include "core/parallel.h"
 #include "ops/cross_entropy.h"
 
 namespace unillm {
@@ -96,35 +97,43 @@ TEST_F(CrossEntropyTest, MatchesFiniteDifferencesInF64) {
   }
 }
 
+// V = 1100 against chunks of 7 rows on two threads, f32 and bf16 (panel-converted) weights:
+// bit-identical reruns, and the naive f64 reference.
 TEST_F(CrossEntropyTest, KernelMatchesReferenceAndIsDeterministic) {
-  const int64_t n = 40, c = 33, v = 1000;
+  const int saved_threads = num_threads();
+  set_omp_threads(2);
+  const int64_t n = 40, c = 33, v = 1100;
   std::vector<int32_t> labels = make_labels(n, v, 5);
   Tensor lab = Tensor::from_ints(labels, {n});
-  Tensor x = optest::randn({n, c}, DType::f32, 1), w = optest::randn({v, c}, DType::bf16, 2);
-  auto run = [&](Tensor& dx, Tensor& dw) {
-    Tensor xl = x.detach().clone().set_requires_grad(true);
-    Tensor wl = w.detach().clone().set_requires_grad(true);
-    autograd::backward(ops::linear_cross_entropy(xl, wl, lab, 7).loss_sum);
-    dx = xl.grad();
-    dw = wl.grad();
-  };
-  Tensor dx1, dw1, dx2, dw2;
-  run(dx1, dw1);
-  run(dx2, dw2);
-  EXPECT_EQ(optest::doubles(dx1), optest::doubles(dx2));
-  EXPECT_EQ(optest::doubles(dw1), optest::doubles(dw2));
-  // The naive reference on f64 copies.
-  Tensor x64 = x.to(DType::f64), w64 = w.to(DType::f64), lse = Tensor::empty({n}, DType::f64);
-  std::vector<double> loss(n);
-  ops::linear_cross_entropy_reference({x64.raw_data(), w64.raw_data(), labels.data(),
-                                       lse.raw_data(), loss.data(), n, c, v, 1, DType::f64,
-                                       DType::f64});
-  Tensor dx = Tensor::empty({n, c}, DType::f64), dw = Tensor::empty({v, c}, DType::f64);
-  ops::linear_cross_entropy_backward_reference({x64.raw_data(), w64.raw_data(), labels.data(),
-                                                lse.raw_data(), 1.0, dx.raw_data(), dw.raw_data(),
-                                                n, c, v, 1, DType::f64, DType::f64});
-  optest::expect_close_rel(dx1, optest::doubles(dx), 1e-4);
-  optest::expect_close_rel(dw1, optest::doubles(dw), 1e-4);
+  for (DType wt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(wt));
+    Tensor x = optest::randn({n, c}, DType::f32, 1), w = optest::randn({v, c}, wt, 2);
+    auto run = [&](Tensor& dx, Tensor& dw) {
+      Tensor xl = x.detach().clone().set_requires_grad(true);
+      Tensor wl = w.detach().clone().set_requires_grad(true);
+      autograd::backward(ops::linear_cross_entropy(xl, wl, lab, 7).loss_sum);
+      dx = xl.grad();
+      dw = wl.grad();
+    };
+    Tensor dx1, dw1, dx2, dw2;
+    run(dx1, dw1);
+    run(dx2, dw2);
+    EXPECT_EQ(optest::doubles(dx1), optest::doubles(dx2));
+    EXPECT_EQ(optest::doubles(dw1), optest::doubles(dw2));
+    // The naive reference on f64 copies.
+    Tensor x64 = x.to(DType::f64), w64 = w.to(DType::f64), lse = Tensor::empty({n}, DType::f64);
+    std::vector<double> loss(n);
+    ops::linear_cross_entropy_reference({x64.raw_data(), w64.raw_data(), labels.data(),
+                                         lse.raw_data(), loss.data(), n, c, v, 1, DType::f64,
+                                         DType::f64});
+    Tensor dx = Tensor::empty({n, c}, DType::f64), dw = Tensor::empty({v, c}, DType::f64);
+    ops::linear_cross_entropy_backward_reference({x64.raw_data(), w64.raw_data(), labels.data(),
+                                                  lse.raw_data(), 1.0, dx.raw_data(), dw.raw_data(),
+                                                  n, c, v, 1, DType::f64, DType::f64});
+    optest::expect_close_rel(dx1, optest::doubles(dx), 1e-4);
+    optest::expect_close_rel(dw1, optest::doubles(dw), 1e-4);
+  }
+  set_omp_threads(saved_threads);
 }
 
 TEST_F(CrossEntropyTest, FrozenHeadAndIgnoredRows) {
