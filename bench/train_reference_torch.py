@@ -230,7 +230,8 @@ def gemm_bound(cfg, batch, seq, threads, labelled=1.0, reps=5, chunk_bytes=32 <<
     """Seconds of the GEMMs alone of one training step in unillm's layout (fused q|k|v and gate|up
     projections; lm_head + cross-entropy in row chunks of ~32 MB of logits, dW accumulated with
     beta 1), each timed with OpenBLAS sgemm through torch.mm on the real shapes (best of `reps`
-    after a warm-up). Attention (QK^T, PV: ~4-6% of the FLOPs here) is left out. Returns per-GEMM
+    after a warm-up). Attention (QK^T, PV: ~4-6% of the FLOPs here) is left out. With layer
+    recompute the re-run skips o_proj's and down_proj's forward GEMMs, as unillm's does. Returns per-GEMM
     seconds and upper bounds on tokens/s (the step if it were nothing but these GEMMs), with/without
     layer recompute and with/without recomputing the logits in the cross-entropy backward.
     `labelled`: the fraction of positions with a label (unillm's cross-entropy skips the others).
@@ -263,12 +264,12 @@ def gemm_bound(cfg, batch, seq, threads, labelled=1.0, reps=5, chunk_bytes=32 <<
         x, a, dxa = torch.randn(n, k), torch.randn(P * r, k) * 0.02, torch.randn(n, P * r)
         xa, dy = torch.randn(n, P * r), [torch.randn(n, o) for o in outs]
         b = [torch.randn(o, r) * 0.02 for o in outs]
-        fwd = timeit(lambda: torch.mm(x, a.t())) + sum(timeit(lambda p=p: torch.mm(xa[:, p * r:(p + 1) * r], b[p].t()))
-                                                        for p in range(P))
+        fwd_a = timeit(lambda: torch.mm(x, a.t()))
+        fwd = fwd_a + sum(timeit(lambda p=p: torch.mm(xa[:, p * r:(p + 1) * r], b[p].t())) for p in range(P))
         bwd = sum(timeit(lambda p=p: torch.mm(dy[p].t(), xa[:, p * r:(p + 1) * r])) +
                   timeit(lambda p=p: torch.mm(dy[p], b[p])) for p in range(P))
         bwd += timeit(lambda: torch.mm(dxa.t(), x)) + timeit(lambda: torch.mm(dxa, a))
-        return {"fwd": fwd, "dx": bwd, "dw": 0.0}
+        return {"fwd": fwd, "dx": bwd, "dw": 0.0, "fwd_a": fwd_a}
 
     t = {"qkv": linear(N, (H + 2 * KV) * hd, C), "o": linear(N, C, H * hd),
          "gate_up": linear(N, 2 * Fh, C), "down": linear(N, C, Fh)}
@@ -286,11 +287,17 @@ def gemm_bound(cfg, batch, seq, threads, labelled=1.0, reps=5, chunk_bytes=32 <<
                     "dx": chunks * timeit(lambda: torch.mm(dl, w)),
                     "dw": 0.0 if lora_rank else chunks * timeit(lambda: dw.addmm_(dl.t(), x))}
     layer = {g: sum(v[g] for k, v in t.items() if k != "lm_head") for g in ("fwd", "dx", "dw")}
+    # The layer re-run under recompute skips the forward GEMMs of each segment's last projection
+    # (o_proj, down_proj: ops::OutputUse::kGradOnly); their adapters still compute x.A^T (saved
+    # for dB), not x_a.B^T.
+    rerun = layer["fwd"] - sum(t[k]["fwd"] for k in ("o", "down"))
+    if lora_rank:
+        rerun -= sum(t[k]["fwd"] - t[k]["fwd_a"] for k in ("lora_o", "lora_down"))
     lm = t["lm_head"]
     bounds = {}
     for ckpt in (True, False):
         for ce_re in (True, False):
-            sec = L * (layer["fwd"] * (2 if ckpt else 1) + layer["dx"] + layer["dw"]) \
+            sec = L * (layer["fwd"] + (rerun if ckpt else 0) + layer["dx"] + layer["dw"]) \
                 + lm["fwd"] * (2 if ce_re else 1) + lm["dx"] + lm["dw"]
             bounds[f"ckpt_{'on' if ckpt else 'off'}{'_ce_recompute' if ce_re else ''}"] = N / sec
     return {"gemm_seconds": t, "bound_tokens_per_s": bounds, "lm_chunk_rows": r, "labelled": labelled,
