@@ -32,6 +32,9 @@ struct TrainArgs {
   // ("" = model_name_or_path). Resolved like model_name_or_path.
   std::string tokenizer_name_or_path;
   bool disable_gradient_checkpointing = false;
+  // LLaMA-Factory's train_from_scratch / PaddleNLP run_pretrain's continue_training false: the
+  // architecture of model_name_or_path's config.json with HF's initialisation (seed), no weights.
+  bool train_from_scratch = false;
   // --- data
   std::string template_name;                       // key `template`
   std::vector<std::string> dataset, eval_dataset;  // comma lists, trimmed

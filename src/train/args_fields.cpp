@@ -149,6 +149,8 @@ const std::map<std::string, Setter>& setters() {
        [](TrainArgs& a, const Field& f) { a.model_name_or_path = get_string(f); }},
       {"disable_gradient_checkpointing",
        [](TrainArgs& a, const Field& f) { a.disable_gradient_checkpointing = get_bool(f); }},
+      {"train_from_scratch",
+       [](TrainArgs& a, const Field& f) { a.train_from_scratch = get_bool(f); }},
       {"template", [](TrainArgs& a,
                       const Field& f) { a.template_name = f.node.IsNull() ? "" : get_string(f); }},
       {"dataset", [](TrainArgs& a, const Field& f) { a.dataset = get_list(f); }},

@@ -34,7 +34,7 @@ enum class Map {
   kPretrainOnly,      // min_learning_rate, decay_steps: run_pretrain.py's schedule
   kTokenizer,         // tokenizer_name_or_path: run_pretrain.py loads it; run_finetune.py does not
   kDoPredict,         // run_pretrain.py: evaluate split's test part; run_finetune.py: test.json
-  kContinueTraining,  // false: PaddleNLP initialises at random from the config (warned)
+  kContinueTraining,  // run_pretrain: false (its default) initialises at random from the config
 };
 
 // PaddleNLP-only keys (names as in llm/run_finetune.py's argument classes).
@@ -159,13 +159,10 @@ void warn_ignored(Translation& t, const std::string& key, const std::string& whe
 }
 
 // continue_training false (run_pretrain.py's default): PaddleNLP builds the model from its config
-// with random weights; unillm always starts from model_name_or_path's weights.
-void warn_from_scratch(Translation& t, const std::string& where) {
-  t.warnings.push_back(
-      "[config] " + where +
-      ": continue_training is false: PaddleNLP would train from a random "
-      "initialisation of the config; unillm loads model_name_or_path's weights (make a fresh model "
-      "with `unillm init`)");
+// with random weights, as train_from_scratch does; true loads model_name_or_path's weights.
+void set_from_scratch(Translation& t, bool from_scratch, const std::string& where) {
+  t.fields["train_from_scratch"] =
+      Field{"train_from_scratch", YAML::Node(from_scratch ? "true" : "false"), where};
 }
 
 // The keys whose meaning depends on the script: run_pretrain.py (t.pretrain) or run_finetune.py.
@@ -240,7 +237,10 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
       break;
     case Map::kContinueTraining:
       t.continue_training_given = true;
-      if (!on()) warn_from_scratch(t, where);
+      if (t.pretrain)
+        set_from_scratch(t, !on(), where + " (PaddleNLP 'continue_training')");
+      else  // run_finetune.py always loads the pretrained weights
+        warn_ignored(t, key, where, " (run_finetune.py always starts from model_name_or_path)");
       break;
     case Map::kPretrainOnly:
     case Map::kTokenizer:
@@ -308,7 +308,7 @@ TrainArgs parse_paddle_args(const std::string& json_text, const std::string& sou
       translate(given[i].first, given[i].second,
                 i < from_file ? where_in(json_text, source, given[i].first) : "command line", t);
   if (t.pretrain && !t.continue_training_given)
-    warn_from_scratch(t, source + " (run_pretrain.py's default)");
+    set_from_scratch(t, true, source + " (run_pretrain.py's default continue_training false)");
   TrainArgs a = detail::apply_fields(t.fields, source, t.direct);
   if (t.pretrain) finish_pretrain(a, t);
   a.warnings.insert(a.warnings.begin(), t.warnings.begin(), t.warnings.end());

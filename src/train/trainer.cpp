@@ -73,7 +73,17 @@ void Run::load(const std::string& from) {
   // exact) and casts the frozen ones after choosing them.
   const DType low = low_precision_dtype(a_);
   lo.weight_dtype = lora && low != DType::f32 ? dtype_name(low) : "f32";
-  model_ = models::load_causal_lm(from.empty() || lora ? model_dir_ : from, lo);
+  if (a_.train_from_scratch && (from.empty() || lora)) {
+    // The architecture from config.json and HF's initialisation from `seed`; no weights are read.
+    // A LoRA resume rebuilds the same random base from the same seed.
+    const auto cfg = models::load_model_config((fs::path(model_dir_) / "config.json").string());
+    model_ = models::build_causal_lm(cfg, DType::f32);
+    models::init_weights(*model_, cfg.initializer_range, static_cast<uint64_t>(a_.seed), cfg.pad_token_id);
+    say("model: initialised from " + model_dir_ + "/config.json (train_from_scratch, seed " +
+        std::to_string(a_.seed) + ")");
+  } else {
+    model_ = models::load_causal_lm(from.empty() || lora ? model_dir_ : from, lo);
+  }
   prepare_finetuning(*model_, a_, lora ? from : "");
   if (low != DType::f32) cast_frozen_matrices(*model_, low);
   arena_ = std::make_unique<ParamArena>(model_->module());

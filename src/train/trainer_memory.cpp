@@ -46,7 +46,9 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.act_bytes = low ? 2 : 4;
   // LoRA loads its frozen base in the low dtype; freeze casts after loading (f32 while loading).
   in.frozen_weight_bytes = low ? 2 : 4;
-  in.largest_tensor_bytes = largest_tensor_bytes(weights_dir);
+  // From scratch nothing is read from a file (a LoRA resume reads only the adapter).
+  const bool scratch = a_.train_from_scratch && (from.empty() || lora);
+  in.largest_tensor_bytes = scratch ? 0 : largest_tensor_bytes(weights_dir);
   in.frozen_loaded_f32 = low && a_.finetuning_type == "freeze";
   in.baseline_bytes = read_process_memory().rss;
   in.threads = num_threads();

@@ -58,10 +58,23 @@ TEST(TrainArgsCorpus, PaddleRunPretrainArguments) {
   EXPECT_EQ(a.cutoff_len, 512);
   EXPECT_EQ(a.data_cutoff_len(), 512);
   EXPECT_EQ(a.finetuning_type, "full");
-  ASSERT_EQ(a.warnings.size(), 2u);
+  ASSERT_EQ(a.warnings.size(), 1u);
   EXPECT_NE(a.warnings[0].find("data_impl"), std::string::npos);
-  // run_pretrain.py's continue_training defaults to false (a random initialisation).
-  EXPECT_NE(a.warnings[1].find("continue_training is false"), std::string::npos) << a.warnings[1];
+  // run_pretrain.py's continue_training defaults to false: a random initialisation of the config.
+  EXPECT_TRUE(a.train_from_scratch);
+  const std::string base = R"({"model_name_or_path": "m", "input_dir": "d", "continue_training": )";
+  EXPECT_FALSE(parse_paddle_args(base + "true}", "pre.json").train_from_scratch);
+  EXPECT_TRUE(parse_paddle_args(base + "0}", "pre.json").train_from_scratch);
+  // run_finetune.py always starts from the weights: the key is ignored there (warned).
+  TrainArgs ft = parse_paddle_args(
+      R"({"model_name_or_path": "m", "dataset_name_or_path": "d", "continue_training": false})", "ft.json");
+  EXPECT_FALSE(ft.train_from_scratch);
+  int mentions = 0;
+  for (const auto& w : ft.warnings) mentions += w.find("'continue_training'") != std::string::npos;
+  EXPECT_EQ(mentions, 1);
+  EXPECT_TRUE(parse_train_args("model_name_or_path: m\nstage: pt\ndataset: a\ntrain_from_scratch: true\n",
+                               "c.yaml")
+                  .train_from_scratch);
   try {
     parse_paddle_args(R"({"model_name_or_path": "m", "input_dir": "d", "split": "a"})", "pre.json");
     ADD_FAILURE() << "no error";
