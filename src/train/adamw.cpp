@@ -26,13 +26,20 @@ void AdamW::step(double lr) {
   for (const auto& seg : arena_.segments()) {
     const float decay = seg.decay ? static_cast<float>(1.0 - lr * c_.weight_decay) : 1.0f;
     parallel_for(seg.numel, 4096, [&](int64_t b, int64_t e) {
-      for (int64_t i = seg.offset + b; i < seg.offset + e; ++i) {
-        float pi = p[i] * decay;
-        float mi = b1 * m[i] + (1.0f - b1) * g[i];
-        float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi - step_size * mi / (std::sqrt(vi) / sqrt_bc2 + eps);
+      // Locals, and restrict pointers: read through the closure (floats that the stores might
+      // alias), the loop does not vectorise.
+      const float dk = decay, s1 = b1, s2 = b2, lr_c = step_size, bc = sqrt_bc2, ep = eps;
+      float* __restrict pp = p + seg.offset;
+      float* __restrict mp = m + seg.offset;
+      float* __restrict vp = v + seg.offset;
+      const float* __restrict gp = g + seg.offset;
+      for (int64_t i = b; i < e; ++i) {
+        float pi = pp[i] * dk;
+        float mi = s1 * mp[i] + (1.0f - s1) * gp[i];
+        float vi = s2 * vp[i] + (1.0f - s2) * gp[i] * gp[i];
+        mp[i] = mi;
+        vp[i] = vi;
+        pp[i] = pi - lr_c * mi / (std::sqrt(vi) / bc + ep);
       }
     });
   }
