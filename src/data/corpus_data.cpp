@@ -172,7 +172,29 @@ void check_tokenizer(const TokenCorpus& c, const io::Tokenizer& tok, const std::
                  "); preprocess it again with --model set to this model");
 }
 
+// The block semantics of raw-text pretraining (docs/corpora.md).
+CorpusRowOptions row_options(const DataOptions& opts, const io::Tokenizer& tok) {
+  CorpusRowOptions ro;
+  ro.block = opts.cutoff_len;
+  ro.packing = opts.packing;
+  ro.group = opts.preprocessing_batch_size;
+  ro.eos = pretrain_eos_id(opts, tok);
+  ro.bos = tok.adds_bos() ? tok.bos_id() : -1;
+  return ro;
+}
+
 }  // namespace
+
+TokenizedDataset load_corpus_test_rows(const DataOptions& opts, const io::Tokenizer& tok) {
+  std::shared_ptr<const TokenCorpus> corpus = TokenCorpus::open(resolve_corpus_prefix(opts.input_dir));
+  check_tokenizer(*corpus, tok, opts.input_dir);
+  const auto test = split_ranges(parse_split(opts.split), corpus->num_docs())[2];
+  TokenizedDataset rows;
+  rows.documents = test.second - test.first;
+  if (rows.documents > 0)
+    rows.source = std::make_shared<CorpusRows>(corpus, test.first, test.second, row_options(opts, tok));
+  return rows;
+}
 
 std::pair<TokenizedDataset, TokenizedDataset> load_corpus_data(const DataOptions& opts,
                                                                const io::Tokenizer& tok) {
@@ -181,12 +203,7 @@ std::pair<TokenizedDataset, TokenizedDataset> load_corpus_data(const DataOptions
   const std::string prefix = resolve_corpus_prefix(opts.input_dir);
   std::shared_ptr<const TokenCorpus> corpus = TokenCorpus::open(prefix);
   check_tokenizer(*corpus, tok, opts.input_dir);
-  CorpusRowOptions ro;
-  ro.block = opts.cutoff_len;
-  ro.packing = opts.packing;
-  ro.group = opts.preprocessing_batch_size;
-  ro.eos = pretrain_eos_id(opts, tok);
-  ro.bos = tok.adds_bos() ? tok.bos_id() : -1;
+  const CorpusRowOptions ro = row_options(opts, tok);
   const auto ranges = split_ranges(w, corpus->num_docs());
   TokenizedDataset train, eval;
   train.documents = ranges[0].second - ranges[0].first;

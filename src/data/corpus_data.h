@@ -68,5 +68,7 @@ class CorpusRows : public RowSource {
 // apply), DataError (a damaged corpus; no training row).
 std::pair<TokenizedDataset, TokenizedDataset> load_corpus_data(const DataOptions& opts,
                                                                const io::Tokenizer& tok);
+// The test range of opts.split (do_predict), with the same rows as load_corpus_data's.
+TokenizedDataset load_corpus_test_rows(const DataOptions& opts, const io::Tokenizer& tok);
 
 }  // namespace unillm::data

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "data/corpus_data.h"
 #include "data/error.h"
 #include "data/sft.h"
 #include "models/save.h"
@@ -132,7 +133,7 @@ void Run::setup_data() {
   loader_opts_.seed = static_cast<uint64_t>(a_.seed);
   loader_opts_.pad_id = pad;
   loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
-  if (a_.do_predict) test_ = corpus_test_rows(data_options(a_), *tok_);
+  if (a_.do_predict) test_ = data::load_corpus_test_rows(data_options(a_), *tok_);
   if (a_.do_predict && test_.num_rows() == 0)
     UNILLM_THROW(data::DataError, "[data] do_predict: the test part of split ", a_.split,
                  " of input_dir '", a_.input_dir, "' holds no row (", test_.documents,

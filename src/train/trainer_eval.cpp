@@ -5,7 +5,6 @@
 #include <filesystem>
 
 #include "autograd/grad_mode.h"
-#include "data/corpus_data.h"
 #include "train/trainer_run.h"
 
 namespace unillm::train::detail {
@@ -56,22 +55,6 @@ std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const
     scored += n;
   }
   return {right, scored};
-}
-
-data::TokenizedDataset corpus_test_rows(const data::DataOptions& opts, const io::Tokenizer& tok) {
-  const auto corpus = data::TokenCorpus::open(data::resolve_corpus_prefix(opts.input_dir));
-  const auto test = data::split_ranges(data::parse_split(opts.split), corpus->num_docs())[2];
-  data::CorpusRowOptions ro;
-  ro.block = opts.cutoff_len;
-  ro.packing = opts.packing;
-  ro.group = opts.preprocessing_batch_size;
-  ro.eos = data::pretrain_eos_id(opts, tok);
-  ro.bos = tok.adds_bos() ? tok.bos_id() : -1;
-  data::TokenizedDataset rows;
-  rows.documents = test.second - test.first;
-  if (rows.documents > 0)
-    rows.source = std::make_shared<data::CorpusRows>(corpus, test.first, test.second, ro);
-  return rows;
 }
 
 EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {

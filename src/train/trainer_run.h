@@ -29,10 +29,6 @@ inline double since(Clock::time_point t) { return std::chrono::duration<double>(
 int64_t scored_labels(const data::Batch& b);
 models::TrainBatch to_train_batch(const data::Batch& b);
 int64_t real_tokens(const data::Batch& b);
-// The test part of split (run_pretrain.py's test dataset) of opts.input_dir, built as
-// data::load_corpus_data builds the train and valid parts; empty when it holds no document.
-data::TokenizedDataset corpus_test_rows(const data::DataOptions& opts, const io::Tokenizer& tok);
-
 // Token accuracy counts (right, scored) of one batch, as PaddleNLP's compute_metrics with
 // eval_with_do_generation false and LLaMA-Factory's ComputeAccuracy: position t of a row predicts
 // token t + 1 and counts when that label is scored (not kIgnoreIndex, not padding); it is right
