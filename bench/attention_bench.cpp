@@ -1,7 +1,8 @@
-// causal_attention (training) forward and backward at B=8, T=256, H=6, D=48 (MHA and GQA 3:1,
-// plain causal and packed segments), in ms per call and GFLOP/s of useful work (forward
-// 4·B·H·D·T(T+1)/2, backward 2.5× that); the paged inference kernel on the same problem (one
-// block of T slots per sequence) is the peer for the forward.
+// causal_attention (training) forward and backward at the stories15M training shape B=8, T=256,
+// H=6, D=48 (MHA and GQA 3:1, plain causal and packed segments) and the stories110M one B=4,
+// H=12, D=64 (MHA), in ms per call and GFLOP/s of useful work (forward 4·B·H·D·T(T+1)/2,
+// backward 2.5× that); the paged inference kernel on the 15M problem (one block of T slots per
+// sequence) is the peer for the forward. Args of the training benchmarks: {Hkv, packed, B, H, D}.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -29,40 +30,44 @@ Tensor random_tensor(const unillm::Shape& shape, uint64_t seed) {
 }
 
 // Packed rows: samples of 100, 60, 1 and the rest of the row.
-Tensor packed_segments() {
+Tensor packed_segments(int64_t B) {
   std::vector<int32_t> s;
-  for (int64_t b = 0; b < kB; ++b)
+  for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < kT; ++t) s.push_back(t < 100 ? 1 : t < 160 ? 2 : t < 161 ? 3 : 4);
-  return Tensor::from_ints(s, {kB, kT});
+  return Tensor::from_ints(s, {B, kT});
 }
 
-void set_counters(benchmark::State& state, double factor) {
-  const double flops = 4.0 * kB * kH * kD * kT * (kT + 1) / 2 * factor;
+void set_counters(benchmark::State& state, int64_t B, int64_t H, int64_t D, double factor) {
+  const double flops = 4.0 * B * H * D * kT * (kT + 1) / 2 * factor;
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// state.range(0): kv heads; range(1): 1 = packed segment ids.
+// The training benchmarks' problem: state.range = {Hkv, packed, B, H, D}.
+struct Problem {
+  int64_t hkv, B, H, D;
+  Tensor q, k, v, seg;
+  float scale;
+  explicit Problem(const benchmark::State& state)
+      : hkv(state.range(0)), B(state.range(2)), H(state.range(3)), D(state.range(4)),
+        q(random_tensor({B, kT, H, D}, 1)), k(random_tensor({B, kT, hkv, D}, 2)),
+        v(random_tensor({B, kT, hkv, D}, 3)), seg(state.range(1) ? packed_segments(B) : Tensor()),
+        scale(1.0f / std::sqrt(static_cast<float>(D))) {}
+};
+
 void BM_CausalAttentionFwd(benchmark::State& state) {
-  const int64_t hkv = state.range(0);
-  Tensor q = random_tensor({kB, kT, kH, kD}, 1), k = random_tensor({kB, kT, hkv, kD}, 2);
-  Tensor v = random_tensor({kB, kT, hkv, kD}, 3),
-         seg = state.range(1) ? packed_segments() : Tensor();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
-  for (auto _ : state) benchmark::DoNotOptimize(unillm::ops::causal_attention(q, k, v, seg, scale));
-  set_counters(state, 1.0);
+  Problem p(state);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(unillm::ops::causal_attention(p.q, p.k, p.v, p.seg, p.scale));
+  set_counters(state, p.B, p.H, p.D, 1.0);
 }
 
 void BM_CausalAttentionBwd(benchmark::State& state) {
-  const int64_t hkv = state.range(0);
-  Tensor q = random_tensor({kB, kT, kH, kD}, 1), k = random_tensor({kB, kT, hkv, kD}, 2);
-  Tensor v = random_tensor({kB, kT, hkv, kD}, 3),
-         seg = state.range(1) ? packed_segments() : Tensor();
-  Tensor go = random_tensor({kB, kT, kH, kD}, 4);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
-  auto saved = unillm::ops::causal_attention_forward(q, k, v, seg, scale);
+  Problem p(state);
+  Tensor go = random_tensor({p.B, kT, p.H, p.D}, 4);
+  auto saved = unillm::ops::causal_attention_forward(p.q, p.k, p.v, p.seg, p.scale);
   for (auto _ : state) benchmark::DoNotOptimize(unillm::ops::causal_attention_backward(saved, go));
-  set_counters(state, 2.5);
+  set_counters(state, p.B, p.H, p.D, 2.5);
 }
 
 // The same causal problem through paged_attention (one block of T slots per sequence).
@@ -82,19 +87,21 @@ void BM_PagedAttentionFwdPeer(benchmark::State& state) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
   for (auto _ : state)
     benchmark::DoNotOptimize(unillm::ops::paged_attention(q, k, v, batch, scale));
-  set_counters(state, 1.0);
+  set_counters(state, kB, kH, kD, 1.0);
 }
 
 BENCHMARK(BM_CausalAttentionFwd)
-    ->Args({6, 0})
-    ->Args({2, 0})
-    ->Args({6, 1})
+    ->Args({6, 0, kB, kH, kD})
+    ->Args({2, 0, kB, kH, kD})
+    ->Args({6, 1, kB, kH, kD})
+    ->Args({12, 0, 4, 12, 64})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_CausalAttentionBwd)
-    ->Args({6, 0})
-    ->Args({2, 0})
-    ->Args({6, 1})
+    ->Args({6, 0, kB, kH, kD})
+    ->Args({2, 0, kB, kH, kD})
+    ->Args({6, 1, kB, kH, kD})
+    ->Args({12, 0, 4, 12, 64})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_PagedAttentionFwdPeer)->Arg(6)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();

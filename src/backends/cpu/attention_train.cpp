@@ -71,6 +71,21 @@ struct PortableOps {
     for (int64_t i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - m));
     return sum;
   }
+  static F max(const F* s, int64_t n) {
+    F m = s[0];
+    for (int64_t j = 1; j < n; ++j) m = std::max(m, s[j]);
+    return m;
+  }
+  static void scale_to(F* dst, const F* src, F c, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * c;
+  }
+  static void ds_row(F* ds, const F* p, F dr, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - dr);
+  }
+  static void transpose(const F* x, int64_t ldx, int64_t rows, int64_t cols, F* xt, int64_t ldt) {
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t d = 0; d < cols; ++d) xt[d * ldt + t] = x[t * ldx + d];
+  }
 };
 
 template <typename F>

@@ -93,7 +93,87 @@ struct TrainOps {
     else
       gemm_cols<false>(g);
   }
-  static float exp_shift(float* s, int64_t n, float m) { return Avx2Ops::exp_shift(s, n, m); }
+  // exp(s − m) in place and its sum. Unlike Avx2Ops::exp_shift the tail goes through the same
+  // vector exp (masked), so an element's value does not depend on the block length n: the two
+  // backward schedules cut the key blocks differently and must agree bit for bit.
+  static float exp_shift(float* s, int64_t n, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 sum = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm));
+      _mm256_storeu_ps(s + i, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    if (i < n) {
+      const __m256i mk = tail_mask(n - i);
+      const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(s + i, mk), vm)),
+                                     _mm256_castsi256_ps(mk));
+      _mm256_maskstore_ps(s + i, mk, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    return hsum(sum);
+  }
+  static float max(const float* s, int64_t n) {
+    if (n < 8) {
+      float m = s[0];
+      for (int64_t j = 1; j < n; ++j) m = std::max(m, s[j]);
+      return m;
+    }
+    __m256 m = _mm256_loadu_ps(s);
+    int64_t j = 8;
+    for (; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j));
+    if (j < n) m = _mm256_max_ps(m, _mm256_loadu_ps(s + n - 8));  // overlaps: max is idempotent
+    return hmax(m);
+  }
+  // Element-wise the same operations as the portable loops, so results are bit-identical.
+  static void scale_to(float* dst, const float* src, float c, int64_t n) {
+    const __m256 vc = _mm256_set1_ps(c);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_loadu_ps(src + i), vc));
+    for (; i < n; ++i) dst[i] = src[i] * c;
+  }
+  static void ds_row(float* ds, const float* p, float dr, int64_t n) {
+    const __m256 vd = _mm256_set1_ps(dr);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+      _mm256_storeu_ps(ds + j, _mm256_mul_ps(_mm256_loadu_ps(p + j),
+                                             _mm256_sub_ps(_mm256_loadu_ps(ds + j), vd)));
+    for (; j < n; ++j) ds[j] = p[j] * (ds[j] - dr);
+  }
+  // xt[d·ldt + t] = x[t·ldx + d]: 8×8 register transposes, scalar edges.
+  static void transpose(const float* x, int64_t ldx, int64_t rows, int64_t cols, float* xt,
+                        int64_t ldt) {
+    int64_t t = 0;
+    for (; t + 8 <= rows; t += 8) {
+      int64_t d = 0;
+      for (; d + 8 <= cols; d += 8) transpose8(x + t * ldx + d, ldx, xt + d * ldt + t, ldt);
+      for (; d < cols; ++d)
+        for (int64_t u = t; u < t + 8; ++u) xt[d * ldt + u] = x[u * ldx + d];
+    }
+    for (; t < rows; ++t)
+      for (int64_t d = 0; d < cols; ++d) xt[d * ldt + t] = x[t * ldx + d];
+  }
+
+ private:
+  static void transpose8(const float* x, int64_t ldx, float* y, int64_t ldy) {
+    __m256 r[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(x + i * ldx);
+    for (int i = 0; i < 8; i += 2) {
+      u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+      r[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      r[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_ps(y + i * ldy, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+      _mm256_storeu_ps(y + (i + 4) * ldy, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+  }
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/scratch.h"
 #include "core/parallel.h"
 #include "ops/causal_attention.h"
 
@@ -64,8 +65,10 @@ struct TrainLayout {
   int64_t threads;  // small problems run on fewer threads (a parallel region costs more)
   int64_t ldt;      // row stride of kᵀ/vᵀ: T padded so that rows do not alias in the L1 cache
   SegmentIndex idx;
-  std::vector<F> qs, kt, vt;      // scale·q [B, Hkv, T·G, D]; kᵀ, vᵀ [B, Hkv, D, ldt]
-  std::vector<F> dog, lse, dsum;  // dO [B, Hkv, T·G, D]; lse, rowsum(dO∘O) [B, Hkv, T·G]
+  // From the CPU allocator, not std::vector: a vector's fresh (zero-filled) heap blocks of a few
+  // MiB each call cost more page faults than the attention kernels' own work on small models.
+  ScratchBuffer<F> qs, kt, vt;      // scale·q [B, Hkv, T·G, D]; kᵀ, vᵀ [B, Hkv, D, ldt]
+  ScratchBuffer<F> dog, lse, dsum;  // dO [B, Hkv, T·G, D]; lse, rowsum(dO∘O) [B, Hkv, T·G]
 
   template <typename Args>  // CausalAttentionArgs or CausalAttentionBackwardArgs
   explicit TrainLayout(const Args& a)
@@ -100,10 +103,8 @@ struct TrainLayout {
 template <typename F, typename V>
 void transpose_tokens(const F* x, int64_t b, int64_t g, const TrainLayout<F, V>& L, F* xt) {
   const int64_t T = L.T, D = L.D;
-  for (int64_t t = 0; t < T; ++t) {
-    const F* row = x + ((b * T + t) * L.Hkv + g) * D;
-    for (int64_t d = 0; d < D; ++d) xt[d * L.ldt + t] = row[d];
-  }
+  V::transpose(x + (b * T * L.Hkv + g) * D, L.Hkv * D, T, D, xt, L.ldt);
+  for (int64_t d = 0; d < D; ++d) std::fill(xt + d * L.ldt + T, xt + (d + 1) * L.ldt, F(0));
 }
 
 // Fills the layout: sizes, segment index, scale·q grouped by kv head, kᵀ and (for backward) vᵀ.
@@ -117,11 +118,9 @@ void train_layout(const F* q, const F* k, const F* v, TrainLayout<F, V>& L, floa
   parallel_for(B * Hkv, L.threads > 1 ? 1 : B * Hkv, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t b = i / Hkv, g = i % Hkv;
-      for (int64_t t = 0; t < T; ++t) {
-        const F* src = q + ((b * T + t) * L.H + g * G) * D;
-        F* dst = L.qs.data() + ((b * Hkv + g) * T + t) * G * D;
-        for (int64_t e = 0; e < G * D; ++e) dst[e] = src[e] * F(scale);
-      }
+      for (int64_t t = 0; t < T; ++t)
+        V::scale_to(L.qs.data() + ((b * Hkv + g) * T + t) * G * D,
+                    q + ((b * T + t) * L.H + g * G) * D, F(scale), G * D);
       transpose_tokens<F, V>(k, b, g, L, L.kt.data() + i * D * L.ldt);
       if (v) transpose_tokens<F, V>(v, b, g, L, L.vt.data() + i * D * L.ldt);
     }
@@ -176,6 +175,7 @@ int64_t first_key(const TrainLayout<F, V>& L, int64_t b, int64_t t0, int64_t n) 
 template <typename F, typename V>
 struct TrainScratch {
   std::vector<F> s, dp, acc, acc2, m, l;
+  std::vector<F> dq;  // the fused backward's dQ of one (b, kv head): [T·G, D], sized on first use
   explicit TrainScratch(int64_t r, int64_t d)
       : s(r * kTrainKeys),
         dp(r * kTrainKeys),
@@ -199,18 +199,14 @@ void softmax_block(const TrainLayout<F, V>& L, const TrainTile& tl, int64_t j0, 
       std::fill(s, s + n, F(0));
       continue;
     }
-    F mb = s[0];
-    for (int64_t j = 1; j < n; ++j) mb = std::max(mb, s[j]);
+    const F mb = V::max(s, n);
     const F mo = w.m[r], mn = std::max(mo, mb);
     const F corr = mo == -std::numeric_limits<F>::infinity() ? F(0) : std::exp(mo - mn);
     F sum = V::exp_shift(s, n, mn);
     if (!all) sum = zero_masked<F, V>(L, tl.b, j0, n, t, s);
     w.l[r] = w.l[r] * corr + sum;
     w.m[r] = mn;
-    if (corr != F(1)) {
-      F* a = w.acc.data() + r * D;
-      for (int64_t i = 0; i < D; ++i) a[i] *= corr;
-    }
+    if (corr != F(1)) V::scale_to(w.acc.data() + r * D, w.acc.data() + r * D, corr, D);
   }
 }
 
@@ -236,7 +232,7 @@ void forward_tile(const ops::CausalAttentionArgs& a, const TrainLayout<F, V>& L,
   for (int64_t r = 0; r < R; ++r) {
     const int64_t t = tl.r0 + r / L.G, h = tl.g * L.G + r % L.G, row = (tl.b * T + t) * L.H + h;
     const F inv = F(1) / w.l[r];  // every row sees itself, so l > 0
-    for (int64_t i = 0; i < D; ++i) out[row * D + i] = w.acc[r * D + i] * inv;
+    V::scale_to(out + row * D, w.acc.data() + r * D, inv, D);
     lse[row] = w.m[r] + std::log(w.l[r]);
   }
 }

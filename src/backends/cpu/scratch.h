@@ -18,9 +18,30 @@ class Scratch {
   explicit Scratch(int64_t n)
       : t_(n > 0 ? Tensor::empty({n}, std::is_same_v<T, double> ? DType::f64 : DType::f32) : Tensor()) {}
   T* data() { return t_.defined() ? t_.template data<T>() : nullptr; }
+  const T* data() const { return t_.defined() ? t_.template data<T>() : nullptr; }
 
  private:
   Tensor t_;
+};
+
+// A Scratch that is sized after construction (std::vector's resize, without its zero fill):
+// resize(n) drops the old contents and leaves n uninitialised elements.
+template <typename T>
+class ScratchBuffer {
+ public:
+  void resize(int64_t n) {
+    buf_ = Scratch<T>(n);
+    n_ = n;
+  }
+  T* data() { return buf_.data(); }
+  const T* data() const { return buf_.data(); }
+  int64_t size() const { return n_; }
+  T& operator[](int64_t i) { return data()[i]; }
+  const T& operator[](int64_t i) const { return data()[i]; }
+
+ private:
+  Scratch<T> buf_{0};
+  int64_t n_ = 0;
 };
 
 }  // namespace unillm::cpu
