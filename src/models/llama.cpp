@@ -45,8 +45,8 @@ Tensor DecoderLayer::forward(const Tensor& x, const nn::AttentionInputs& in, Ten
 }
 
 Tensor DecoderLayer::attention_block(const Tensor& x, const nn::TrainInputs& in,
-                                     ops::OutputUse use) const {
-  return ops::add(x, attn_.forward_train(input_norm_.forward(x), in, use));
+                                     ops::OutputUse use, nn::AttentionStash* stash) const {
+  return ops::add(x, attn_.forward_train(input_norm_.forward(x), in, use, stash));
 }
 
 Tensor DecoderLayer::mlp_block(const Tensor& h, const nn::TrainInputs& in,
@@ -136,10 +136,15 @@ LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scal
     }
     // Two segments per layer, saving x and h (2 × [N, C] per layer instead of 1): the re-run of
     // each then ends in a projection whose output value backward never reads, and skips its GEMM
-    // (o_proj, down_proj: ~30% of a layer's re-run GEMM FLOPs at Llama shapes).
+    // (o_proj, down_proj: ~30% of a layer's re-run GEMM FLOPs at Llama shapes). The attention
+    // segment also keeps the attention's out and lse ([N, H·D] + [N, H]), so its re-run does not
+    // run the attention forward again (a third of the attention's cost with recompute).
+    auto stash = std::make_shared<nn::AttentionStash>();
     x = nn::recompute(
-        [l, in](const Tensor& a, ops::OutputUse use) { return l->attention_block(a, in, use); }, x,
-        l->attention_params_need_grad());
+        [l, in, stash](const Tensor& a, ops::OutputUse use) {
+          return l->attention_block(a, in, use, stash.get());
+        },
+        x, l->attention_params_need_grad());
     x = nn::recompute(
         [l, in](const Tensor& h, ops::OutputUse use) { return l->mlp_block(h, in, use); }, x,
         l->mlp_params_need_grad());

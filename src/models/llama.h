@@ -21,7 +21,8 @@ class DecoderLayer : public nn::Module {
   //   mlp_block:     out = h + down_proj(swiglu(gate_up(post_attention_layernorm(h))))
   // use = kGradOnly (recompute's backward re-run) skips the last projection's GEMM; the returned
   // value is then meaningless, its graph exact.
-  Tensor attention_block(const Tensor& x, const nn::TrainInputs& in, ops::OutputUse use) const;
+  Tensor attention_block(const Tensor& x, const nn::TrainInputs& in, ops::OutputUse use,
+                         nn::AttentionStash* stash = nullptr) const;
   Tensor mlp_block(const Tensor& h, const nn::TrainInputs& in, ops::OutputUse use) const;
   // Whether a segment's parameters need gradients (freeze may train one block of a layer only).
   bool attention_params_need_grad();

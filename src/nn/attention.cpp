@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "autograd/grad_mode.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
 #include "ops/causal_attention.h"
@@ -47,7 +48,8 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, Tensor& k_
   return o_proj_.forward(o.view({n, h * d}), in.lora);
 }
 
-Tensor Attention::forward_train(const Tensor& x, const TrainInputs& in, ops::OutputUse use) const {
+Tensor Attention::forward_train(const Tensor& x, const TrainInputs& in, ops::OutputUse use,
+                                AttentionStash* stash) const {
   const int64_t n = x.size(0), h = c_.heads, hkv = c_.kv_heads, d = c_.head_dim;
   auto qkv = ops::split_last(qkv_.forward(x, in.lora.get()), {h * d, hkv * d, hkv * d});
   Tensor q = ops::reshape(qkv[0], {n, h, d});
@@ -60,8 +62,21 @@ Tensor Attention::forward_train(const Tensor& x, const TrainInputs& in, ops::Out
   k = ops::rope(k, in.positions, *in.inv_freq);
   const int64_t b = in.batch, t = in.seq;
   float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  Tensor o = ops::causal_attention(ops::reshape(q, {b, t, h, d}), ops::reshape(k, {b, t, hkv, d}),
-                                   ops::reshape(qkv[2], {b, t, hkv, d}), in.segment_ids, scale);
+  // With packed (bf16/f16) saves the re-run starts from a rounded x, so its q and k would not be
+  // the ones the forward's out and lse came from: recompute the attention there instead.
+  if (autograd::saved_tensor_hooks()) stash = nullptr;
+  Tensor q4 = ops::reshape(q, {b, t, h, d}), k4 = ops::reshape(k, {b, t, hkv, d});
+  Tensor v4 = ops::reshape(qkv[2], {b, t, hkv, d}), o;
+  if (stash && use == ops::OutputUse::kGradOnly && stash->out.saved()) {
+    o = ops::causal_attention_replay(q4, k4, v4, in.segment_ids, scale, stash->out.get(),
+                                     stash->lse.get());
+    *stash = AttentionStash();  // the node holds them now
+  } else {
+    Tensor lse;
+    o = ops::causal_attention(q4, k4, v4, in.segment_ids, scale, stash ? &lse : nullptr);
+    if (stash && use == ops::OutputUse::kValue)
+      *stash = AttentionStash{autograd::SavedTensor::activation(o), autograd::SavedTensor(lse)};
+  }
   return o_proj_.forward(ops::reshape(o, {n, h * d}), in.lora.get(), use);
 }
 

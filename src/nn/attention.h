@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/node.h"
 #include "nn/linear.h"
 #include "nn/norm.h"
 #include "ops/attention.h"
@@ -37,6 +38,13 @@ struct TrainInputs {
   std::shared_ptr<const LoraRun> lora;  // adapters of this call (shared: lives until backward)
 };
 
+// What a recompute re-run of forward_train takes from its forward instead of recomputing: the
+// attention kernel's out (a saved activation, [N, H·D]) and lse ([B, T, H]). The re-run still
+// recomputes q, k and v (the backward needs them), but not the attention itself.
+struct AttentionStash {
+  autograd::SavedTensor out, lse;
+};
+
 class Attention : public Module {
  public:
   explicit Attention(const AttentionConfig& c);
@@ -44,8 +52,10 @@ class Attention : public Module {
   Tensor forward(const Tensor& x, const AttentionInputs& in, Tensor& k_cache, Tensor& v_cache) const;
   // Training forward without a cache (differentiable): x [N, C] -> [N, C]. use = kGradOnly: the
   // result's value is not needed (recompute re-run), so o_proj only records its backward node.
+  // stash (recompute only): the kValue run fills it, the kGradOnly re-run replays it and empties it.
   Tensor forward_train(const Tensor& x, const TrainInputs& in,
-                       ops::OutputUse use = ops::OutputUse::kValue) const;
+                       ops::OutputUse use = ops::OutputUse::kValue,
+                       AttentionStash* stash = nullptr) const;
 
  private:
   AttentionConfig c_;

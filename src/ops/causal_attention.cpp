@@ -155,9 +155,29 @@ CausalAttentionGrads causal_attention_backward(const CausalAttentionSaved& s,
 }
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& segment_ids, float scale) {
+                        const Tensor& segment_ids, float scale, Tensor* lse) {
   CausalAttentionSaved s = causal_attention_forward(q, k, v, segment_ids, scale);
   Tensor out = s.out;
+  if (lse) *lse = s.lse;
+  if (autograd::needs_grad({q, k, v}))
+    autograd::record(std::make_shared<CausalAttentionNode>(s), {q, k, v}, {&out});
+  return out;
+}
+
+Tensor causal_attention_replay(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& segment_ids, float scale, const Tensor& out_in,
+                               const Tensor& lse) {
+  check_inputs(q, k, v, segment_ids);
+  const Shape lse_shape{q.size(0), q.size(1), q.size(2)};
+  if (out_in.shape() != q.shape() || out_in.dtype() != q.dtype() || lse.shape() != lse_shape ||
+      lse.dtype() != q.dtype())
+    UNILLM_THROW(ShapeError, "[causal_attention_replay] out ", shape_str(out_in.shape()), " ",
+                 dtype_name(out_in.dtype()), " and lse ", shape_str(lse.shape()),
+                 " do not belong to q ", shape_str(q.shape()), " ", dtype_name(q.dtype()));
+  CausalAttentionSaved s{q.contiguous(), k.contiguous(), v.contiguous(),
+                         segment_ids.defined() ? segment_ids.contiguous() : Tensor(),
+                         out_in.contiguous(), lse.contiguous(), scale};
+  Tensor out = s.out.view(s.out.shape());  // a fresh handle: the node's output, not the stash's
   if (autograd::needs_grad({q, k, v}))
     autograd::record(std::make_shared<CausalAttentionNode>(s), {q, k, v}, {&out});
   return out;

@@ -51,9 +51,16 @@ struct CausalAttentionBackwardArgs {
 using CausalAttentionBackwardKernel = void(const CausalAttentionBackwardArgs&);
 
 // Records a CausalAttentionNode when autograd::needs_grad({q, k, v}) (segment_ids is never
-// differentiated).
+// differentiated). lse, when given, receives the row log-sum-exp [B, T, H].
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& segment_ids, float scale);
+                        const Tensor& segment_ids, float scale, Tensor* lse = nullptr);
+
+// causal_attention whose result is already known: out and lse from an earlier causal_attention
+// of the same q, k, v (a recompute re-run). Returns out and records the same node, without
+// running the forward kernel again.
+Tensor causal_attention_replay(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& segment_ids, float scale, const Tensor& out,
+                               const Tensor& lse);
 
 // The pieces the node uses, public for tests and for recompute: the forward with its lse, and the
 // backward from saved tensors. Inputs are made contiguous; outputs are fresh tensors.

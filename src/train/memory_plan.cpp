@@ -179,9 +179,11 @@ int64_t layer_backward(const Dims& d, const LayerParams& lp) {
 
 // Recompute: the re-run of the widest segment inside backward keeps what layer_saved counts for
 // it, plus the kGradOnly projection's zeros and the segment output ([N, C] each).
+// With f32 saves (e = 4) the re-run replays the attention's out and lse from the forward's stash
+// (nn::AttentionStash, counted in the saved activations) instead of allocating them again.
 int64_t rerun_saved(const Dims& d, const LayerParams& lp, bool qk_norm) {
-  int64_t attn = d.q + 2 * d.kv + d.q + d.H + 2 * d.C + lp.lora_xa + (lp.qkv_saves_x ? d.C : 0) +
-                 (qk_norm ? d.q + d.kv : 0);
+  int64_t attn = d.q + 2 * d.kv + (d.e == 4 ? 0 : d.q + d.H) + 2 * d.C + lp.lora_xa +
+                 (lp.qkv_saves_x ? d.C : 0) + (qk_norm ? d.q + d.kv : 0);
   int64_t mlp = 2 * d.F + 2 * d.C + lp.lora_xa + (lp.gate_up_saves_x ? d.C : 0) + (lp.down_saves_x ? d.F : 0);
   return d.N * (std::max(attn, mlp) * d.e + 2 * 4 + lp.lora_keep);
 }
@@ -208,6 +210,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     any = true;
     full += layer_saved(d, lp, c.qk_norm);
     rec += 2 * d.N * d.C * d.e;  // recompute keeps each segment's input: x and h
+    if (d.e == 4) rec += d.N * (d.q + d.H) * 4;  // and, f32 only, the attention's out and lse
     widest = std::max(widest, layer_backward(d, lp));
     rerun = std::max(rerun, rerun_saved(d, lp, c.qk_norm) + layer_backward(d, lp));
   }
@@ -230,6 +233,10 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   // touches less: stories260K (C 64, F 172) about half, which is the floor taken here.
   const int64_t depth = std::clamp<int64_t>(std::max(d.C, d.F), 512, 1024);
   p.runtime = in.threads * (int64_t{4} << 20) * depth / 1024;
+  // The fused attention backward's dQ sum: one [T·G, D] f32 per thread when it is at most 16 MiB
+  // (backends/cpu/attention_train_backward.h; longer rows run two passes without it).
+  const int64_t fused_dq = in.seq_len * (c.num_heads / std::max<int64_t>(1, c.num_kv_heads)) * c.head_dim * 4;
+  if (fused_dq <= (int64_t{16} << 20)) p.runtime += in.threads * fused_dq;
   // bf16/f16 frozen weights reach GEMM through an f32 panel of up to 8 MiB
   // (backends/cpu/convert.h half_panel_rows).
   if (in.frozen_weight_bytes < 4 && ps.frozen > 0)
