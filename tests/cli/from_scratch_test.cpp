@@ -13,16 +13,9 @@ namespace unillm {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::log_lines;
+using testing::train_losses;
 using testing::run_unillm;
 using testing::source_path;
-
-std::vector<double> losses(const std::string& out) {
-  std::vector<double> l;
-  for (auto& line : log_lines(out))
-    if (line.contains("loss") && !line.contains("eval_loss")) l.push_back(line["loss"]);
-  return l;
-}
 
 TEST(FromScratch, EqualsInitThenTrainAndNeedsNoWeights) {
   const std::string dir = testing::temp_dir("from_scratch"), cfgonly = dir + "/cfgonly";
@@ -44,7 +37,7 @@ TEST(FromScratch, EqualsInitThenTrainAndNeedsNoWeights) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   auto b = run_unillm("train " + yaml(dir + "/init", "from_init", "") + " --quiet");
   ASSERT_EQ(b.exit_code, 0) << b.err;
-  const auto la = losses(dir + "/scratch"), lb = losses(dir + "/from_init");
+  const auto la = train_losses(dir + "/scratch"), lb = train_losses(dir + "/from_init");
   ASSERT_EQ(la.size(), 3u);
   EXPECT_EQ(la, lb);                       // the same initial weights, bit for bit
   EXPECT_NEAR(la[0], std::log(512.0), 0.1);  // random init: ~uniform over stories260K's 512 ids

@@ -18,6 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::log_lines;
+using testing::train_losses;
 using testing::run_unillm;
 using testing::source_path;
 
@@ -33,12 +34,6 @@ std::string write_config(const std::string& dir, const std::string& name, const 
                       << "max_steps: 16\nlogging_steps: 1\nsave_steps: 8\nseed: 11\n"
                       << extra;
   return path;
-}
-
-std::vector<double> losses(const std::string& out) {
-  std::vector<double> l;
-  for (auto& j : log_lines(out)) l.push_back(j["loss"].get<double>());
-  return l;
 }
 
 void train(const std::string& cfg, const std::string& args = "") {
@@ -67,10 +62,10 @@ TEST(MixedPrecision, LossesTrackF32ForFullFreezeAndLora) {
     const std::string lr = type == "lora" ? "learning_rate=1.0e-2" : "";
     train(write_config(dir, type + "_f32", extra), lr);
     train(write_config(dir, type + "_bf16", extra + "bf16: true\n"), lr);
-    expect_tracks(losses(dir + "/" + type + "_f32"), losses(dir + "/" + type + "_bf16"), type + " bf16");
+    expect_tracks(train_losses(dir + "/" + type + "_f32"), train_losses(dir + "/" + type + "_bf16"), type + " bf16");
     if (type == "full") {
       train(write_config(dir, "full_fp16", extra + "fp16: true\n"));
-      expect_tracks(losses(dir + "/full_f32"), losses(dir + "/full_fp16"), "full fp16");
+      expect_tracks(train_losses(dir + "/full_f32"), train_losses(dir + "/full_fp16"), "full fp16");
     }
   }
   // The trained model generates (a mixed-dtype freeze output loads back).

@@ -1,4 +1,5 @@
-// Shared by the `unillm train` CLI tests: the JSON lines of a run's trainer_log.jsonl.
+// Shared by the `unillm train` CLI tests: the JSON lines of a run's trainer_log.jsonl, and the
+// training losses among them.
 #pragma once
 
 #include <fstream>
@@ -15,6 +16,14 @@ inline std::vector<nlohmann::json> log_lines(const std::string& out) {
   while (std::getline(f, l))
     if (!l.empty()) lines.push_back(nlohmann::json::parse(l));
   return lines;
+}
+
+// The "loss" of every training line (evaluation lines carry eval_loss instead).
+inline std::vector<double> train_losses(const std::string& out) {
+  std::vector<double> l;
+  for (auto& line : log_lines(out))
+    if (line.contains("loss")) l.push_back(line["loss"].get<double>());
+  return l;
 }
 
 }  // namespace unillm::testing
