@@ -254,21 +254,26 @@ def gemm_bound(cfg, batch, seq, threads, labelled=1.0, reps=5, chunk_bytes=32 <<
             ts.append(time.perf_counter() - t0)
         return min(ts)  # best case: this is an upper bound on tokens/s
 
+    # Outputs are preallocated (out=): a fresh torch.mm result is a new mmap'd block whose page
+    # faults would be timed too, which unillm's cached allocator does not pay.
+    def mm(a, b):
+        out = torch.empty(a.shape[0], b.shape[1])
+        return lambda: torch.mm(a, b, out=out)
+
     def linear(n, m, k):  # Y[n,m] = X[n,k] W[m,k]^T; dX = dY W; dW = dY^T X
         x, w, dy = torch.randn(n, k), torch.randn(m, k) * 0.02, torch.randn(n, m)
-        return {"fwd": timeit(lambda: torch.mm(x, w.t())), "dx": timeit(lambda: torch.mm(dy, w)),
-                "dw": timeit(lambda: torch.mm(dy.t(), x))}
+        return {"fwd": timeit(mm(x, w.t())), "dx": timeit(mm(dy, w)), "dw": timeit(mm(dy.t(), x))}
 
     def lora(n, outs, k, r):  # one fused projection's adapter GEMMs, outs = the parts' widths
         P = len(outs)
         x, a, dxa = torch.randn(n, k), torch.randn(P * r, k) * 0.02, torch.randn(n, P * r)
         xa, dy = torch.randn(n, P * r), [torch.randn(n, o) for o in outs]
         b = [torch.randn(o, r) * 0.02 for o in outs]
-        fwd_a = timeit(lambda: torch.mm(x, a.t()))
-        fwd = fwd_a + sum(timeit(lambda p=p: torch.mm(xa[:, p * r:(p + 1) * r], b[p].t())) for p in range(P))
-        bwd = sum(timeit(lambda p=p: torch.mm(dy[p].t(), xa[:, p * r:(p + 1) * r])) +
-                  timeit(lambda p=p: torch.mm(dy[p], b[p])) for p in range(P))
-        bwd += timeit(lambda: torch.mm(dxa.t(), x)) + timeit(lambda: torch.mm(dxa, a))
+        fwd_a = timeit(mm(x, a.t()))
+        fwd = fwd_a + sum(timeit(mm(xa[:, p * r:(p + 1) * r], b[p].t())) for p in range(P))
+        bwd = sum(timeit(mm(dy[p].t(), xa[:, p * r:(p + 1) * r])) + timeit(mm(dy[p], b[p]))
+                  for p in range(P))
+        bwd += timeit(mm(dxa.t(), x)) + timeit(mm(dxa, a))
         return {"fwd": fwd, "dx": bwd, "dw": 0.0, "fwd_a": fwd_a}
 
     t = {"qkv": linear(N, (H + 2 * KV) * hd, C), "o": linear(N, C, H * hd),
@@ -283,8 +288,8 @@ def gemm_bound(cfg, batch, seq, threads, labelled=1.0, reps=5, chunk_bytes=32 <<
     r = max(1, min(N, chunk_bytes // (V * 4)))
     x, w, dl, dw = torch.randn(r, C), torch.randn(V, C) * 0.02, torch.randn(r, V), torch.zeros(V, C)
     chunks = N * labelled / r
-    t["lm_head"] = {"fwd": chunks * timeit(lambda: torch.mm(x, w.t())),
-                    "dx": chunks * timeit(lambda: torch.mm(dl, w)),
+    t["lm_head"] = {"fwd": chunks * timeit(mm(x, w.t())),
+                    "dx": chunks * timeit(mm(dl, w)),
                     "dw": 0.0 if lora_rank else chunks * timeit(lambda: dw.addmm_(dl.t(), x))}
     layer = {g: sum(v[g] for k, v in t.items() if k != "lm_head") for g in ("fwd", "dx", "dw")}
     # The layer re-run under recompute skips the forward GEMMs of each segment's last projection
