@@ -17,6 +17,7 @@
 #include "backends/cpu/register.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "ops/cross_entropy.h"
 #include "ops/linear.h"
 
 namespace {
@@ -246,6 +247,26 @@ void BM_ProjectionSplit(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The whole eager cross-entropy op as training runs it (loss and both gradients in one pass over
+// the chunks): stories15M's 8 × 256 scored rows against its lm_head, trainable f32 (which 0) or
+// frozen bf16 (which 1, LoRA with bf16: no dW). Args: {N, V, C, which}.
+void BM_CrossEntropyEager(benchmark::State& state) {
+  const int64_t n = state.range(0), v = state.range(1), c = state.range(2), which = state.range(3);
+  Tensor x = random_tensor({n, c}, DType::f32, 5).set_requires_grad(true);
+  Tensor w = random_tensor({v, c}, which == 0 ? DType::f32 : DType::bf16, 6);
+  if (which == 0) w.set_requires_grad(true);
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[i] = static_cast<int32_t>((i * 7919) % v);
+  Tensor lab = Tensor::from_ints(labels, {n});
+  for (auto _ : state) {
+    auto r = unillm::ops::linear_cross_entropy_eager_grad(x, w, lab, 1.0 / static_cast<double>(n));
+    benchmark::DoNotOptimize(r.loss_sum.raw_data());
+  }
+  const double flops = 2.0 * n * v * c * (which == 0 ? 3 : 2);
+  state.counters["pct_peak"] =
+      benchmark::Counter(100 * flops / g_peak_flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LinearF32)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvLinear, f32, DType::f32)->Args({768, 768})->Args({32000, 768})->UseRealTime();
@@ -260,6 +281,10 @@ BENCHMARK(BM_ProjectionSplit)
 // stories15M's lm_head (C = 288) at the default 32 MiB chunk (262 rows), 65, 131 and 524 rows.
 BENCHMARK(BM_CrossEntropyGemm)
     ->ArgsProduct({{65, 131, 262, 524}, {32000}, {288}, {0, 1, 2, 3, 4, 5}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_CrossEntropyEager)
+    ->ArgsProduct({{2048}, {32000}, {288}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -1,15 +1,19 @@
 // CPU fused linear + cross-entropy. Only labelled rows are computed: they are gathered a chunk at a
-// time into a contiguous buffer, the chunk's logits come from one GEMM against W (bf16/f16 W
-// converted panel by panel), and per-row work (logsumexp; softmax − onehot) runs in parallel over
-// the chunk's rows. Backward recomputes each chunk's logits, turns them into dlogits in place, then
-// dx rows = dlogits·W and dW += dlogitsᵀ·x_chunk. No float sum is shared between threads.
+// time into a contiguous buffer, the chunk's logits come from GEMMs against W split over the
+// vocabulary (f32: VocabSplitGemm, bf16/f16 W converted a sub-panel at a time; f64: one dgemm),
+// and per-row work (logsumexp; softmax − onehot) runs in parallel over the chunk's rows. Backward
+// recomputes each chunk's logits, turns them into dlogits in place, then dx rows = dlogits·W and
+// dW += dlogitsᵀ·x_chunk. Sums shared between threads are added in a fixed order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/avx2_backward_kernels.h"
+#include "backends/cpu/cross_entropy_gemm.h"
 #include "backends/cpu/gemm_backward.h"
 #include "backends/cpu/backward_kernel_list.h"
 #include "backends/cpu/simd.h"
@@ -43,13 +47,43 @@ std::vector<int64_t> labelled_rows(const int32_t* labels, int64_t n) {
   return rows;
 }
 
+// The chunk GEMMs: VocabSplitGemm for f32, the plain helpers (one dgemm each) for f64.
+template <typename T>
+class ChunkGemm {
+ public:
+  template <typename Args>
+  ChunkGemm(const Args& a, int64_t max_rows) : a_w_(a.w), wt_(a.w_dtype), v_(a.v), c_(a.c) {
+    if constexpr (kF32) split_.emplace(a.w, a.w_dtype, a.v, a.c, max_rows);
+  }
+  void logits(const T* x, int64_t r, T* l) {
+    if constexpr (kF32) split_->logits(x, r, l);
+    else gemm_a_wt(x, a_w_, wt_, l, r, v_, c_, v_);
+  }
+  void dx(const T* dl, int64_t r, T* dx) {
+    if constexpr (kF32) split_->dx(dl, r, dx);
+    else gemm_a_w(dl, v_, a_w_, wt_, dx, r, v_, c_);
+  }
+  void dw(const T* dl, const T* x, int64_t r, T* dw, bool accumulate) {
+    if constexpr (kF32) split_->dw(dl, x, r, dw, accumulate);
+    else gemm_at_b(dl, x, dw, r, v_, c_, accumulate);
+  }
+
+ private:
+  static constexpr bool kF32 = std::is_same_v<T, float>;
+  const void* a_w_;
+  DType wt_;
+  int64_t v_, c_;
+  std::optional<VocabSplitGemm> split_;
+};
+
 // One chunk of labelled rows: gathers their x rows into xbuf and computes logits = xbuf·Wᵀ.
 template <typename T, typename Args>
-void chunk_logits(const Args& a, const int64_t* rows, int64_t r, T* xbuf, T* logits) {
+void chunk_logits(const Args& a, ChunkGemm<T>& g, const int64_t* rows, int64_t r, T* xbuf,
+                  T* logits) {
   const auto* x = static_cast<const T*>(a.x);
   for (int64_t i = 0; i < r; ++i)
     std::memcpy(xbuf + i * a.c, x + rows[i] * a.c, static_cast<size_t>(a.c) * sizeof(T));
-  gemm_a_wt(xbuf, a.w, a.w_dtype, logits, r, a.v, a.c, a.v);
+  g.logits(xbuf, r, logits);
 }
 
 template <typename T, bool kAvx2>
@@ -62,9 +96,10 @@ void cross_entropy_forward(const ops::LinearCrossEntropyArgs& a) {
   const int64_t chunk = std::min<int64_t>(std::max<int64_t>(1, a.chunk_rows), total);
   if (total == 0) return;
   Scratch<T> xbuf(chunk * a.c), logits(chunk * a.v);
+  ChunkGemm<T> g(a, chunk);
   for (int64_t s = 0; s < total; s += chunk) {
     const int64_t r = std::min(chunk, total - s);
-    chunk_logits<T>(a, rows.data() + s, r, xbuf.data(), logits.data());
+    chunk_logits<T>(a, g, rows.data() + s, r, xbuf.data(), logits.data());
     parallel_for(r, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const T* l = logits.data() + i * a.v;
@@ -94,18 +129,19 @@ void gradient_pass(const Args& a, RowFn to_dlogits) {
   const int64_t chunk = std::min<int64_t>(std::max<int64_t>(1, a.chunk_rows), total);
   Scratch<T> xbuf(chunk * a.c), logits(chunk * a.v);
   Scratch<T> dxbuf(dx ? chunk * a.c : 0);
+  ChunkGemm<T> g(a, chunk);
   for (int64_t s = 0; s < total; s += chunk) {
     const int64_t r = std::min(chunk, total - s);
-    chunk_logits<T>(a, rows.data() + s, r, xbuf.data(), logits.data());
+    chunk_logits<T>(a, g, rows.data() + s, r, xbuf.data(), logits.data());
     parallel_for(r, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) to_dlogits(logits.data() + i * a.v, rows[s + i]);
     });
     if (dx) {
-      gemm_a_w(logits.data(), a.v, a.w, a.w_dtype, dxbuf.data(), r, a.v, a.c);
+      g.dx(logits.data(), r, dxbuf.data());
       for (int64_t i = 0; i < r; ++i)
         std::memcpy(dx + rows[s + i] * a.c, dxbuf.data() + i * a.c, static_cast<size_t>(a.c) * sizeof(T));
     }
-    if (dw) gemm_at_b(logits.data(), xbuf.data(), dw, r, a.v, a.c, s > 0);
+    if (dw) g.dw(logits.data(), xbuf.data(), r, dw, s > 0);
   }
 }
 
