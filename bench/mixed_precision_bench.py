@@ -10,11 +10,12 @@ train_bench.py writes) and data/tinyshakespeare (stage pt, cutoff_len 256, disab
 Issue targets: bf16 >= 0.9x f32 tokens/s, <= 0.6x f32 peak memory, 50 steps of loss within 1%.
 Runs alternate f32 / low precision so both see the same machine load; medians over --runs.
 tokens/s = median over the steps after the first of trainer_log.jsonl's tokens_per_s; peak RSS
-from the child's rusage (ru_maxrss).
+as unillm measures it (VmHWM, printed at the end of training).
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -67,7 +68,11 @@ def run(binary, mdir, variant, dtype, batch, steps, threads, workdir, seed=42):
     tps = [l["tokens_per_s"] for l in logs if "tokens_per_s" in l]
     plan = [l for l in err.splitlines() if "memory" in l.lower()]
     shutil.rmtree(out, ignore_errors=True)
-    return {"tps": statistics.median(tps[1:] or tps), "rss_mb": ru.ru_maxrss / 1024,
+    # The peak RSS unillm measures itself (VmHWM): the rusage of a forked child also counts the
+    # parent's resident set at fork time (this script's, ~220 MiB once torch was imported).
+    own = re.search(r"measured (\d+) MiB", err)
+    rss = int(own.group(1)) if own else ru.ru_maxrss / 1024
+    return {"tps": statistics.median(tps[1:] or tps), "rss_mb": rss,
             "losses": [l["loss"] for l in logs if "loss" in l],
             "grad_norms": [l["grad_norm"] for l in logs if "grad_norm" in l], "wall": wall, "plan": plan}
 
@@ -110,13 +115,13 @@ def main():
             f = res["f32"]
             tps32, rss32 = statistics.median(r["tps"] for r in f), statistics.median(r["rss_mb"] for r in f)
             print(f"\n{a.shape} {variant}, batch {a.batch} x 256, {a.steps} steps, {a.runs} runs")
-            print(f"  f32 : {tps32:8.1f} tok/s  peak RSS {rss32:8.1f} MB")
+            print(f"  f32 : {tps32:8.1f} tok/s  peak RSS {rss32:8.1f} MiB")
             for d in res:
                 if d == "f32":
                     continue
                 tps = statistics.median(r["tps"] for r in res[d])
                 rss = statistics.median(r["rss_mb"] for r in res[d])
-                print(f"  {d}: {tps:8.1f} tok/s  peak RSS {rss:8.1f} MB   ratio tok/s {tps / tps32:.2f} "
+                print(f"  {d}: {tps:8.1f} tok/s  peak RSS {rss:8.1f} MiB   ratio tok/s {tps / tps32:.2f} "
                       f"(target >= 0.9), memory {rss / rss32:.2f} (target <= 0.6)")
             for d in res:
                 for line in res[d][-1]["plan"][-2:]:
