@@ -1,6 +1,6 @@
 // linear_cross_entropy: loss and gradients vs a naive oracle that builds the full logits, for
 // f64 and f32 (f32/bf16/f16 lm_head), chunk sizes 1, 3 and N, ignored rows, finite differences
-// in f64, frozen lm_head, all rows ignored, and bad labels.
+// in f64, the vocabulary split on three threads, frozen lm_head, all rows ignored, bad labels.
 #include <cmath>
 
 #include "grad_check_util.h"
@@ -132,6 +132,32 @@ TEST_F(CrossEntropyTest, KernelMatchesReferenceAndIsDeterministic) {
                                                   n, c, v, 1, DType::f64, DType::f64});
     optest::expect_close_rel(dx1, optest::doubles(dx), 1e-4);
     optest::expect_close_rel(dw1, optest::doubles(dw), 1e-4);
+  }
+  set_omp_threads(saved_threads);
+}
+
+// The vocabulary split (backends/cpu/cross_entropy_gemm.h) with three parts and, for bf16 and f16
+// heads at C = 1024, two ~1 MiB sub-panels per part; the eager kernel and the two-pass path both
+// against the oracle.
+TEST_F(CrossEntropyTest, VocabularySplitOnThreeThreadsWithSubPanels) {
+  const int saved_threads = num_threads();
+  set_omp_threads(3);
+  const int64_t n = 9, c = 1024, v = 1100;
+  std::vector<int32_t> labels = make_labels(n, v, 7);
+  Tensor lab = Tensor::from_ints(labels, {n});
+  for (DType wt : {DType::f32, DType::bf16, DType::f16}) {
+    for (bool eager : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(wt) << (eager ? " eager" : " two-pass"));
+      Tensor x = optest::leaf({n, c}, DType::f32, 1, 0.1), w = optest::leaf({v, c}, wt, 2, 0.1);
+      const double scale = 0.5;
+      ops::CrossEntropyResult r = eager ? ops::linear_cross_entropy_eager_grad(x, w, lab, scale, 4)
+                                        : ops::linear_cross_entropy(x, w, lab, 4);
+      Oracle o = oracle(x, w, labels, scale);
+      EXPECT_NEAR(r.loss_sum.item_flat(0), o.loss, 1e-4 * std::fabs(o.loss));
+      autograd::backward(r.loss_sum, Tensor::from_vector({static_cast<float>(scale)}, {}));
+      optest::expect_close_rel(x.grad(), o.dx, 1e-4);
+      optest::expect_close_rel(w.grad(), o.dw, 1e-4);
+    }
   }
   set_omp_threads(saved_threads);
 }
