@@ -99,12 +99,17 @@ TEST_F(CrossEntropyTest, MatchesFiniteDifferencesInF64) {
 
 // V = 1100 against chunks of 7 rows on two threads, f32 and bf16 (panel-converted) weights:
 // bit-identical reruns, and the naive f64 reference.
+// n rows of labels (a quarter ignored) over v classes.
+Tensor label_tensor(int64_t n, int64_t v, uint64_t seed, std::vector<int32_t>& labels) {
+  labels = make_labels(n, v, seed);
+  return Tensor::from_ints(labels, {n});
+}
+
 TEST_F(CrossEntropyTest, KernelMatchesReferenceAndIsDeterministic) {
-  const int saved_threads = num_threads();
-  set_omp_threads(2);
+  optest::ThreadCount threads(2);
   const int64_t n = 40, c = 33, v = 1100;
-  std::vector<int32_t> labels = make_labels(n, v, 5);
-  Tensor lab = Tensor::from_ints(labels, {n});
+  std::vector<int32_t> labels;
+  Tensor lab = label_tensor(n, v, 5, labels);
   for (DType wt : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(dtype_name(wt));
     Tensor x = optest::randn({n, c}, DType::f32, 1), w = optest::randn({v, c}, wt, 2);
@@ -133,18 +138,16 @@ TEST_F(CrossEntropyTest, KernelMatchesReferenceAndIsDeterministic) {
     optest::expect_close_rel(dx1, optest::doubles(dx), 1e-4);
     optest::expect_close_rel(dw1, optest::doubles(dw), 1e-4);
   }
-  set_omp_threads(saved_threads);
 }
 
 // The vocabulary split (backends/cpu/cross_entropy_gemm.h) with three parts and, for bf16 and f16
 // heads at C = 1024, two ~1 MiB sub-panels per part; the eager kernel and the two-pass path both
 // against the oracle.
 TEST_F(CrossEntropyTest, VocabularySplitOnThreeThreadsWithSubPanels) {
-  const int saved_threads = num_threads();
-  set_omp_threads(3);
+  optest::ThreadCount threads(3);
   const int64_t n = 9, c = 1024, v = 1100;
-  std::vector<int32_t> labels = make_labels(n, v, 7);
-  Tensor lab = Tensor::from_ints(labels, {n});
+  std::vector<int32_t> labels;
+  Tensor lab = label_tensor(n, v, 7, labels);
   for (DType wt : {DType::f32, DType::bf16, DType::f16}) {
     for (bool eager : {false, true}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(wt) << (eager ? " eager" : " two-pass"));
@@ -159,7 +162,6 @@ TEST_F(CrossEntropyTest, VocabularySplitOnThreeThreadsWithSubPanels) {
       optest::expect_close_rel(w.grad(), o.dw, 1e-4);
     }
   }
-  set_omp_threads(saved_threads);
 }
 
 TEST_F(CrossEntropyTest, FrozenHeadAndIgnoredRows) {

@@ -1,5 +1,5 @@
-// Shared helpers for the op tests: random tensors, reading any tensor as doubles, and an
-// elementwise closeness check against an oracle computed in double.
+// Shared helpers for the op tests: random tensors, reading any tensor as doubles, an elementwise
+// closeness check against an oracle computed in double, and a scoped OpenMP thread count.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,11 +7,25 @@
 #include <cmath>
 #include <vector>
 
+#include "core/parallel.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "support/expect.h"
 
 namespace unillm::optest {
+
+// Runs the enclosing scope on n OpenMP threads; the previous count comes back when it ends, also
+// when an ASSERT leaves the test early.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : saved_(num_threads()) { set_omp_threads(n); }
+  ~ThreadCount() { set_omp_threads(saved_); }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  int saved_;
+};
 
 // Normal(0, scale²) values, rounded through dtype (so the oracle sees exactly what the op sees).
 inline Tensor randn(const Shape& shape, DType dtype, uint64_t seed, double scale = 1.0) {
