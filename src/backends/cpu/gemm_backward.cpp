@@ -31,23 +31,6 @@ int64_t parts_for(int64_t n, int64_t grain) {
   return std::max<int64_t>(1, std::min<int64_t>(num_threads(), by_grain));
 }
 
-void gemm_a_wt(const float* a, const void* w, DType wt, float* c, int64_t m, int64_t n, int64_t k,
-               int64_t ldc) {
-  if (wt == DType::f32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k,
-                static_cast<const float*>(w), k, 0.0f, c, ldc);
-    return;
-  }
-  const int64_t panel = half_panel_rows(n, k);
-  Scratch<float> buf(panel * k);
-  for (int64_t n0 = 0; n0 < n; n0 += panel) {
-    const int64_t rows = std::min(panel, n - n0);
-    convert_panel(w, wt, n0, rows, k, buf.data());
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, k, 1.0f, a, k, buf.data(), k,
-                0.0f, c + n0, ldc);
-  }
-}
-
 void gemm_a_wt(const double* a, const void* w, DType wt, double* c, int64_t m, int64_t n,
                int64_t k, int64_t ldc) {
   UNILLM_CHECK(wt == DType::f64);

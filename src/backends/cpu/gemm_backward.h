@@ -1,6 +1,7 @@
-// Row-major GEMM helpers for the backward kernels (and the fused cross-entropy), over OpenBLAS.
+// Row-major GEMM helpers for the backward kernels (and the f64 cross-entropy), over OpenBLAS.
 // A weight operand may be bf16/f16: it is converted to f32 one panel of rows at a time (about
-// 1 MiB), never the whole matrix. Every result is overwritten (beta = 0) unless `accumulate`.
+// 8 MiB, convert.h half_panel_rows), never the whole matrix. Every result is overwritten
+// (beta = 0) unless `accumulate`. (The f32 cross-entropy has its own: cross_entropy_gemm.h.)
 #pragma once
 
 #include <cstdint>
@@ -9,9 +10,7 @@
 
 namespace unillm::cpu {
 
-// c[m, n] (ldc) = a[m, k] · wᵀ, w [n, k] in f32/bf16/f16.
-void gemm_a_wt(const float* a, const void* w, DType wt, float* c, int64_t m, int64_t n, int64_t k,
-               int64_t ldc);
+// c[m, n] (ldc) = a[m, k] · wᵀ, w [n, k] in f64.
 void gemm_a_wt(const double* a, const void* w, DType wt, double* c, int64_t m, int64_t n,
                int64_t k, int64_t ldc);
 // c[m, k] = a[m, n] (lda) · w, w [n, k] in f32/bf16/f16.
