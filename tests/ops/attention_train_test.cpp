@@ -313,15 +313,13 @@ TEST_F(CausalAttentionTest, AutogradSkipsInputsWithoutGrad) {
 void expect_same_bits_on(int threads, const Case& c, uint64_t seed, float scale) {
   Inputs in = make_inputs(c, DType::f32, seed);
   Tensor w = optest::randn({c.B, c.T, c.H, c.D}, DType::f32, seed + 1);
-  const int before = num_threads();
   std::vector<Tensor> runs[2];
   for (int i = 0; i < 2; ++i) {
-    set_omp_threads(i == 0 ? 1 : threads);
+    optest::ThreadCount scoped(i == 0 ? 1 : threads);
     ops::CausalAttentionSaved s = ops::causal_attention_forward(in.q, in.k, in.v, in.seg, scale);
     ops::CausalAttentionGrads g = ops::causal_attention_backward(s, w);
     runs[i] = {s.out, s.lse, g.dq, g.dk, g.dv};
   }
-  set_omp_threads(before);
   for (size_t j = 0; j < runs[0].size(); ++j)
     EXPECT_EQ(std::memcmp(runs[0][j].raw_data(), runs[1][j].raw_data(), runs[0][j].nbytes()), 0)
         << "tensor " << j << " (out, lse, dq, dk, dv)";
