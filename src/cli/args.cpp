@@ -1,6 +1,8 @@
 // Command-line parsing with clear errors.
 #include "cli/args.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <sstream>
 
@@ -58,12 +60,17 @@ void ArgParser::set(Opt& o, const std::string& v) {
       case Kind::text: *static_cast<std::string*>(o.out) = v; return;
       case Kind::list: static_cast<std::vector<std::string>*>(o.out)->push_back(v); return;
       case Kind::integer: *static_cast<int64_t*>(o.out) = std::stoll(v, &used); break;
-      case Kind::real: *static_cast<double*>(o.out) = std::stod(v, &used); break;
+      case Kind::real: {
+        const double d = std::stod(v, &used);
+        if (!std::isfinite(d)) throw std::invalid_argument(v);  // nan, inf, 1e999
+        *static_cast<double*>(o.out) = d;
+        break;
+      }
     }
     if (used != v.size()) throw std::invalid_argument(v);
   } catch (const std::logic_error&) {
     UNILLM_THROW(ConfigError, "[", command_, "] --", o.name, ": '", v, "' is not a valid ",
-                 o.kind == Kind::integer ? "integer" : "number");
+                 o.kind == Kind::integer ? "integer" : "finite number");
   }
 }
 

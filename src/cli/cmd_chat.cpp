@@ -52,8 +52,7 @@ int cmd_chat(const std::vector<std::string>& args) {
   if (!p.parse(args)) return print_help(p);
   p.require("model");
   setup_runtime(f.runtime);
-  auto tok = io::Tokenizer::load(f.model);
-  auto model = load_model(f.model, f.adapters);
+  auto [tok, model] = load_model(f.model, f.adapters);
   auto choice = data::choose_template(f.template_name, f.model);
   if (f.template_name.empty())
     std::fprintf(stderr, "unillm: chat template '%s'%s\n", choice.name.c_str(),
@@ -61,7 +60,7 @@ int cmd_chat(const std::vector<std::string>& args) {
   auto tmpl = data::ChatTemplate::by_name(choice.name, *tok, choice.options);
   std::vector<int32_t> eos = tmpl->stop_ids();
   std::vector<int32_t> unused;
-  apply_generation_config(f.model, p, f.sampling, unused);  // sampling defaults only
+  apply_generation_config(f.model, p, f.sampling, unused, model->config().vocab_size);  // sampling defaults only
   validate_sampling(f.sampling, "chat");
   infer::GenerateOptions go = generate_options(f.sampling, eos);
   const bool tty = isatty(0);

@@ -26,8 +26,12 @@ int cmd_export(const std::vector<std::string>& args) {
   RuntimeOptions runtime;
   std::vector<std::string> overrides;
   for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--threads" && i + 1 < args.size())
-      runtime.threads = std::stoll(args[++i]);
+    if (args[i] == "--threads" && i + 1 == args.size())
+      UNILLM_THROW(ConfigError, "[cli] --threads needs a value");
+    else if (args[i] == "--threads")
+      runtime.threads = parse_threads(args[++i]);
+    else if (args[i].rfind("--threads=", 0) == 0)
+      runtime.threads = parse_threads(args[i].substr(10));
     else
       overrides.push_back(args[i].rfind("--", 0) == 0 ? args[i].substr(2) : args[i]);
   }

@@ -47,12 +47,11 @@ int cmd_generate(const std::vector<std::string>& args) {
     UNILLM_THROW(ConfigError, "[generate] give exactly one of --prompt and --prompt-ids");
   setup_runtime(f.runtime);
 
-  auto tok = io::Tokenizer::load(f.model);
-  auto model = load_model(f.model, f.adapters);
+  auto [tok, model] = load_model(f.model, f.adapters);
   const auto& cfg = model->config();
   std::vector<int32_t> eos = cfg.eos_token_ids;
   if (eos.empty()) eos = tok->stop_ids();
-  apply_generation_config(f.model, p, f.sampling, eos);
+  apply_generation_config(f.model, p, f.sampling, eos, cfg.vocab_size);
   validate_sampling(f.sampling, "generate");
 
   std::vector<int32_t> prompt;

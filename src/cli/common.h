@@ -15,7 +15,7 @@ namespace unillm::cli {
 
 struct RuntimeOptions {
   std::string device = "cpu";
-  int64_t threads = 0;  // 0: cores in the affinity mask
+  int64_t threads = -1;  // -1: not given (cores in the affinity mask); a given value must be >= 1
 };
 
 void add_runtime_options(ArgParser& p, RuntimeOptions& o);
@@ -24,7 +24,11 @@ Device setup_runtime(const RuntimeOptions& o);
 // Registers the CPU backend with default threads (commands that do no heavy compute).
 void cpu_register_only();
 
-// "1,2,3" → ids; throws ConfigError naming the flag on a bad entry.
+// The value of --threads N (train and export parse their own flags): an integer >= 1.
+int64_t parse_threads(const std::string& text);
+
+// "1,2,3" → ids; throws ConfigError naming the flag on a bad entry (an empty one too: "1,,2",
+// "1,2,").
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);
 std::string ids_json(const std::vector<int32_t>& ids);
 std::string read_text_file(const std::string& path);
@@ -32,9 +36,16 @@ std::string read_text_file(const std::string& path);
 // ~/.cache/huggingface/hub).
 std::string hf_cache_root();
 
-// The model of dir with the PEFT LoRA adapters of adapter_dirs loaded and all of them active
-// (named adapter0, adapter1, … in the order given).
-std::unique_ptr<models::CausalLM> load_model(const std::string& dir,
-                                             const std::vector<std::string>& adapter_dirs);
+// Throws ConfigError unless dir is a directory (--model naming a file or nothing).
+void require_model_dir(const std::string& dir, const std::string& flag = "model");
+
+struct LoadedModel {
+  std::unique_ptr<io::Tokenizer> tokenizer;
+  std::unique_ptr<models::CausalLM> model;
+};
+// The tokenizer and model of dir (checked to fit each other before the weights are read), with
+// the PEFT LoRA adapters of adapter_dirs loaded and all of them active (named adapter0,
+// adapter1, … in the order given).
+LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs);
 
 }  // namespace unillm::cli

@@ -169,6 +169,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
 }
 
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(d_->tokens.size()); }
+const std::string& Tokenizer::source() const { return d_->source; }
 int32_t Tokenizer::bos_id() const { return d_->bos; }
 int32_t Tokenizer::eos_id() const { return d_->eos; }
 bool Tokenizer::adds_bos() const { return !d_->prefix.empty() && d_->prefix[0] == d_->bos; }

@@ -50,6 +50,7 @@ class Tokenizer {
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
 
   int32_t vocab_size() const;  // max id + 1, incl. added tokens
+  const std::string& source() const;  // the file it was read from (tokenizer.json, …)
   int32_t bos_id() const;      // -1 when absent
   int32_t eos_id() const;      // -1 when absent
   bool adds_bos() const;       // encode(add_special_tokens=true) starts with bos_id()

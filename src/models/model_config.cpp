@@ -1,7 +1,11 @@
 // config.json parsing for the Llama family: llama (Llama 2/3), mistral, qwen2, qwen3.
 #include "models/model_config.h"
 
+#include <cmath>
 #include <fstream>
+#include <limits>
+#include <sstream>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -17,15 +21,36 @@ const std::vector<std::string>& supported_model_types() {
 
 namespace {
 
-// Reads an optional key of type T; a present key of the wrong type is an error naming it.
+[[noreturn]] void bad_key(const std::string& path, const std::string& key, const std::string& what) {
+  UNILLM_THROW(ConfigError, "[config] ", path, ": key '", key, "' ", what);
+}
+
+// Reads an optional key of type T; a present key of the wrong type is an error naming it. An
+// integer key must hold a JSON integer that fits T (5.5 or 1e40 is refused, never truncated); a
+// floating-point key must hold a number (JSON has no NaN; an overflowing 1e999 reads as inf and
+// is refused).
 template <typename T>
 T get_or(const json& j, const std::string& path, const char* key, T fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  try {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) bad_key(path, key, UNILLM_MSG("must be true or false, got ", it->dump()));
+    return it->get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) bad_key(path, key, UNILLM_MSG("must be an integer, got ", it->dump()));
+    const bool fits = it->is_number_unsigned()
+                          ? it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                          : it->get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                it->get<int64_t>() <= std::numeric_limits<T>::max();
+    if (!fits) bad_key(path, key, UNILLM_MSG("is out of range, got ", it->dump()));
+    return static_cast<T>(it->get<int64_t>());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!it->is_number() || !std::isfinite(it->get<double>()))
+      bad_key(path, key, UNILLM_MSG("must be a finite number, got ", it->dump()));
     return it->get<T>();
-  } catch (const json::exception&) {
-    UNILLM_THROW(ConfigError, "[config] ", path, ": key '", key, "' has the wrong type (", it->type_name(), ")");
+  } else {
+    if (!it->is_string()) bad_key(path, key, UNILLM_MSG("must be a string, got ", it->dump()));
+    return it->get<T>();
   }
 }
 
@@ -34,6 +59,20 @@ int64_t require_positive(const json& j, const std::string& path, const char* key
   int64_t v = get_or<int64_t>(j, path, key, 0);
   if (v <= 0) UNILLM_THROW(ConfigError, "[config] ", path, ": key '", key, "' must be > 0, got ", v);
   return v;
+}
+
+// A floating-point key that must be > 0 (rms_norm_eps: a non-positive eps makes RMSNorm divide
+// by zero or take the root of a negative number; rope_theta: no frequencies).
+double positive_number(const json& j, const std::string& path, const char* key, double fallback) {
+  double v = get_or<double>(j, path, key, fallback);
+  if (!(v > 0)) bad_key(path, key, UNILLM_MSG("must be > 0, got ", v));
+  return v;
+}
+
+// A token id key (-1 = unset) must name a row of the embedding.
+void check_token_id(const std::string& path, const char* key, int64_t id, int64_t vocab) {
+  if (id < -1 || id >= vocab)
+    bad_key(path, key, UNILLM_MSG("= ", id, " is outside the vocabulary (vocab_size ", vocab, ")"));
 }
 
 std::string resolve_model_type(const json& j, const std::string& path) {
@@ -57,8 +96,10 @@ std::string resolve_model_type(const json& j, const std::string& path) {
 }
 
 void parse_rope(const json& j, const std::string& path, ModelConfig& c) {
-  c.rope.theta = get_or<double>(j, path, "rope_theta", 10000.0);
+  c.rope.theta = positive_number(j, path, "rope_theta", 10000.0);
   double partial = get_or<double>(j, path, "partial_rotary_factor", 1.0);
+  if (!(partial > 0 && partial <= 1))
+    bad_key(path, "partial_rotary_factor", UNILLM_MSG("must be in (0, 1], got ", partial));
   c.rope.rot_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);
   auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) return;
@@ -69,23 +110,30 @@ void parse_rope(const json& j, const std::string& path, ModelConfig& c) {
   if (type != "linear" && type != "llama3")
     UNILLM_THROW(NotImplemented, "[config] ", path, ": rope_scaling type '", type, "' is not implemented (linear, llama3 are)");
   c.rope.scaling_type = type;
-  c.rope.factor = get_or<double>(s, path, "factor", 1.0);
-  if (c.rope.factor <= 0) UNILLM_THROW(ConfigError, "[config] ", path, ": rope_scaling.factor must be > 0");
+  const std::string in = path + " rope_scaling";
+  c.rope.factor = positive_number(s, in, "factor", 1.0);
   if (type == "llama3") {
-    c.rope.low_freq_factor = get_or<double>(s, path, "low_freq_factor", 1.0);
-    c.rope.high_freq_factor = get_or<double>(s, path, "high_freq_factor", 4.0);
-    c.rope.original_max_position = get_or<int64_t>(s, path, "original_max_position_embeddings", 8192);
+    c.rope.low_freq_factor = positive_number(s, in, "low_freq_factor", 1.0);
+    c.rope.high_freq_factor = positive_number(s, in, "high_freq_factor", 4.0);
+    // HF divides by (high - low) when smoothing between the two wavelengths.
+    if (!(c.rope.high_freq_factor > c.rope.low_freq_factor))
+      bad_key(in, "high_freq_factor", UNILLM_MSG("must be > low_freq_factor (", c.rope.low_freq_factor,
+                                                 "), got ", c.rope.high_freq_factor));
+    c.rope.original_max_position = get_or<int64_t>(s, in, "original_max_position_embeddings", 8192);
+    if (c.rope.original_max_position <= 0)
+      bad_key(in, "original_max_position_embeddings", "must be > 0");
   }
 }
 
 std::vector<int32_t> parse_eos(const json& j, const std::string& path) {
   auto it = j.find("eos_token_id");
   if (it == j.end() || it->is_null()) return {};
-  if (it->is_number_integer()) return {it->get<int32_t>()};
+  if (it->is_number_integer()) return {get_or<int32_t>(j, path, "eos_token_id", -1)};
   if (it->is_array()) {
     std::vector<int32_t> out;
     for (auto& v : *it) {
-      if (!v.is_number_integer()) UNILLM_THROW(ConfigError, "[config] ", path, ": 'eos_token_id' must hold integers");
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+        UNILLM_THROW(ConfigError, "[config] ", path, ": 'eos_token_id' must hold token ids, got ", v.dump());
       out.push_back(v.get<int32_t>());
     }
     return out;
@@ -96,11 +144,17 @@ std::vector<int32_t> parse_eos(const json& j, const std::string& path) {
 }  // namespace
 
 ModelConfig load_model_config(const std::string& path) {
-  std::ifstream f(path);
+  std::ifstream f(path, std::ios::binary);
   if (!f) UNILLM_THROW(IoError, "[config] cannot open ", path);
+  std::ostringstream text;
+  text << f.rdbuf();
+  return parse_model_config(text.str(), path);
+}
+
+ModelConfig parse_model_config(const std::string& text, const std::string& path) {
   json j;
   try {
-    j = json::parse(f);
+    j = json::parse(text);
   } catch (const json::parse_error& e) {
     UNILLM_THROW(ConfigError, "[config] ", path, ": invalid JSON at byte ", e.byte);
   }
@@ -125,7 +179,9 @@ ModelConfig load_model_config(const std::string& path) {
     c.head_dim = c.hidden_size / c.num_heads;
   }
   c.max_position_embeddings = get_or<int64_t>(j, path, "max_position_embeddings", 2048);
-  c.rms_norm_eps = get_or<double>(j, path, "rms_norm_eps", 1e-6);
+  if (c.max_position_embeddings <= 0)
+    bad_key(path, "max_position_embeddings", UNILLM_MSG("must be > 0, got ", c.max_position_embeddings));
+  c.rms_norm_eps = positive_number(j, path, "rms_norm_eps", 1e-6);
   c.tie_word_embeddings = get_or<bool>(j, path, "tie_word_embeddings", false);
   bool attention_bias = get_or<bool>(j, path, "attention_bias", false);
   c.attention_bias = c.model_type == "qwen2" ? true : attention_bias;
@@ -140,13 +196,29 @@ ModelConfig load_model_config(const std::string& path) {
     UNILLM_THROW(ConfigError, "[config] ", path, ": rotary dim ", c.rope.rot_dim, " invalid for head_dim ", c.head_dim);
   bool use_sw = get_or<bool>(j, path, "use_sliding_window", c.model_type == "mistral");
   c.sliding_window = use_sw ? get_or<int64_t>(j, path, "sliding_window", 0) : 0;
+  if (c.sliding_window < 0) bad_key(path, "sliding_window", UNILLM_MSG("must be >= 0, got ", c.sliding_window));
   c.bos_token_id = get_or<int32_t>(j, path, "bos_token_id", -1);
+  check_token_id(path, "bos_token_id", c.bos_token_id, c.vocab_size);
   c.eos_token_ids = parse_eos(j, path);
+  for (int32_t id : c.eos_token_ids) check_token_id(path, "eos_token_id", id, c.vocab_size);
   c.torch_dtype = get_or<std::string>(j, path, "torch_dtype", "");
   c.initializer_range = get_or<double>(j, path, "initializer_range", 0.02);
+  if (c.initializer_range < 0)
+    bad_key(path, "initializer_range", UNILLM_MSG("must be >= 0, got ", c.initializer_range));
   c.pad_token_id = get_or<int32_t>(j, path, "pad_token_id", -1);
+  check_token_id(path, "pad_token_id", c.pad_token_id, c.vocab_size);
   c.raw_json = j.dump();
   return c;
+}
+
+void check_tokenizer_fits(const io::Tokenizer& tokenizer, const ModelConfig& config,
+                          const std::string& config_path) {
+  if (tokenizer.vocab_size() <= config.vocab_size) return;
+  UNILLM_THROW(ConfigError, "[config] ", tokenizer.source(), " has token ids up to ",
+               tokenizer.vocab_size() - 1, " (", tokenizer.vocab_size(),
+               " tokens with its added tokens), but ", config_path, " key 'vocab_size' is ",
+               config.vocab_size, ": the model has no embedding row for ids >= ", config.vocab_size,
+               " (a tokenizer of another model?)");
 }
 
 }  // namespace unillm::models

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "io/tokenizer.h"
 #include "ops/rope.h"
 
 namespace unillm::models {
@@ -40,6 +41,12 @@ struct ModelConfig {
 // Parses PATH (a config.json). Throws ConfigError naming the file and key on missing or
 // mistyped keys and on an unsupported model_type / architecture (listing the supported ones).
 ModelConfig load_model_config(const std::string& path);
+// The same for the text of a config.json; path names it in messages.
+ModelConfig parse_model_config(const std::string& text, const std::string& path);
+// Throws ConfigError when tokenizer has ids beyond the embedding rows of the model whose
+// config.json is config_path (such a token would fail only when it is used): names both files.
+void check_tokenizer_fits(const io::Tokenizer& tokenizer, const ModelConfig& config,
+                          const std::string& config_path);
 // The model types this build can run.
 const std::vector<std::string>& supported_model_types();
 

@@ -4,6 +4,8 @@
 // docs/paddlenlp.md; keys shared with HF TrainingArguments pass through unchanged.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -152,6 +154,20 @@ struct Translation {
   bool continue_training_given = false;
 };
 
+// A PaddleNLP boolean: its argument parser reads "--lora VALUE" with strtobool, so true/false and
+// yes/no, y/n, t/f, 1/0 in any case; anything else ("maybe", 2) is refused, as PaddleNLP does.
+bool paddle_bool(const std::string& key, const YAML::Node& v, const std::string& where) {
+  std::string s = v.IsScalar() ? v.Scalar() : "";
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* yes : {"true", "yes", "y", "t", "1", "on"})
+    if (s == yes) return true;
+  for (const char* no : {"false", "no", "n", "f", "0", "off"})
+    if (s == no) return false;
+  UNILLM_THROW(ConfigError, "[config] ", where, ": PaddleNLP key '", key,
+               "' must be true or false, got ",
+               v.IsScalar() ? "'" + v.Scalar() + "'" : v.IsNull() ? "null" : "a list or map");
+}
+
 void warn_ignored(Translation& t, const std::string& key, const std::string& where,
                   const std::string& why) {
   t.warnings.push_back("[config] " + where + ": PaddleNLP key '" + key +
@@ -197,15 +213,17 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
   }
   const std::string via = where + " (PaddleNLP '" + key + "')";
   auto on = [&] { return !detail::is_off(v); };
+  // The switches are booleans in PaddleNLP's argument classes: checked as its parser does.
+  auto on_bool = [&] { return paddle_bool(key, v, where); };
   auto& out = t.fields;
   switch (it->second) {
     case Map::kSame: out[key] = Field{key, v, where}; break;
     case Map::kLora:
-      out["finetuning_type"] = Field{"finetuning_type", YAML::Node(on() ? "lora" : "full"), via};
+      out["finetuning_type"] = Field{"finetuning_type", YAML::Node(on_bool() ? "lora" : "full"), via};
       break;
     case Map::kRecompute:
       out["disable_gradient_checkpointing"] =
-          Field{"disable_gradient_checkpointing", YAML::Node(on() ? "false" : "true"), via};
+          Field{"disable_gradient_checkpointing", YAML::Node(on_bool() ? "false" : "true"), via};
       break;
     case Map::kRslora: out["use_rslora"] = Field{"use_rslora", v, via}; break;
     case Map::kPositiveOrUnset:
@@ -220,7 +238,7 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
                      ": parallelism is not implemented yet (1 device)");
       break;
     case Map::kParallelSwitch:
-      if (on())
+      if (on_bool())
         UNILLM_THROW(NotImplemented, "[config] ", where, ": PaddleNLP key '", key,
                      "' is on: parallelism is not implemented yet (1 device)");
       break;
@@ -238,7 +256,7 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
     case Map::kContinueTraining:
       t.continue_training_given = true;
       if (t.pretrain)
-        set_from_scratch(t, !on(), where + " (PaddleNLP 'continue_training')");
+        set_from_scratch(t, !on_bool(), where + " (PaddleNLP 'continue_training')");
       else  // run_finetune.py always loads the pretrained weights
         warn_ignored(t, key, where, " (run_finetune.py always starts from model_name_or_path)");
       break;
