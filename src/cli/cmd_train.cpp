@@ -59,14 +59,20 @@ int cmd_train(const std::vector<std::string>& args) {
   RuntimeOptions runtime;
   bool quiet = false;
   int64_t kill_after = -1, kill_in_save = -1;  // crash-test flags (documented in docs/training.md)
+  bool kill_in_final_save = false;
   std::vector<std::string> overrides;
   for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--threads" && i + 1 < args.size()) {
-      runtime.threads = std::stoll(args[++i]);
+    if (args[i] == "--threads") {
+      if (i + 1 == args.size()) UNILLM_THROW(ConfigError, "[cli] --threads needs a value");
+      runtime.threads = parse_threads(args[++i]);
+    } else if (args[i].rfind("--threads=", 0) == 0) {
+      runtime.threads = parse_threads(args[i].substr(10));
     } else if (args[i] == "--kill-after-step" && i + 1 < args.size()) {
       kill_after = std::stoll(args[++i]);
     } else if (args[i] == "--kill-during-save" && i + 1 < args.size()) {
       kill_in_save = std::stoll(args[++i]);
+    } else if (args[i] == "--kill-during-final-save") {
+      kill_in_final_save = true;
     } else if (args[i] == "--quiet") {
       quiet = true;
     } else if (args[i].rfind("--", 0) == 0) {
@@ -91,6 +97,7 @@ int cmd_train(const std::vector<std::string>& args) {
     hooks.before_checkpoint_commit = [kill_in_save](int64_t step) {
       if (step == kill_in_save) raise(SIGKILL);
     };
+  if (kill_in_final_save) hooks.before_output_commit = [] { raise(SIGKILL); };
   auto r = train::run_training(targs, hooks);
   std::printf(
       "trained %lld steps: train_loss=%.6f%s%s -> %s\n", static_cast<long long>(r.steps),

@@ -21,6 +21,8 @@ class OutOfMemory : public Error { using Error::Error; };
 class IoError : public Error { using Error::Error; };
 class ConfigError : public Error { using Error::Error; };
 class NotImplemented : public Error { using Error::Error; };
+// A NaN or inf where a finite value is needed (logits, a loss, a gradient norm, weights).
+class NumericError : public Error { using Error::Error; };
 
 namespace detail {
 template <typename... Args>

@@ -23,6 +23,20 @@ std::vector<float> run_tokens(models::CausalLM& model, models::KvCaches& caches,
   Tensor logits = model.forward(batch, caches);  // [1, V]
   return logits.to_float_vector();
 }
+// sample_token, with a NaN/inf row named by its position: the logits of position seq.size() - 1
+// predict the next token.
+int32_t sample_or_explain(const std::vector<float>& logits, const SamplingParams& params,
+                          const std::vector<int32_t>& seq, Rng& rng, int64_t prompt_tokens) {
+  try {
+    return sample_token(logits, params, seq, rng);
+  } catch (const NumericError&) {
+    const auto pos = static_cast<int64_t>(seq.size()) - 1;
+    UNILLM_THROW(NumericError, "[generate] the logits at position ", pos,
+                 pos + 1 == prompt_tokens ? " (the prompt's last token)" : "",
+                 " are NaN or inf: the model's weights or config (rms_norm_eps, rope_theta) give "
+                 "non-finite values; nothing more is generated");
+  }
+}
 }  // namespace
 
 GenerateResult generate(models::CausalLM& model, const std::vector<int32_t>& prompt,
@@ -49,7 +63,7 @@ GenerateResult generate(models::CausalLM& model, const std::vector<int32_t>& pro
   r.prefill_seconds = seconds_since(t0);
   auto t1 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
-    int32_t next = sample_token(logits, o.sampling, seq, rng);
+    int32_t next = sample_or_explain(logits, o.sampling, seq, rng, r.prompt_tokens);
     r.tokens.push_back(next);
     seq.push_back(next);
     bool is_eos = std::find(o.eos_ids.begin(), o.eos_ids.end(), next) != o.eos_ids.end();

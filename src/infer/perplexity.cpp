@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "core/error.h"
 
 namespace unillm::infer {
 
@@ -35,7 +36,13 @@ PerplexityResult perplexity(models::CausalLM& model, const std::vector<int32_t>&
       Tensor logits = model.logits_all(window);  // [e - b, V]
       const float* l = logits.data<float>();
       for (int64_t p = first; p < end; ++p) {
-        nll_sum -= log_prob(l + (p - 1 - begin) * vocab, vocab, ids[p]);
+        const double lp = log_prob(l + (p - 1 - begin) * vocab, vocab, ids[p]);
+        // The row's max and sum are NaN/inf when one logit is: found here, in scoring order.
+        if (!std::isfinite(lp))
+          UNILLM_THROW(NumericError, "[ppl] the logits at position ", p - 1, " (scoring token ", p,
+                       ") are NaN or inf: the model's weights or config (rms_norm_eps, "
+                       "rope_theta) give non-finite values");
+        nll_sum -= lp;
         ++scored;
       }
     }

@@ -136,6 +136,28 @@ void AtomicFileWriter::commit() {
   fsync_dir_of(path_);
 }
 
+void append_file(const std::string& path, const std::string& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) UNILLM_THROW(IoError, "[io] ", path, ": cannot open for appending (", errno_str(), ")");
+  struct stat st {};
+  const off_t before = ::fstat(fd, &st) == 0 ? st.st_size : -1;
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string why = n < 0 ? errno_str() : "no space written";
+      if (before >= 0 && ::ftruncate(fd, before) != 0) why += "; could not cut the partial write back";
+      ::close(fd);
+      UNILLM_THROW(IoError, "[io] ", path, ": write failed (", why, ")");
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) UNILLM_THROW(IoError, "[io] ", path, ": close failed (", errno_str(), ")");
+}
+
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   AtomicFileWriter w(path);
   w.write(bytes);

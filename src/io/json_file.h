@@ -23,6 +23,11 @@ std::string read_file_bytes(const std::string& path);
 // fsync of the directory. On any failure the temp file is removed and IoError names PATH.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
+// Appends bytes to PATH (created when absent), checking every write: on failure (a full disk)
+// the file is cut back to its previous length, so a log never keeps half a line, and IoError
+// names PATH and the reason.
+void append_file(const std::string& path, const std::string& bytes);
+
 // Streams a large file atomically (e.g. a safetensors shard): write() pieces, then commit().
 // Destroying it without commit() removes the temp file and leaves PATH untouched.
 class AtomicFileWriter {

@@ -62,18 +62,12 @@ size_t total_bytes(const NamedTensors& tensors) {
   return n;
 }
 
-bool is_shard_name(const std::string& f) {
-  static const std::regex kShard(R"(model-\d{5}-of-\d{5}\.safetensors)");
-  return std::regex_match(f, kShard);
-}
-
 // Removes files of an earlier save that the new layout does not contain.
 void remove_stale(const fs::path& dir, const std::set<std::string>& keep) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     std::string f = e.path().filename().string();
-    bool ours = f == "model.safetensors" || f == "model.safetensors.index.json" || is_shard_name(f);
-    if (ours && !keep.count(f)) fs::remove(e.path(), ec);
+    if (is_weight_file_name(f) && !keep.count(f)) fs::remove(e.path(), ec);
   }
 }
 
@@ -92,6 +86,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     if (c.nbytes() > 0) w.write(c.raw_data(), c.nbytes());
   }
   w.commit();
+}
+
+bool is_weight_file_name(const std::string& f) {
+  static const std::regex kShard(R"(model-\d{5}-of-\d{5}\.safetensors)");
+  return f == "model.safetensors" || f == "model.safetensors.index.json" || std::regex_match(f, kShard);
 }
 
 std::string shard_file_name(size_t index, size_t count) {

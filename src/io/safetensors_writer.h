@@ -30,5 +30,7 @@ void save_sharded(const std::string& dir, const NamedTensors& tensors, size_t ma
 
 // HF's shard file name: shard_file_name(1, 3) == "model-00001-of-00003.safetensors".
 std::string shard_file_name(size_t index, size_t count);
+// True for the names of a weight layout: model.safetensors, its index, or a shard.
+bool is_weight_file_name(const std::string& name);
 
 }  // namespace unillm::io

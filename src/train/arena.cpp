@@ -1,6 +1,7 @@
 // Packing parameters and gradients into flat storage.
 #include "train/arena.h"
 
+#include <cstdint>
 #include <cstring>
 
 namespace unillm::train {
@@ -41,5 +42,12 @@ ParamArena::ParamArena(nn::Module& m) {
 }
 
 void ParamArena::zero_grads() { std::memset(grads_.raw_data(), 0, grads_.nbytes()); }
+
+bool ParamArena::all_finite() const {
+  const auto* bits = static_cast<const uint32_t*>(params_.raw_data());
+  uint32_t bad = 0;  // an exponent of all ones is NaN or inf
+  for (int64_t i = 0; i < numel_; ++i) bad |= static_cast<uint32_t>((bits[i] & 0x7f800000u) == 0x7f800000u);
+  return bad == 0;
+}
 
 }  // namespace unillm::train

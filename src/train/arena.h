@@ -29,6 +29,8 @@ class ParamArena {
   const Tensor& param_tensor() const { return params_; }
   const Tensor& grad_tensor() const { return grads_; }
   void zero_grads();
+  // True when no parameter is NaN or inf (one pass over the arena: used before saving).
+  bool all_finite() const;
 
  private:
   Tensor params_, grads_;  // [numel] f32

@@ -1,4 +1,4 @@
-// Checkpoint write (temp dir + rename) and restore.
+// Checkpoint write (staging dir + rename), rotation and restore.
 #include "train/checkpoint.h"
 
 #include <algorithm>
@@ -8,29 +8,67 @@
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "models/save.h"
+#include "train/output_dir.h"
 
 namespace unillm::train {
 
 namespace fs = std::filesystem;
 
 namespace {
-constexpr const char* kTmpPrefix = "tmp-checkpoint-";
 
-std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const std::string& output_dir) {
-  std::vector<std::pair<int64_t, fs::path>> out;
-  if (!fs::is_directory(output_dir)) return out;
-  for (auto& e : fs::directory_iterator(output_dir)) {
+struct Checkpoint {
+  int64_t step = 0;
+  fs::path path;
+  std::string run_id;  // "" for checkpoints written before runs had ids
+};
+
+// The unillm checkpoints of output_dir (checkpoint-N dirs whose trainer_state.json has the
+// "unillm" record), by step.
+std::vector<Checkpoint> list_checkpoints(const std::string& output_dir) {
+  std::vector<Checkpoint> out;
+  std::error_code ec;
+  if (!fs::is_directory(output_dir, ec)) return out;
+  for (auto& e : fs::directory_iterator(output_dir, ec)) {
     std::string n = e.path().filename().string();
     if (!e.is_directory() || n.rfind("checkpoint-", 0) != 0) continue;
+    size_t used = 0;
+    int64_t step = -1;
     try {
-      size_t used = 0;
-      int64_t step = std::stoll(n.substr(11), &used);
-      if (used == n.size() - 11 && fs::exists(e.path() / "trainer_state.json")) out.emplace_back(step, e.path());
+      step = std::stoll(n.substr(11), &used);
     } catch (const std::exception&) {
+      continue;
     }
+    if (used != n.size() - 11) continue;
+    const fs::path state = e.path() / "trainer_state.json";
+    if (!fs::exists(state, ec)) continue;
+    const auto j = nlohmann::json::parse(io::read_file_bytes(state.string()), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("unillm") || !j["unillm"].is_object()) continue;
+    const auto& u = j["unillm"];
+    out.push_back({step, e.path(), u.contains("run_id") && u["run_id"].is_string() ? u["run_id"].get<std::string>() : ""});
   }
-  std::sort(out.begin(), out.end());
+  std::sort(out.begin(), out.end(), [](const Checkpoint& a, const Checkpoint& b) { return a.step < b.step; });
   return out;
+}
+
+bool is_unillm_checkpoint(const fs::path& dir) {
+  for (const auto& c : list_checkpoints(dir.parent_path().string()))
+    if (c.path.filename() == dir.filename()) return true;
+  return false;
+}
+
+// save_total_limit: of this run's checkpoints (same run id: a resumed run continues its
+// original's), those HF's rotation removes. Checkpoints of other runs are never counted or removed.
+void rotate(const std::string& output_dir, const TrainerState& state, int64_t save_total_limit) {
+  std::vector<int64_t> steps;
+  int64_t best = -1;
+  const std::string best_name = fs::path(state.best_model_checkpoint).filename().string();
+  for (const auto& c : list_checkpoints(output_dir)) {
+    if (c.run_id != state.run_id) continue;
+    steps.push_back(c.step);
+    if (c.path.filename().string() == best_name) best = c.step;
+  }
+  for (int64_t step : checkpoints_to_remove(steps, best, save_total_limit))
+    fs::remove_all(fs::path(output_dir) / ("checkpoint-" + std::to_string(step)));
 }
 
 nlohmann::json state_json(const TrainerState& s, const AdamW& opt, const ParamArena& arena) {
@@ -44,6 +82,8 @@ nlohmann::json state_json(const TrainerState& s, const AdamW& opt, const ParamAr
   u["loader_batch"] = s.loader_batch;
   u["optimizer_steps"] = opt.steps();
   u["tokens_seen"] = s.tokens_seen;
+  u["run_id"] = s.run_id;
+  u["settings"] = s.settings;
   u["elapsed_seconds"] = s.elapsed_seconds;
   if (s.loss_scale > 0) {
     u["loss_scale"] = s.loss_scale;
@@ -63,38 +103,38 @@ void put_best(const TrainerState& s, nlohmann::json& j) {
                                                                : nlohmann::json(s.best_model_checkpoint);
 }
 
-void remove_partial_checkpoints(const std::string& output_dir) {
-  if (!fs::is_directory(output_dir)) return;
-  for (auto& e : fs::directory_iterator(output_dir))
-    if (e.path().filename().string().rfind(kTmpPrefix, 0) == 0) fs::remove_all(e.path());
-}
-
 std::string save_checkpoint(const std::string& output_dir, const ModelWriter& write_model, AdamW& opt,
                             const TrainerState& state, int64_t save_total_limit,
                             const std::function<void()>& before_commit) {
   const std::string name = "checkpoint-" + std::to_string(state.global_step);
-  fs::path tmp = fs::path(output_dir) / (kTmpPrefix + std::to_string(state.global_step));
-  fs::path final_dir = fs::path(output_dir) / name;
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  write_model(tmp.string());
-  io::save_safetensors((tmp / "optimizer.safetensors").string(),
-                       {{"exp_avg", opt.exp_avg()}, {"exp_avg_sq", opt.exp_avg_sq()}});
-  // trainer_state.json last: its presence marks a complete checkpoint.
-  io::write_file_atomic((tmp / "trainer_state.json").string(), state_json(state, opt, opt.arena()).dump(2) + "\n");
-  if (before_commit) before_commit();
-  fs::remove_all(final_dir);
-  fs::rename(tmp, final_dir);
-  const auto all = list_checkpoints(output_dir);
-  std::vector<int64_t> steps;
-  int64_t best = -1;
-  const std::string best_name = fs::path(state.best_model_checkpoint).filename().string();
-  for (const auto& [step, path] : all) {
-    steps.push_back(step);
-    if (path.filename().string() == best_name) best = step;
+  const fs::path final_dir = fs::path(output_dir) / name;
+  std::error_code ec;
+  if (fs::exists(final_dir, ec) && !is_unillm_checkpoint(final_dir))
+    UNILLM_THROW(IoError, "[checkpoint] ", final_dir.string(),
+                 " exists and is not a unillm checkpoint; it is left as it is. Move it away to "
+                 "save this step's checkpoint there");
+  const std::string tmp = make_staging_dir(output_dir, "tmp-" + name);
+  try {
+    write_model(tmp);
+    io::save_safetensors((fs::path(tmp) / "optimizer.safetensors").string(),
+                         {{"exp_avg", opt.exp_avg()}, {"exp_avg_sq", opt.exp_avg_sq()}});
+    // trainer_state.json last: its presence marks a complete checkpoint.
+    io::write_file_atomic((fs::path(tmp) / "trainer_state.json").string(),
+                          state_json(state, opt, opt.arena()).dump(2) + "\n");
+    if (before_commit) before_commit();
+    // An earlier checkpoint of the same step (a rerun with overwrite_output_dir, or a resume
+    // from an older checkpoint) is replaced by the new one.
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+  } catch (const IoError& e) {
+    remove_staging_dir(tmp);  // a full disk is not left full
+    UNILLM_THROW(IoError, "[checkpoint] ", final_dir.string(), " not saved (", e.what(),
+                 "); earlier checkpoints are intact");
+  } catch (...) {
+    remove_staging_dir(tmp);
+    throw;
   }
-  for (int64_t step : checkpoints_to_remove(steps, best, save_total_limit))
-    fs::remove_all(fs::path(output_dir) / ("checkpoint-" + std::to_string(step)));
+  rotate(output_dir, state, save_total_limit);
   return final_dir.string();
 }
 
@@ -122,6 +162,8 @@ TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamAren
     s.loader_epoch = u.at("loader_epoch").get<int64_t>();
     s.loader_batch = u.at("loader_batch").get<int64_t>();
     s.tokens_seen = u.value("tokens_seen", int64_t{0});
+    s.run_id = u.value("run_id", std::string());
+    if (u.contains("settings")) s.settings = u.at("settings");
     s.elapsed_seconds = u.value("elapsed_seconds", 0.0);
     s.loss_scale = u.value("loss_scale", 0.0);
     s.loss_scale_growth_tracker = u.value("loss_scale_growth_tracker", int64_t{0});
@@ -151,7 +193,7 @@ TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamAren
 
 std::string latest_checkpoint(const std::string& output_dir) {
   auto all = list_checkpoints(output_dir);
-  return all.empty() ? "" : all.back().second.string();
+  return all.empty() ? "" : all.back().path.string();
 }
 
 }  // namespace unillm::train

@@ -31,6 +31,11 @@ struct TrainerState {
   // those weights (a checkpoint-N, or output_dir for the final model); "" = none yet.
   std::optional<double> best_metric;
   std::string best_model_checkpoint;
+  // Made when a run starts fresh and kept by its resumes: save_total_limit rotates only the
+  // checkpoints of the same run id, never those an earlier run left in output_dir.
+  std::string run_id;
+  // The run's settings that a resume must keep (resume_settings.h), as recorded at the start.
+  nlohmann::json settings = nlohmann::json::object();
 };
 
 // Sets HF's "best_metric" and "best_model_checkpoint" of a trainer_state.json (null when unset).
@@ -39,9 +44,11 @@ void put_best(const TrainerState& s, nlohmann::json& trainer_state);
 // Writes the trained weights into a dir: a full HF model dir, or a PEFT adapter dir for LoRA.
 using ModelWriter = std::function<void(const std::string& dir)>;
 
-// Writes output_dir/checkpoint-<step> atomically (the weights through write_model, then the
-// optimizer state and trainer_state.json); then removes checkpoints_to_remove(...) of the
-// checkpoints in output_dir, the best being state.best_model_checkpoint.
+// Writes output_dir/checkpoint-<step> atomically (a staging dir: the weights through
+// write_model, then the optimizer state and trainer_state.json; renamed when complete, removed on
+// failure); then removes checkpoints_to_remove(...) of this run's checkpoints (state.run_id), the
+// best being state.best_model_checkpoint. A checkpoint-<step> dir that is not a unillm
+// checkpoint is never replaced (IoError).
 std::string save_checkpoint(const std::string& output_dir, const ModelWriter& write_model,
                             AdamW& opt, const TrainerState& state, int64_t save_total_limit,
                             const std::function<void()>& before_commit = {});
@@ -54,9 +61,7 @@ std::vector<int64_t> checkpoints_to_remove(std::vector<int64_t> steps, int64_t b
 // Restores optimizer state and returns the trainer state of dir (model weights are loaded by
 // the caller from the same dir). Throws IoError naming the file on mismatch or corruption.
 TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamArena& arena);
-// The checkpoint-N with the highest N in output_dir that has trainer_state.json, or "".
+// The unillm checkpoint-N with the highest N in output_dir, or "".
 std::string latest_checkpoint(const std::string& output_dir);
-// Removes leftovers of interrupted checkpoint writes.
-void remove_partial_checkpoints(const std::string& output_dir);
 
 }  // namespace unillm::train

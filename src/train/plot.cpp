@@ -181,7 +181,8 @@ void plot_curve(const Curve& c, const std::string& path) {
 }
 
 std::vector<std::string> plot_loss(const std::string& output_dir, const nlohmann::json& log_history,
-                                   const std::vector<std::string>& keys) {
+                                   const std::vector<std::string>& keys,
+                                   const std::string& title_dir) {
   std::vector<std::string> written;
   for (const auto& key : keys) {
     Curve c;
@@ -191,7 +192,7 @@ std::vector<std::string> plot_loss(const std::string& output_dir, const nlohmann
         c.values.push_back(e[key].get<double>());
       }
     if (c.values.empty()) continue;
-    c.title = "training " + key + " of " + output_dir;
+    c.title = "training " + key + " of " + (title_dir.empty() ? output_dir : title_dir);
     c.ylabel = key;
     std::string file = key;
     std::replace(file.begin(), file.end(), '/', '_');

@@ -25,7 +25,9 @@ void plot_curve(const Curve& c, const std::string& path);
 // For each key with at least one entry in log_history (HF trainer_state.json layout: objects with
 // "step" and the metric), writes output_dir/training_<key>.png (with '/' in key replaced by '_').
 // Returns the files written; keys without data are skipped (as LLaMA-Factory warns and skips).
+// The titles name title_dir (default: output_dir; the trainer writes into a staging dir).
 std::vector<std::string> plot_loss(const std::string& output_dir, const nlohmann::json& log_history,
-                                   const std::vector<std::string>& keys);
+                                   const std::vector<std::string>& keys,
+                                   const std::string& title_dir = "");
 
 }  // namespace unillm::train

@@ -5,13 +5,18 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <random>
 
 #include "data/corpus_data.h"
 #include "data/error.h"
 #include "data/sft.h"
 #include "models/save.h"
+#include "io/json_file.h"
 #include "train/finetune.h"
+#include "train/output_dir.h"
+#include "train/resume_settings.h"
 #include "train/trainer_run.h"
 
 namespace unillm::train {
@@ -20,14 +25,30 @@ namespace fs = std::filesystem;
 
 namespace detail {
 
+// Nothing is deleted: overwrite_output_dir only allows writing into a non-empty dir (as HF and
+// LLaMA-Factory); the dirs the run reads are refused as output_dir (output_dir.h).
 void Run::prepare_output_dir() {
-  const bool resuming = a_.resume_from_checkpoint.kind != ResumeFrom::Kind::kNone;
-  if (fs::exists(a_.output_dir) && !fs::is_empty(a_.output_dir) && !a_.overwrite_output_dir && !resuming)
-    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": output_dir '", a_.output_dir,
-                 "' exists and is not empty; set overwrite_output_dir: true or resume_from_checkpoint");
-  if (a_.overwrite_output_dir && !resuming && fs::exists(a_.output_dir)) fs::remove_all(a_.output_dir);
-  fs::create_directories(a_.output_dir);
-  remove_partial_checkpoints(a_.output_dir);
+  OutputDirRules r;
+  r.output_dir = a_.output_dir;
+  r.config_path = a_.config_path;
+  r.overwrite = a_.overwrite_output_dir;
+  r.resuming = a_.resume_from_checkpoint.kind != ResumeFrom::Kind::kNone;
+  r.inputs = {{"model_name_or_path", model_dir_}, {"tokenizer_name_or_path", tokenizer_dir_}};
+  for (const auto& d : a_.adapter_name_or_path) r.inputs.emplace_back("adapter_name_or_path", d);
+  train::prepare_output_dir(r);
+}
+
+// A checkpoint's recorded settings against this run's, before anything is loaded.
+void Run::check_resume(const std::string& from) {
+  if (from.empty()) return;
+  const std::string path = (fs::path(from) / "trainer_state.json").string();
+  const nlohmann::json j = io::read_json_file(path);
+  nlohmann::json recorded;
+  if (j.is_object() && j.contains("unillm") && j["unillm"].is_object() && j["unillm"].contains("settings"))
+    recorded = j["unillm"]["settings"];
+  else
+    say("note: " + path + " predates recorded settings; they are not compared");
+  for (const auto& w : check_resume_settings(recorded, resume_settings(a_), from)) say("warning: " + w);
 }
 
 std::string Run::resume_dir() const {
@@ -57,12 +78,8 @@ void Run::load_tokenizer() {
                        ? model_dir_
                        : resolve_model_path(a_.tokenizer_name_or_path, h_.hf_cache_root);
   tok_ = io::Tokenizer::load(tokenizer_dir_);
-  if (tokenizer_dir_ == model_dir_) return;
-  const auto config = models::load_model_config((fs::path(model_dir_) / "config.json").string());
-  if (tok_->vocab_size() > config.vocab_size)
-    UNILLM_THROW(ConfigError, "[train] tokenizer_name_or_path '", a_.tokenizer_name_or_path,
-                 "' has ", tok_->vocab_size(), " ids, more than the model's vocab_size ",
-                 config.vocab_size, " (", a_.model_name_or_path, ")");
+  const std::string config_path = (fs::path(model_dir_) / "config.json").string();
+  models::check_tokenizer_fits(*tok_, models::load_model_config(config_path), config_path);
 }
 
 void Run::load(const std::string& from) {
@@ -187,15 +204,26 @@ void Run::setup_annealing() {
                  ", warm-up ", sched_.anneal_warmup, ", decay ", sched_.anneal_decay, " steps)"));
 }
 
+// A run id only needs to differ between runs that share an output_dir.
+static std::string new_run_id() {
+  std::random_device rd;
+  const auto now = std::chrono::system_clock::now().time_since_epoch().count();
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%08x%016llx", rd(), static_cast<unsigned long long>(now));
+  return buf;
+}
+
 void Run::restore(const std::string& dir) {
   state_ = load_checkpoint(dir, *opt_, *arena_);
   loader_->restore({state_.loader_epoch, state_.loader_batch});
   rng_.set_state(state_.rng);
+  last_checkpoint_ = dir;
   say("resumed from " + dir + " at step " + std::to_string(state_.global_step));
 }
 
 TrainResult Run::go() {
   const std::string from = resume_dir();
+  check_resume(from);
   load_tokenizer();
   setup_data();
   plan_memory_and_check(from);  // before the output dir is touched and the weights allocated
@@ -205,6 +233,8 @@ TrainResult Run::go() {
   rng_.reseed(static_cast<uint64_t>(a_.seed));
   if (a_.fp16) scaler_.emplace();
   if (!from.empty()) restore(from);
+  if (from.empty()) state_.run_id = new_run_id();  // a resume keeps its checkpoint's
+  state_.settings = resume_settings(a_);
   if (scaler_ && state_.loss_scale > 0) {
     scaler_->scale = state_.loss_scale;
     scaler_->growth_tracker = state_.loss_scale_growth_tracker;

@@ -29,6 +29,8 @@ struct TrainerHooks {
   // after a checkpoint's files are written but before the directory is committed.
   std::function<void(int64_t step)> after_step;
   std::function<void(int64_t step)> before_checkpoint_commit;
+  // After the final output is written into its staging dir, before it is moved into output_dir.
+  std::function<void()> before_output_commit;
 };
 
 struct TrainResult {

@@ -78,6 +78,10 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   }
   EvalResult res;
   res.loss = items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
+  if (!std::isfinite(res.loss))
+    UNILLM_THROW(NumericError, "[train] evaluation after step ", state_.global_step,
+                 ": the eval loss is ", std::isnan(res.loss) ? "NaN" : "inf",
+                 " (NaN/inf weights, or a config value such as rms_norm_eps)");
   if (accuracy)
     res.accuracy = scored > 0 ? static_cast<double>(right) / static_cast<double>(scored) : 0.0;
   return res;

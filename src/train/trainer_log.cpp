@@ -28,19 +28,17 @@ TrainerLog::TrainerLog(const std::string& output_dir, int64_t resume_step)
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded()) continue;
-      int64_t step = j.contains("current_steps") ? j["current_steps"].get<int64_t>() : j.value("eval_step", int64_t{0});
-      if (step <= resume_step) kept += line + "\n";
+      if (j.is_discarded() || !j.is_object()) continue;  // a line cut by a kill is dropped
+      const char* key = j.contains("current_steps") ? "current_steps" : "eval_step";
+      const bool has = j.contains(key) && j[key].is_number_integer();
+      if (j.contains(key) && !has) continue;
+      if ((has ? j[key].get<int64_t>() : 0) <= resume_step) kept += line + "\n";
     }
   }
   io::write_file_atomic(path_, kept);
 }
 
-void TrainerLog::write(const nlohmann::json& line) {
-  std::ofstream out(path_, std::ios::app);
-  if (!out) UNILLM_THROW(IoError, "[train] cannot append to ", path_);
-  out << line.dump() << "\n";
-}
+void TrainerLog::write(const nlohmann::json& line) { io::append_file(path_, line.dump() + "\n"); }
 
 void write_json(const std::string& path, const nlohmann::json& j) { io::write_file_atomic(path, j.dump(2) + "\n"); }
 

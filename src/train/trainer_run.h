@@ -71,16 +71,22 @@ class Run {
     if (h_.info) h_.info(s);
   }
   void prepare_output_dir();
+  void check_resume(const std::string& from);
   std::string resume_dir() const;
   void load(const std::string& from);
   double train_step();
+  // Throws NumericError naming the step (what: "the loss", "the gradient norm").
+  [[noreturn]] void stop_non_finite(const std::string& what, double value) const;
+  // Throws NumericError when the trainable weights hold NaN/inf; dir: what would be written.
+  void check_weights_finite(const std::string& dir) const;
   EvalResult evaluate(const data::TokenizedDataset& ds, bool accuracy);
   void log_step(double loss, double grad_norm, double lr);
-  void write_results(const TrainResult& r, double runtime);
+  void write_results(const std::string& dir, const TrainResult& r, double runtime);
   TrainResult finish(double train_loss_sum, int64_t steps_this_run);
   EvalResult last_eval_{-1, -1};
   int64_t last_eval_step_ = -1;
   std::optional<double> test_loss_;  // do_predict
+  std::string last_checkpoint_;  // the newest checkpoint of this run (or the resumed one)
 
   const TrainArgs& a_;
   const TrainerHooks& h_;

@@ -7,6 +7,7 @@
 #include "models/save.h"
 #include "nn/low_precision_saves.h"
 #include "train/finetune.h"
+#include "train/output_dir.h"
 #include "train/plot.h"
 #include "train/trainer_run.h"
 
@@ -66,13 +67,19 @@ double Run::train_step() {
       models::TrainBatch tb = to_train_batch(b);
       tb.dropout_rng = &rng_;  // LoRA dropout (checkpointed with the run's RNG state)
       auto out = model_->loss(tb, !a_.disable_gradient_checkpointing, static_cast<double>(seed));
-      loss_sum += out.loss_sum.item_flat(0);
+      const double micro_loss = out.loss_sum.item_flat(0);
+      // Checked on the reduced loss: a NaN or inf here would train every weight into NaN.
+      if (!std::isfinite(micro_loss)) stop_non_finite("the loss", micro_loss);
+      loss_sum += micro_loss;
       if (items > 0) autograd::backward(out.loss_sum, Tensor::from_vector({seed}, {}));
     }
   }
   const double loss = items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
   const bool finite = !scaler_ || scaler_->unscale(*arena_);
   const double grad_norm = clip_grad_norm(*arena_, a_.max_grad_norm);
+  // fp16's scaler skips a step whose gradients overflowed (the scale backs off); otherwise a
+  // non-finite gradient norm would make the update NaN.
+  if (!scaler_ && !std::isfinite(grad_norm)) stop_non_finite("the gradient norm", grad_norm);
   if (finite) opt_->step(scheduled_lr(sched_, a_.learning_rate, state_.global_step));
   if (scaler_) {  // an overflowing step is skipped (GradScaler), the schedule still advances
     if (!finite) say("step " + std::to_string(state_.global_step + 1) + ": gradients overflowed; skipped, loss scale " +
@@ -109,6 +116,29 @@ double Run::train_step() {
     h_.progress(p);
   }
   return loss;
+}
+
+// Stops the run at the step being computed: nothing of this step reached the weights.
+void Run::stop_non_finite(const std::string& what, double value) const {
+  const std::string step = std::to_string(state_.global_step + 1);
+  UNILLM_THROW(NumericError, "[train] step ", step, ": ", what, " is ",
+               std::isnan(value) ? "NaN" : value > 0 ? "inf" : "-inf",
+               "; stopping before the update. Nothing is saved; ",
+               last_checkpoint_.empty() ? "no checkpoint was written"
+                                        : "the last good checkpoint is " + last_checkpoint_,
+               ". Causes: NaN/inf weights in the model, a learning_rate too high for this model, "
+               "or a config value such as rms_norm_eps");
+}
+
+// Weights are checked before every save (a pass at save time only): a learning rate that
+// overflows the update gives inf/NaN weights whose loss is still finite at this step.
+void Run::check_weights_finite(const std::string& dir) const {
+  if (arena_->all_finite()) return;
+  UNILLM_THROW(NumericError, "[train] step ", state_.global_step,
+               ": the trained weights hold NaN or inf after the optimizer step (learning_rate ",
+               a_.learning_rate, " too high?); ", dir, " is not written. ",
+               last_checkpoint_.empty() ? "No checkpoint was written"
+                                        : "The last good checkpoint is " + last_checkpoint_);
 }
 
 void Run::log_step(double loss, double grad_norm, double lr) {
@@ -149,6 +179,9 @@ void Run::maybe_eval_and_save() {
 }
 
 void Run::save_now() {
+  const std::string name =
+      (fs::path(a_.output_dir) / ("checkpoint-" + std::to_string(state_.global_step))).string();
+  check_weights_finite(name);
   update_best(
       (fs::path(a_.output_dir) / ("checkpoint-" + std::to_string(state_.global_step))).string());
   state_.rng = rng_.state();
@@ -161,13 +194,16 @@ void Run::save_now() {
   };
   auto dir =
       save_checkpoint(a_.output_dir, write, *opt_, state_, a_.save_total_limit.value_or(0), before);
+  last_checkpoint_ = dir;
   say("saved " + dir);
 }
 
+// The final output is written into a staging dir and moved into output_dir only when complete,
+// so a failure (a full disk) leaves output_dir as it was, without a half-written model.
 TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   const double runtime = since(start_);
   load_best_at_end();
-  save_trained(*model_, a_, a_.output_dir, model_dir_, tokenizer_dir_);
+  check_weights_finite(a_.output_dir);
   if (a_.do_predict) predict();
   state_.rng = rng_.state();
   state_.elapsed_seconds = runtime;
@@ -177,17 +213,32 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   r.final_eval_loss = last_eval_.loss;
   r.test_loss = test_loss_.value_or(-1);
   r.output_dir = a_.output_dir;
-  write_results(r, runtime);
-  if (a_.plot_loss)  // LLaMA-Factory plots loss and eval_loss from the log history
-    for (const auto& f : plot_loss(a_.output_dir, state_.log_history, {"loss", "eval_loss"}))
-      say("plotted " + f);
+  const std::string staging = make_staging_dir(a_.output_dir, "tmp-output");
+  std::vector<std::string> plots;
+  try {
+    save_trained(*model_, a_, staging, model_dir_, tokenizer_dir_);
+    write_results(staging, r, runtime);
+    if (a_.plot_loss)  // LLaMA-Factory plots loss and eval_loss from the log history
+      plots = plot_loss(staging, state_.log_history, {"loss", "eval_loss"}, a_.output_dir);
+    if (h_.before_output_commit) h_.before_output_commit();
+  } catch (const IoError& e) {
+    remove_staging_dir(staging);
+    UNILLM_THROW(IoError, "[train] the final output was not written (", e.what(), "); ",
+                 a_.output_dir, " holds what it held before",
+                 last_checkpoint_.empty() ? "" : " and the last checkpoint " + last_checkpoint_);
+  } catch (...) {
+    remove_staging_dir(staging);
+    throw;
+  }
+  commit_staging(staging, a_.output_dir);
+  for (const auto& f : plots) say("plotted " + (fs::path(a_.output_dir) / fs::path(f).filename()).string());
   return r;
 }
 
 // trainer_state.json, train_results.json, eval_results.json / test_results.json when evaluated,
 // and all_results.json holding all of them (HF's save_metrics / save_state).
-void Run::write_results(const TrainResult& r, double runtime) {
-  const fs::path out(a_.output_dir);
+void Run::write_results(const std::string& dir, const TrainResult& r, double runtime) {
+  const fs::path out(dir);
   nlohmann::json ts = {{"global_step", state_.global_step}, {"max_steps", total_steps_}, {"epoch", state_.epoch},
                        {"log_history", state_.log_history}, {"logging_steps", log_every_}, {"save_steps", save_every_},
                        {"train_batch_size", a_.per_device_train_batch_size}};

@@ -30,11 +30,10 @@ std::string temp_dir(const std::string& tag) {
   return dir.string();
 }
 
-CliResult run_unillm(const std::string& args, const std::string& stdin_path) {
+CliResult run_shell(const std::string& command) {
   std::string dir = temp_dir("cli");
   std::string out = dir + "/out", err = dir + "/err";
-  std::string cmd = std::string(UNILLM_BINARY_DIR) + "/unillm " + args + " >" + out + " 2>" + err +
-                    " <" + shell_quote(stdin_path);
+  std::string cmd = "{ " + command + "; } >" + out + " 2>" + err;
   int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -42,6 +41,15 @@ CliResult run_unillm(const std::string& args, const std::string& stdin_path) {
   r.err = slurp(err);
   std::filesystem::remove_all(dir);
   return r;
+}
+
+CliResult run_unillm(const std::string& args, const std::string& stdin_path) {
+  return run_shell(std::string(UNILLM_BINARY_DIR) + "/unillm " + args + " <" + shell_quote(stdin_path));
+}
+
+CliResult run_unillm_in(const std::string& cwd, const std::string& args) {
+  return run_shell("cd " + shell_quote(cwd) + " && " + std::string(UNILLM_BINARY_DIR) + "/unillm " +
+                   args + " </dev/null");
 }
 
 }  // namespace unillm::testing

@@ -1,0 +1,113 @@
+// Recorded run settings and their comparison on resume (see resume_settings.h).
+#include "train/resume_settings.h"
+
+#include "core/error.h"
+
+namespace unillm::train {
+
+using nlohmann::json;
+
+namespace {
+
+json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+// What decides the data order, the batch shape and the trainable set: a different value cannot
+// continue the recorded run exactly (and for LoRA/freeze would silently train another model).
+json must_match(const TrainArgs& a) {
+  return {
+      {"stage", a.stage},
+      {"finetuning_type", a.finetuning_type},
+      {"train_from_scratch", a.train_from_scratch},
+      {"template", a.template_name},
+      {"dataset", a.dataset},
+      {"eval_dataset", a.eval_dataset},
+      {"cutoff_len", a.cutoff_len},
+      {"max_samples", a.max_samples ? json(*a.max_samples) : json(nullptr)},
+      {"val_size", a.val_size},
+      {"packing", a.packing},
+      {"neat_packing", a.neat_packing},
+      {"train_on_prompt", a.train_on_prompt},
+      {"mask_history", a.mask_history},
+      {"skip_bad_records", a.skip_bad_records},
+      {"src_length", a.src_length},
+      {"max_length", a.max_length},
+      {"zero_padding", a.zero_padding},
+      {"split", a.split},
+      {"freeze_trainable_layers", a.freeze_trainable_layers},
+      {"freeze_trainable_modules", a.freeze_trainable_modules},
+      {"freeze_extra_modules", a.freeze_extra_modules},
+      {"lora_rank", a.lora_rank},
+      {"lora_alpha", a.lora_alpha.value_or(2.0 * static_cast<double>(a.lora_rank))},
+      {"lora_dropout", a.lora_dropout},
+      {"lora_target", a.lora_target},
+      {"use_rslora", a.use_rslora},
+      {"create_new_adapter", a.create_new_adapter},
+      {"per_device_train_batch_size", a.per_device_train_batch_size},
+      {"gradient_accumulation_steps", a.gradient_accumulation_steps},
+      {"seed", a.seed},
+      {"disable_shuffling", a.disable_shuffling},
+      {"bf16", a.bf16},
+      {"fp16", a.fp16},
+  };
+}
+
+// Paths (a model or data set may move between runs) and the optimisation hyper-parameters a
+// user changes on purpose when continuing (a longer schedule, a lower learning rate).
+json may_change(const TrainArgs& a) {
+  return {
+      {"model_name_or_path", a.model_name_or_path},
+      {"tokenizer_name_or_path", a.tokenizer_name_or_path},
+      {"adapter_name_or_path", a.adapter_name_or_path},
+      {"dataset_dir", a.dataset_dir},
+      {"dataset_name_or_path", a.dataset_name_or_path},
+      {"input_dir", a.input_dir},
+      {"learning_rate", a.learning_rate},
+      {"lr_scheduler_type", a.lr_scheduler_type},
+      {"lr_scheduler_kwargs",
+       {{"min_lr", optional_json(a.lr_scheduler_kwargs.min_lr)},
+        {"min_lr_rate", optional_json(a.lr_scheduler_kwargs.min_lr_rate)},
+        {"num_cycles", optional_json(a.lr_scheduler_kwargs.num_cycles)}}},
+      {"min_learning_rate", a.min_learning_rate},
+      {"decay_steps", optional_json(a.decay_steps)},
+      {"warmup_ratio", a.warmup_ratio},
+      {"warmup_steps", a.warmup_steps},
+      {"num_train_epochs", a.num_train_epochs},
+      {"max_steps", a.max_steps},
+      {"weight_decay", a.weight_decay},
+      {"adam_beta1", a.adam_beta1},
+      {"adam_beta2", a.adam_beta2},
+      {"adam_epsilon", a.adam_epsilon},
+      {"max_grad_norm", a.max_grad_norm},
+  };
+}
+
+}  // namespace
+
+json resume_settings(const TrainArgs& a) { return {{"must_match", must_match(a)}, {"may_change", may_change(a)}}; }
+
+std::vector<std::string> check_resume_settings(const json& recorded, const json& current,
+                                               const std::string& checkpoint) {
+  std::vector<std::string> warnings;
+  if (!recorded.is_object() || recorded.empty()) return warnings;
+  std::string refused;
+  for (const char* group : {"must_match", "may_change"}) {
+    if (!recorded.contains(group) || !recorded[group].is_object()) continue;
+    const json& was = recorded[group];
+    for (auto it = current[group].begin(); it != current[group].end(); ++it) {
+      if (!was.contains(it.key()) || was[it.key()] == it.value()) continue;
+      const std::string change = it.key() + ": " + was[it.key()].dump() + " -> " + it.value().dump();
+      if (std::string(group) == "must_match")
+        refused += (refused.empty() ? "" : "; ") + change;
+      else
+        warnings.push_back("[train] resuming " + checkpoint + " with " + change +
+                           " (allowed; the continuation differs from the original run's)");
+    }
+  }
+  if (!refused.empty())
+    UNILLM_THROW(ConfigError, "[train] resume_from_checkpoint ", checkpoint,
+                 " was written with other settings, and an exact resume needs the same ones: ",
+                 refused, ". Use the checkpoint's values, or start a new run in another output_dir");
+  return warnings;
+}
+
+}  // namespace unillm::train
