@@ -10,6 +10,7 @@
 #include "models/adapter.h"
 #include "models/save.h"
 #include "train/args.h"
+#include "train/output_dir.h"
 
 namespace unillm::cli {
 
@@ -40,6 +41,10 @@ int cmd_export(const std::vector<std::string>& args) {
   if (a.export_dir.empty())
     UNILLM_THROW(ConfigError, "[export] ", args[0], ": export_dir is required");
   const std::string base = train::resolve_model_path(a.model_name_or_path, hf_cache_root());
+  // Writing the merged model over the base (or an adapter) would destroy the input.
+  std::vector<std::pair<std::string, std::string>> inputs = {{"model_name_or_path", base}};
+  for (const auto& d : a.adapter_name_or_path) inputs.emplace_back("adapter_name_or_path", d);
+  train::refuse_input_dirs("export_dir", a.export_dir, args[0], inputs);
   auto model = models::load_causal_lm(base);
   for (size_t i = 0; i < a.adapter_name_or_path.size(); ++i) {
     const std::string name = "adapter" + std::to_string(i);

@@ -37,19 +37,21 @@ bool is_same_or_ancestor(const fs::path& a, const fs::path& b) {
   return true;
 }
 
-void refuse_inputs(const OutputDirRules& r) {
-  const fs::path out = absolute_clean(r.output_dir);
-  for (const auto& [label, dir] : r.inputs) {
-    if (dir.empty()) continue;
-    const fs::path in = absolute_clean(dir);
+}  // namespace
+
+void refuse_input_dirs(const std::string& key, const std::string& dir,
+                       const std::string& config_path,
+                       const std::vector<std::pair<std::string, std::string>>& inputs) {
+  const fs::path out = absolute_clean(dir);
+  for (const auto& [label, input] : inputs) {
+    if (input.empty()) continue;
+    const fs::path in = absolute_clean(input);
     if (!is_same_or_ancestor(out, in)) continue;
-    UNILLM_THROW(ConfigError, "[train] ", r.config_path, ": output_dir '", r.output_dir, "' ",
-                 out == in ? "is" : "contains", " the ", label, " dir '", dir,
-                 "'; the run would write its files among that dir's. Choose another output_dir");
+    UNILLM_THROW(ConfigError, "[config] ", config_path, ": ", key, " '", dir, "' ",
+                 out == in ? "is" : "contains", " the ", label, " dir '", input,
+                 "'; its files would be written among that dir's. Choose another ", key);
   }
 }
-
-}  // namespace
 
 bool is_staging_name(const std::string& name) {
   static const std::regex kName(R"(.+\.unillm-[A-Za-z0-9]{6})");
@@ -62,7 +64,7 @@ void prepare_output_dir(const OutputDirRules& r) {
   if (exists && !fs::is_directory(r.output_dir, ec))
     UNILLM_THROW(ConfigError, "[train] ", r.config_path, ": output_dir '", r.output_dir,
                  "' is a file, not a directory");
-  refuse_inputs(r);
+  refuse_input_dirs("output_dir", r.output_dir, r.config_path, r.inputs);
   if (exists && !fs::is_empty(r.output_dir, ec) && !r.overwrite && !r.resuming)
     UNILLM_THROW(ConfigError, "[train] ", r.config_path, ": output_dir '", r.output_dir,
                  "' is not empty; set overwrite_output_dir: true to write into it (nothing in it is "

@@ -24,6 +24,12 @@ struct OutputDirRules {
 // staging dirs an interrupted run of unillm left there (nothing else).
 void prepare_output_dir(const OutputDirRules& rules);
 
+// Throws ConfigError when dir (the value of key, e.g. export_dir) is one of inputs or an
+// ancestor of one (its files would be written among theirs).
+void refuse_input_dirs(const std::string& key, const std::string& dir,
+                       const std::string& config_path,
+                       const std::vector<std::pair<std::string, std::string>>& inputs);
+
 // A new, empty staging dir output_dir/<stem>.unillm-XXXXXX for a write that must appear whole.
 std::string make_staging_dir(const std::string& output_dir, const std::string& stem);
 // Removes a staging dir (after a failed write); never throws.

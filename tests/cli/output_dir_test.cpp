@@ -101,6 +101,15 @@ TEST(OutputDir, AnAdapterDirIsRefused) {
                                  dir + "/adapter\n"));
   expect_refused(r, "adapter_name_or_path");
   EXPECT_EQ(slurp(dir + "/adapter/adapter_model.safetensors"), adapter);
+  // export: the merged model may not be written over the base model or the adapter.
+  for (const std::string& out : {model, dir + "/adapter", dir}) {
+    std::ofstream(dir + "/export.yaml", std::ios::trunc)
+        << "model_name_or_path: " << model << "\nadapter_name_or_path: " << dir << "/adapter\n"
+        << "finetuning_type: lora\nexport_dir: " << out << "\n";
+    expect_refused(run_unillm("export " + dir + "/export.yaml"), "export_dir '" + out + "'");
+  }
+  expect_model_intact(model);
+  EXPECT_EQ(slurp(dir + "/adapter/adapter_model.safetensors"), adapter);
 }
 
 TEST(OutputDir, AKillDuringTheFinalSaveLeavesTheEarlierOutput) {
