@@ -48,7 +48,7 @@ FullDiskRun train_on_tmpfs(const std::string& root, int64_t size_kib, const std:
 std::string config(const std::string& dir, const std::string& out, const std::string& extra) {
   const std::string path = dir + "/cfg.yaml";
   std::ofstream(path) << "model_name_or_path: " << source_path("assets/stories260K")
-                      << "\nstage: pt\ndataset: tinyshakespeare\ndataset_dir: " << source_path("data")
+                      << "\nstage: pt\ndo_train: true\ndataset: tinyshakespeare\ndataset_dir: " << source_path("data")
                       << "\ncutoff_len: 32\nmax_samples: 400\nper_device_train_batch_size: 2\n"
                       << "logging_steps: 1\nlearning_rate: 1.0e-3\noutput_dir: " << out << "\n"
                       << extra;

@@ -32,7 +32,7 @@ std::string config(const std::string& dir, const std::string& model, const std::
   for (const char* kv : {"finetuning_type: full", "save_steps: 100"})
     if (extra.find(std::string(kv).substr(0, std::string(kv).find(':') + 1)) == std::string::npos)
       defaults += std::string(kv) + "\n";
-  std::ofstream(path) << "model_name_or_path: " << model << "\nstage: pt\n" << defaults
+  std::ofstream(path) << "model_name_or_path: " << model << "\nstage: pt\ndo_train: true\n" << defaults
                       << "dataset: tinyshakespeare\ndataset_dir: " << source_path("data") << "\n"
                       << "cutoff_len: 32\nmax_samples: 200\nper_device_train_batch_size: 2\n"
                       << "max_steps: 6\nlogging_steps: 1\nlearning_rate: 1.0e-3\n"
