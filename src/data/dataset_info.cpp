@@ -29,18 +29,27 @@ std::string string_field(const json& entry, const char* key, const std::string& 
   return v.get<std::string>();
 }
 
+// The error_code forms: a name the OS refuses (too long, a loop of links) is a missing file with
+// the OS's reason, not a std::filesystem_error.
 std::vector<std::string> local_files(const std::string& local_path, const std::string& where) {
   std::vector<std::string> files;
-  if (fs::is_directory(local_path)) {
-    for (const auto& e : fs::directory_iterator(local_path))
-      if (e.is_regular_file()) files.push_back(e.path().string());
+  std::error_code ec;
+  if (fs::is_directory(local_path, ec)) {
+    for (fs::directory_iterator it(local_path, ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_regular_file(ec)) files.push_back(it->path().string());
+    if (ec)
+      UNILLM_THROW(ConfigError, "[data] ", where, ": cannot list directory ", local_path, ": ",
+                   ec.message());
     std::sort(files.begin(), files.end());  // os.listdir order is arbitrary; we fix one
     if (files.empty())
       UNILLM_THROW(ConfigError, "[data] ", where, ": directory ", local_path, " is empty");
-  } else if (fs::is_regular_file(local_path)) {
+  } else if (fs::is_regular_file(local_path, ec)) {
     files.push_back(local_path);
   } else {
-    UNILLM_THROW(ConfigError, "[data] ", where, ": file ", local_path, " not found");
+    const bool plain = !ec || ec == std::errc::no_such_file_or_directory ||
+                       ec == std::errc::not_a_directory;
+    UNILLM_THROW(ConfigError, "[data] ", where, ": file ", local_path, " not found",
+                 plain ? "" : " (" + ec.message() + ")");
   }
   return files;
 }
@@ -141,14 +150,19 @@ DatasetAttr resolve_one(const std::string& name, const json& info, const std::st
   const bool has_file = entry.contains("file_name");
   for (const char* hub : {"hf_hub_url", "ms_hub_url", "om_hub_url", "script_url"}) {
     if (!entry.contains(hub)) continue;
-    if (has_file && fs::exists(fs::path(dataset_dir) / string_field(entry, "file_name", where)))
+    std::error_code ec;
+    if (has_file &&
+        fs::exists(fs::path(dataset_dir) / string_field(entry, "file_name", where), ec))
       break;  // a local copy exists: read it (LLaMA-Factory would go to the hub)
     UNILLM_THROW(ConfigError, "[data] ", where, ": '", hub,
                  "' datasets are not available offline "
                  "(unillm never downloads); download it and point 'file_name' at the local file");
   }
   if (!has_file) UNILLM_THROW(ConfigError, "[data] ", where, ": no 'file_name'");
-  if (entry.value("ranking", false))
+  const auto ranking = entry.find("ranking");
+  if (ranking != entry.end() && !ranking->is_null() && !ranking->is_boolean())
+    UNILLM_THROW(ConfigError, "[data] ", where, ": 'ranking' must be true or false");
+  if (ranking != entry.end() && ranking->is_boolean() && ranking->get<bool>())
     UNILLM_THROW(ConfigError, "[data] ", where, ": ranking datasets are not applicable to stage ",
                  stage);
   if (entry.contains("num_samples") && !entry["num_samples"].is_null())

@@ -45,6 +45,8 @@ Json parse_json_text(const std::string& path, const std::string& text) {
     if (colon != std::string::npos) what = what.substr(colon + 2);
     UNILLM_THROW(IoError, "[json] ", path, ": invalid JSON at byte ", pos, " (",
                  line_col(text, pos), "): ", what);
+  } catch (const nlohmann::json::exception& e) {  // out_of_range: a number overflows a double
+    UNILLM_THROW(IoError, "[json] ", path, ": invalid JSON: ", e.what());
   }
 }
 
