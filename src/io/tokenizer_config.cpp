@@ -28,6 +28,17 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+int32_t json_id(const nlohmann::json& v, const std::string& source, const std::string& what) {
+  const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= INT32_MAX
+                    : v.is_number_integer()
+                        ? v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX
+                        : false;
+  if (!fits)
+    fail(source, what + " must be an integer id, got " +
+                     (v.is_number() ? v.dump() : std::string(v.type_name())));
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
 nlohmann::json parse_json(const std::string& text, const std::string& source) {
   try {
     return nlohmann::json::parse(text);
@@ -111,19 +122,19 @@ void apply_special_tokens_map(const nlohmann::json& m, const std::string& src, T
   }
 }
 
-void apply_generation_config(const nlohmann::json& g, TokenizerData& d) {
+void apply_generation_config(const nlohmann::json& g, const std::string& src, TokenizerData& d) {
   if (g.contains("eos_token_id")) {
     const auto& e = g.at("eos_token_id");
     std::vector<int32_t> ids;
-    if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+    if (e.is_number_integer()) ids.push_back(json_id(e, src, "eos_token_id"));
     if (e.is_array())
-      for (const auto& x : e) ids.push_back(x.get<int32_t>());
+      for (const auto& x : e) ids.push_back(json_id(x, src, "eos_token_id"));
     for (int32_t id : ids)
       if (id >= 0 && id < static_cast<int32_t>(d.tokens.size())) d.stop_ids.push_back(id);
     if (d.eos < 0 && !d.stop_ids.empty()) d.eos = d.stop_ids.front();
   }
   if (d.bos < 0 && g.contains("bos_token_id") && g.at("bos_token_id").is_number_integer())
-    d.bos = g.at("bos_token_id").get<int32_t>();
+    d.bos = json_id(g.at("bos_token_id"), src, "bos_token_id");
 }
 
 }  // namespace
@@ -139,13 +150,14 @@ void apply_hf_configs(const std::string& dir, TokenizerData& d) {
       nlohmann::json added = parse_json(read_file(src), src);
       for (const auto& [content, id] : added.items())
         if (!d.token_ids.count(content))
-          d.add_token({content, id.get<int32_t>(), false, false, false});
+          d.add_token({content, json_id(id, src, "the id of '" + content + "'"), false, false,
+                       false});
     }
     src = dir + "/special_tokens_map.json";
     if (file_exists(src))
       apply_special_tokens_map(parse_json(read_file(src), src), src, d, have_config);
     src = dir + "/generation_config.json";
-    if (file_exists(src)) apply_generation_config(parse_json(read_file(src), src), d);
+    if (file_exists(src)) apply_generation_config(parse_json(read_file(src), src), src, d);
   } catch (const nlohmann::json::exception& e) {
     fail(src, std::string("unexpected JSON layout: ") + e.what());
   } catch (const std::logic_error& e) {  // std::stoi on a bad added_tokens_decoder key

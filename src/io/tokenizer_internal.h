@@ -164,5 +164,8 @@ nlohmann::json parse_json(const std::string& text, const std::string& source);
 bool file_exists(const std::string& path);
 // "[tokenizer] <source>: <what>" as an IoError.
 [[noreturn]] void fail(const std::string& source, const std::string& what);
+// v as a token id: a JSON integer that fits int32 (a float or a bigger number would make
+// get<int32_t>() undefined or wrap); else IoError "<what> must be an integer id".
+int32_t json_id(const nlohmann::json& v, const std::string& source, const std::string& what);
 
 }  // namespace unillm::io::tok

@@ -233,7 +233,7 @@ void read_added_tokens(const json& j, TokenizerData& d) {
   if (!j.contains("added_tokens") || j.at("added_tokens").is_null()) return;
   for (const auto& a : j.at("added_tokens")) {
     AddedToken t;
-    t.id = require(a, "id", "added_tokens[].", d.source).get<int32_t>();
+    t.id = json_id(require(a, "id", "added_tokens[].", d.source), d.source, "added_tokens[].id");
     t.content = require(a, "content", "added_tokens[].", d.source).get<std::string>();
     t.special = a.value("special", false);
     t.lstrip = a.value("lstrip", false);
@@ -266,11 +266,11 @@ void read_post_processor(const json& p, TokenizerData& d, int depth = 0) {
       for (const auto& id :
            require(require(specials, name.c_str(), "post_processor.special_tokens.", d.source),
                    "ids", "post_processor.special_tokens." + name + ".", d.source))
-        (seen_a ? d.suffix : d.prefix).push_back(id.get<int32_t>());
+        (seen_a ? d.suffix : d.prefix).push_back(json_id(id, d.source, "post_processor ids"));
     }
   } else if (type == "RobertaProcessing" || type == "BertProcessing") {
-    d.prefix = {require(p, "cls", "post_processor.", d.source).at(1).get<int32_t>()};
-    d.suffix = {require(p, "sep", "post_processor.", d.source).at(1).get<int32_t>()};
+    d.prefix = {json_id(require(p, "cls", "post_processor.", d.source).at(1), d.source, "cls")};
+    d.suffix = {json_id(require(p, "sep", "post_processor.", d.source).at(1), d.source, "sep")};
   } else if (type != "ByteLevel") {
     fail(d.source, "post_processor type '" + type + "' is not supported");
   }
