@@ -78,7 +78,8 @@ void check_best_model(TrainArgs& a, const std::string& where) {
     const bool fractions = save < 1 && every < 1;
     const auto s = static_cast<int64_t>(std::llround(fractions ? save * 1e6 : save));
     const auto e = static_cast<int64_t>(std::llround(fractions ? every * 1e6 : every));
-    if (eval == "steps" && ((save < 1) != (every < 1) || s % e != 0))
+    // e is 0 for an eval fraction below 5e-7: refused rather than divided by.
+    if (eval == "steps" && ((save < 1) != (every < 1) || e == 0 || s % e != 0))
       UNILLM_THROW(ConfigError, "[config] ", where,
                    ": load_best_model_at_end needs save_steps to be a round multiple of eval_steps "
                    "(as HF), got ",

@@ -99,11 +99,14 @@ std::string get_choice(const Field& f, const std::vector<std::string>& choices) 
 
 namespace {
 
+// Step counts above 2^53 are not whole numbers in a double (nor do they fit the int64 they become).
+constexpr double kMaxSteps = 9007199254740992.0;
+
 // Interval keys: a whole number of steps >= 1, or a fraction in (0, 1) of the total steps.
 double get_steps(const Field& f) {
   double v = get_number(f, "of steps >= 1 or a fraction in (0, 1)");
-  if (v <= 0 || (v >= 1 && v != std::floor(v)))
-    bad_value(f, "a whole number of steps >= 1 or a fraction in (0, 1)");
+  if (v <= 0 || (v >= 1 && v != std::floor(v)) || v > kMaxSteps)
+    bad_value(f, "a whole number of steps in [1, 2^53] or a fraction in (0, 1)");
   return v;
 }
 
@@ -255,8 +258,8 @@ const std::map<std::string, Setter>& setters() {
       {"warmup_steps",
        [](TrainArgs& a, const Field& f) {
          double v = get_number_in(f, 0, INFINITY, false, false);
-         if (v >= 1 && v != std::floor(v))
-           bad_value(f, "a whole number of steps or a fraction in [0, 1)");
+         if ((v >= 1 && v != std::floor(v)) || v > kMaxSteps)
+           bad_value(f, "a whole number of steps (at most 2^53) or a fraction in [0, 1)");
          a.warmup_steps = v;
        }},
       {"logging_strategy",
