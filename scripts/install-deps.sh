@@ -9,7 +9,7 @@ pkgs=(
   libcairo2-dev fonts-dejavu-core   # plot_loss: training_loss.png
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev     # tests only: an independent SentencePiece reference
-  libclang-rt-14-dev       # libFuzzer/ASan runtime for the fuzz targets built with clang
+  libclang-rt-14-dev libomp-dev   # the clang fuzz tree: libFuzzer/ASan/UBSan runtimes, OpenMP
   python3-torch python3-venv   # tests only: the PyTorch reference implementation
 )
 missing=()
