@@ -157,6 +157,8 @@ ModelConfig parse_model_config(const std::string& text, const std::string& path)
     j = json::parse(text);
   } catch (const json::parse_error& e) {
     UNILLM_THROW(ConfigError, "[config] ", path, ": invalid JSON at byte ", e.byte);
+  } catch (const json::exception& e) {  // out_of_range: a number overflowing a double (1e400)
+    UNILLM_THROW(ConfigError, "[config] ", path, ": invalid JSON (", e.what(), ")");
   }
   if (!j.is_object()) UNILLM_THROW(ConfigError, "[config] ", path, ": expected a JSON object");
   ModelConfig c;

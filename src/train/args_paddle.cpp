@@ -297,6 +297,8 @@ TrainArgs parse_paddle_args(const std::string& json_text, const std::string& sou
     j = nlohmann::json::parse(json_text);
   } catch (const nlohmann::json::parse_error& e) {
     UNILLM_THROW(ConfigError, "[config] ", source, ": invalid JSON (", e.what(), ")");
+  } catch (const nlohmann::json::exception& e) {  // out_of_range: a number overflowing a double
+    UNILLM_THROW(ConfigError, "[config] ", source, ": invalid JSON (", e.what(), ")");
   }
   if (!j.is_object()) UNILLM_THROW(ConfigError, "[config] ", source, ": expected a JSON object of arguments");
   Translation t;
