@@ -21,7 +21,14 @@ int cmd_env(const std::vector<std::string>& args) {
   std::printf("unillm %s (%s build, %s)\n", UNILLM_VERSION, UNILLM_BUILD_TYPE, UNILLM_COMPILER);
   std::printf("build options: cuda=%s\n", "off");
   for (Backend* b : registered_backends())
-    std::printf("device: %s (%d present)\n", b->name().c_str(), b->device_count());
+    for (int i = 0; i < b->device_count(); ++i) {
+      const DeviceProperties d = b->properties(i);
+      std::string dtypes;
+      for (const auto& t : d.dtypes) dtypes += (dtypes.empty() ? "" : ",") + t;
+      std::printf("device: %s (%s; %.1f GiB; dtypes %s)\n",
+                  device_name(Device{b->kind(), i}).c_str(), d.name.c_str(),
+                  static_cast<double>(d.total_memory) / (1u << 30), dtypes.c_str());
+    }
   std::printf("threads: %d (cores in affinity mask: %d; OpenMP runtime shared with BLAS)\n", num_threads(),
               affinity_cores());
   std::printf("blas: %s\n", cpu::blas_info().c_str());

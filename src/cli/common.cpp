@@ -16,7 +16,7 @@
 namespace unillm::cli {
 
 void add_runtime_options(ArgParser& p, RuntimeOptions& o) {
-  p.option("device", "cpu (default), cuda[:N], plugin[:N]", &o.device);
+  p.option("device", "cpu (default), or a plugin device NAME[:N] (see `unillm env`)", &o.device);
   p.option("threads", "threads for kernels and BLAS (default: cores in the affinity mask)", &o.threads);
 }
 

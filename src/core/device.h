@@ -10,19 +10,31 @@
 
 namespace unillm {
 
-enum class DeviceType : uint8_t { cpu, cuda, plugin };
-constexpr int kNumDeviceTypes = 3;
+// A device kind: an id from the process-wide kind table. Kinds are registered at run time (the
+// CPU backend, each loaded plugin), so several plugins coexist; 0 is always the CPU.
+struct DeviceKind {
+  uint16_t id = 0;
+  static const DeviceKind cpu;
+  bool operator==(const DeviceKind& o) const { return id == o.id; }
+  bool operator<(const DeviceKind& o) const { return id < o.id; }
+};
+inline constexpr DeviceKind DeviceKind::cpu{0};
 
 struct Device {
-  DeviceType type = DeviceType::cpu;
+  DeviceKind kind = DeviceKind::cpu;
   int index = 0;
-  bool operator==(const Device& o) const { return type == o.type && index == o.index; }
-  bool is_cpu() const { return type == DeviceType::cpu; }
+  bool operator==(const Device& o) const { return kind == o.kind && index == o.index; }
+  bool is_cpu() const { return kind == DeviceKind::cpu; }
 };
 
-const char* device_type_name(DeviceType t);
-std::string device_name(const Device& d);
-// Parses "cpu", "cuda", "cuda:1", "plugin:0"; throws ConfigError with the spelling otherwise.
+// Adds a kind named name (ConfigError if the name is taken); "cpu" is registered from the start.
+DeviceKind register_device_kind(const std::string& name);
+// The kind of that name, or false.
+bool find_device_kind(const std::string& name, DeviceKind* out);
+const std::string& device_kind_name(DeviceKind kind);
+std::string device_name(const Device& d);  // "cpu", "ref:1"
+// Parses "cpu", "ref", "ref:1" against the registered kinds and their device counts; throws
+// ConfigError naming what is registered otherwise.
 Device parse_device(const std::string& s);
 
 class Allocator {
@@ -36,24 +48,42 @@ class Allocator {
   virtual void reset_peak() = 0;
 };
 
-// What every device supplies. Kernels are registered separately into the KernelRegistry.
+struct DeviceProperties {
+  std::string name;           // e.g. "unillm reference device 0"
+  uint64_t total_memory = 0;  // bytes (0: unknown)
+  std::vector<std::string> dtypes;  // dtype names its kernels take
+};
+
+// What every device supplies. Kernels are registered separately into the KernelRegistry. Work
+// is queued on each device's default stream (returned by stream(), passed to plugin kernels), so
+// its order is the order of the calls; copies to the host wait for the work queued before them.
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual DeviceType type() const = 0;
+  virtual DeviceKind kind() const = 0;
   virtual std::string name() const = 0;
   virtual int device_count() const = 0;
+  virtual DeviceProperties properties(int index) const = 0;
+  // True when the host may read and write this device's memory directly (the CPU only).
+  virtual bool host_accessible() const { return false; }
+  // deallocate is stream-ordered: the block is reused only after the work queued before it.
   virtual Allocator& allocator(int index) = 0;
-  // Copies bytes between host and this device or within it; one side may be the CPU.
-  virtual void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) = 0;
+  virtual void copy_to_device(void* dst, int index, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, int index, size_t bytes) = 0;
+  virtual void copy_on_device(void* dst, const void* src, int index, size_t bytes) = 0;
+  virtual void memset(void* dst, int value, size_t bytes, int index) = 0;
+  virtual void* stream(int index) { return nullptr; }  // the default stream's handle
   virtual void synchronize(int index) = 0;
 };
 
-// The backend list: one slot per device type, filled explicitly at start-up.
+// The backend list, keyed by kind, filled explicitly at start-up.
 void register_backend(std::unique_ptr<Backend> backend);
-Backend* find_backend(DeviceType t);  // nullptr when not registered
-Backend& backend_for(const Device& d);  // throws DeviceError when absent
+Backend* find_backend(DeviceKind kind);  // nullptr when not registered
+Backend& backend_for(const Device& d);   // throws DeviceError when absent or out of range
 std::vector<Backend*> registered_backends();
+// Copies bytes between any two devices (through the host when neither side is the CPU and they
+// differ); ordered after the work queued on both.
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 
 // Raw storage: a pointer, its size and device, and an owner that keeps the memory alive
 // (an allocation, an mmap of a checkpoint, or a parent storage).

@@ -17,23 +17,23 @@ namespace unillm {
 
 struct KernelKey {
   std::string op;
-  DeviceType device;
+  DeviceKind device;
   DType dtype;
   bool operator<(const KernelKey& o) const {
-    return std::tie(op, device, dtype) < std::tie(o.op, o.device, o.dtype);
+    return std::tie(op, device.id, dtype) < std::tie(o.op, o.device.id, o.dtype);
   }
 };
 
 class KernelRegistry {
  public:
   template <typename Fn>
-  void add(const std::string& op, DeviceType device, DType dtype, Fn* fn) {
+  void add(const std::string& op, DeviceKind device, DType dtype, Fn* fn) {
     table_.insert_or_assign(KernelKey{op, device, dtype},
                             Entry{reinterpret_cast<void (*)()>(fn), typeid(Fn)});
   }
   // The kernel or nullptr; throws if registered with another signature (a programming error).
   template <typename Fn>
-  Fn* find(const std::string& op, DeviceType device, DType dtype) const {
+  Fn* find(const std::string& op, DeviceKind device, DType dtype) const {
     auto it = table_.find(KernelKey{op, device, dtype});
     if (it == table_.end()) return nullptr;
     UNILLM_CHECK(it->second.type == std::type_index(typeid(Fn)), "[registry] kernel '", op,

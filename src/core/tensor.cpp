@@ -172,7 +172,7 @@ Tensor Tensor::to(Device dev) const {
   if (dev == device()) return *this;
   Tensor src = contiguous();
   Tensor out = empty(shape_, dtype_, dev);
-  backend_for(dev.is_cpu() ? src.device() : dev).copy(out.raw_data(), dev, src.raw_data(), src.device(), nbytes());
+  copy_bytes(out.raw_data(), dev, src.raw_data(), src.device(), nbytes());
   return out;
 }
 
@@ -206,8 +206,7 @@ void Tensor::copy_from(const Tensor& src) {
   if (!device().is_cpu() || !src.device().is_cpu()) {
     UNILLM_CHECK(dtype_ == src.dtype_ && is_contiguous() && src.is_contiguous(),
                  "[tensor] cross-device copy needs same dtype and contiguous tensors");
-    Device dev = device().is_cpu() ? src.device() : device();
-    backend_for(dev).copy(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+    copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
     return;
   }
   if (is_contiguous() && src.is_contiguous()) {

@@ -160,13 +160,12 @@ void kv_cache_write(const Tensor& kv_in, Tensor& cache, const Tensor& slot_mappi
   const size_t src_es = dtype_size(kv.dtype()), dst_es = dtype_size(cache.dtype());
   auto* src = static_cast<const char*>(kv.raw_data());
   auto* dst = static_cast<char*>(cache.raw_data());
-  Backend& be = backend_for(cache.device());
   for (int64_t i = 0; i < kv.size(0); ++i) {
     if (sp[i] < 0) continue;  // padding slot
     const char* s = src + i * row * static_cast<int64_t>(src_es);
     char* d = dst + sp[i] * row * static_cast<int64_t>(dst_es);
     if (kv.dtype() == cache.dtype())
-      be.copy(d, cache.device(), s, kv.device(), static_cast<size_t>(row) * src_es);
+      copy_bytes(d, cache.device(), s, kv.device(), static_cast<size_t>(row) * src_es);
     else
       convert_elements(s, kv.dtype(), d, cache.dtype(), static_cast<size_t>(row));
   }

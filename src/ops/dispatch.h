@@ -11,7 +11,7 @@ namespace unillm::ops {
 
 template <typename Fn>
 Fn* find_kernel(const char* op, const Tensor& t, DType dtype) {
-  return kernel_registry().find<Fn>(op, t.device().type, dtype);
+  return kernel_registry().find<Fn>(op, t.device().kind, dtype);
 }
 
 // Throws NotImplemented naming the op, device and dtype (used when no kernel and no fallback).

@@ -41,11 +41,10 @@ Tensor gather_rows_forward(const Tensor& x_in, const Tensor& idx_in) {
   Tensor out = Tensor::empty({m, x.size(1)}, x.dtype(), x.device());
   const size_t row_bytes = static_cast<size_t>(x.size(1)) * dtype_size(x.dtype());
   if (row_bytes == 0) return out;
-  Backend& be = backend_for(x.device());
   auto* src = static_cast<const char*>(x.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int64_t i = 0; i < m; ++i)
-    be.copy(dst + i * row_bytes, x.device(), src + ip[i] * row_bytes, x.device(), row_bytes);
+    copy_bytes(dst + i * row_bytes, x.device(), src + ip[i] * row_bytes, x.device(), row_bytes);
   return out;
 }
 

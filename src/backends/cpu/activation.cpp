@@ -49,12 +49,12 @@ void softmax_portable(const ops::SoftmaxArgs& a) {
 void register_activation() {
   auto& reg = kernel_registry();
   const bool v = has_avx2();
-  reg.add<ops::SwigluKernel>("swiglu", DeviceType::cpu, DType::f32,
+  reg.add<ops::SwigluKernel>("swiglu", DeviceKind::cpu, DType::f32,
                              v ? &avx2::swiglu_f32 : &swiglu_portable<float>);
-  reg.add<ops::SwigluKernel>("swiglu", DeviceType::cpu, DType::f64, &swiglu_portable<double>);
-  reg.add<ops::SoftmaxKernel>("softmax", DeviceType::cpu, DType::f32,
+  reg.add<ops::SwigluKernel>("swiglu", DeviceKind::cpu, DType::f64, &swiglu_portable<double>);
+  reg.add<ops::SoftmaxKernel>("softmax", DeviceKind::cpu, DType::f32,
                               v ? &avx2::softmax_f32 : &softmax_portable<float>);
-  reg.add<ops::SoftmaxKernel>("softmax", DeviceType::cpu, DType::f64, &softmax_portable<double>);
+  reg.add<ops::SoftmaxKernel>("softmax", DeviceKind::cpu, DType::f64, &softmax_portable<double>);
 }
 
 }  // namespace unillm::cpu

@@ -56,13 +56,13 @@ void softmax_backward_portable(const ops::SoftmaxBackwardArgs& a) {
 void register_activation_backward() {
   auto& reg = kernel_registry();
   reg.add<ops::SwigluBackwardKernel>(
-      "swiglu_backward", DeviceType::cpu, DType::f32,
+      "swiglu_backward", DeviceKind::cpu, DType::f32,
       has_avx2() ? &avx2::swiglu_backward_f32 : &swiglu_backward_portable<float>);
-  reg.add<ops::SwigluBackwardKernel>("swiglu_backward", DeviceType::cpu, DType::f64,
+  reg.add<ops::SwigluBackwardKernel>("swiglu_backward", DeviceKind::cpu, DType::f64,
                                      &swiglu_backward_portable<double>);
-  reg.add<ops::SoftmaxBackwardKernel>("softmax_backward", DeviceType::cpu, DType::f32,
+  reg.add<ops::SoftmaxBackwardKernel>("softmax_backward", DeviceKind::cpu, DType::f32,
                                       &softmax_backward_portable<float>);
-  reg.add<ops::SoftmaxBackwardKernel>("softmax_backward", DeviceType::cpu, DType::f64,
+  reg.add<ops::SoftmaxBackwardKernel>("softmax_backward", DeviceKind::cpu, DType::f64,
                                       &softmax_backward_portable<double>);
 }
 

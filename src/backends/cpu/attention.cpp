@@ -52,9 +52,9 @@ void attention_portable(const ops::AttentionArgs& a) {
 
 void register_attention() {
   auto& reg = kernel_registry();
-  reg.add<ops::AttentionKernel>("paged_attention", DeviceType::cpu, DType::f32,
+  reg.add<ops::AttentionKernel>("paged_attention", DeviceKind::cpu, DType::f32,
                                 has_avx2() ? &avx2::attention_f32 : &attention_portable<float>);
-  reg.add<ops::AttentionKernel>("paged_attention", DeviceType::cpu, DType::f64,
+  reg.add<ops::AttentionKernel>("paged_attention", DeviceKind::cpu, DType::f64,
                                 &attention_portable<double>);
 }
 

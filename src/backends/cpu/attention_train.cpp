@@ -104,14 +104,14 @@ void register_causal_attention() {
   auto& reg = kernel_registry();
   const bool avx2 = has_avx2();
   reg.add<ops::CausalAttentionKernel>(
-      "causal_attention", DeviceType::cpu, DType::f32,
+      "causal_attention", DeviceKind::cpu, DType::f32,
       avx2 ? &avx2::causal_attention_f32 : &forward_portable<float>);
-  reg.add<ops::CausalAttentionKernel>("causal_attention", DeviceType::cpu, DType::f64,
+  reg.add<ops::CausalAttentionKernel>("causal_attention", DeviceKind::cpu, DType::f64,
                                       &forward_portable<double>);
   reg.add<ops::CausalAttentionBackwardKernel>(
-      "causal_attention_backward", DeviceType::cpu, DType::f32,
+      "causal_attention_backward", DeviceKind::cpu, DType::f32,
       avx2 ? &avx2::causal_attention_backward_f32 : &backward_portable<float>);
-  reg.add<ops::CausalAttentionBackwardKernel>("causal_attention_backward", DeviceType::cpu,
+  reg.add<ops::CausalAttentionBackwardKernel>("causal_attention_backward", DeviceKind::cpu,
                                               DType::f64, &backward_portable<double>);
 }
 

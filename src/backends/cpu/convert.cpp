@@ -58,7 +58,7 @@ void cast_kernel(const ops::CastArgs& a) {
 
 void register_cast() {
   for (DType t : {DType::bf16, DType::f16})
-    kernel_registry().add<ops::CastKernel>("cast", DeviceType::cpu, t, &cast_kernel);
+    kernel_registry().add<ops::CastKernel>("cast", DeviceKind::cpu, t, &cast_kernel);
 }
 
 }  // namespace unillm::cpu

@@ -179,18 +179,18 @@ void register_cross_entropy() {
   const bool v = has_avx2();
   for (DType w : {DType::f32, DType::bf16, DType::f16}) {
     reg.add<ops::LinearCrossEntropyKernel>(
-        "linear_cross_entropy", DeviceType::cpu, w,
+        "linear_cross_entropy", DeviceKind::cpu, w,
         v ? &cross_entropy_forward<float, true> : &cross_entropy_forward<float, false>);
     reg.add<ops::LinearCrossEntropyBackwardKernel>(
-        "linear_cross_entropy_backward", DeviceType::cpu, w,
+        "linear_cross_entropy_backward", DeviceKind::cpu, w,
         v ? &cross_entropy_backward<float, true> : &cross_entropy_backward<float, false>);
     reg.add<ops::LinearCrossEntropyFusedKernel>(
-        "linear_cross_entropy_fused", DeviceType::cpu, w,
+        "linear_cross_entropy_fused", DeviceKind::cpu, w,
         v ? &cross_entropy_fused<float, true> : &cross_entropy_fused<float, false>);
   }
-  reg.add<ops::LinearCrossEntropyKernel>("linear_cross_entropy", DeviceType::cpu, DType::f64,
+  reg.add<ops::LinearCrossEntropyKernel>("linear_cross_entropy", DeviceKind::cpu, DType::f64,
                                          &cross_entropy_forward<double, false>);
-  reg.add<ops::LinearCrossEntropyBackwardKernel>("linear_cross_entropy_backward", DeviceType::cpu,
+  reg.add<ops::LinearCrossEntropyBackwardKernel>("linear_cross_entropy_backward", DeviceKind::cpu,
                                                  DType::f64, &cross_entropy_backward<double, false>);
 }
 

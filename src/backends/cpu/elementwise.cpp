@@ -23,12 +23,12 @@ void binary_portable(const ops::BinaryArgs& a) {
 void register_elementwise() {
   auto& reg = kernel_registry();
   const bool v = has_avx2();
-  reg.add<ops::BinaryKernel>("add", DeviceType::cpu, DType::f32,
+  reg.add<ops::BinaryKernel>("add", DeviceKind::cpu, DType::f32,
                              v ? &avx2::add_f32 : &binary_portable<float, false>);
-  reg.add<ops::BinaryKernel>("mul", DeviceType::cpu, DType::f32,
+  reg.add<ops::BinaryKernel>("mul", DeviceKind::cpu, DType::f32,
                              v ? &avx2::mul_f32 : &binary_portable<float, true>);
-  reg.add<ops::BinaryKernel>("add", DeviceType::cpu, DType::f64, &binary_portable<double, false>);
-  reg.add<ops::BinaryKernel>("mul", DeviceType::cpu, DType::f64, &binary_portable<double, true>);
+  reg.add<ops::BinaryKernel>("add", DeviceKind::cpu, DType::f64, &binary_portable<double, false>);
+  reg.add<ops::BinaryKernel>("mul", DeviceKind::cpu, DType::f64, &binary_portable<double, true>);
 }
 
 }  // namespace unillm::cpu

@@ -31,7 +31,7 @@ void embedding_rows(const ops::EmbeddingArgs& a) {
 
 void register_embedding() {
   for (DType t : {DType::f32, DType::bf16, DType::f16, DType::f64})
-    kernel_registry().add<ops::EmbeddingKernel>("embedding", DeviceType::cpu, t, &embedding_rows);
+    kernel_registry().add<ops::EmbeddingKernel>("embedding", DeviceKind::cpu, t, &embedding_rows);
 }
 
 }  // namespace unillm::cpu

@@ -81,13 +81,13 @@ void linear_half_avx2(const LinearArgs& a) {
 void register_linear() {
   auto& reg = kernel_registry();
   const bool v = has_avx2();
-  reg.add<ops::LinearKernel>("linear", DeviceType::cpu, DType::f32,
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f32,
                              v ? &linear_f32_avx2 : &linear_f32_blas);
-  reg.add<ops::LinearKernel>("linear", DeviceType::cpu, DType::bf16,
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::bf16,
                              v ? &linear_half_avx2 : &linear_half_panels);
-  reg.add<ops::LinearKernel>("linear", DeviceType::cpu, DType::f16,
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f16,
                              v ? &linear_half_avx2 : &linear_half_panels);
-  reg.add<ops::LinearKernel>("linear", DeviceType::cpu, DType::f64, &linear_f64);
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f64, &linear_f64);
 }
 
 }  // namespace unillm::cpu

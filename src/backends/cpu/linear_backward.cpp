@@ -37,8 +37,8 @@ void linear_backward(const ops::LinearBackwardArgs& a) {
 void register_linear_backward() {
   auto& reg = kernel_registry();
   for (DType w : {DType::f32, DType::bf16, DType::f16})
-    reg.add<ops::LinearBackwardKernel>("linear_backward", DeviceType::cpu, w, &linear_backward<float>);
-  reg.add<ops::LinearBackwardKernel>("linear_backward", DeviceType::cpu, DType::f64,
+    reg.add<ops::LinearBackwardKernel>("linear_backward", DeviceKind::cpu, w, &linear_backward<float>);
+  reg.add<ops::LinearBackwardKernel>("linear_backward", DeviceKind::cpu, DType::f64,
                                      &linear_backward<double>);
 }
 

@@ -57,9 +57,9 @@ void lora_gemm_f32(const ops::LoraGemmArgs& g) {
 
 void register_lora() {
   auto& reg = kernel_registry();
-  reg.add<ops::LoraGemmKernel>("lora_gemm", DeviceType::cpu, DType::f32,
+  reg.add<ops::LoraGemmKernel>("lora_gemm", DeviceKind::cpu, DType::f32,
                                has_avx2() ? &lora_gemm_f32 : &lora_gemm<float>);
-  reg.add<ops::LoraGemmKernel>("lora_gemm", DeviceType::cpu, DType::f64, &lora_gemm<double>);
+  reg.add<ops::LoraGemmKernel>("lora_gemm", DeviceKind::cpu, DType::f64, &lora_gemm<double>);
 }
 
 }  // namespace unillm::cpu

@@ -45,9 +45,9 @@ void rope_portable(const RopeArgs& a) {
 
 void register_rope() {
   auto& reg = kernel_registry();
-  reg.add<ops::RopeKernel>("rope", DeviceType::cpu, DType::f32,
+  reg.add<ops::RopeKernel>("rope", DeviceKind::cpu, DType::f32,
                            has_avx2() ? &avx2::rope_f32 : &rope_portable<float>);
-  reg.add<ops::RopeKernel>("rope", DeviceType::cpu, DType::f64, &rope_portable<double>);
+  reg.add<ops::RopeKernel>("rope", DeviceKind::cpu, DType::f64, &rope_portable<double>);
 }
 
 }  // namespace unillm::cpu

@@ -33,9 +33,9 @@ void scatter_add_rows(const ops::ScatterRowsArgs& a) {
 
 void register_scatter_backward() {
   auto& reg = kernel_registry();
-  reg.add<ops::ScatterRowsKernel>("scatter_add_rows", DeviceType::cpu, DType::f32,
+  reg.add<ops::ScatterRowsKernel>("scatter_add_rows", DeviceKind::cpu, DType::f32,
                                   &scatter_add_rows<float>);
-  reg.add<ops::ScatterRowsKernel>("scatter_add_rows", DeviceType::cpu, DType::f64,
+  reg.add<ops::ScatterRowsKernel>("scatter_add_rows", DeviceKind::cpu, DType::f64,
                                   &scatter_add_rows<double>);
 }
 
