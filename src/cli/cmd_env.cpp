@@ -1,5 +1,6 @@
 // `unillm env`: version, build options, devices, threads, BLAS, SIMD level, kernel coverage.
 #include <cstdio>
+#include <cstdlib>
 
 #include "backends/cpu/register.h"
 #include "cli/commands.h"
@@ -29,6 +30,11 @@ int cmd_env(const std::vector<std::string>& args) {
                   device_name(Device{b->kind(), i}).c_str(), d.name.c_str(),
                   static_cast<double>(d.total_memory) / (1u << 30), dtypes.c_str());
     }
+  for (const auto& l : loaded_plugins()) std::printf("plugin: %s\n", l.c_str());
+  for (const auto& f : plugin_failures()) std::printf("plugin failed: %s\n", f.c_str());
+  if (loaded_plugins().empty() && plugin_failures().empty())
+    std::printf("plugins: none (UNILLM_PLUGIN_PATH is %s)\n",
+                std::getenv("UNILLM_PLUGIN_PATH") ? "empty" : "unset");
   std::printf("threads: %d (cores in affinity mask: %d; OpenMP runtime shared with BLAS)\n", num_threads(),
               affinity_cores());
   std::printf("blas: %s\n", cpu::blas_info().c_str());

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backends/cpu/register.h"
+#include "backends/plugin/plugin_loader.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "models/adapter.h"
@@ -20,8 +21,30 @@ void add_runtime_options(ArgParser& p, RuntimeOptions& o) {
   p.option("threads", "threads for kernels and BLAS (default: cores in the affinity mask)", &o.threads);
 }
 
+namespace {
+plugin::LoadReport& plugin_report() {
+  static plugin::LoadReport r;
+  return r;
+}
+
+void load_plugins_once() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  const char* path = std::getenv("UNILLM_PLUGIN_PATH");
+  if (!path || !*path) return;
+  plugin_report() = plugin::load_plugins(path);
+  for (const auto& f : plugin_report().failures)
+    std::fprintf(stderr, "unillm: warning: %s\n", f.c_str());
+}
+}  // namespace
+
+const std::vector<std::string>& loaded_plugins() { return plugin_report().loaded; }
+const std::vector<std::string>& plugin_failures() { return plugin_report().failures; }
+
 Device setup_runtime(const RuntimeOptions& o) {
   cpu::register_cpu_backend();
+  load_plugins_once();
   if (o.threads == 0 || o.threads < -1)
     UNILLM_THROW(ConfigError, "[cli] --threads must be >= 1, got ", o.threads);
   // More threads than cores only makes them wait for each other at every barrier (64 threads on
@@ -32,9 +55,13 @@ Device setup_runtime(const RuntimeOptions& o) {
                  static_cast<long long>(o.threads), static_cast<long long>(cores),
                  static_cast<long long>(cores));
   cpu::set_num_threads(static_cast<int>(o.threads < 0 ? 0 : std::min(o.threads, cores)));
-  Device d = parse_device(o.device);
-  backend_for(d);  // throws a DeviceError naming the device when this build lacks it
-  return d;
+  try {
+    return parse_device(o.device);
+  } catch (const ConfigError& e) {
+    std::string why = e.what();
+    for (const auto& f : plugin_failures()) why += "; " + f;
+    throw ConfigError(why);
+  }
 }
 
 void cpu_register_only() { cpu::register_cpu_backend(); }

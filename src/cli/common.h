@@ -19,8 +19,13 @@ struct RuntimeOptions {
 };
 
 void add_runtime_options(ArgParser& p, RuntimeOptions& o);
-// Registers backends, sets the thread count, resolves the device (throws when unavailable).
+// Registers the CPU backend and the plugins of UNILLM_PLUGIN_PATH (once per process; a plugin
+// that fails to load is a warning), sets the thread count, resolves the device (throws when
+// unavailable, naming the plugins that failed to load).
 Device setup_runtime(const RuntimeOptions& o);
+// The plugins loaded and those that failed (for `unillm env`).
+const std::vector<std::string>& loaded_plugins();
+const std::vector<std::string>& plugin_failures();
 // Registers the CPU backend with default threads (commands that do no heavy compute).
 void cpu_register_only();
 

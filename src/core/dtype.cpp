@@ -44,6 +44,12 @@ DType dtype_from_name(const std::string& name) {
   UNILLM_THROW(DTypeError, "[dtype] unknown dtype '", name, "'");
 }
 
+bool dtype_from_code(int32_t code, DType* out) {
+  if (code < 0 || code > static_cast<int32_t>(DType::i64)) return false;
+  *out = static_cast<DType>(code);
+  return true;
+}
+
 bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::bf16 || t == DType::f16;
 }

@@ -15,6 +15,10 @@ const char* dtype_name(DType t);
 // Throws DTypeError naming the spelling when unknown.
 DType dtype_from_name(const std::string& name);
 bool is_floating(DType t);
+// The fixed code of t in the plugin ABI (unillm_dtype: f32 0, f64 1, bf16 2, f16 3, i32 4,
+// i64 5), and back (false for a code with no DType, e.g. the reserved quantised ones).
+inline int32_t dtype_code(DType t) { return static_cast<int32_t>(t); }
+bool dtype_from_code(int32_t code, DType* out);
 
 inline float bf16_to_f32(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;

@@ -20,7 +20,8 @@ std::vector<KernelKey> KernelRegistry::keys() const {
 std::string KernelRegistry::coverage_table() const {
   std::map<std::string, std::set<std::string>> rows;
   for (auto& [k, v] : table_)
-    rows[k.op].insert(device_kind_name(k.device) + "/" + dtype_name(k.dtype));
+    rows[k.op].insert(device_kind_name(k.device) + "/" + dtype_name(k.dtype) +
+                      (k.variant.empty() ? "" : "/" + k.variant));
   std::ostringstream os;
   for (auto& [op, cells] : rows) {
     os << "  " << op << ":";

@@ -15,26 +15,31 @@
 
 namespace unillm {
 
+// A kernel's key. The variant ("" by default) tells apart kernels of one op for one device and
+// dtype, e.g. ISA levels; lookups without a variant get the default one.
 struct KernelKey {
   std::string op;
   DeviceKind device;
   DType dtype;
+  std::string variant;
   bool operator<(const KernelKey& o) const {
-    return std::tie(op, device.id, dtype) < std::tie(o.op, o.device.id, o.dtype);
+    return std::tie(op, device.id, dtype, variant) < std::tie(o.op, o.device.id, o.dtype, o.variant);
   }
 };
 
 class KernelRegistry {
  public:
   template <typename Fn>
-  void add(const std::string& op, DeviceKind device, DType dtype, Fn* fn) {
-    table_.insert_or_assign(KernelKey{op, device, dtype},
+  void add(const std::string& op, DeviceKind device, DType dtype, Fn* fn,
+           const std::string& variant = "") {
+    table_.insert_or_assign(KernelKey{op, device, dtype, variant},
                             Entry{reinterpret_cast<void (*)()>(fn), typeid(Fn)});
   }
   // The kernel or nullptr; throws if registered with another signature (a programming error).
   template <typename Fn>
-  Fn* find(const std::string& op, DeviceKind device, DType dtype) const {
-    auto it = table_.find(KernelKey{op, device, dtype});
+  Fn* find(const std::string& op, DeviceKind device, DType dtype,
+           const std::string& variant = "") const {
+    auto it = table_.find(KernelKey{op, device, dtype, variant});
     if (it == table_.end()) return nullptr;
     UNILLM_CHECK(it->second.type == std::type_index(typeid(Fn)), "[registry] kernel '", op,
                  "' registered with a different signature");
