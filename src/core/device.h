@@ -73,6 +73,8 @@ class Backend {
   virtual void copy_on_device(void* dst, const void* src, int index, size_t bytes) = 0;
   virtual void memset(void* dst, int value, size_t bytes, int index) = 0;
   virtual void* stream(int index) { return nullptr; }  // the default stream's handle
+  // The message of the device's last failed call on this thread ("" when it has none).
+  virtual std::string last_error() const { return ""; }
   virtual void synchronize(int index) = 0;
 };
 

@@ -17,6 +17,12 @@ std::vector<KernelKey> KernelRegistry::keys() const {
   return out;
 }
 
+void KernelRegistry::report_fallback(const std::string& op, DeviceKind device) {
+  if (!reported_.insert({op, device.id}).second || !report_) return;
+  report_("[" + op + "] no kernel on " + device_kind_name(device) +
+          ": running the CPU kernel on host copies (reported once per op)");
+}
+
 std::string KernelRegistry::coverage_table() const {
   std::map<std::string, std::set<std::string>> rows;
   for (auto& [k, v] : table_)

@@ -3,7 +3,9 @@
 // type with an explicit register call (no static initialisers). Lookups check the type.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <typeindex>
@@ -45,7 +47,27 @@ class KernelRegistry {
                  "' registered with a different signature");
     return reinterpret_cast<Fn*>(it->second.fn);
   }
+  // The kernel when one is registered with exactly this signature, else nullptr (a device kind
+  // may hold plugin kernels and native ones under different signatures).
+  template <typename Fn>
+  Fn* find_exact(const std::string& op, DeviceKind device, DType dtype,
+                 const std::string& variant = "") const {
+    auto it = table_.find(KernelKey{op, device, dtype, variant});
+    if (it == table_.end() || it->second.type != std::type_index(typeid(Fn))) return nullptr;
+    return reinterpret_cast<Fn*>(it->second.fn);
+  }
   std::vector<KernelKey> keys() const;
+
+  // What an op does on a device that lacks its kernel: run the CPU kernel on host copies,
+  // reporting the op once (warn), or refuse (error). The CLI sets it from --device-fallback.
+  enum class Fallback { warn, error };
+  void set_fallback(Fallback policy, std::function<void(const std::string&)> report) {
+    fallback_ = policy;
+    report_ = std::move(report);
+  }
+  Fallback fallback() const { return fallback_; }
+  // Reports op (once per op and device kind) through the reporter set by set_fallback.
+  void report_fallback(const std::string& op, DeviceKind device);
   // A printable op × (device, dtype) table for `unillm env`.
   std::string coverage_table() const;
 
@@ -55,6 +77,9 @@ class KernelRegistry {
     std::type_index type;
   };
   std::map<KernelKey, Entry> table_;
+  Fallback fallback_ = Fallback::warn;
+  std::function<void(const std::string&)> report_;
+  std::set<std::pair<std::string, uint16_t>> reported_;
 };
 
 // The process-wide registry (one of the two tolerated globals, with the logger).

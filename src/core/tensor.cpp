@@ -1,7 +1,10 @@
 // Tensor views and copies. Copies between devices go through the owning backend.
 #include "core/tensor.h"
 
+#include "core/device_copy.h"
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -203,11 +206,31 @@ void for_each_index(const Shape& shape, const std::vector<int64_t>& s1, const st
 void Tensor::copy_from(const Tensor& src) {
   if (src.shape_ != shape_)
     UNILLM_THROW(ShapeError, "[tensor] copy_from: shape ", shape_str(src.shape_), " into ", shape_str(shape_));
-  if (!device().is_cpu() || !src.device().is_cpu()) {
-    UNILLM_CHECK(dtype_ == src.dtype_ && is_contiguous() && src.is_contiguous(),
-                 "[tensor] cross-device copy needs same dtype and contiguous tensors");
-    copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
-    return;
+  if (numel() == 0) return;
+  if (!(device() == src.device())) {
+    // Across devices the bytes move as they are: convert and lay out on one side first.
+    if (dtype_ == src.dtype_ && is_contiguous() && src.is_contiguous())
+      return copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+    Tensor packed = src.contiguous();  // on src's device
+    Tensor here = empty(shape_, src.dtype_, device());
+    copy_bytes(here.raw_data(), device(), packed.raw_data(), packed.device(), here.nbytes());
+    return copy_from(here);
+  }
+  if (!device().is_cpu()) {  // one device: its "copy" kernel (core/device_copy.h)
+    UNILLM_CHECK(ndim() <= UNILLM_MAX_DIMS, "[tensor] copy of more than ", UNILLM_MAX_DIMS, " dims");
+    unillm_copy_args a{};
+    a.size = sizeof a;
+    a.src = src.raw_data();
+    a.dst = raw_data();
+    a.ndim = ndim();
+    for (int d = 0; d < ndim(); ++d) {
+      a.shape[d] = shape_[d];
+      a.src_strides[d] = src.strides_[d];
+      a.dst_strides[d] = strides_[d];
+    }
+    a.src_dtype = dtype_code(src.dtype_);
+    a.dst_dtype = dtype_code(dtype_);
+    return device_copy(a, device());
   }
   if (is_contiguous() && src.is_contiguous()) {
     convert_elements(src.raw_data(), src.dtype_, raw_data(), dtype_, static_cast<size_t>(numel()));
@@ -232,7 +255,19 @@ void Tensor::copy_from(const Tensor& src) {
 }
 
 void Tensor::fill(double value) {
-  UNILLM_CHECK(device().is_cpu(), "[tensor] fill on a non-CPU tensor");
+  if (!device().is_cpu()) {
+    // A device fills contiguous memory: zero by memset, any other value from a host pattern
+    // (scalars and small tensors: loss sums, seeds; large fills are zeros).
+    UNILLM_CHECK(is_contiguous(), "[tensor] fill of a strided device tensor");
+    if (value == 0.0 && !std::signbit(value)) {
+      backend_for(device()).memset(raw_data(), 0, nbytes(), device().index);
+      return;
+    }
+    Tensor host = empty(shape_, dtype_);
+    host.fill(value);
+    copy_bytes(raw_data(), device(), host.raw_data(), Device{}, nbytes());
+    return;
+  }
   Tensor one = empty({1}, DType::f64);
   *one.data<double>() = value;
   size_t es = dtype_size(dtype_);
@@ -269,7 +304,7 @@ double Tensor::item(std::initializer_list<int64_t> index) const {
 }
 
 double Tensor::item_flat(int64_t i) const {
-  Tensor c = contiguous();
+  Tensor c = device().is_cpu() ? contiguous() : to(Device{});
   double v;
   convert_elements(static_cast<const char*>(c.raw_data()) + i * static_cast<int64_t>(dtype_size(dtype_)), dtype_, &v, DType::f64, 1);
   return v;

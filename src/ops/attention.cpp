@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 namespace {
@@ -71,19 +72,18 @@ Tensor attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v
   check_caches(q_in, k_in, v_in);
   check_batch(batch, q_in.size(0), k_in.size(0), k_in.size(1));
   Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
-  Tensor bt = batch.block_table.contiguous(), qs = batch.q_start.contiguous();
-  Tensor kl = batch.kv_len.contiguous();
+  // The metadata was checked on the host; the kernel reads it on q's device.
+  Tensor bt = batch.block_table.contiguous().to(q.device());
+  Tensor qs = batch.q_start.contiguous().to(q.device()), kl = batch.kv_len.contiguous().to(q.device());
   Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
   if (out.numel() == 0) return out;
   AttentionArgs a{q.raw_data(), k.raw_data(), v.raw_data(), bt.data<int32_t>(),
                   qs.data<int32_t>(), kl.data<int32_t>(), out.raw_data(), bt.size(0), bt.size(1),
                   k.size(1), q.size(1), k.size(2), q.size(2), scale, q.dtype()};
-  if (auto* kernel = find_kernel<AttentionKernel>(kOp, q, q.dtype()))
-    kernel(a);
-  else if (q.device().is_cpu())
-    attention_reference(a);
-  else
-    no_kernel(kOp, q, q.dtype());
+  KernelCall<AttentionArgs>(kOp, q.device(), q.dtype(), a)
+      .in(q, &a.q).in(k, &a.k_cache).in(v, &a.v_cache).in(bt, &a.block_table)
+      .in(qs, &a.q_start).in(kl, &a.kv_len).out(out, &a.out)
+      .run(attention_reference);
   return out;
 }
 

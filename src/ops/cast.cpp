@@ -1,7 +1,8 @@
-// cast: dispatch to the device kernel for the (f32, 2-byte dtype) pair, else the reference.
+// cast: the device kernel for the dtype pair, else the reference.
 #include "ops/cast.h"
 
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 
@@ -15,15 +16,11 @@ Tensor cast(const Tensor& x_in, DType to) {
   Tensor x = x_in.contiguous();
   Tensor out = Tensor::empty(x.shape(), to, x.device());
   CastArgs a{x.raw_data(), x.dtype(), out.raw_data(), to, x.numel()};
+  // Keyed by the non-f32 side of a pair with f32 (the CPU has f32 <-> bf16/f16 kernels), else
+  // by the destination dtype; a kernel reads both dtypes from the args.
   const bool f32_pair = x.dtype() == DType::f32 || to == DType::f32;
-  const DType low = x.dtype() == DType::f32 ? to : x.dtype();
-  auto* kernel = f32_pair && (low == DType::bf16 || low == DType::f16) ? find_kernel<CastKernel>("cast", x, low) : nullptr;
-  if (kernel)
-    kernel(a);
-  else if (x.device().is_cpu())
-    cast_reference(a);
-  else
-    no_kernel("cast", x, low);
+  const DType key = f32_pair ? (x.dtype() == DType::f32 ? to : x.dtype()) : to;
+  KernelCall<CastArgs>("cast", x.device(), key, a).in(x, &a.src).out(out, &a.dst).run(cast_reference);
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 namespace {
@@ -100,12 +101,10 @@ CausalAttentionSaved causal_attention_forward(const Tensor& q_in, const Tensor& 
                         s.out.raw_data(), s.lse.raw_data(), q.size(0),      q.size(1),
                         q.size(2),        s.k.size(2),      q.size(3),      scale,
                         q.dtype()};
-  if (auto* kernel = find_kernel<CausalAttentionKernel>(kOp, q, q.dtype()))
-    kernel(a);
-  else if (q.device().is_cpu())
-    causal_attention_reference(a);
-  else
-    no_kernel(kOp, q, q.dtype());
+  KernelCall<CausalAttentionArgs>(kOp, q.device(), q.dtype(), a)
+      .in(q, &a.q).in(s.k, &a.k).in(s.v, &a.v).in(s.segment_ids, &a.segment_ids)
+      .out(s.out, &a.out).out(s.lse, &a.lse)
+      .run(causal_attention_reference);
   return s;
 }
 
@@ -145,12 +144,11 @@ CausalAttentionGrads causal_attention_backward(const CausalAttentionSaved& s,
                                 q.size(3),
                                 s.scale,
                                 q.dtype()};
-  if (auto* kernel = find_kernel<CausalAttentionBackwardKernel>(kBackwardOp, q, q.dtype()))
-    kernel(a);
-  else if (q.device().is_cpu())
-    causal_attention_backward_reference(a);
-  else
-    no_kernel(kBackwardOp, q, q.dtype());
+  KernelCall<CausalAttentionBackwardArgs>(kBackwardOp, q.device(), q.dtype(), a)
+      .in(q, &a.q).in(s.k, &a.k).in(s.v, &a.v).in(s.out, &a.out).in(s.lse, &a.lse)
+      .in(go, &a.grad_out).in(s.segment_ids, &a.segment_ids)
+      .out(g.dq, &a.grad_q).out(g.dk, &a.grad_k).out(g.dv, &a.grad_v)
+      .run(causal_attention_backward_reference);
   return g;
 }
 

@@ -10,6 +10,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 namespace {
@@ -83,19 +84,16 @@ std::vector<Tensor> CrossEntropyNode::backward(const std::vector<Tensor>& g) {
   Tensor dw = needs_input_grad(1)
                   ? Tensor::empty(w.shape(), master_grad_dtype(w.dtype()), w.device())
                   : Tensor();
-  LinearCrossEntropyBackwardArgs a{x.raw_data(), w.raw_data(), labels.data<int32_t>(),
+  const Tensor lab = labels.to(w.device());  // checked on the host in the forward
+  LinearCrossEntropyBackwardArgs a{x.raw_data(), w.raw_data(), nullptr,
                                    lse.raw_data(), g[0].item_flat(0),
                                    dx.defined() ? dx.raw_data() : nullptr,
                                    dw.defined() ? dw.raw_data() : nullptr,
                                    x.size(0), x.size(1), w.size(0), chunk_rows_,
                                    x.dtype(), w.dtype()};
-  const char* op = "linear_cross_entropy_backward";
-  if (auto* kernel = find_kernel<LinearCrossEntropyBackwardKernel>(op, w, w.dtype()))
-    kernel(a);
-  else if (w.device().is_cpu())
-    linear_cross_entropy_backward_reference(a);
-  else
-    no_kernel(op, w, w.dtype());
+  KernelCall<LinearCrossEntropyBackwardArgs>("linear_cross_entropy_backward", w.device(), w.dtype(), a)
+      .in(x, &a.x).in(w, &a.w).in(lab, &a.labels).in(lse, &a.lse).out(dx, &a.dx).out(dw, &a.dw)
+      .run(linear_cross_entropy_backward_reference);
   return {dx, dw, Tensor()};
 }
 
@@ -128,7 +126,10 @@ class EagerCrossEntropyNode : public autograd::Node {
 CrossEntropyResult linear_cross_entropy_eager_grad(const Tensor& x_in, const Tensor& w_in,
                                                    const Tensor& labels_in, double grad_scale,
                                                    int64_t chunk_rows) {
-  auto* kernel = find_kernel<LinearCrossEntropyFusedKernel>("linear_cross_entropy_fused", w_in, w_in.dtype());
+  // The fused kernel (gradients computed with the forward) is a CPU kernel; elsewhere the
+  // forward and backward kernels run as two ops.
+  auto* kernel = kernel_registry().find_exact<LinearCrossEntropyFusedKernel>(
+      "linear_cross_entropy_fused", w_in.device().kind, w_in.dtype());
   const bool gx = autograd::needs_grad({x_in}), gw = autograd::needs_grad({w_in});
   if (!kernel || grad_scale == 0.0 || (!gx && !gw) || x_in.size(1) == 0)
     return linear_cross_entropy(x_in, w_in, labels_in, chunk_rows);
@@ -167,17 +168,21 @@ CrossEntropyResult linear_cross_entropy(const Tensor& x_in, const Tensor& w_in,
   CrossEntropyResult r;
   r.count = check_labels(labels, v);
   if (chunk_rows <= 0) chunk_rows = cross_entropy_auto_chunk(v, x.dtype());
-  Tensor lse = Tensor::zeros({n}, x.dtype(), x.device());
+  Tensor lse = Tensor::zeros({n}, x.dtype());
   std::vector<double> loss(static_cast<size_t>(n), 0.0);
   if (r.count > 0 && c > 0) {
-    LinearCrossEntropyArgs a{x.raw_data(), w.raw_data(), labels.data<int32_t>(), lse.raw_data(),
-                             loss.data(), n, c, v, chunk_rows, x.dtype(), w.dtype()};
-    if (auto* kernel = find_kernel<LinearCrossEntropyKernel>(kOp, w, w.dtype()))
-      kernel(a);
-    else if (w.device().is_cpu())
-      linear_cross_entropy_reference(a);
-    else
-      no_kernel(kOp, w, w.dtype());
+    // Per-row losses come back to the host (n doubles: the loss is logged) and are summed there.
+    const Tensor lab = labels.to(w.device());
+    Tensor row_loss = Tensor::from_blob(loss.data(), {n}, DType::f64, nullptr);
+    Tensor lse_dev = Tensor::empty({n}, x.dtype(), x.device());
+    Tensor loss_dev = w.device().is_cpu() ? row_loss : Tensor::empty({n}, DType::f64, w.device());
+    LinearCrossEntropyArgs a{x.raw_data(), w.raw_data(), nullptr, nullptr,
+                             nullptr, n, c, v, chunk_rows, x.dtype(), w.dtype()};
+    KernelCall<LinearCrossEntropyArgs>(kOp, w.device(), w.dtype(), a)
+        .in(x, &a.x).in(w, &a.w).in(lab, &a.labels).out(lse_dev, &a.lse).out(loss_dev, &a.loss)
+        .run(linear_cross_entropy_reference);
+    lse = lse_dev;
+    if (!w.device().is_cpu()) row_loss.copy_from(loss_dev);
   } else if (r.count > 0) {  // C = 0: every logit is 0, so each labelled row costs log(V)
     const int32_t* lp = labels.data<int32_t>();
     for (int64_t i = 0; i < n; ++i)

@@ -1,11 +1,25 @@
 // Shared op checks.
 #include "ops/dispatch.h"
 
+#include "ops/kernel_call.h"
+
 namespace unillm::ops {
 
-void no_kernel(const char* op, const Tensor& t, DType dtype) {
-  UNILLM_THROW(NotImplemented, "[", op, "] no kernel for device ", device_name(t.device()),
-               " and dtype ", dtype_name(dtype), " (see `unillm env` for the coverage table)");
+void no_kernel_for(const char* op, Device device, DType dtype) {
+  UNILLM_THROW(NotImplemented, "[", op, "] no kernel for device ", device_name(device),
+               " and dtype ", dtype_name(dtype), " (see `unillm env --kernels`)");
+}
+
+void check_plugin_status(int32_t status, const char* op, Device device) {
+  if (status == 0) return;
+  const std::string why = backend_for(device).last_error();
+  UNILLM_THROW(DeviceError, "[", op, "] the ", device_name(device), " kernel failed (status ",
+               status, "): ", why.empty() ? "no message" : why);
+}
+
+void fallback_refused(const char* op, Device device, DType dtype) {
+  UNILLM_THROW(NotImplemented, "[", op, "] no kernel on ", device_name(device), " for dtype ",
+               dtype_name(dtype), ", and --device-fallback is error (warn runs it on the CPU)");
 }
 
 void check_dtype(const char* op, const char* arg, const Tensor& t, DType expected) {

@@ -1,5 +1,4 @@
-// Kernel lookup used by every op: the registered kernel for (op, device, dtype), or nullptr so
-// the op can fall back to its reference implementation (CPU only) or fail clearly.
+// Checks shared by every op (which kernel runs is decided by ops/kernel_call.h).
 #pragma once
 
 #include <string>
@@ -8,14 +7,6 @@
 #include "core/tensor.h"
 
 namespace unillm::ops {
-
-template <typename Fn>
-Fn* find_kernel(const char* op, const Tensor& t, DType dtype) {
-  return kernel_registry().find<Fn>(op, t.device().kind, dtype);
-}
-
-// Throws NotImplemented naming the op, device and dtype (used when no kernel and no fallback).
-[[noreturn]] void no_kernel(const char* op, const Tensor& t, DType dtype);
 
 // Shape/dtype checks shared by ops; messages start with "[op] ".
 void check_dtype(const char* op, const char* arg, const Tensor& t, DType expected);

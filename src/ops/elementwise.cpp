@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 namespace {
@@ -23,12 +24,8 @@ Tensor binary_forward(const char* op, const Tensor& a_in, const Tensor& b_in, Re
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
   if (out.numel() == 0) return out;
   BinaryArgs args{a.raw_data(), b.raw_data(), out.raw_data(), a.numel(), a.dtype()};
-  if (auto* kernel = find_kernel<BinaryKernel>(op, a, a.dtype()))
-    kernel(args);
-  else if (a.device().is_cpu())
-    ref(args);
-  else
-    no_kernel(op, a, a.dtype());
+  KernelCall<BinaryArgs>(op, a.device(), a.dtype(), args)
+      .in(a, &args.a).in(b, &args.b).out(out, &args.out).run(ref);
   return out;
 }
 

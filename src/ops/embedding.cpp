@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 #include "ops/gather.h"
 
 namespace unillm::ops {
@@ -60,14 +61,11 @@ Tensor embedding_forward(const Tensor& ids_in, const Tensor& table_in) {
   out_shape.push_back(dim);
   Tensor out = Tensor::empty(out_shape, out_dtype, table.device());
   if (out.numel() == 0) return out;
-  EmbeddingArgs a{ids.data<int32_t>(), table.raw_data(), out.raw_data(), ids.numel(), vocab, dim,
+  const Tensor dev_ids = ids.to(table.device());  // checked on the host above
+  EmbeddingArgs a{nullptr, table.raw_data(), out.raw_data(), ids.numel(), vocab, dim,
                   table.dtype(), out_dtype};
-  if (auto* kernel = find_kernel<EmbeddingKernel>(kOp, table, table.dtype()))
-    kernel(a);
-  else if (table.device().is_cpu())
-    embedding_reference(a);
-  else
-    no_kernel(kOp, table, table.dtype());
+  KernelCall<EmbeddingArgs>(kOp, table.device(), table.dtype(), a)
+      .in(dev_ids, &a.ids).in(table, &a.table).out(out, &a.out).run(embedding_reference);
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 namespace {
@@ -67,14 +68,11 @@ Tensor scatter_add_rows(const Tensor& src_in, const Tensor& idx_in, int64_t rows
                idx.numel() == src.size(0));
   Tensor dst = Tensor::empty({rows, src.size(1)}, src.dtype(), src.device());
   if (dst.numel() == 0) return dst;
-  ScatterRowsArgs a{idx.data<int32_t>(), src.raw_data(), dst.raw_data(), idx.numel(), rows,
+  const Tensor dev_idx = idx.to(src.device());
+  ScatterRowsArgs a{nullptr, src.raw_data(), dst.raw_data(), idx.numel(), rows,
                     src.size(1), src.dtype()};
-  if (auto* kernel = find_kernel<ScatterRowsKernel>("scatter_add_rows", src, src.dtype()))
-    kernel(a);
-  else if (src.device().is_cpu())
-    scatter_add_rows_reference(a);
-  else
-    no_kernel("scatter_add_rows", src, src.dtype());
+  KernelCall<ScatterRowsArgs>("scatter_add_rows", src.device(), src.dtype(), a)
+      .in(dev_idx, &a.idx).in(src, &a.src).out(dst, &a.dst).run(scatter_add_rows_reference);
   return dst;
 }
 

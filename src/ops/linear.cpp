@@ -6,6 +6,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 namespace {
@@ -60,22 +61,9 @@ Tensor linear_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias
   }
   LinearArgs a{x.raw_data(), w.raw_data(), bias.defined() ? bias.raw_data() : nullptr,
                y.raw_data(), m, k, n, x.dtype(), w.dtype()};
-  if (auto* kernel = find_kernel<LinearKernel>(kOp, w, w.dtype()))
-    kernel(a);
-  else if (w.device().is_cpu())
-    linear_reference(a);
-  else
-    no_kernel(kOp, w, w.dtype());
+  KernelCall<LinearArgs>(kOp, w.device(), w.dtype(), a)
+      .in(x, &a.x).in(w, &a.w).in(bias, &a.bias).out(y, &a.y).run(linear_reference);
   return y;
-}
-
-void run_linear_backward(const LinearBackwardArgs& a, const Tensor& on_device) {
-  if (auto* kernel = find_kernel<LinearBackwardKernel>("linear_backward", on_device, a.w_dtype))
-    kernel(a);
-  else if (on_device.device().is_cpu())
-    linear_backward_reference(a);
-  else
-    no_kernel("linear_backward", on_device, a.w_dtype);
 }
 
 class LinearNode : public autograd::Node {
@@ -115,7 +103,9 @@ std::vector<Tensor> LinearNode::backward(const std::vector<Tensor>& g) {
                          w.defined() ? w.raw_data() : nullptr, dx.defined() ? dx.raw_data() : nullptr,
                          dw.defined() ? dw.raw_data() : nullptr, db.defined() ? db.raw_data() : nullptr,
                          m, k, n_, x_dtype_, w_dtype_};
-    run_linear_backward(a, dy);
+    KernelCall<LinearBackwardArgs>("linear_backward", dy.device(), w_dtype_, a)
+        .in(dy, &a.dy).in(x, &a.x).in(w, &a.w).out(dx, &a.dx).out(dw, &a.dw).out(db, &a.db)
+        .run(linear_backward_reference);
   }
   std::vector<Tensor> out{dx, dw};
   if (has_bias_) out.push_back(db);

@@ -11,6 +11,7 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 #include "ops/linear.h"
 
 namespace unillm::ops {
@@ -42,14 +43,12 @@ void check_adapter(const Tensor& x, const Tensor& w, const LoraAdapterInput& ad,
     UNILLM_THROW(ConfigError, "[lora_linear] dropout ", ad.dropout, " outside [0, 1)");
 }
 
-void gemm(const LoraGemmArgs& a, const Tensor& on_device) {
-  if (a.m == 0 || a.n == 0) return;
-  if (auto* kernel = find_kernel<LoraGemmKernel>("lora_gemm", on_device, a.dtype))
-    kernel(a);
-  else if (on_device.device().is_cpu())
-    lora_gemm_reference(a);
-  else
-    no_kernel("lora_gemm", on_device, a.dtype);
+// C = alpha·op(A)·op(B) + beta·C on sub-blocks of ta, tb, tc (the args point into them; C is
+// bound in-out: the product writes a block of it).
+void gemm(LoraGemmArgs g, const Tensor& ta, const Tensor& tb, const Tensor& tc) {
+  if (g.m == 0 || g.n == 0) return;
+  KernelCall<LoraGemmArgs>("lora_gemm", tc.device(), g.dtype, g)
+      .in(ta, &g.a).in(tb, &g.b).inout(tc, &g.c).run(lora_gemm_reference);
 }
 
 // Element pointer arithmetic on raw buffers of dtype (f32/f64).
@@ -102,7 +101,7 @@ void adapter_forward(const Tensor& x, const LoraAdapterInput& in, Tensor& y, Ada
   Tensor xa = Tensor::empty({m, rr}, dt, x.device());  // [M, R]
   if (in.dropout == 0.0) {
     gemm({x.raw_data(), a.raw_data(), xa.raw_data(), m, rr, k, k, k, rr, false, true, 1.0, 0.0, dt},
-         x);
+         x, a, xa);
   } else {
     Tensor xd = Tensor::empty({m, k}, dt, x.device());
     for (size_t p = 0; p < in.parts.size(); ++p) {
@@ -111,14 +110,14 @@ void adapter_forward(const Tensor& x, const LoraAdapterInput& in, Tensor& y, Ada
       apply_mask(x, st.keep.back(), in.dropout, xd, false);
       gemm({xd.raw_data(), at(a, p * r * k), at_mut(xa, p * r), m, r, k, k, k, rr, false, true, 1.0,
             0.0, dt},
-           x);
+           xd, a, xa);
     }
   }
   for (size_t p = 0; use == OutputUse::kValue && p < in.parts.size(); ++p) {
     const LoraPart& pt = in.parts[p];
     gemm({at(xa, p * r), at(b, pt.b_row * r), at_mut(y, pt.col_begin), m, pt.cols, r, rr, r, n,
           false, true, in.scaling, 1.0, dt},
-         x);
+         xa, b, y);
   }
   st.a = autograd::SavedTensor(a);
   st.b = autograd::SavedTensor(b);
@@ -179,12 +178,9 @@ void LoraLinearNode::base_backward(const Tensor& dy, Tensor& dx, Tensor& dw, Ten
                        n_,
                        x.dtype(),
                        w_dtype_};
-  if (auto* kernel = find_kernel<LinearBackwardKernel>("linear_backward", dy, w_dtype_))
-    kernel(a);
-  else if (dy.device().is_cpu())
-    linear_backward_reference(a);
-  else
-    no_kernel("linear_backward", dy, w_dtype_);
+  KernelCall<LinearBackwardArgs>("linear_backward", dy.device(), w_dtype_, a)
+      .in(dy, &a.dy).in(x, &a.x).in(w_.get(), &a.w).out(dx, &a.dx).out(dw, &a.dw).out(db, &a.db)
+      .run(linear_backward_reference);
 }
 
 void LoraLinearNode::adapter_backward(const Tensor& dy, size_t i, Tensor& dx, Tensor& da,
@@ -201,7 +197,7 @@ void LoraLinearNode::adapter_backward(const Tensor& dy, size_t i, Tensor& dx, Te
       const LoraPart& pt = s.parts[p];
       gemm({at(dy, pt.col_begin), at(xa, p * r), at_mut(dbb, pt.b_row * r), pt.cols, r, m, n, rr, r,
             true, false, s.scaling, 1.0, dt},
-           dy);
+           dy, xa, dbb);
     }
   }
   if (!needs_input_grad(ia) && !dx.defined()) return;
@@ -210,19 +206,19 @@ void LoraLinearNode::adapter_backward(const Tensor& dy, size_t i, Tensor& dx, Te
     const LoraPart& pt = s.parts[p];
     gemm({at(dy, pt.col_begin), at(b, pt.b_row * r), at_mut(dxa, p * r), m, r, pt.cols, n, r, rr,
           false, false, s.scaling, 0.0, dt},
-         dy);
+         dy, b, dxa);
   }
   if (s.dropout == 0.0) {
     if (needs_input_grad(ia)) {  // dA = dxaᵀ · x   [R, K]
       da = Tensor::empty(a.shape(), dt, dy.device());
       gemm({dxa.raw_data(), x.raw_data(), da.raw_data(), rr, k, m, rr, k, k, true, false, 1.0, 0.0,
             dt},
-           dy);
+           dxa, x, da);
     }
     if (dx.defined())  // dx += dxa · A
       gemm({dxa.raw_data(), a.raw_data(), dx.raw_data(), m, k, rr, rr, k, k, false, false, 1.0, 1.0,
             dt},
-           dy);
+           dxa, a, dx);
     return;
   }
   if (needs_input_grad(ia)) da = Tensor::empty(a.shape(), dt, dy.device());
@@ -232,12 +228,12 @@ void LoraLinearNode::adapter_backward(const Tensor& dy, size_t i, Tensor& dx, Te
       apply_mask(x, s.keep[p], s.dropout, tmp, false);
       gemm({at(dxa, p * r), tmp.raw_data(), at_mut(da, p * r * k), r, k, m, rr, k, k, true, false,
             1.0, 0.0, dt},
-           dy);
+           dxa, tmp, da);
     }
     if (dx.defined()) {  // dx += (dxa_p · A_p) ⊙ keep_p / (1 − p)
       gemm({at(dxa, p * r), at(a, p * r * k), tmp.raw_data(), m, k, r, rr, k, k, false, false, 1.0,
             0.0, dt},
-           dy);
+           dxa, a, tmp);
       apply_mask(tmp, s.keep[p], s.dropout, dx, true);
     }
   }

@@ -8,6 +8,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 namespace {
@@ -40,12 +41,8 @@ Tensor rms_norm_forward(const Tensor& x_in, const Tensor& w_in, float eps) {
   if (y.numel() == 0) return y;
   RmsNormArgs a{x.raw_data(), w.raw_data(), y.raw_data(), x.numel() / dim, dim,
                 eps, x.dtype(), w.dtype()};
-  if (auto* kernel = find_kernel<RmsNormKernel>(kOp, w, w.dtype()))
-    kernel(a);
-  else if (x.device().is_cpu())
-    rms_norm_reference(a);
-  else
-    no_kernel(kOp, w, w.dtype());
+  KernelCall<RmsNormArgs>(kOp, w.device(), w.dtype(), a)
+      .in(x, &a.x).in(w, &a.w).out(y, &a.y).run(rms_norm_reference);
   return y;
 }
 
@@ -69,12 +66,9 @@ class RmsNormNode : public autograd::Node {
                           dx.defined() ? dx.raw_data() : nullptr,
                           dw.defined() ? dw.raw_data() : nullptr,
                           x.numel() / dim, dim, eps_, x.dtype(), w.dtype()};
-    if (auto* kernel = find_kernel<RmsNormBackwardKernel>("rms_norm_backward", w, w.dtype()))
-      kernel(a);
-    else if (w.device().is_cpu())
-      rms_norm_backward_reference(a);
-    else
-      no_kernel("rms_norm_backward", w, w.dtype());
+    KernelCall<RmsNormBackwardArgs>("rms_norm_backward", w.device(), w.dtype(), a)
+        .in(dy, &a.dy).in(x, &a.x).in(w, &a.w).out(dx, &a.dx).out(dw, &a.dw)
+        .run(rms_norm_backward_reference);
     return {dx, dw};
   }
   void release_saved() override {

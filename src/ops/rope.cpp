@@ -9,6 +9,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 namespace {
@@ -69,15 +70,16 @@ Tensor rope_forward(const Tensor& x_in, const Tensor& pos_in, const std::vector<
   Tensor x = x_in.contiguous(), positions = pos_in.contiguous();
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
-  RopeArgs a{x.raw_data(), out.raw_data(), positions.data<int32_t>(), inv_freq.data(),
-             x.size(0), x.size(1), x.size(2), 2 * static_cast<int64_t>(inv_freq.size()),
-             x.dtype()};
-  if (auto* kernel = find_kernel<RopeKernel>(kOp, x, x.dtype()))
-    kernel(a);
-  else if (x.device().is_cpu())
-    rope_reference(a);
-  else
-    no_kernel(kOp, x, x.dtype());
+  // Positions (checked on the host) and the frequencies go to x's device for the kernel.
+  const Tensor pos = positions.to(x.device());
+  const auto half = static_cast<int64_t>(inv_freq.size());
+  const Tensor freq = x.device().is_cpu()
+                          ? Tensor::from_blob(const_cast<float*>(inv_freq.data()), {half}, DType::f32, nullptr)
+                          : Tensor::from_vector(inv_freq, {half}).to(x.device());
+  RopeArgs a{x.raw_data(), out.raw_data(), nullptr, nullptr,
+             x.size(0), x.size(1), x.size(2), 2 * half, x.dtype()};
+  KernelCall<RopeArgs>(kOp, x.device(), x.dtype(), a)
+      .in(x, &a.x).out(out, &a.out).in(pos, &a.positions).in(freq, &a.inv_freq).run(rope_reference);
   return out;
 }
 

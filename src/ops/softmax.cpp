@@ -7,6 +7,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 namespace {
@@ -22,12 +23,7 @@ Tensor softmax_forward(const Tensor& x_in) {
   if (y.numel() == 0) return y;
   const int64_t cols = x.size(-1);
   SoftmaxArgs a{x.raw_data(), y.raw_data(), x.numel() / cols, cols, x.dtype()};
-  if (auto* kernel = find_kernel<SoftmaxKernel>(kOp, x, x.dtype()))
-    kernel(a);
-  else if (x.device().is_cpu())
-    softmax_reference(a);
-  else
-    no_kernel(kOp, x, x.dtype());
+  KernelCall<SoftmaxArgs>(kOp, x.device(), x.dtype(), a).in(x, &a.x).out(y, &a.y).run(softmax_reference);
   return y;
 }
 
@@ -43,12 +39,8 @@ class SoftmaxNode : public autograd::Node {
     const int64_t cols = y.size(-1);
     SoftmaxBackwardArgs a{y.raw_data(), dy.raw_data(), dx.raw_data(), y.numel() / cols, cols,
                           y.dtype()};
-    if (auto* kernel = find_kernel<SoftmaxBackwardKernel>("softmax_backward", y, y.dtype()))
-      kernel(a);
-    else if (y.device().is_cpu())
-      softmax_backward_reference(a);
-    else
-      no_kernel("softmax_backward", y, y.dtype());
+    KernelCall<SoftmaxBackwardArgs>("softmax_backward", y.device(), y.dtype(), a)
+        .in(y, &a.y).in(dy, &a.dy).out(dx, &a.dx).run(softmax_backward_reference);
     return {dx};
   }
   void release_saved() override { y_.release(); }

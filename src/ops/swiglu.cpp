@@ -6,6 +6,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernel_call.h"
 
 namespace unillm::ops {
 namespace {
@@ -25,12 +26,8 @@ Tensor swiglu_forward(const Tensor& gu_in) {
   Tensor out = Tensor::empty(out_shape, gu.dtype(), gu.device());
   if (out.numel() == 0) return out;
   SwigluArgs a{gu.raw_data(), out.raw_data(), out.numel() / ffn, ffn, gu.dtype()};
-  if (auto* kernel = find_kernel<SwigluKernel>(kOp, gu, gu.dtype()))
-    kernel(a);
-  else if (gu.device().is_cpu())
-    swiglu_reference(a);
-  else
-    no_kernel(kOp, gu, gu.dtype());
+  KernelCall<SwigluArgs>(kOp, gu.device(), gu.dtype(), a)
+      .in(gu, &a.gate_up).out(out, &a.out).run(swiglu_reference);
   return out;
 }
 
@@ -46,12 +43,8 @@ class SwigluNode : public autograd::Node {
     const int64_t ffn = gu.size(-1) / 2;
     SwigluBackwardArgs a{gu.raw_data(), dout.raw_data(), dgu.raw_data(), gu.numel() / (2 * ffn),
                          ffn, gu.dtype()};
-    if (auto* kernel = find_kernel<SwigluBackwardKernel>("swiglu_backward", gu, gu.dtype()))
-      kernel(a);
-    else if (gu.device().is_cpu())
-      swiglu_backward_reference(a);
-    else
-      no_kernel("swiglu_backward", gu, gu.dtype());
+    KernelCall<SwigluBackwardArgs>("swiglu_backward", gu.device(), gu.dtype(), a)
+        .in(gu, &a.gate_up).in(dout, &a.dout).out(dgu, &a.dgate_up).run(swiglu_backward_reference);
     return {dgu};
   }
   void release_saved() override { gate_up_.release(); }

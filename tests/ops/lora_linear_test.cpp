@@ -237,7 +237,7 @@ TEST_F(LoraLinearTest, GemmKernelMatchesReference) {
           Tensor c1 = optest::randn({m, ldc}, dt, 3), c2 = c1.clone();
           ops::LoraGemmArgs g{a.raw_data(), b.raw_data(), c1.raw_data(), m,   n, k, lda, ldb, ldc,
                               ta,           tb,           0.7,           0.5, dt};
-          auto* kernel = ops::find_kernel<ops::LoraGemmKernel>("lora_gemm", a, dt);
+          auto* kernel = kernel_registry().find<ops::LoraGemmKernel>("lora_gemm", a.device().kind, dt);
           ASSERT_NE(kernel, nullptr);
           kernel(g);
           g.c = c2.raw_data();

@@ -85,6 +85,11 @@ void PluginBackend::memset(void* dst, int value, size_t bytes, int index) {
   check(dev_->memset_async(index, dst, value, bytes, devices_.at(index).stream), "memset");
 }
 
+std::string PluginBackend::last_error() const {
+  const char* m = dev_->last_error ? dev_->last_error() : nullptr;
+  return m ? m : "";
+}
+
 void PluginBackend::synchronize(int index) {
   check(dev_->stream_synchronize(index, devices_.at(index).stream), "stream_synchronize");
 }

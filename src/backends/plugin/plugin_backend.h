@@ -47,6 +47,7 @@ class PluginBackend : public Backend {
   void memset(void* dst, int value, size_t bytes, int index) override;
   void* stream(int index) override { return devices_.at(index).stream; }
   void synchronize(int index) override;
+  std::string last_error() const override;
 
  private:
   struct PerDevice {
