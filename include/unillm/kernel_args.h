@@ -30,6 +30,16 @@ typedef struct {
   unillm_dtype src_dtype, dst_dtype;
 } unillm_copy_args;
 
+/* op "accumulate" (key: dtype, f32 or f64): dst[i] += src[i] for n contiguous elements, in
+ * index order per element (the gradient sums of the backward engine). */
+typedef struct {
+  size_t size;
+  const void* src;
+  void* dst;
+  int64_t n;
+  unillm_dtype dtype;
+} unillm_accumulate_args;
+
 #ifdef __cplusplus
 }
 #endif

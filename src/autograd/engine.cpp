@@ -7,6 +7,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "core/device_ops.h"
 #include "core/parallel.h"
 
 namespace unillm::autograd {
@@ -14,9 +15,17 @@ namespace unillm::autograd {
 void accumulate(Tensor& dst, const Tensor& src) {
   UNILLM_CHECK(dst.shape() == src.shape(), "[autograd] gradient shape ", shape_str(src.shape()),
                " for ", shape_str(dst.shape()));
-  UNILLM_CHECK(dst.device().is_cpu() && dst.is_contiguous(), "[autograd] accumulate needs a CPU contiguous dst");
+  UNILLM_CHECK(dst.is_contiguous(), "[autograd] accumulate needs a contiguous dst");
   Tensor s = src.dtype() == dst.dtype() ? src.contiguous() : src.to(dst.dtype()).contiguous();
+  if (!(s.device() == dst.device())) s = s.to(dst.device());
   int64_t n = dst.numel();
+  if (!dst.device().is_cpu()) {  // the device's "accumulate" kernel (core/device_ops.h)
+    UNILLM_CHECK(dst.dtype() == DType::f32 || dst.dtype() == DType::f64,
+                 "[autograd] accumulate: unsupported dtype ", dtype_name(dst.dtype()));
+    unillm_accumulate_args a{sizeof(unillm_accumulate_args), s.raw_data(), dst.raw_data(), n,
+                             dtype_code(dst.dtype())};
+    return device_accumulate(a, dst.device());
+  }
   if (dst.dtype() == DType::f32) {
     float* d = dst.data<float>();
     const float* p = s.data<float>();

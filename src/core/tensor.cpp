@@ -1,7 +1,7 @@
 // Tensor views and copies. Copies between devices go through the owning backend.
 #include "core/tensor.h"
 
-#include "core/device_copy.h"
+#include "core/device_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -216,7 +216,7 @@ void Tensor::copy_from(const Tensor& src) {
     copy_bytes(here.raw_data(), device(), packed.raw_data(), packed.device(), here.nbytes());
     return copy_from(here);
   }
-  if (!device().is_cpu()) {  // one device: its "copy" kernel (core/device_copy.h)
+  if (!device().is_cpu()) {  // one device: its "copy" kernel (core/device_ops.h)
     UNILLM_CHECK(ndim() <= UNILLM_MAX_DIMS, "[tensor] copy of more than ", UNILLM_MAX_DIMS, " dims");
     unillm_copy_args a{};
     a.size = sizeof a;

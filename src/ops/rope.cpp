@@ -54,8 +54,7 @@ void check_rope(const Tensor& x, const Tensor& positions, const std::vector<floa
   check_defined(kOp, "positions", positions);
   check_f32_or_f64(kOp, "x", x);
   check_ndim(kOp, "x", x, 3);
-  check_dtype(kOp, "positions", positions, DType::i32);
-  check_same_device(kOp, x, positions);
+  check_dtype(kOp, "positions", positions, DType::i32);  // any device: moved to x's for the kernel
   if (positions.numel() != x.size(0))
     UNILLM_THROW(ShapeError, "[rope] positions has ", positions.numel(), " elements, expected ",
                  x.size(0), " (one per row of x ", shape_str(x.shape()), ")");

@@ -1,5 +1,5 @@
-// Device element copies: the registered "copy" kernel, or a copy through the host.
-#include "core/device_copy.h"
+// Device copies and accumulation: the registered kernel, or the work done through the host.
+#include "core/device_ops.h"
 
 #include <type_traits>
 #include <vector>
@@ -22,14 +22,32 @@ int64_t span(int32_t ndim, const int64_t* shape, const int64_t* strides) {
   return last + 1;
 }
 
-void copy_through_host(unillm_copy_args a, Device device) {
+void allow_fallback(const char* op, Device device, DType dtype) {
   KernelRegistry& reg = kernel_registry();
+  if (reg.fallback() == KernelRegistry::Fallback::error)
+    UNILLM_THROW(NotImplemented, "[", op, "] no kernel on ", device_name(device), " for dtype ",
+                 dtype_name(dtype), ", and --device-fallback is error (warn runs it on the CPU)");
+  reg.report_fallback(op, device.kind);
+}
+
+// Runs a plugin kernel of op when the device has one; false when it has none.
+template <class Args>
+bool run_plugin_kernel(const char* op, const Args& a, Device device, DType key) {
+  using PluginFn = std::remove_pointer_t<unillm_kernel_fn>;
+  auto* k = kernel_registry().find_exact<PluginFn>(op, device.kind, key);
+  if (!k) return false;
+  Backend& be = backend_for(device);
+  const int32_t s = k(static_cast<unillm_stream>(be.stream(device.index)), &a, sizeof a);
+  if (s != UNILLM_OK)
+    UNILLM_THROW(DeviceError, "[", op, "] the ", device_name(device), " kernel failed (status ", s,
+                 "): ", be.last_error());
+  return true;
+}
+
+void copy_through_host(unillm_copy_args a, Device device) {
   DType sd, dd;
   UNILLM_CHECK(dtype_from_code(a.src_dtype, &sd) && dtype_from_code(a.dst_dtype, &dd), "[copy] dtype");
-  if (reg.fallback() == KernelRegistry::Fallback::error)
-    UNILLM_THROW(NotImplemented, "[copy] no kernel on ", device_name(device), " for dtype ",
-                 dtype_name(dd), ", and --device-fallback is error (warn runs it on the CPU)");
-  reg.report_fallback("copy", device.kind);
+  allow_fallback("copy", device, dd);
   const size_t sb = static_cast<size_t>(span(a.ndim, a.shape, a.src_strides)) * dtype_size(sd);
   const size_t db = static_cast<size_t>(span(a.ndim, a.shape, a.dst_strides)) * dtype_size(dd);
   std::vector<char> src(sb), dst(db);
@@ -74,17 +92,29 @@ void device_copy(const unillm_copy_args& a, Device device) {
   DType dd;
   UNILLM_CHECK(dtype_from_code(a.dst_dtype, &dd), "[copy] dtype");
   if (auto* k = reg.find_exact<CopyKernel>("copy", device.kind, dd)) return k(a);
-  using PluginFn = std::remove_pointer_t<unillm_kernel_fn>;
-  if (auto* k = reg.find_exact<PluginFn>("copy", device.kind, dd)) {
-    Backend& be = backend_for(device);
-    const int32_t s = k(static_cast<unillm_stream>(be.stream(device.index)), &a, sizeof a);
-    if (s != UNILLM_OK)
-      UNILLM_THROW(DeviceError, "[copy] the ", device_name(device), " kernel failed (status ", s,
-                   "): ", be.last_error());
-    return;
-  }
+  if (run_plugin_kernel("copy", a, device, dd)) return;
   if (device.is_cpu()) return copy_elements_host(a);
   copy_through_host(a, device);
+}
+
+void device_accumulate(const unillm_accumulate_args& a, Device device) {
+  DType dt;
+  UNILLM_CHECK(dtype_from_code(a.dtype, &dt) && (dt == DType::f32 || dt == DType::f64),
+               "[accumulate] dtype");
+  if (auto* k = kernel_registry().find_exact<AccumulateKernel>("accumulate", device.kind, dt)) return k(a);
+  if (run_plugin_kernel("accumulate", a, device, dt)) return;
+  allow_fallback("accumulate", device, dt);
+  const size_t bytes = static_cast<size_t>(a.n) * dtype_size(dt);
+  std::vector<char> src(bytes), dst(bytes);
+  copy_bytes(src.data(), Device{}, a.src, device, bytes);
+  copy_bytes(dst.data(), Device{}, a.dst, device, bytes);
+  for (int64_t i = 0; i < a.n; ++i) {
+    if (dt == DType::f32)
+      reinterpret_cast<float*>(dst.data())[i] += reinterpret_cast<const float*>(src.data())[i];
+    else
+      reinterpret_cast<double*>(dst.data())[i] += reinterpret_cast<const double*>(src.data())[i];
+  }
+  copy_bytes(a.dst, device, dst.data(), Device{}, bytes);
 }
 
 }  // namespace unillm
