@@ -10,9 +10,11 @@ namespace {
 
 thread_local std::string last_error_text;
 
+// Never destroyed: at exit a stream may still run queued work on a device's memory, and the order
+// of static destructors across the host and the plugin is not ours to choose.
 std::vector<std::unique_ptr<RefDevice>>& devices() {
-  static std::vector<std::unique_ptr<RefDevice>> d;
-  return d;
+  static auto* d = new std::vector<std::unique_ptr<RefDevice>>();
+  return *d;
 }
 
 bool bad_index(int32_t i) { return i < 0 || i >= static_cast<int32_t>(devices().size()); }

@@ -51,8 +51,8 @@ int cmd_chat(const std::vector<std::string>& args) {
   add_runtime_options(p, f.runtime);
   if (!p.parse(args)) return print_help(p);
   p.require("model");
-  setup_runtime(f.runtime);
-  auto [tok, model] = load_model(f.model, f.adapters);
+  const Device device = setup_runtime(f.runtime);
+  auto [tok, model] = load_model(f.model, f.adapters, device);
   auto choice = data::choose_template(f.template_name, f.model);
   if (f.template_name.empty())
     std::fprintf(stderr, "unillm: chat template '%s'%s\n", choice.name.c_str(),

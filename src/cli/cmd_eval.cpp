@@ -28,10 +28,10 @@ int eval_ppl(const std::vector<std::string>& args) {
   if (!p.parse(args)) return print_help(p);
   p.require("model");
   p.require("file");
-  setup_runtime(runtime);
+  const Device device = setup_runtime(runtime);
   std::string text = read_text_file(file);
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  auto [tok, model] = load_model(model_dir, adapters);
+  auto [tok, model] = load_model(model_dir, adapters, device);
   if (!p.given("max-length")) max_length = std::min<int64_t>(model->config().max_position_embeddings, 4096);
   if (!p.given("stride")) stride = max_length;
   if (max_length < 2) UNILLM_THROW(ConfigError, "[eval ppl] --max-length must be >= 2");

@@ -33,6 +33,8 @@ int cmd_export(const std::vector<std::string>& args) {
       runtime.threads = parse_threads(args[++i]);
     else if (args[i].rfind("--threads=", 0) == 0)
       runtime.threads = parse_threads(args[i].substr(10));
+    else if (take_runtime_flag(args, i, runtime))
+      continue;
     else
       overrides.push_back(args[i].rfind("--", 0) == 0 ? args[i].substr(2) : args[i]);
   }

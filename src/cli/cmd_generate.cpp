@@ -45,9 +45,9 @@ int cmd_generate(const std::vector<std::string>& args) {
   p.require("model");
   if (p.given("prompt") == p.given("prompt-ids"))
     UNILLM_THROW(ConfigError, "[generate] give exactly one of --prompt and --prompt-ids");
-  setup_runtime(f.runtime);
+  const Device device = setup_runtime(f.runtime);
 
-  auto [tok, model] = load_model(f.model, f.adapters);
+  auto [tok, model] = load_model(f.model, f.adapters, device);
   const auto& cfg = model->config();
   std::vector<int32_t> eos = cfg.eos_token_ids;
   if (eos.empty()) eos = tok->stop_ids();

@@ -47,7 +47,8 @@ void set_memory_limit(train::TrainerHooks& hooks) {
 
 int cmd_train(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::printf("usage: unillm train CONFIG.yaml [key=value ...] [--threads N] [--quiet]\n"
+    std::printf("usage: unillm train CONFIG.yaml [key=value ...] [--threads N] [--device NAME[:N]]\n"
+                "                    [--device-fallback warn|error] [--quiet]\n"
                 "Trains as LLaMA-Factory's `llamafactory-cli train` does (stage pt|sft, finetuning_type full|freeze|lora).\n"
                 "Keys: docs/config-keys.md. Overrides use LLaMA-Factory's key=value form.\n");
     return args.empty() ? 2 : 0;
@@ -67,6 +68,7 @@ int cmd_train(const std::vector<std::string>& args) {
       runtime.threads = parse_threads(args[++i]);
     } else if (args[i].rfind("--threads=", 0) == 0) {
       runtime.threads = parse_threads(args[i].substr(10));
+    } else if (take_runtime_flag(args, i, runtime)) {
     } else if (args[i] == "--kill-after-step" && i + 1 < args.size()) {
       kill_after = std::stoll(args[++i]);
     } else if (args[i] == "--kill-during-save" && i + 1 < args.size()) {
@@ -81,8 +83,9 @@ int cmd_train(const std::vector<std::string>& args) {
       overrides.push_back(args[i]);
     }
   }
-  setup_runtime(runtime);
+  const Device device = setup_runtime(runtime);
   train::TrainArgs targs = train::load_train_args(args[0], overrides);
+  targs.device = device;
   for (auto& w : targs.warnings) std::fprintf(stderr, "unillm: warning: %s\n", w.c_str());
   train::TrainerHooks hooks;
   hooks.hf_cache_root = hf_cache_root();

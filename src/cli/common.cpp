@@ -12,6 +12,7 @@
 #include "backends/plugin/plugin_loader.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/registry.h"
 #include "models/adapter.h"
 
 namespace unillm::cli {
@@ -19,6 +20,10 @@ namespace unillm::cli {
 void add_runtime_options(ArgParser& p, RuntimeOptions& o) {
   p.option("device", "cpu (default), or a plugin device NAME[:N] (see `unillm env`)", &o.device);
   p.option("threads", "threads for kernels and BLAS (default: cores in the affinity mask)", &o.threads);
+  p.option("device-fallback",
+           "an op the device has no kernel for: warn (run it on the CPU with copies, warned once "
+           "per op; default) or error",
+           &o.device_fallback);
 }
 
 namespace {
@@ -55,6 +60,12 @@ Device setup_runtime(const RuntimeOptions& o) {
                  static_cast<long long>(o.threads), static_cast<long long>(cores),
                  static_cast<long long>(cores));
   cpu::set_num_threads(static_cast<int>(o.threads < 0 ? 0 : std::min(o.threads, cores)));
+  if (o.device_fallback != "warn" && o.device_fallback != "error")
+    UNILLM_THROW(ConfigError, "[cli] --device-fallback must be warn or error, got '",
+                 o.device_fallback, "'");
+  kernel_registry().set_fallback(
+      o.device_fallback == "error" ? KernelRegistry::Fallback::error : KernelRegistry::Fallback::warn,
+      [](const std::string& s) { std::fprintf(stderr, "unillm: warning: %s\n", s.c_str()); });
   try {
     return parse_device(o.device);
   } catch (const ConfigError& e) {
@@ -65,6 +76,23 @@ Device setup_runtime(const RuntimeOptions& o) {
 }
 
 void cpu_register_only() { cpu::register_cpu_backend(); }
+
+bool take_runtime_flag(const std::vector<std::string>& args, size_t& i, RuntimeOptions& o) {
+  for (auto [flag, out] : {std::pair<const char*, std::string*>{"--device", &o.device},
+                           {"--device-fallback", &o.device_fallback}}) {
+    const std::string f = flag;
+    if (args[i] == f) {
+      if (i + 1 == args.size()) UNILLM_THROW(ConfigError, "[cli] ", f, " needs a value");
+      *out = args[++i];
+      return true;
+    }
+    if (args[i].rfind(f + "=", 0) == 0) {
+      *out = args[i].substr(f.size() + 1);
+      return true;
+    }
+  }
+  return false;
+}
 
 int64_t parse_threads(const std::string& text) {
   size_t used = 0;
@@ -134,13 +162,16 @@ void require_model_dir(const std::string& dir, const std::string& flag) {
                  "' is a file; expected a model directory (config.json, *.safetensors, tokenizer files)");
 }
 
-LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs) {
+LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs,
+                       Device device) {
   require_model_dir(dir);
   LoadedModel out;
   out.tokenizer = io::Tokenizer::load(dir);
   const std::string config_path = dir + "/config.json";
   models::check_tokenizer_fits(*out.tokenizer, models::load_model_config(config_path), config_path);
-  out.model = models::load_causal_lm(dir);
+  models::LoadOptions lo;
+  lo.device = device;
+  out.model = models::load_causal_lm(dir, lo);
   auto& model = out.model;
   std::vector<std::string> names;
   for (size_t i = 0; i < adapter_dirs.size(); ++i) {

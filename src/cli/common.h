@@ -15,6 +15,7 @@ namespace unillm::cli {
 
 struct RuntimeOptions {
   std::string device = "cpu";
+  std::string device_fallback = "warn";  // warn | error: an op the device lacks
   int64_t threads = -1;  // -1: not given (cores in the affinity mask); a given value must be >= 1
 };
 
@@ -29,6 +30,10 @@ const std::vector<std::string>& plugin_failures();
 // Registers the CPU backend with default threads (commands that do no heavy compute).
 void cpu_register_only();
 
+// For the commands that parse their own flags (train, export): takes --device / --device-fallback
+// (as "--flag VALUE" or "--flag=VALUE") at args[i] into o, advancing i past a separate value;
+// false when args[i] is neither.
+bool take_runtime_flag(const std::vector<std::string>& args, size_t& i, RuntimeOptions& o);
 // The value of --threads N (train and export parse their own flags): an integer >= 1.
 int64_t parse_threads(const std::string& text);
 
@@ -51,6 +56,7 @@ struct LoadedModel {
 // The tokenizer and model of dir (checked to fit each other before the weights are read), with
 // the PEFT LoRA adapters of adapter_dirs loaded and all of them active (named adapter0,
 // adapter1, … in the order given).
-LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs);
+LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs,
+                       Device device);
 
 }  // namespace unillm::cli

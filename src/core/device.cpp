@@ -21,9 +21,11 @@ struct Kinds {
   }();
 };
 
+// Never destroyed: backends outlive every tensor, including those static destructors free at
+// exit, and a plugin's backend must not be torn down after its library's own statics.
 Kinds& kinds() {
-  static Kinds k;
-  return k;
+  static auto* k = new Kinds();
+  return *k;
 }
 
 std::string kind_list() {

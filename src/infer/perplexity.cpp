@@ -33,7 +33,7 @@ PerplexityResult perplexity(models::CausalLM& model, const std::vector<int32_t>&
     int64_t first = std::max(prev_end, begin + 1);  // first scored position
     if (first < end) {
       std::vector<int32_t> window(ids.begin() + begin, ids.begin() + end);
-      Tensor logits = model.logits_all(window);  // [e - b, V]
+      Tensor logits = model.logits_all(window).to(Device{});  // [e - b, V], scored on the host
       const float* l = logits.data<float>();
       for (int64_t p = first; p < end; ++p) {
         const double lp = log_prob(l + (p - 1 - begin) * vocab, vocab, ids[p]);

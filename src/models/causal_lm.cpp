@@ -12,18 +12,19 @@ namespace unillm::models {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weight_dtype) {
+std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weight_dtype,
+                                          Device device) {
   // One registry line per family; all current families share the Llama blocks.
-  using Builder = std::function<std::unique_ptr<CausalLM>(const ModelConfig&, DType)>;
+  using Builder = std::function<std::unique_ptr<CausalLM>(const ModelConfig&, nn::ParamPlacement)>;
   static const std::map<std::string, Builder> registry = {
-      {"llama", [](auto& c, DType d) { return std::make_unique<Llama>(c, d); }},
-      {"mistral", [](auto& c, DType d) { return std::make_unique<Llama>(c, d); }},
-      {"qwen2", [](auto& c, DType d) { return std::make_unique<Llama>(c, d); }},
-      {"qwen3", [](auto& c, DType d) { return std::make_unique<Llama>(c, d); }},
+      {"llama", [](auto& c, nn::ParamPlacement p) { return std::make_unique<Llama>(c, p); }},
+      {"mistral", [](auto& c, nn::ParamPlacement p) { return std::make_unique<Llama>(c, p); }},
+      {"qwen2", [](auto& c, nn::ParamPlacement p) { return std::make_unique<Llama>(c, p); }},
+      {"qwen3", [](auto& c, nn::ParamPlacement p) { return std::make_unique<Llama>(c, p); }},
   };
   auto it = registry.find(config.model_type);
   if (it == registry.end()) UNILLM_THROW(ConfigError, "[models] no builder for model_type '", config.model_type, "'");
-  return it->second(config, weight_dtype);
+  return it->second(config, nn::ParamPlacement(weight_dtype, device));
 }
 
 namespace {
@@ -74,7 +75,7 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptio
   if (!fs::is_directory(dir)) UNILLM_THROW(IoError, "[models] ", dir, ": not a directory");
   ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
   auto ckpt = io::CheckpointReader::open(dir);
-  auto model = build_causal_lm(config, pick_weight_dtype(ckpt, options));
+  auto model = build_causal_lm(config, pick_weight_dtype(ckpt, options), options.device);
   load_weights(*model, ckpt, dir);
   return model;
 }
@@ -103,7 +104,7 @@ ForwardBatch single_sequence_batch(const std::vector<int32_t>& ids, int64_t past
 Tensor CausalLM::logits_all(const std::vector<int32_t>& ids) {
   UNILLM_CHECK(!ids.empty(), "[models] logits_all of an empty sequence");
   auto t = static_cast<int64_t>(ids.size());
-  KvCaches caches = KvCaches::allocate(config(), 1, t);  // the contiguous one-block case
+  KvCaches caches = KvCaches::allocate(config(), 1, t, DType::f32, device());  // one block
   return forward(single_sequence_batch(ids, 0, {0}, t, false), caches);
 }
 

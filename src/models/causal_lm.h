@@ -60,6 +60,8 @@ class CausalLM {
  public:
   virtual ~CausalLM() = default;
   virtual const ModelConfig& config() const = 0;
+  // Where its parameters live; forward and loss run there (their outputs are on it).
+  virtual Device device() const = 0;
   // Runs the decoder over the batch, writing K/V into caches; returns f32 logits [M, V]
   // for the rows in batch.logit_rows only (the lm_head is never computed for the others).
   virtual Tensor forward(const ForwardBatch& batch, KvCaches& caches) = 0;
@@ -107,7 +109,8 @@ class CausalLM {
 };
 
 // Builds the model named by dir/config.json (`model_type` / `architectures`) with zero weights.
-std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weight_dtype);
+std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weight_dtype,
+                                          Device device = {});
 // Builds and loads weights; throws ConfigError/IoError naming the file and key on bad input
 // (missing tensor, wrong shape, pickled checkpoint, unknown model_type).
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptions& options = {});

@@ -12,7 +12,7 @@
 namespace unillm::models {
 
 namespace {
-nn::AttentionConfig attention_config(const ModelConfig& c, DType wd) {
+nn::AttentionConfig attention_config(const ModelConfig& c, nn::ParamPlacement wd) {
   nn::AttentionConfig a;
   a.hidden = c.hidden_size;
   a.heads = c.num_heads;
@@ -22,14 +22,15 @@ nn::AttentionConfig attention_config(const ModelConfig& c, DType wd) {
   a.o_bias = c.o_bias;
   a.qk_norm = c.qk_norm;
   a.norm_eps = c.rms_norm_eps;
-  a.weight_dtype = wd;
+  a.weight_dtype = wd.dtype;
+  a.device = wd.device;
   return a;
 }
 }  // namespace
 
-DecoderLayer::DecoderLayer(const ModelConfig& c, DType wd)
-    : input_norm_(c.hidden_size, c.rms_norm_eps),
-      post_attn_norm_(c.hidden_size, c.rms_norm_eps),
+DecoderLayer::DecoderLayer(const ModelConfig& c, nn::ParamPlacement wd)
+    : input_norm_(c.hidden_size, c.rms_norm_eps, wd.device),
+      post_attn_norm_(c.hidden_size, c.rms_norm_eps, wd.device),
       attn_(attention_config(c, wd)),
       mlp_(c.hidden_size, c.intermediate_size, c.mlp_bias, wd) {
   register_module("input_layernorm", &input_norm_);
@@ -70,10 +71,11 @@ bool DecoderLayer::mlp_params_need_grad() {
   return any_requires_grad(post_attn_norm_) || any_requires_grad(mlp_);
 }
 
-Llama::Llama(const ModelConfig& c, DType wd) : c_(c), norm_(c.hidden_size, c.rms_norm_eps) {
+Llama::Llama(const ModelConfig& c, nn::ParamPlacement wd)
+    : c_(c), device_(wd.device), norm_(c.hidden_size, c.rms_norm_eps, wd.device) {
   ops::RopeConfig rope = c.rope;
   inv_freq_ = ops::rope_inv_freq(rope);
-  embed_ = Tensor::zeros({c.vocab_size, c.hidden_size}, wd);
+  embed_ = Tensor::zeros({c.vocab_size, c.hidden_size}, wd.dtype, wd.device);
   model_.register_parameter("embed_tokens.weight", &embed_);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     layers_.push_back(std::make_unique<DecoderLayer>(c, wd));
@@ -82,7 +84,7 @@ Llama::Llama(const ModelConfig& c, DType wd) : c_(c), norm_(c.hidden_size, c.rms
   model_.register_module("norm", &norm_);
   register_module("model", &model_);
   if (!c.tie_word_embeddings) {
-    lm_head_ = Tensor::zeros({c.vocab_size, c.hidden_size}, wd);
+    lm_head_ = Tensor::zeros({c.vocab_size, c.hidden_size}, wd.dtype, wd.device);
     register_parameter("lm_head.weight", &lm_head_);
   }
 }
@@ -121,7 +123,8 @@ LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scal
   const int64_t b = batch.input_ids.size(0), t = batch.input_ids.size(1);
   nn::TrainInputs in;
   in.positions = batch.position_ids.contiguous().view({b * t});
-  in.segment_ids = batch.segment_ids;
+  // Once per call on the model's device (the attention of every layer reads them).
+  in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
   in.batch = b;
   in.seq = t;
   in.inv_freq = &inv_freq_;

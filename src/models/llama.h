@@ -14,7 +14,7 @@ namespace unillm::models {
 
 class DecoderLayer : public nn::Module {
  public:
-  DecoderLayer(const ModelConfig& c, DType weight_dtype);
+  DecoderLayer(const ModelConfig& c, nn::ParamPlacement weights);
   Tensor forward(const Tensor& x, const nn::AttentionInputs& in, Tensor& k_cache, Tensor& v_cache) const;
   // Training forward in the two recompute segments of a layer (nn/recompute.h), x and h [N, C]:
   //   attention_block: h = x + o_proj(attn(input_layernorm(x)))
@@ -36,8 +36,9 @@ class DecoderLayer : public nn::Module {
 
 class Llama : public CausalLM, public nn::Module {
  public:
-  Llama(const ModelConfig& c, DType weight_dtype);
+  Llama(const ModelConfig& c, nn::ParamPlacement weights);
   const ModelConfig& config() const override { return c_; }
+  Device device() const override { return device_; }
   Tensor forward(const ForwardBatch& batch, KvCaches& caches) override;
   nn::NamedTensors named_parameters() const override { return nn::Module::named_parameters(); }
   nn::Module& module() override { return *this; }
@@ -45,6 +46,7 @@ class Llama : public CausalLM, public nn::Module {
 
  private:
   ModelConfig c_;
+  Device device_;
   std::vector<float> inv_freq_;
   Tensor embed_;  // [V, C]
   std::vector<std::unique_ptr<DecoderLayer>> layers_;

@@ -16,13 +16,14 @@ Attention::Attention(const AttentionConfig& c)
       qkv_(c.hidden,
            {{"q_proj", c.heads * c.head_dim}, {"k_proj", c.kv_heads * c.head_dim},
             {"v_proj", c.kv_heads * c.head_dim}},
-           c.qkv_bias, c.weight_dtype),
-      o_proj_(c.heads * c.head_dim, c.hidden, c.o_bias, c.weight_dtype, "o_proj") {
+           c.qkv_bias, ParamPlacement(c.weight_dtype, c.device)),
+      o_proj_(c.heads * c.head_dim, c.hidden, c.o_bias, ParamPlacement(c.weight_dtype, c.device),
+              "o_proj") {
   register_module("", &qkv_);
   register_module("", &o_proj_);
   if (c.qk_norm) {
-    q_norm_ = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps);
-    k_norm_ = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps);
+    q_norm_ = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps, c.device);
+    k_norm_ = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps, c.device);
     register_module("q_norm", q_norm_.get());
     register_module("k_norm", k_norm_.get());
   }

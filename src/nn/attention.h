@@ -18,6 +18,7 @@ struct AttentionConfig {
   bool qkv_bias = false, o_bias = false, qk_norm = false;
   double norm_eps = 1e-6;
   DType weight_dtype = DType::f32;
+  Device device;
 };
 
 // What one forward call needs besides x: positions, where new K/V go, and the batch layout.

@@ -10,7 +10,7 @@
 namespace unillm::nn {
 
 FusedLinear::FusedLinear(int64_t in_features, const std::vector<LinearPart>& parts, bool bias,
-                         DType weight_dtype)
+                         ParamPlacement weights)
     : parts_(parts) {
   int64_t total = 0;
   std::vector<NamedPart> wparts, bparts;
@@ -19,10 +19,10 @@ FusedLinear::FusedLinear(int64_t in_features, const std::vector<LinearPart>& par
     bparts.push_back({p.name + ".bias", total, total + p.out_features});
     total += p.out_features;
   }
-  weight_ = Tensor::zeros({total, in_features}, weight_dtype);
+  weight_ = Tensor::zeros({total, in_features}, weights.dtype, weights.device);
   register_fused_parameter("weight", &weight_, std::move(wparts));
   if (bias) {
-    bias_ = Tensor::zeros({total}, DType::f32);
+    bias_ = Tensor::zeros({total}, DType::f32, weights.device);
     register_fused_parameter("bias", &bias_, std::move(bparts));
   }
 }
@@ -74,8 +74,9 @@ void FusedLinear::add_lora(const std::string& name, const LoraConfig& c,
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
   std::vector<float> a(static_cast<size_t>(static_cast<int64_t>(parts.size()) * r * in));
   for (auto& v : a) v = static_cast<float>((2.0 * rng.uniform_double() - 1.0) * bound);
-  w->a = Tensor::from_vector(a, {static_cast<int64_t>(parts.size()) * r, in});
-  w->b = Tensor::zeros({out, r}, DType::f32);
+  // The adapter lives where the base weight does.
+  w->a = Tensor::from_vector(a, {static_cast<int64_t>(parts.size()) * r, in}).to(weight_.device());
+  w->b = Tensor::zeros({out, r}, DType::f32, weight_.device());
   w->a.set_requires_grad(true);
   w->b.set_requires_grad(true);
   register_adapter_parameter(name, "lora_A." + name, &w->a, std::move(a_names));
@@ -109,8 +110,9 @@ void FusedLinear::merge_lora(const std::string& name) {
     const size_t p = w->parts[k];
     const int64_t rows = parts_[p].out_features, begin = part_begin(p);
     const auto ki = static_cast<int64_t>(k);
-    Tensor bp = w->b.slice(0, b_row, b_row + rows).to(compute);  // [out_p, r]
-    Tensor apt = w->a.slice(0, ki * r, (ki + 1) * r).transpose(0, 1).to(compute);  // [in, r]
+    // On the host (a merge runs once, before export or serving; W may live on a device).
+    Tensor bp = w->b.slice(0, b_row, b_row + rows).to(Device{}).to(compute);  // [out_p, r]
+    Tensor apt = w->a.slice(0, ki * r, (ki + 1) * r).to(Device{}).transpose(0, 1).to(compute);  // [in, r]
     Tensor delta = ops::linear(bp, apt.contiguous());  // B_p · A_p  [out_p, in]
     Tensor dst = weight_.slice(0, begin, begin + rows);
     Tensor sum = Tensor::empty(dst.shape(), compute);  // a copy, never an alias of W

@@ -22,9 +22,10 @@ struct LinearPart {
 
 class FusedLinear : public Module {
  public:
-  // weight [sum(out), in] in weight_dtype; biases (f32) only when bias is true.
+  // weight [sum(out), in] in weights.dtype on weights.device; biases (f32) only when bias is
+  // true.
   FusedLinear(int64_t in_features, const std::vector<LinearPart>& parts, bool bias,
-              DType weight_dtype);
+              ParamPlacement weights);
   // x [N, in] -> [N, sum(out)], plus the deltas of the adapters in lora->active that this
   // module holds (names it does not hold are skipped; the caller validates names).
   // use = kGradOnly: only the backward node is wanted, y is zeros (ops::linear's contract).
@@ -58,9 +59,9 @@ class FusedLinear : public Module {
 // A plain projection: a FusedLinear with one part named by the parent (e.g. "o_proj").
 class Linear : public FusedLinear {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias, DType weight_dtype,
+  Linear(int64_t in_features, int64_t out_features, bool bias, ParamPlacement weights,
          const std::string& name)
-      : FusedLinear(in_features, {{name, out_features}}, bias, weight_dtype) {}
+      : FusedLinear(in_features, {{name, out_features}}, bias, weights) {}
 };
 
 }  // namespace unillm::nn

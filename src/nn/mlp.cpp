@@ -5,9 +5,9 @@
 
 namespace unillm::nn {
 
-MLP::MLP(int64_t hidden, int64_t ffn, bool bias, DType weight_dtype)
-    : gate_up_(hidden, {{"gate_proj", ffn}, {"up_proj", ffn}}, bias, weight_dtype),
-      down_(ffn, hidden, bias, weight_dtype, "down_proj") {
+MLP::MLP(int64_t hidden, int64_t ffn, bool bias, ParamPlacement weights)
+    : gate_up_(hidden, {{"gate_proj", ffn}, {"up_proj", ffn}}, bias, weights),
+      down_(ffn, hidden, bias, weights, "down_proj") {
   register_module("", &gate_up_);
   register_module("", &down_);
 }

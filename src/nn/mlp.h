@@ -7,7 +7,7 @@ namespace unillm::nn {
 
 class MLP : public Module {
  public:
-  MLP(int64_t hidden, int64_t ffn, bool bias, DType weight_dtype);
+  MLP(int64_t hidden, int64_t ffn, bool bias, ParamPlacement weights);
   // [N, C] -> [N, C], with the adapters of lora (nullptr: none). use = kGradOnly: the result's
   // value is not needed (recompute re-run), so down_proj only records its backward node.
   Tensor forward(const Tensor& x, const LoraRun* lora = nullptr,

@@ -13,6 +13,15 @@
 
 namespace unillm::nn {
 
+// Where a module's parameters are made: the dtype of its matrices (norms and biases are f32) and
+// the device. Converts from a DType for the CPU.
+struct ParamPlacement {
+  ParamPlacement(DType d = DType::f32, Device dev = {}) : dtype(d), device(dev) {}  // NOLINT
+  DType dtype;
+  Device device;
+};
+
+
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // One HF-named view of a real parameter: rows [row_begin, row_end) of dim 0.

@@ -5,8 +5,8 @@
 
 namespace unillm::nn {
 
-RMSNorm::RMSNorm(int64_t dim, double eps) : eps_(static_cast<float>(eps)) {
-  weight_ = Tensor::empty({dim}, DType::f32);
+RMSNorm::RMSNorm(int64_t dim, double eps, Device device) : eps_(static_cast<float>(eps)) {
+  weight_ = Tensor::empty({dim}, DType::f32, device);
   weight_.fill(1.0);
   register_parameter("weight", &weight_);
 }

@@ -7,7 +7,7 @@ namespace unillm::nn {
 
 class RMSNorm : public Module {
  public:
-  RMSNorm(int64_t dim, double eps);
+  RMSNorm(int64_t dim, double eps, Device device = {});
   Tensor forward(const Tensor& x) const;  // x [.., C]
 
  private:

@@ -40,8 +40,7 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
     UNILLM_THROW(ShapeError, "[causal_attention] q has ", q.size(2),
                  " heads, not a multiple of the ", k.size(2), " kv heads");
   if (!seg.defined()) return;
-  check_dtype(kOp, "segment_ids", seg, DType::i32);
-  check_same_device(kOp, q, seg);
+  check_dtype(kOp, "segment_ids", seg, DType::i32);  // any device: moved to q's
   if (seg.ndim() != 2 || seg.size(0) != q.size(0) || seg.size(1) != q.size(1))
     UNILLM_THROW(ShapeError, "[causal_attention] segment_ids has shape ", shape_str(seg.shape()),
                  ", expected [", q.size(0), ", ", q.size(1), "]");
@@ -91,7 +90,7 @@ CausalAttentionSaved causal_attention_forward(const Tensor& q_in, const Tensor& 
   s.q = q_in.contiguous();
   s.k = k_in.contiguous();
   s.v = v_in.contiguous();
-  s.segment_ids = seg_in.defined() ? seg_in.contiguous() : Tensor();
+  s.segment_ids = seg_in.defined() ? seg_in.contiguous().to(s.q.device()) : Tensor();
   s.scale = scale;
   const Tensor& q = s.q;
   s.out = Tensor::empty(q.shape(), q.dtype(), q.device());

@@ -27,18 +27,15 @@ class SplitNode : public autograd::Node {
       : in_shape_(std::move(in_shape)), sizes_(std::move(sizes)), dtype_(dtype) {}
   std::string name() const override { return "split_last"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    Tensor dx = Tensor::zeros(in_shape_, dtype_);
-    const int64_t s = in_shape_.back(), rows = dx.numel() / std::max<int64_t>(s, 1);
-    const size_t es = dtype_size(dtype_);
-    auto* dst = static_cast<char*>(dx.raw_data());
+    Device device;
+    for (const Tensor& gp : g)
+      if (gp.defined()) device = gp.device();
+    Tensor dx = Tensor::zeros(in_shape_, dtype_, device);
+    const int last = static_cast<int>(in_shape_.size()) - 1;
     int64_t col = 0;
     for (size_t p = 0; p < sizes_.size(); ++p) {
-      if (g[p].defined()) {
-        Tensor gp = g[p].to(dtype_).contiguous();
-        auto* src = static_cast<const char*>(gp.raw_data());
-        for (int64_t r = 0; r < rows; ++r)
-          std::memcpy(dst + (r * s + col) * es, src + r * sizes_[p] * es, sizes_[p] * es);
-      }
+      // Each part's gradient into its columns (a row-strided copy, on the gradients' device).
+      if (g[p].defined()) dx.slice(last, col, col + sizes_[p]).copy_from(g[p]);
       col += sizes_[p];
     }
     return {dx};

@@ -24,8 +24,10 @@ ParamArena::ParamArena(nn::Module& m) {
       refs.push_back(r);
       numel_ += r.tensor->numel();
     }
-  params_ = Tensor::empty({numel_}, DType::f32);
-  grads_ = Tensor::zeros({numel_}, DType::f32);
+  // On the parameters' device (the model's): the optimizer and clipping run there.
+  const Device device = refs.empty() ? Device{} : refs.front().tensor->device();
+  params_ = Tensor::empty({numel_}, DType::f32, device);
+  grads_ = Tensor::zeros({numel_}, DType::f32, device);
   int64_t off = 0;
   for (auto& r : refs) {
     Tensor& p = *r.tensor;
@@ -41,10 +43,17 @@ ParamArena::ParamArena(nn::Module& m) {
   }
 }
 
-void ParamArena::zero_grads() { std::memset(grads_.raw_data(), 0, grads_.nbytes()); }
+void ParamArena::zero_grads() {
+  if (grads_.device().is_cpu())
+    std::memset(grads_.raw_data(), 0, grads_.nbytes());
+  else
+    grads_.fill(0.0);  // the device's memset
+}
 
 bool ParamArena::all_finite() const {
-  const auto* bits = static_cast<const uint32_t*>(params_.raw_data());
+  // On a device the weights come to the host: this runs before a save, which copies them anyway.
+  const Tensor host = params_.device().is_cpu() ? params_ : params_.to(Device{});
+  const auto* bits = static_cast<const uint32_t*>(host.raw_data());
   uint32_t bad = 0;  // an exponent of all ones is NaN or inf
   for (int64_t i = 0; i < numel_; ++i) bad |= static_cast<uint32_t>((bits[i] & 0x7f800000u) == 0x7f800000u);
   return bad == 0;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "data/pretrain.h"
 #include "data/sft.h"
 
@@ -132,6 +133,7 @@ struct TrainArgs {
   bool fp16 = false;
 
   std::string config_path;            // the file it came from
+  Device device;                      // where the run trains (the CLI's --device; not a key)
   std::vector<std::string> warnings;  // one line each, for the CLI to print
 
   // The row/block length handed to the data layer: cutoff_len, minus one when `packing: true`

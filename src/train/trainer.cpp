@@ -91,11 +91,12 @@ void Run::load(const std::string& from) {
   // exact) and casts the frozen ones after choosing them.
   const DType low = low_precision_dtype(a_);
   lo.weight_dtype = lora && low != DType::f32 ? dtype_name(low) : "f32";
+  lo.device = a_.device;
   if (a_.train_from_scratch && (from.empty() || lora)) {
     // The architecture from config.json and HF's initialisation from `seed`; no weights are read.
     // A LoRA resume rebuilds the same random base from the same seed.
     const auto cfg = models::load_model_config((fs::path(model_dir_) / "config.json").string());
-    model_ = models::build_causal_lm(cfg, DType::f32);
+    model_ = models::build_causal_lm(cfg, DType::f32, a_.device);
     models::init_weights(*model_, cfg.initializer_range, static_cast<uint64_t>(a_.seed), cfg.pad_token_id);
     say("model: initialised from " + model_dir_ + "/config.json (train_from_scratch, seed " +
         std::to_string(a_.seed) + ")");

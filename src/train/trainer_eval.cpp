@@ -23,12 +23,12 @@ std::pair<int64_t, int64_t> row_accuracy(models::CausalLM& model, const int32_t*
                                          const int32_t* labels, int64_t n) {
   int64_t right = 0, scored = 0;
   const int64_t chunk = logit_chunk(model.config());
-  models::KvCaches cache = models::KvCaches::allocate(model.config(), 1, n);
+  models::KvCaches cache = models::KvCaches::allocate(model.config(), 1, n, DType::f32, model.device());
   for (int64_t begin = 0; begin < n; begin += chunk) {
     const int64_t end = std::min(n, begin + chunk);
     const std::vector<int32_t> part(ids + begin, ids + end);
     Tensor logits = model.forward(models::single_sequence_batch(part, begin, {0}, n, false), cache)
-                        .contiguous();
+                        .to(Device{});  // the host compares them with the labels
     const int64_t V = logits.shape()[1];  // [end - begin, V]
     const float* p = logits.data<float>();
     for (int64_t t = begin; t < end && t + 1 < n; ++t) {

@@ -112,7 +112,7 @@ double Run::train_step() {
     p.epoch = state_.epoch;
     p.elapsed_s = since(start_);
     p.remaining_s = p.elapsed_s / std::max<int64_t>(state_.global_step, 1) * (total_steps_ - state_.global_step);
-    p.memory_bytes = backend_for(Device{}).allocator(0).peak_bytes();
+    p.memory_bytes = backend_for(a_.device).allocator(a_.device.index).peak_bytes();
     h_.progress(p);
   }
   return loss;

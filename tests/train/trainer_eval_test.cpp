@@ -14,6 +14,7 @@ constexpr int64_t kV = 4;
 class FakeLM : public models::CausalLM {
  public:
   const models::ModelConfig& config() const override { return cfg; }
+  Device device() const override { return {}; }
   Tensor forward(const models::ForwardBatch& b, models::KvCaches&) override {
     const int64_t n = b.ids.shape()[0];
     lengths.push_back(n);

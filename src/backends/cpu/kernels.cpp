@@ -15,6 +15,7 @@ void register_kernels() {
   register_backward();
   register_causal_attention();
   register_cast();
+  register_optimizer();
 }
 
 }  // namespace unillm::cpu
