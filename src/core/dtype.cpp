@@ -150,4 +150,31 @@ void convert_elements(const void* src, DType st, void* dst, DType dt, size_t n) 
   }
 }
 
+bool all_finite_f32(const float* x, size_t n) {
+  // An exponent of all ones is NaN or inf: adding one to the exponent field then carries into
+  // the sign bit, for those values only. Written on 4-lane vectors (GCC's vectoriser leaves the
+  // plain loop scalar): under 1 instruction per element.
+  using V = uint32_t __attribute__((vector_size(16)));
+  const V mask = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u};
+  const V one = {0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u};
+  V acc = {0, 0, 0, 0};
+  V acc2 = acc;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {  // two independent accumulators
+    V v, w;
+    std::memcpy(&v, x + i, sizeof v);
+    std::memcpy(&w, x + i + 4, sizeof w);
+    acc |= (v & mask) + one;
+    acc2 |= (w & mask) + one;
+  }
+  acc |= acc2;
+  uint32_t carry = acc[0] | acc[1] | acc[2] | acc[3];
+  for (; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    carry |= (b & 0x7f800000u) + 0x00800000u;
+  }
+  return (carry & 0x80000000u) == 0;
+}
+
 }  // namespace unillm

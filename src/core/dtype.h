@@ -38,6 +38,10 @@ inline uint16_t f32_to_bf16(float f) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
+// True when none of x[0, n) is NaN or inf (one vectorised pass: for logits rows and for the
+// trainable weights before a save).
+bool all_finite_f32(const float* x, size_t n);
+
 // Element i of p as a double, and its inverse (any dtype; for reference code and tests).
 double load_scalar(const void* p, DType t, int64_t i);
 void store_scalar(void* p, DType t, int64_t i, double v);

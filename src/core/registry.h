@@ -24,8 +24,13 @@ struct KernelKey {
   DeviceKind device;
   DType dtype;
   std::string variant;
+  // Integers first (most compares end there), then one string compare of the op: lookups run on
+  // every op call.
   bool operator<(const KernelKey& o) const {
-    return std::tie(op, device.id, dtype, variant) < std::tie(o.op, o.device.id, o.dtype, o.variant);
+    if (device.id != o.device.id) return device.id < o.device.id;
+    if (dtype != o.dtype) return dtype < o.dtype;
+    if (const int c = op.compare(o.op)) return c < 0;
+    return variant < o.variant;
   }
 };
 

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <unordered_set>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace unillm::infer {
@@ -84,24 +85,12 @@ std::vector<float> process_logits(const std::vector<float>& logits, const Sampli
   return s;
 }
 
-bool all_finite(const float* x, size_t n) {
-  // An exponent of all ones is NaN or inf; integer ops vectorise, so this costs a few µs on a
-  // 128k vocabulary, against the milliseconds of the forward that made the row.
-  uint32_t bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, sizeof bits);
-    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return bad == 0;
-}
-
 int32_t sample_token(const std::vector<float>& logits, const SamplingParams& params,
                      const std::vector<int32_t>& context, Rng& rng) {
   UNILLM_CHECK(!logits.empty(), "[sampler] empty logits");
   // Checked before the processors: a NaN breaks the orderings top-k and top-p sort by, and the
   // argmax of a NaN row is id 0.
-  if (!all_finite(logits.data(), logits.size()))
+  if (!all_finite_f32(logits.data(), logits.size()))
     UNILLM_THROW(NumericError, "[sampler] the logits hold NaN or inf");
   std::vector<float> s = process_logits(logits, params, context);
   if (params.temperature == 0.0f)

@@ -36,8 +36,6 @@ std::vector<double> softmax(const std::vector<float>& scores);
 // Applies the processors of params (all of them; temperature 0 skips the warpers) to logits.
 std::vector<float> process_logits(const std::vector<float>& logits, const SamplingParams& params,
                                   const std::vector<int32_t>& context);
-// True when none of x[0, n) is NaN or inf.
-bool all_finite(const float* x, size_t n);
 // Picks the next token: argmax for temperature 0, else a draw from softmax(processed). Throws
 // NumericError when a logit is NaN or inf.
 int32_t sample_token(const std::vector<float>& logits, const SamplingParams& params,

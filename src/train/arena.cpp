@@ -53,10 +53,7 @@ void ParamArena::zero_grads() {
 bool ParamArena::all_finite() const {
   // On a device the weights come to the host: this runs before a save, which copies them anyway.
   const Tensor host = params_.device().is_cpu() ? params_ : params_.to(Device{});
-  const auto* bits = static_cast<const uint32_t*>(host.raw_data());
-  uint32_t bad = 0;  // an exponent of all ones is NaN or inf
-  for (int64_t i = 0; i < numel_; ++i) bad |= static_cast<uint32_t>((bits[i] & 0x7f800000u) == 0x7f800000u);
-  return bad == 0;
+  return all_finite_f32(host.data<float>(), static_cast<size_t>(numel_));
 }
 
 }  // namespace unillm::train

@@ -1,6 +1,11 @@
 // Tensor views, copies and dtype conversions against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/dtype.h"
 #include "core/tensor.h"
 #include "support/expect.h"
 
@@ -53,6 +58,33 @@ TEST_F(TensorTest, FillAndCopyConvert) {
   Tensor f = Tensor::empty({2, 2}, DType::f32);
   f.copy_from(t.transpose(0, 1));
   EXPECT_EQ(f.to_float_vector(), (std::vector<float>{0, 7, 0, 7}));
+}
+
+}  // namespace
+}  // namespace unillm
+
+namespace unillm {
+namespace {
+
+// all_finite_f32 against std::isfinite, for every position of one bad value in rows whose
+// length is not a multiple of the vector width.
+TEST(AllFinite, FindsEveryNanAndInfAnywhere) {
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN()};
+  for (size_t n : {1u, 3u, 4u, 7u, 33u}) {
+    std::vector<float> v(n, 1.5f);
+    v[0] = std::numeric_limits<float>::max();
+    if (n > 1) v[1] = std::numeric_limits<float>::denorm_min();
+    if (n > 2) v[2] = -0.0f;
+    EXPECT_TRUE(all_finite_f32(v.data(), n)) << n;
+    for (size_t at = 0; at < n; ++at)
+      for (float b : bad) {
+        std::vector<float> w = v;
+        w[at] = b;
+        EXPECT_FALSE(all_finite_f32(w.data(), n)) << n << " at " << at << " value " << b;
+      }
+  }
+  EXPECT_TRUE(all_finite_f32(nullptr, 0));
 }
 
 }  // namespace
