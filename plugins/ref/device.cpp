@@ -4,6 +4,10 @@
 #include <cstring>
 #include <mutex>
 
+#ifndef UNILLM_REF_NAME
+#define UNILLM_REF_NAME "ref"  // a test build names its copy otherwise
+#endif
+
 namespace unillm_ref {
 
 namespace {
@@ -183,7 +187,7 @@ extern "C" __attribute__((visibility("default"))) unillm_status unillm_plugin_in
   }
   out->abi_major = UNILLM_PLUGIN_ABI_MAJOR;
   out->abi_minor = UNILLM_PLUGIN_ABI_MINOR;
-  out->name = "ref";
+  out->name = UNILLM_REF_NAME;
   out->device = &kInterface;
   out->kernels = kernel_table().data();
   out->num_kernels = kernel_table().size();

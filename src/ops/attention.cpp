@@ -10,6 +10,7 @@
 
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
+#include "ops/plugin_args.h"
 
 namespace unillm::ops {
 namespace {
@@ -79,7 +80,7 @@ Tensor attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v
   if (out.numel() == 0) return out;
   AttentionArgs a{q.raw_data(), k.raw_data(), v.raw_data(), bt.data<int32_t>(),
                   qs.data<int32_t>(), kl.data<int32_t>(), out.raw_data(), bt.size(0), bt.size(1),
-                  k.size(1), q.size(1), k.size(2), q.size(2), scale, q.dtype()};
+                  k.size(1), q.size(1), k.size(2), q.size(2), scale, q.dtype(), q.size(0), k.size(0)};
   KernelCall<AttentionArgs>(kOp, q.device(), q.dtype(), a)
       .in(q, &a.q).in(k, &a.k_cache).in(v, &a.v_cache).in(bt, &a.block_table)
       .in(qs, &a.q_start).in(kl, &a.kv_len).out(out, &a.out)
@@ -157,17 +158,26 @@ void kv_cache_write(const Tensor& kv_in, Tensor& cache, const Tensor& slot_mappi
     if (sp[i] >= n_slots)
       UNILLM_THROW(ShapeError, "[kv_cache_write] slot_mapping[", i, "] = ", sp[i],
                    " is outside the cache's ", n_slots, " slots");
-  const size_t src_es = dtype_size(kv.dtype()), dst_es = dtype_size(cache.dtype());
-  auto* src = static_cast<const char*>(kv.raw_data());
-  auto* dst = static_cast<char*>(cache.raw_data());
-  for (int64_t i = 0; i < kv.size(0); ++i) {
-    if (sp[i] < 0) continue;  // padding slot
-    const char* s = src + i * row * static_cast<int64_t>(src_es);
-    char* d = dst + sp[i] * row * static_cast<int64_t>(dst_es);
-    if (kv.dtype() == cache.dtype())
-      copy_bytes(d, cache.device(), s, kv.device(), static_cast<size_t>(row) * src_es);
+  if (kv.size(0) == 0) return;
+  // The slots (checked here) go to the cache's device for the kernel.
+  const Tensor dev_slots = slots.to(cache.device());
+  KvCacheWriteArgs a{nullptr, nullptr, nullptr, kv.size(0), row, kv.dtype(), cache.dtype()};
+  KernelCall<KvCacheWriteArgs>(op, cache.device(), cache.dtype(), a)
+      .in(kv, &a.kv).inout(cache, &a.cache).in(dev_slots, &a.slots).run(kv_cache_write_reference);
+}
+
+void kv_cache_write_reference(const KvCacheWriteArgs& a) {
+  const size_t src_es = dtype_size(a.kv_dtype), dst_es = dtype_size(a.dtype);
+  auto* src = static_cast<const char*>(a.kv);
+  auto* dst = static_cast<char*>(a.cache);
+  for (int64_t i = 0; i < a.n; ++i) {
+    if (a.slots[i] < 0) continue;  // padding slot
+    const char* s = src + i * a.row * static_cast<int64_t>(src_es);
+    char* d = dst + a.slots[i] * a.row * static_cast<int64_t>(dst_es);
+    if (a.kv_dtype == a.dtype)
+      std::memcpy(d, s, static_cast<size_t>(a.row) * src_es);
     else
-      convert_elements(s, kv.dtype(), d, cache.dtype(), static_cast<size_t>(row));
+      convert_elements(s, a.kv_dtype, d, a.dtype, static_cast<size_t>(a.row));
   }
 }
 

@@ -32,6 +32,7 @@ struct AttentionArgs {
   int64_t num_seqs, max_blocks, block_size, heads, kv_heads, head_dim;
   float scale;
   DType dtype;
+  int64_t num_rows, num_blocks;  // N and NB: extents a device checks its pointers against
 };
 using AttentionKernel = void(const AttentionArgs&);
 
@@ -51,5 +52,18 @@ void attention_reference(const AttentionArgs& a);
 // The cache is written in place (it is state, never a saved tensor).
 // A negative slot skips that row (padding). On the CPU kv may be converted to the cache dtype.
 void kv_cache_write(const Tensor& kv, Tensor& cache, const Tensor& slot_mapping);
+
+// kv_cache_write's kernel (key: the cache's dtype): row i of kv [n, row] to row slots[i] of cache
+// [NB·BS, row]; slots are checked by the op (< NB·BS; negative = skip). kv_dtype differs from
+// dtype only on the CPU (the reference converts).
+struct KvCacheWriteArgs {
+  const void* kv;
+  void* cache;
+  const int32_t* slots;
+  int64_t n, row;
+  DType kv_dtype, dtype;
+};
+using KvCacheWriteKernel = void(const KvCacheWriteArgs&);
+void kv_cache_write_reference(const KvCacheWriteArgs& a);
 
 }  // namespace unillm::ops

@@ -11,6 +11,7 @@
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
+#include "ops/plugin_args.h"
 
 namespace unillm::ops {
 namespace {
@@ -191,6 +192,8 @@ CrossEntropyResult linear_cross_entropy(const Tensor& x_in, const Tensor& w_in,
         store_scalar(lse.raw_data(), lse.dtype(), i, loss[i]);
       }
   }
+  // The backward kernel reads lse on x's device (host-made for no labelled rows or C = 0).
+  if (lse.device() != x.device()) lse = lse.to(x.device());
   double sum = 0;
   for (double l : loss) sum += l;  // row order: deterministic
   r.loss_sum = Tensor::empty({}, x.dtype(), x.device());

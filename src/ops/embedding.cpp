@@ -6,6 +6,7 @@
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
+#include "ops/plugin_args.h"
 #include "ops/gather.h"
 
 namespace unillm::ops {

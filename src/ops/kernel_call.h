@@ -8,8 +8,8 @@
 //   KernelCall<RmsNormArgs>(kOp, w.device(), w.dtype(), a).in(x, &a.x).in(w, &a.w)
 //       .out(y, &a.y).run(rms_norm_reference);
 //
-// Bound tensors must be contiguous; a field may point into its tensor (a sub-block: the offset
-// is kept on the host copy). `out` is overwritten whole; `inout` is read too (accumulated into,
+// Bound tensors must be contiguous; a field is null when bound, or points into its tensor (a
+// sub-block: the offset is kept on the host copy). `out` is overwritten whole; `inout` is read too (accumulated into,
 // or written in part).
 // Plugin kernels take the op's ABI argument struct: an op makes them reachable by specialising
 // PluginArgs<Args> (kernel_args.h); without it a plugin device always takes the host fallback.

@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
+#include "ops/plugin_args.h"
 #include "ops/linear.h"
 
 namespace unillm::ops {

@@ -6,6 +6,7 @@
 
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
+#include "ops/plugin_args.h"
 
 namespace unillm::ops {
 

@@ -10,6 +10,7 @@
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
+#include "ops/plugin_args.h"
 
 namespace unillm::ops {
 namespace {
@@ -72,13 +73,15 @@ Tensor rope_forward(const Tensor& x_in, const Tensor& pos_in, const std::vector<
   // Positions (checked on the host) and the frequencies go to x's device for the kernel.
   const Tensor pos = positions.to(x.device());
   const auto half = static_cast<int64_t>(inv_freq.size());
-  const Tensor freq = x.device().is_cpu()
-                          ? Tensor::from_blob(const_cast<float*>(inv_freq.data()), {half}, DType::f32, nullptr)
-                          : Tensor::from_vector(inv_freq, {half}).to(x.device());
-  RopeArgs a{x.raw_data(), out.raw_data(), nullptr, nullptr,
+  // On the CPU the kernel reads the host vector directly; a device gets a copy, bound in place
+  // of it (a bound field must be null or point into its tensor).
+  const Tensor freq = x.device().is_cpu() ? Tensor() : Tensor::from_vector(inv_freq, {half}).to(x.device());
+  RopeArgs a{x.raw_data(), out.raw_data(), nullptr, freq.defined() ? nullptr : inv_freq.data(),
              x.size(0), x.size(1), x.size(2), 2 * half, x.dtype()};
-  KernelCall<RopeArgs>(kOp, x.device(), x.dtype(), a)
-      .in(x, &a.x).out(out, &a.out).in(pos, &a.positions).in(freq, &a.inv_freq).run(rope_reference);
+  KernelCall<RopeArgs> call(kOp, x.device(), x.dtype(), a);
+  call.in(x, &a.x).out(out, &a.out).in(pos, &a.positions);
+  if (freq.defined()) call.in(freq, &a.inv_freq);
+  call.run(rope_reference);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
+#include "ops/plugin_args.h"
 
 namespace unillm::ops {
 namespace {

@@ -1,11 +1,15 @@
-// The same commands on the reference plugin device (`--device ref`): generate, eval ppl, chat and
-// train (full and LoRA) give the CPU's tokens, perplexity, losses and weights; device names,
-// indices and plugins that fail are clear errors.
+// The same commands on the reference plugin device (`--device ref`, with the host fallback
+// refused, so every op ran on the device's own kernels): generate and eval ppl give the CPU's
+// tokens and perplexity, train (full and LoRA) the CPU's losses within 1e-5 relative and weights within 2e-4; device
+// names, indices, plugins that fail and a refused fallback are clear errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "io/safetensors.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
 #include "train_log_util.h"
@@ -26,20 +30,42 @@ testing::CliResult run_with_plugins(const std::string& args, const std::string& 
 }
 
 const std::string kModel = source_path("assets/stories260K");
+const std::string kNoFallback = " --device-fallback error";
+
+// The number after `key` in text (e.g. "ppl=" in eval's output); NaN when absent.
+double number_after(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key);
+  return at == std::string::npos ? std::nan("") : std::stod(text.substr(at + key.size()));
+}
+
+// The largest |a − b| / (1 + |b|) over every tensor of two safetensors files with the same names.
+double max_weight_diff(const std::string& a_path, const std::string& b_path) {
+  auto a = io::SafetensorsFile::open(a_path), b = io::SafetensorsFile::open(b_path);
+  EXPECT_EQ(a->tensors().size(), b->tensors().size());
+  double m = 0;
+  for (const auto& info : b->tensors()) {
+    const std::vector<float> x = a->tensor(info.name).to_float_vector(), y = b->tensor(info.name).to_float_vector();
+    EXPECT_EQ(x.size(), y.size()) << info.name;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i)
+      m = std::max(m, std::abs(static_cast<double>(x[i]) - y[i]) / (1 + std::abs(static_cast<double>(y[i]))));
+  }
+  return m;
+}
 
 TEST(Device, GenerateAndEvalOnTheReferenceDevice) {
   const std::string gen = "generate --model " + kModel +
                           " --prompt-ids 1,400,60 --max-new-tokens 12 --temperature 0 --output-ids --quiet";
   auto cpu = run_with_plugins(gen);
-  auto ref = run_with_plugins(gen + " --device ref:1");
+  auto ref = run_with_plugins(gen + " --device ref:1" + kNoFallback);
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  EXPECT_EQ(ref.out, cpu.out);
-  EXPECT_NE(ref.err.find("[linear] no kernel on ref"), std::string::npos) << ref.err;
+  EXPECT_EQ(ref.out, cpu.out);  // the greedy tokens
+  EXPECT_EQ(ref.err.find("no kernel"), std::string::npos) << ref.err;
   const std::string ppl = "eval ppl --model " + kModel + " --file " + kModel + "/llama2c_sample.txt";
-  auto p_cpu = run_with_plugins(ppl), p_ref = run_with_plugins(ppl + " --device ref");
+  auto p_cpu = run_with_plugins(ppl), p_ref = run_with_plugins(ppl + " --device ref" + kNoFallback);
   ASSERT_EQ(p_ref.exit_code, 0) << p_ref.err;
-  EXPECT_EQ(p_ref.out, p_cpu.out);
+  const double a = number_after(p_cpu.out, "ppl="), b = number_after(p_ref.out, "ppl=");
+  EXPECT_LE(std::abs(a - b), 1e-5 * a) << p_cpu.out << p_ref.out;
 }
 
 std::string config(const std::string& dir, const std::string& type) {
@@ -57,7 +83,7 @@ TEST(Device, TrainingOnTheReferenceDeviceMatchesTheCpu) {
     const std::string dir = testing::temp_dir(std::string("devtrain-") + type);
     const std::string cfg = config(dir, type);
     auto cpu = run_with_plugins("train " + cfg + " output_dir=" + dir + "/cpu --quiet");
-    auto ref = run_with_plugins("train " + cfg + " output_dir=" + dir + "/ref --quiet --device ref");
+    auto ref = run_with_plugins("train " + cfg + " output_dir=" + dir + "/ref --quiet --device ref" + kNoFallback);
     ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
     ASSERT_EQ(ref.exit_code, 0) << ref.err;
     const auto a = testing::log_lines(dir + "/cpu"), b = testing::log_lines(dir + "/ref");
@@ -68,12 +94,14 @@ TEST(Device, TrainingOnTheReferenceDeviceMatchesTheCpu) {
       EXPECT_LE(std::abs(la - lb), 1e-5 * std::abs(la)) << type << " step " << i + 1;
     }
     const std::string weights = std::string(type) == "lora" ? "/adapter_model.safetensors" : "/model.safetensors";
-    EXPECT_EQ(slurp(dir + "/ref" + weights), slurp(dir + "/cpu" + weights)) << type;
+    // Weights agree less tightly than losses: AdamW's step m / sqrt(v) magnifies last-bit
+    // differences of gradients where v is tiny (measured 5.6e-5 after 20 full steps).
+    EXPECT_LE(max_weight_diff(dir + "/ref" + weights, dir + "/cpu" + weights), 2e-4) << type;
     // The checkpoint written from the device resumes on the CPU and ends where both ended.
     auto resumed = run_with_plugins("train " + cfg + " output_dir=" + dir + "/ref resume_from_checkpoint=" +
                                     dir + "/ref/checkpoint-10 --quiet");
     ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-    EXPECT_EQ(slurp(dir + "/ref" + weights), slurp(dir + "/cpu" + weights)) << type;
+    EXPECT_LE(max_weight_diff(dir + "/ref" + weights, dir + "/cpu" + weights), 2e-4) << type;
   }
 }
 
@@ -89,10 +117,15 @@ TEST(Device, DeviceErrors) {
                               ":" + std::string(UNILLM_BINARY_DIR) + "/test_plugins/libunillm_bad_plugin_1.so");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("built for plugin ABI 2.0"), std::string::npos) << bad.err;
-  auto refused = run_with_plugins(gen + " --device ref --device-fallback error");
+  // ref_partial is the reference plugin without its rms_norm kernel.
+  const std::string partial = ":" + std::string(UNILLM_BINARY_DIR) + "/tests/plugins";
+  auto refused = run_with_plugins(gen + " --device ref_partial" + kNoFallback, partial);
   EXPECT_EQ(refused.exit_code, 1);
-  EXPECT_NE(refused.err.find("no kernel on ref:0"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("[rms_norm] no kernel on ref_partial:0"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("--device-fallback is error"), std::string::npos) << refused.err;
+  auto warned = run_with_plugins(gen + " --device ref_partial", partial);
+  EXPECT_EQ(warned.exit_code, 0) << warned.err;
+  EXPECT_NE(warned.err.find("[rms_norm] no kernel on ref_partial"), std::string::npos) << warned.err;
   auto policy = run_with_plugins(gen + " --device-fallback maybe");
   EXPECT_EQ(policy.exit_code, 1);
   EXPECT_NE(policy.err.find("--device-fallback must be warn or error"), std::string::npos) << policy.err;

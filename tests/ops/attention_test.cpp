@@ -99,7 +99,7 @@ class AttentionTest : public optest::OpTest {
                          p.batch.block_table.data<int32_t>(), p.batch.q_start.data<int32_t>(),
                          p.batch.kv_len.data<int32_t>(), ref.raw_data(),
                          static_cast<int64_t>(l.q_len.size()), p.max_blocks, l.block_size,
-                         l.heads, l.kv_heads, l.head_dim, scale, t};
+                         l.heads, l.kv_heads, l.head_dim, scale, t, p.q.size(0), p.k.size(0)};
     ops::attention_reference(a);
     optest::expect_near(ref, want, tol, tol);
   }
