@@ -174,7 +174,7 @@ void BM_GemvOpenBlasF32(benchmark::State& state) {  // the peer: OpenBLAS sgemv 
 }
 
 // The fused cross-entropy's three GEMMs for one chunk of r labelled rows against the lm_head
-// W [V, C] (backends/cpu/cross_entropy.cpp): logits = x·Wᵀ (K = C), dx = dlogits·W (K = V),
+// W [V, C] (backends/cpu/kernels/linear_cross_entropy.cpp): logits = x·Wᵀ (K = C), dx = dlogits·W (K = V),
 // dW += dlogitsᵀ·x (K = r, all of dW read and written per chunk). Args: {r, V, C, which}.
 void BM_CrossEntropyGemm(benchmark::State& state) {
   const int64_t r = state.range(0), v = state.range(1), c = state.range(2), which = state.range(3);

@@ -224,7 +224,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   const bool dx = any || ps.final_norm_trainable;
   const int64_t chunk = std::min(d.N, std::max<int64_t>(1, (int64_t{32} << 20) / (d.V * 4)));
   // Per chunk: logits, the gathered x, dx rows, and with more than one thread one partial dx
-  // product per thread (the vocabulary-split GEMMs, backends/cpu/cross_entropy_gemm.h).
+  // product per thread (the vocabulary-split GEMMs, backends/cpu/gemm/cross_entropy_gemm.h).
   p.loss_transient = (dx ? d.N * d.C * d.e : 0) + (ps.lm_head_trainable ? d.V * d.C * 4 : 0) +
                      chunk * (d.V + d.C + (dx ? d.C : 0)) * 4 +
                      (in.threads > 1 ? in.threads * chunk * d.C * 4 : 0);
@@ -237,12 +237,12 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   const int64_t depth = std::clamp<int64_t>(std::max(d.C, d.F), 512, 1024);
   p.runtime = in.threads * (int64_t{4} << 20) * depth / 1024;
   // The fused attention backward's dQ sum: one [T·G, D] f32 per thread when it is at most 16 MiB
-  // (backends/cpu/attention_train_backward.h; longer rows run two passes without it).
+  // (backends/cpu/attention/attention_train_backward.h; longer rows run two passes without it).
   const int64_t fused_dq = in.seq_len * (c.num_heads / std::max<int64_t>(1, c.num_kv_heads)) * c.head_dim * 4;
   if (fused_dq <= (int64_t{16} << 20)) p.runtime += in.threads * fused_dq;
   // bf16/f16 frozen layer weights reach GEMM through an f32 panel of up to 8 MiB
-  // (backends/cpu/convert.h half_panel_rows); a frozen lm_head through a ~1 MiB sub-panel per
-  // thread (backends/cpu/cross_entropy_gemm.h).
+  // (backends/cpu/simd/convert.h half_panel_rows); a frozen lm_head through a ~1 MiB sub-panel per
+  // thread (backends/cpu/gemm/cross_entropy_gemm.h).
   if (in.frozen_weight_bytes < 4 && ps.frozen > 0) {
     p.runtime += std::min<int64_t>(int64_t{8} << 20, 2 * d.F * std::max(d.C, d.F) * 4);
     if (!ps.lm_head_trainable) p.runtime += std::max<int64_t>(1, in.threads) * (int64_t{1} << 20);

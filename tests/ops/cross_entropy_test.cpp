@@ -140,7 +140,7 @@ TEST_F(CrossEntropyTest, KernelMatchesReferenceAndIsDeterministic) {
   }
 }
 
-// The vocabulary split (backends/cpu/cross_entropy_gemm.h) with three parts and, for bf16 and f16
+// The vocabulary split (backends/cpu/gemm/cross_entropy_gemm.h) with three parts and, for bf16 and f16
 // heads at C = 1024, two ~1 MiB sub-panels per part; the eager kernel and the two-pass path both
 // against the oracle.
 TEST_F(CrossEntropyTest, VocabularySplitOnThreeThreadsWithSubPanels) {

@@ -1,4 +1,4 @@
-// Registers the CPU device and every CPU kernel (one line per op family).
+// Registers the CPU device and every CPU kernel (one line per op, kernels/register_kernels.h).
 #include "backends/cpu/register.h"
 
 #include <cblas.h>
@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/lora.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/kernels/register_kernels.h"
+#include "backends/cpu/simd/simd.h"
 #include "core/parallel.h"
 
 namespace unillm::cpu {
@@ -17,8 +17,24 @@ void register_cpu_backend() {
   if (done) return;
   done = true;
   register_backend(std::make_unique<CpuBackend>());
-  register_kernels();
-  register_lora();
+  register_linear();
+  register_embedding();
+  register_rms_norm();
+  register_rope();
+  register_swiglu();
+  register_softmax();
+  register_elementwise();
+  register_paged_attention();
+  register_linear_backward();
+  register_rms_norm_backward();
+  register_swiglu_backward();
+  register_softmax_backward();
+  register_scatter_add_rows();
+  register_linear_cross_entropy();
+  register_causal_attention();
+  register_cast();
+  register_optimizer();
+  register_lora_gemm();
 }
 
 void set_num_threads(int n) {

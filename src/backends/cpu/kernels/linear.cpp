@@ -1,0 +1,95 @@
+// CPU linear kernels: f32/f64 through OpenBLAS (row-major x · Wᵀ), bf16/f16 weights converted to f32
+// one panel of rows at a time (never the whole matrix), and the AVX2 GEMV for decode (M <= 4,
+// linear_avx2.cpp).
+#include <cblas.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backends/cpu/kernels/linear_avx2.h"
+#include "backends/cpu/kernels/register_kernels.h"
+#include "backends/cpu/scratch.h"
+#include "backends/cpu/simd/convert.h"
+#include "backends/cpu/simd/simd.h"
+#include "core/parallel.h"
+#include "core/registry.h"
+#include "ops/linear.h"
+
+namespace unillm::cpu {
+namespace {
+
+using ops::LinearArgs;
+
+constexpr int64_t kGemvMaxRows = 4;
+
+// Fills y's rows with the bias (so GEMM can accumulate with beta = 1); returns beta.
+template <typename T>
+T init_bias(const LinearArgs& a) {
+  if (!a.bias) return T(0);
+  const auto* b = static_cast<const T*>(a.bias);
+  auto* y = static_cast<T*>(a.y);
+  parallel_for(a.m, 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) std::copy(b, b + a.n, y + i * a.n);
+  });
+  return T(1);
+}
+
+void linear_f64(const LinearArgs& a) {
+  double beta = init_bias<double>(a);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a.m, a.n, a.k, 1.0,
+              static_cast<const double*>(a.x), a.k, static_cast<const double*>(a.w), a.k, beta,
+              static_cast<double*>(a.y), a.n);
+}
+
+void linear_f32_blas(const LinearArgs& a) {
+  float beta = init_bias<float>(a);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a.m, a.n, a.k, 1.0f,
+              static_cast<const float*>(a.x), a.k, static_cast<const float*>(a.w), a.k, beta,
+              static_cast<float*>(a.y), a.n);
+}
+
+// bf16/f16 W: convert a panel of P rows (half_panel_rows: about 8 MiB of f32) in parallel, then
+// one sgemm writes y[:, n0:n0+P].
+void linear_half_panels(const LinearArgs& a) {
+  float beta = init_bias<float>(a);
+  const int64_t panel = half_panel_rows(a.n, a.k);
+  Scratch<float> buf(panel * a.k);
+  const size_t es = dtype_size(a.w_dtype);
+  const auto* w = static_cast<const char*>(a.w);
+  for (int64_t n0 = 0; n0 < a.n; n0 += panel) {
+    const int64_t rows = std::min(panel, a.n - n0);
+    parallel_for(rows, 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        to_f32(w + (n0 + r) * a.k * static_cast<int64_t>(es), a.w_dtype, buf.data() + r * a.k, a.k);
+    });
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a.m, rows, a.k, 1.0f,
+                static_cast<const float*>(a.x), a.k, buf.data(), a.k, beta,
+                static_cast<float*>(a.y) + n0, a.n);
+  }
+}
+
+void linear_f32_avx2(const LinearArgs& a) {
+  if (a.m <= kGemvMaxRows) return avx2::gemv(a);
+  linear_f32_blas(a);
+}
+
+void linear_half_avx2(const LinearArgs& a) {
+  if (a.m <= kGemvMaxRows) return avx2::gemv(a);
+  linear_half_panels(a);
+}
+
+}  // namespace
+
+void register_linear() {
+  auto& reg = kernel_registry();
+  const bool v = has_avx2();
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f32,
+                             v ? &linear_f32_avx2 : &linear_f32_blas);
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::bf16,
+                             v ? &linear_half_avx2 : &linear_half_panels);
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f16,
+                             v ? &linear_half_avx2 : &linear_half_panels);
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f64, &linear_f64);
+}
+
+}  // namespace unillm::cpu

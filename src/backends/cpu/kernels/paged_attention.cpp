@@ -1,0 +1,61 @@
+// CPU paged_attention: tiling of the batch (attention_tiles, declared in attention/attention_tile.h)
+// and the portable (scalar) instantiation of the shared flash-style loop for f32/f64; the AVX2 f32
+// instantiation lives in paged_attention_avx2.cpp.
+#include "backends/cpu/attention/attention_tile.h"
+#include "backends/cpu/kernels/paged_attention_avx2.h"
+#include "backends/cpu/kernels/register_kernels.h"
+#include "backends/cpu/simd/simd.h"
+#include "core/registry.h"
+
+namespace unillm::cpu {
+
+std::vector<AttnTile> attention_tiles(const ops::AttentionArgs& a, int64_t rows_per_tile) {
+  std::vector<AttnTile> tiles;
+  for (int64_t s = 0; s < a.num_seqs; ++s) {
+    const int64_t q_len = a.q_start[s + 1] - a.q_start[s];
+    for (int64_t g = 0; g < a.kv_heads; ++g)
+      for (int64_t r = 0; r < q_len; r += rows_per_tile)
+        tiles.push_back({static_cast<int32_t>(s), static_cast<int32_t>(g), static_cast<int32_t>(r),
+                         static_cast<int32_t>(std::min(rows_per_tile, q_len - r))});
+  }
+  return tiles;
+}
+
+namespace {
+
+template <typename T>
+struct ScalarOps {
+  static T dot(const T* a, const T* b, int64_t n) {
+    T s = 0;
+    for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+  }
+  static void axpy(T* acc, T p, const T* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) acc[i] += p * x[i];
+  }
+  static void scale(T* acc, T c, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) acc[i] *= c;
+  }
+  static T exp_shift(T* s, int64_t n, T m) {
+    T sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - m));
+    return sum;
+  }
+};
+
+template <typename T>
+void attention_portable(const ops::AttentionArgs& a) {
+  attention_run<T, ScalarOps<T>>(a);
+}
+
+}  // namespace
+
+void register_paged_attention() {
+  auto& reg = kernel_registry();
+  reg.add<ops::AttentionKernel>("paged_attention", DeviceKind::cpu, DType::f32,
+                                has_avx2() ? &avx2::attention_f32 : &attention_portable<float>);
+  reg.add<ops::AttentionKernel>("paged_attention", DeviceKind::cpu, DType::f64,
+                                &attention_portable<double>);
+}
+
+}  // namespace unillm::cpu

@@ -1,0 +1,26 @@
+// The register function of each CPU kernel file (kernels/<op>.cpp defines register_<op>()); the
+// list in register.cpp calls each once at start-up, when the CPU backend is registered.
+#pragma once
+
+namespace unillm::cpu {
+
+void register_linear();
+void register_linear_backward();
+void register_lora_gemm();
+void register_embedding();
+void register_scatter_add_rows();  // embedding and gather_rows backward
+void register_elementwise();       // add, mul
+void register_cast();              // f32 <-> bf16/f16
+void register_rms_norm();
+void register_rms_norm_backward();
+void register_rope();
+void register_swiglu();
+void register_swiglu_backward();
+void register_softmax();
+void register_softmax_backward();
+void register_paged_attention();
+void register_causal_attention();      // causal_attention and causal_attention_backward
+void register_linear_cross_entropy();  // linear_cross_entropy, _backward and _fused
+void register_optimizer();             // adamw, sum_squares, scale
+
+}  // namespace unillm::cpu

@@ -1,0 +1,11 @@
+// Entry point of rms_norm_avx2.cpp; registered by rms_norm.cpp only when cpu::has_avx2() is true.
+#pragma once
+
+#include "ops/rms_norm.h"
+
+namespace unillm::cpu::avx2 {
+
+// ops::RmsNormKernel for f32 x and an f32/bf16/f16 weight.
+void rms_norm_f32(const ops::RmsNormArgs& a);
+
+}  // namespace unillm::cpu::avx2
