@@ -30,15 +30,6 @@ constexpr float kScale = 0.35f;
 const char* name(DType t) { return dtype_name(t); }
 double tol_for(DType t) { return t == DType::f64 ? 1e-9 : 1e-5; }
 
-// Refuses the host fallback while alive; warn comes back even when a check throws.
-class RefuseHostFallback {
- public:
-  RefuseHostFallback() { kernel_registry().set_fallback(KernelRegistry::Fallback::error, nullptr); }
-  ~RefuseHostFallback() { kernel_registry().set_fallback(KernelRegistry::Fallback::warn, nullptr); }
-  RefuseHostFallback(const RefuseHostFallback&) = delete;
-  RefuseHostFallback& operator=(const RefuseHostFallback&) = delete;
-};
-
 // Loads the CPU backend and the plugin before a test builds its inputs.
 class AttentionOps : public ::testing::Test {
  protected:
@@ -294,7 +285,7 @@ TEST_F(AttentionOps, KernelsRegisteredForEveryKeyDtype) {
 // Every op of this group, forward and backward, with the host fallback refused: each runs its
 // device kernel (eager_grad goes the two-kernel way on a device without a fused kernel).
 TEST_F(AttentionOps, NoHostFallbackForAttentionAndLoss) {
-  RefuseHostFallback guard;
+  devtest::FallbackPolicy guard(KernelRegistry::Fallback::error);
   for (DType t : {DType::f32, DType::f64}) {
     expect_matches_oracle(std::string("refused fallback causal ") + name(t), causal_case(t),
                           causal_segments);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/registry.h"
 #include "core/tensor.h"
 
 namespace unillm::devtest {
@@ -33,6 +34,19 @@ struct Case {
 // oracle within c.tol, output and input gradients. The output gradient is a fixed random tensor.
 // `what` names the case in failures.
 void expect_matches_oracle(const std::string& what, const Case& c, const OpFn& fn);
+
+// Sets the host-fallback policy (and report sink) while alive; restores warn with no sink however
+// the scope is left (a failed ASSERT included), so later tests are not refused.
+class FallbackPolicy {
+ public:
+  explicit FallbackPolicy(KernelRegistry::Fallback f,
+                          std::function<void(const std::string&)> sink = nullptr) {
+    kernel_registry().set_fallback(f, std::move(sink));
+  }
+  ~FallbackPolicy() { kernel_registry().set_fallback(KernelRegistry::Fallback::warn, nullptr); }
+  FallbackPolicy(const FallbackPolicy&) = delete;
+  FallbackPolicy& operator=(const FallbackPolicy&) = delete;
+};
 
 // The largest relative difference |a − b| / (1 + |b|) (for reporting).
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);

@@ -17,16 +17,10 @@
 namespace unillm {
 namespace {
 
+using devtest::FallbackPolicy;
 using devtest::host;
 using devtest::partial_device;
 using devtest::random;
-
-struct FallbackPolicy {  // restores warn when a test ends, also on a failed ASSERT
-  FallbackPolicy(KernelRegistry::Fallback f, std::function<void(const std::string&)> sink) {
-    kernel_registry().set_fallback(f, std::move(sink));
-  }
-  ~FallbackPolicy() { kernel_registry().set_fallback(KernelRegistry::Fallback::warn, nullptr); }
-};
 
 // rms_norm on ref_partial: the forward runs on the host (the CPU's bits, reported once), the
 // backward on the plugin's own kernel.

@@ -287,16 +287,6 @@ TEST_F(NormOpsOnDevice, ScaleIsExact) {
 
 // ---- no host fallback left ------------------------------------------------------------------
 
-// Refuses the host fallback while alive; restores warn however the scope is left (a failed
-// ASSERT included), so later tests are not refused.
-class FallbackRefused {
- public:
-  FallbackRefused() { kernel_registry().set_fallback(KernelRegistry::Fallback::error, nullptr); }
-  ~FallbackRefused() { kernel_registry().set_fallback(KernelRegistry::Fallback::warn, nullptr); }
-  FallbackRefused(const FallbackRefused&) = delete;
-  FallbackRefused& operator=(const FallbackRefused&) = delete;
-};
-
 struct OpCase {
   std::string what;
   std::vector<Tensor> inputs;  // CPU tensors
@@ -351,7 +341,7 @@ TEST_F(NormOpsOnDevice, NoneFallsBackToTheHost) {
   for (const OpCase& c : autograd_cases()) {
     std::vector<std::vector<double>> ref;
     {
-      FallbackRefused refused;
+      devtest::FallbackPolicy refused(KernelRegistry::Fallback::error);
       ASSERT_NO_THROW(ref = forward_backward(c, dev)) << c.what;
     }
     const auto cpu = forward_backward(c, Device{});
@@ -359,7 +349,7 @@ TEST_F(NormOpsOnDevice, NoneFallsBackToTheHost) {
     for (size_t i = 0; i < ref.size(); ++i)
       EXPECT_LE(devtest::max_rel_diff(ref[i], cpu[i]), 1e-5) << c.what << " result " << i;
   }
-  FallbackRefused refused;
+  devtest::FallbackPolicy refused(KernelRegistry::Fallback::error);
   const Tensor p = random({9}, 70).to(dev), g = random({9}, 71).to(dev);
   const Tensor m = random({9}, 72).to(dev), v = squares(9, 73).to(dev);
   EXPECT_NO_THROW(ops::adamw_update(p, g, m, v, ops::AdamWScalars{})) << "adamw";
