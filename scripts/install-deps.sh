@@ -11,6 +11,7 @@ pkgs=(
   libsentencepiece-dev     # tests only: an independent SentencePiece reference
   libclang-rt-14-dev libomp-dev   # the clang fuzz tree: libFuzzer/ASan/UBSan runtimes, OpenMP
   python3-torch python3-venv   # tests only: the PyTorch reference implementation
+  qemu-user binutils   # tests only: the op tests on an emulated AVX2-only CPU; the ISA leak check
 )
 missing=()
 for p in "${pkgs[@]}"; do

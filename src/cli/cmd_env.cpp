@@ -1,4 +1,4 @@
-// `unillm env`: version, build options, devices, threads, BLAS, SIMD level, kernel coverage.
+// `unillm env`: version, build options, devices, threads, BLAS, CPU instruction-set level, kernel coverage.
 #include <cstdio>
 #include <cstdlib>
 
@@ -38,7 +38,7 @@ int cmd_env(const std::vector<std::string>& args) {
   std::printf("threads: %d (cores in affinity mask: %d; OpenMP runtime shared with BLAS)\n", num_threads(),
               affinity_cores());
   std::printf("blas: %s\n", cpu::blas_info().c_str());
-  std::printf("simd: %s\n", cpu::simd_level());
+  std::printf("isa: %s\n", cpu::isa_info().c_str());
   if (kernels) std::printf("kernels:\n%s", kernel_registry().coverage_table().c_str());
   return 0;
 }

@@ -20,6 +20,10 @@ namespace unillm::cli {
 void add_runtime_options(ArgParser& p, RuntimeOptions& o) {
   p.option("device", "cpu (default), or a plugin device NAME[:N] (see `unillm env`)", &o.device);
   p.option("threads", "threads for kernels and BLAS (default: cores in the affinity mask)", &o.threads);
+  p.option("isa",
+           "cap the CPU instruction set: auto (default; or $UNILLM_ISA), avx512_bf16, avx512, "
+           "avx2 or portable",
+           &o.isa);
   p.option("device-fallback",
            "an op the device has no kernel for: warn (run it on the CPU with copies, warned once "
            "per op; default) or error",
@@ -42,13 +46,32 @@ void load_plugins_once() {
   for (const auto& f : plugin_report().failures)
     std::fprintf(stderr, "unillm: warning: %s\n", f.c_str());
 }
+
+// The CPU level cap: --isa, else $UNILLM_ISA, else auto. Asking for more than the CPU has
+// warns (the kernels run at what it has).
+cpu::IsaLevel isa_cap(const std::string& flag) {
+  const char* env = std::getenv("UNILLM_ISA");
+  const std::string text = !flag.empty() ? flag : env && *env ? env : "auto";
+  const char* from = !flag.empty() ? "--isa" : env && *env ? "UNILLM_ISA" : "";
+  cpu::IsaLevel cap;
+  if (!cpu::parse_isa(text, &cap))
+    UNILLM_THROW(ConfigError, "[cli] ", from, " must be auto, avx512_bf16, avx512, avx2 or portable, got '",
+                 text, "'");
+  if (static_cast<int>(cap) > static_cast<int>(cpu::detected_isa()))
+    std::fprintf(stderr, "unillm: warning: %s %s: this CPU has only %s; using %s\n", from, text.c_str(),
+                 cpu::isa_name(cpu::detected_isa()), cpu::isa_name(cpu::detected_isa()));
+  return cap;
+}
+
+void register_cpu(const std::string& isa_flag) { cpu::register_cpu_backend(isa_cap(isa_flag)); }
+
 }  // namespace
 
 const std::vector<std::string>& loaded_plugins() { return plugin_report().loaded; }
 const std::vector<std::string>& plugin_failures() { return plugin_report().failures; }
 
 Device setup_runtime(const RuntimeOptions& o) {
-  cpu::register_cpu_backend();
+  register_cpu(o.isa);
   load_plugins_once();
   if (o.threads == 0 || o.threads < -1)
     UNILLM_THROW(ConfigError, "[cli] --threads must be >= 1, got ", o.threads);
@@ -75,11 +98,12 @@ Device setup_runtime(const RuntimeOptions& o) {
   }
 }
 
-void cpu_register_only() { cpu::register_cpu_backend(); }
+void cpu_register_only() { register_cpu(""); }
 
 bool take_runtime_flag(const std::vector<std::string>& args, size_t& i, RuntimeOptions& o) {
   for (auto [flag, out] : {std::pair<const char*, std::string*>{"--device", &o.device},
-                           {"--device-fallback", &o.device_fallback}}) {
+                           {"--device-fallback", &o.device_fallback},
+                           {"--isa", &o.isa}}) {
     const std::string f = flag;
     if (args[i] == f) {
       if (i + 1 == args.size()) UNILLM_THROW(ConfigError, "[cli] ", f, " needs a value");

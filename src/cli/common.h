@@ -17,6 +17,7 @@ struct RuntimeOptions {
   std::string device = "cpu";
   std::string device_fallback = "warn";  // warn | error: an op the device lacks
   int64_t threads = -1;  // -1: not given (cores in the affinity mask); a given value must be >= 1
+  std::string isa;  // --isa: "" = $UNILLM_ISA, else auto
 };
 
 void add_runtime_options(ArgParser& p, RuntimeOptions& o);
@@ -30,7 +31,7 @@ const std::vector<std::string>& plugin_failures();
 // Registers the CPU backend with default threads (commands that do no heavy compute).
 void cpu_register_only();
 
-// For the commands that parse their own flags (train, export): takes --device / --device-fallback
+// For the commands that parse their own flags (train, export): takes --device / --device-fallback / --isa
 // (as "--flag VALUE" or "--flag=VALUE") at args[i] into o, advancing i past a separate value;
 // false when args[i] is neither.
 bool take_runtime_flag(const std::vector<std::string>& args, size_t& i, RuntimeOptions& o);

@@ -8,6 +8,7 @@
 #include "backends/cpu/register.h"
 #include "backends/plugin/plugin_loader.h"
 #include "core/rng.h"
+#include "support/expect.h"
 #include "ops/cast.h"
 
 namespace unillm::devtest {
@@ -16,7 +17,7 @@ namespace {
 
 void load_once() {
   static const bool loaded = [] {
-    cpu::register_cpu_backend();
+    testing::init_cpu();
     plugin::load_plugins(std::string(UNILLM_BINARY_DIR) + "/plugins:" + UNILLM_BINARY_DIR +
                          "/tests/plugins");
     return true;

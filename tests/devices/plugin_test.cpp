@@ -12,6 +12,7 @@
 #include "backends/plugin/plugin_loader.h"
 #include "core/device.h"
 #include "core/tensor.h"
+#include "support/expect.h"
 
 namespace unillm {
 namespace {
@@ -22,7 +23,7 @@ const std::string kBad = std::string(UNILLM_BINARY_DIR) + "/test_plugins";
 // The reference plugin, then the bad ones (kind 3 reuses the name "ref"), loaded once.
 const plugin::LoadReport& loaded() {
   static const plugin::LoadReport report = [] {
-    cpu::register_cpu_backend();
+    testing::init_cpu();
     plugin::LoadReport r = plugin::load_plugins(kPlugins);
     plugin::LoadReport bad = plugin::load_plugins(kBad + ":" + std::string(UNILLM_SOURCE_DIR) + "/README.md");
     r.failures = bad.failures;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 
+#include "backends/cpu/simd/isa.h"
 #include "core/parallel.h"
 #include "grad_check_util.h"
 #include "ops/dispatch.h"
@@ -243,8 +244,8 @@ TEST_F(LoraLinearTest, GemmKernelMatchesReference) {
           g.c = c2.raw_data();
           // The AVX2 kernel (f32, a side <= 64, a transposed B with n or k <= 64) splits no k and
           // keeps the tiling: bit-identical for any thread count (BLAS edge kernels may not be).
-          const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                            std::min({m, n, k}) <= 64 && (!tb || std::min(n, k) <= 64);
+          const bool avx2 = cpu::isa_at_least(cpu::IsaLevel::avx2) && std::min({m, n, k}) <= 64 &&
+                            (!tb || std::min(n, k) <= 64);
           if (dt == DType::f32 && avx2) {
             Tensor c3 = c2.clone();
             g.c = c3.raw_data();

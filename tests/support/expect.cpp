@@ -2,6 +2,7 @@
 #include "support/expect.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -32,7 +33,13 @@ void expect_close(const Tensor& a, const Tensor& b, double atol, double rtol) {
 
 std::string source_path(const std::string& rel) { return std::string(UNILLM_SOURCE_DIR) + "/" + rel; }
 
-void init_cpu() { cpu::register_cpu_backend(); }
+void init_cpu() {
+  // CI runs the op tests under each CPU level: UNILLM_ISA caps it, as the CLI's --isa does.
+  cpu::IsaLevel cap = cpu::IsaLevel::avx512_bf16;
+  const char* env = std::getenv("UNILLM_ISA");
+  if (env && *env && !cpu::parse_isa(env, &cap)) ADD_FAILURE() << "UNILLM_ISA=" << env << " is not a level";
+  cpu::register_cpu_backend(cap);
+}
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

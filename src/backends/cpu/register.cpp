@@ -12,11 +12,9 @@
 
 namespace unillm::cpu {
 
-void register_cpu_backend() {
-  static bool done = false;
-  if (done) return;
-  done = true;
-  register_backend(std::make_unique<CpuBackend>());
+namespace {
+
+void register_kernels() {
   register_linear();
   register_embedding();
   register_rms_norm();
@@ -37,13 +35,35 @@ void register_cpu_backend() {
   register_lora_gemm();
 }
 
+}  // namespace
+
+void register_cpu_backend(IsaLevel cap) {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  register_backend(std::make_unique<CpuBackend>());
+  choose_isa(cap);
+  register_kernels();
+}
+
+IsaLevel reregister_cpu_kernels(IsaLevel cap) {
+  register_cpu_backend(cap);
+  const IsaLevel level = choose_isa(cap);
+  register_kernels();  // insert_or_assign: every entry now points at this level's kernel
+  return level;
+}
+
 void set_num_threads(int n) {
   if (n <= 0) n = affinity_cores();
   set_omp_threads(n);
   openblas_set_num_threads(n);
 }
 
-const char* simd_level() { return has_avx2() ? "avx2+fma" : "portable"; }
+std::string isa_info() {
+  // The variants that exist so far: a level above them runs the highest one below it.
+  return std::string(isa_name(chosen_isa())) + " (detected " + isa_name(detected_isa()) + ": " +
+         feature_names(cpu_features()) + "; kernel variants built: portable, avx2)";
+}
 
 std::string blas_info() {
   const char* threading = "unknown";

@@ -4,13 +4,21 @@
 
 #include <string>
 
+#include "backends/cpu/simd/isa.h"
+
 namespace unillm::cpu {
 
-void register_cpu_backend();
+// Registers the CPU device and its kernels for the level min(cap, what the CPU has). Once per
+// process: later calls do nothing (the CLI calls it with --isa before anything else does).
+void register_cpu_backend(IsaLevel cap = IsaLevel::avx512_bf16);
+// Re-registers every CPU kernel for min(cap, detected) and returns that level: for tests that
+// run the same kernels under each level the machine has.
+IsaLevel reregister_cpu_kernels(IsaLevel cap);
 // Sets the OpenMP and OpenBLAS thread counts together (one runtime; n <= 0: affinity cores).
 void set_num_threads(int n);
-// "avx2" or "portable": the kernel variant chosen for this CPU.
-const char* simd_level();
+// "avx2 (detected avx512_bf16: avx2 fma …; …)": the chosen level, what the CPU has, and the
+// kernel variants this build has.
+std::string isa_info();
 // OpenBLAS's configuration string and threading model, for `unillm env`.
 std::string blas_info();
 
