@@ -4,6 +4,8 @@
 # Llama 2 tokenizer.model into the GGUF vocab), and Debian's torch via --system-site-packages.
 set -euo pipefail
 cd "$(dirname "$0")"
+# The GEMM providers compared by gemm_providers.cpp (gemm_providers.md): oneDNN and BLIS (OpenMP).
+apt-get install -y -qq --no-install-recommends libdnnl-dev libblis-openmp-dev >/dev/null
 /usr/bin/python3 -m venv --system-site-packages .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -c constraints.txt gguf numpy sentencepiece
