@@ -27,7 +27,8 @@ std::string KernelRegistry::coverage_table() const {
   std::map<std::string, std::set<std::string>> rows;
   for (auto& [k, v] : table_)
     rows[k.op].insert(device_kind_name(k.device) + "/" + dtype_name(k.dtype) +
-                      (k.variant.empty() ? "" : "/" + k.variant));
+                      (k.variant.empty() ? "" : "/" + k.variant) +
+                      (v.impl.empty() ? "" : ":" + v.impl));
   std::ostringstream os;
   for (auto& [op, cells] : rows) {
     os << "  " << op << ":";

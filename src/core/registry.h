@@ -36,11 +36,13 @@ struct KernelKey {
 
 class KernelRegistry {
  public:
+  // impl names the implementation for `unillm env --kernels` (the CPU's ISA level: "avx2",
+  // "portable"); "" prints nothing.
   template <typename Fn>
   void add(const std::string& op, DeviceKind device, DType dtype, Fn* fn,
-           const std::string& variant = "") {
+           const std::string& variant = "", const std::string& impl = "") {
     table_.insert_or_assign(KernelKey{op, device, dtype, variant},
-                            Entry{reinterpret_cast<void (*)()>(fn), typeid(Fn)});
+                            Entry{reinterpret_cast<void (*)()>(fn), typeid(Fn), impl});
   }
   // The kernel or nullptr; throws if registered with another signature (a programming error).
   template <typename Fn>
@@ -73,13 +75,15 @@ class KernelRegistry {
   Fallback fallback() const { return fallback_; }
   // Reports op (once per op and device kind) through the reporter set by set_fallback.
   void report_fallback(const std::string& op, DeviceKind device);
-  // A printable op × (device, dtype) table for `unillm env`.
+  // A printable op × (device, dtype) table for `unillm env`: "cpu/f32:avx2" where an entry names
+  // its implementation.
   std::string coverage_table() const;
 
  private:
   struct Entry {
     void (*fn)();
     std::type_index type;
+    std::string impl;
   };
   std::map<KernelKey, Entry> table_;
   Fallback fallback_ = Fallback::warn;

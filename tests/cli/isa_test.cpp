@@ -26,6 +26,22 @@ TEST(Isa, EnvReportsTheChosenLevel) {
   EXPECT_NE(both.out.find("isa: " + detected + " (detected " + detected), std::string::npos) << both.out;
 }
 
+// Each CPU kernel names the level of the code behind it.
+TEST(Isa, KernelTableNamesEachKernelsLevel) {
+  auto portable = run_unillm("env --kernels --isa portable");
+  ASSERT_EQ(portable.exit_code, 0) << portable.err;
+  EXPECT_NE(portable.out.find("rms_norm: cpu/bf16:portable cpu/f16:portable cpu/f32:portable "
+                              "cpu/f64:portable"),
+            std::string::npos)
+      << portable.out;
+  EXPECT_EQ(portable.out.find(":avx2"), std::string::npos) << portable.out;
+  if (cpu::detected_isa() == cpu::IsaLevel::portable) return;
+  auto avx2 = run_unillm("env --kernels --isa avx2");
+  EXPECT_NE(avx2.out.find("rms_norm: cpu/bf16:avx2 cpu/f16:avx2 cpu/f32:avx2 cpu/f64:portable"),
+            std::string::npos)
+      << avx2.out;
+}
+
 TEST(Isa, BadValuesAreErrorsAndTooHighIsCapped) {
   auto bad = run_unillm("env --isa avx1024");
   EXPECT_EQ(bad.exit_code, 1);

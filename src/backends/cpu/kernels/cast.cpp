@@ -1,10 +1,12 @@
 // CPU "cast" kernel: f32 <-> bf16/f16 over the row conversions of simd/convert.h (vectorised with
 // F16C/AVX2 when the CPU has them), in parallel chunks.
+#include "ops/cast.h"
+
 #include "backends/cpu/kernels/register_kernels.h"
 #include "backends/cpu/simd/convert.h"
+#include "backends/cpu/simd/simd.h"
 #include "core/parallel.h"
 #include "core/registry.h"
-#include "ops/cast.h"
 
 namespace unillm::cpu {
 namespace {
@@ -23,7 +25,8 @@ void cast_kernel(const ops::CastArgs& a) {
 
 void register_cast() {
   for (DType t : {DType::bf16, DType::f16})
-    kernel_registry().add<ops::CastKernel>("cast", DeviceKind::cpu, t, &cast_kernel);
+    kernel_registry().add<ops::CastKernel>("cast", DeviceKind::cpu, t, &cast_kernel, "",
+                                           avx2_or_portable());  // convert.h dispatches
 }
 
 }  // namespace unillm::cpu

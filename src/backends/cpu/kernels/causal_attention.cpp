@@ -105,16 +105,18 @@ void backward_portable(const ops::CausalAttentionBackwardArgs& a) {
 void register_causal_attention() {
   auto& reg = kernel_registry();
   const bool avx2 = has_avx2();
-  reg.add<ops::CausalAttentionKernel>(
-      "causal_attention", DeviceKind::cpu, DType::f32,
-      avx2 ? &avx2::causal_attention_f32 : &forward_portable<float>);
+  reg.add<ops::CausalAttentionKernel>("causal_attention", DeviceKind::cpu, DType::f32,
+                                      avx2 ? &avx2::causal_attention_f32 : &forward_portable<float>,
+                                      "", avx2_or_portable());
   reg.add<ops::CausalAttentionKernel>("causal_attention", DeviceKind::cpu, DType::f64,
-                                      &forward_portable<double>);
+                                      &forward_portable<double>, "", kPortable);
   reg.add<ops::CausalAttentionBackwardKernel>(
       "causal_attention_backward", DeviceKind::cpu, DType::f32,
-      avx2 ? &avx2::causal_attention_backward_f32 : &backward_portable<float>);
+      avx2 ? &avx2::causal_attention_backward_f32 : &backward_portable<float>, "",
+      avx2_or_portable());
   reg.add<ops::CausalAttentionBackwardKernel>("causal_attention_backward", DeviceKind::cpu,
-                                              DType::f64, &backward_portable<double>);
+                                              DType::f64, &backward_portable<double>, "",
+                                              kPortable);
 }
 
 }  // namespace unillm::cpu

@@ -26,11 +26,15 @@ void register_elementwise() {
   auto& reg = kernel_registry();
   const bool v = has_avx2();
   reg.add<ops::BinaryKernel>("add", DeviceKind::cpu, DType::f32,
-                             v ? &avx2::add_f32 : &binary_portable<float, false>);
+                             v ? &avx2::add_f32 : &binary_portable<float, false>, "",
+                             avx2_or_portable());
   reg.add<ops::BinaryKernel>("mul", DeviceKind::cpu, DType::f32,
-                             v ? &avx2::mul_f32 : &binary_portable<float, true>);
-  reg.add<ops::BinaryKernel>("add", DeviceKind::cpu, DType::f64, &binary_portable<double, false>);
-  reg.add<ops::BinaryKernel>("mul", DeviceKind::cpu, DType::f64, &binary_portable<double, true>);
+                             v ? &avx2::mul_f32 : &binary_portable<float, true>, "",
+                             avx2_or_portable());
+  reg.add<ops::BinaryKernel>("add", DeviceKind::cpu, DType::f64, &binary_portable<double, false>,
+                             "", kPortable);
+  reg.add<ops::BinaryKernel>("mul", DeviceKind::cpu, DType::f64, &binary_portable<double, true>, "",
+                             kPortable);
 }
 
 }  // namespace unillm::cpu

@@ -1,12 +1,14 @@
 // CPU embedding kernel: each id's row is copied (f32/f64) or converted to f32 (bf16/f16, vectorised
 // through to_f32), parallel over ids. Ids were range-checked by the op.
+#include "ops/embedding.h"
+
 #include <cstring>
 
 #include "backends/cpu/kernels/register_kernels.h"
 #include "backends/cpu/simd/convert.h"
+#include "backends/cpu/simd/simd.h"
 #include "core/parallel.h"
 #include "core/registry.h"
-#include "ops/embedding.h"
 
 namespace unillm::cpu {
 namespace {
@@ -30,8 +32,11 @@ void embedding_rows(const ops::EmbeddingArgs& a) {
 }  // namespace
 
 void register_embedding() {
+  // bf16/f16 rows go through convert.h's conversions (AVX2 when chosen); f32/f64 rows are copies.
   for (DType t : {DType::f32, DType::bf16, DType::f16, DType::f64})
-    kernel_registry().add<ops::EmbeddingKernel>("embedding", DeviceKind::cpu, t, &embedding_rows);
+    kernel_registry().add<ops::EmbeddingKernel>(
+        "embedding", DeviceKind::cpu, t, &embedding_rows, "",
+        t == DType::bf16 || t == DType::f16 ? avx2_or_portable() : kPortable);
 }
 
 }  // namespace unillm::cpu

@@ -84,12 +84,12 @@ void register_linear() {
   auto& reg = kernel_registry();
   const bool v = has_avx2();
   reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f32,
-                             v ? &linear_f32_avx2 : &linear_f32_blas);
+                             v ? &linear_f32_avx2 : &linear_f32_blas, "", avx2_or_portable());
   reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::bf16,
-                             v ? &linear_half_avx2 : &linear_half_panels);
+                             v ? &linear_half_avx2 : &linear_half_panels, "", avx2_or_portable());
   reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f16,
-                             v ? &linear_half_avx2 : &linear_half_panels);
-  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f64, &linear_f64);
+                             v ? &linear_half_avx2 : &linear_half_panels, "", avx2_or_portable());
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f64, &linear_f64, "", kPortable);
 }
 
 }  // namespace unillm::cpu

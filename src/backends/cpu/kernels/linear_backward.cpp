@@ -6,6 +6,7 @@
 
 #include "backends/cpu/gemm/gemm_backward.h"
 #include "backends/cpu/kernels/register_kernels.h"
+#include "backends/cpu/simd/simd.h"
 #include "core/parallel.h"
 #include "core/registry.h"
 #include "ops/linear.h"
@@ -37,9 +38,10 @@ void linear_backward(const ops::LinearBackwardArgs& a) {
 void register_linear_backward() {
   auto& reg = kernel_registry();
   for (DType w : {DType::f32, DType::bf16, DType::f16})
-    reg.add<ops::LinearBackwardKernel>("linear_backward", DeviceKind::cpu, w, &linear_backward<float>);
+    reg.add<ops::LinearBackwardKernel>("linear_backward", DeviceKind::cpu, w,
+                                       &linear_backward<float>, "", avx2_or_portable());
   reg.add<ops::LinearBackwardKernel>("linear_backward", DeviceKind::cpu, DType::f64,
-                                     &linear_backward<double>);
+                                     &linear_backward<double>, "", kPortable);
 }
 
 }  // namespace unillm::cpu

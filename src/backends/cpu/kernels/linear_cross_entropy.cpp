@@ -182,18 +182,22 @@ void register_linear_cross_entropy() {
   for (DType w : {DType::f32, DType::bf16, DType::f16}) {
     reg.add<ops::LinearCrossEntropyKernel>(
         "linear_cross_entropy", DeviceKind::cpu, w,
-        v ? &cross_entropy_forward<float, true> : &cross_entropy_forward<float, false>);
+        v ? &cross_entropy_forward<float, true> : &cross_entropy_forward<float, false>, "",
+        avx2_or_portable());
     reg.add<ops::LinearCrossEntropyBackwardKernel>(
         "linear_cross_entropy_backward", DeviceKind::cpu, w,
-        v ? &cross_entropy_backward<float, true> : &cross_entropy_backward<float, false>);
+        v ? &cross_entropy_backward<float, true> : &cross_entropy_backward<float, false>, "",
+        avx2_or_portable());
     reg.add<ops::LinearCrossEntropyFusedKernel>(
         "linear_cross_entropy_fused", DeviceKind::cpu, w,
-        v ? &cross_entropy_fused<float, true> : &cross_entropy_fused<float, false>);
+        v ? &cross_entropy_fused<float, true> : &cross_entropy_fused<float, false>, "",
+        avx2_or_portable());
   }
   reg.add<ops::LinearCrossEntropyKernel>("linear_cross_entropy", DeviceKind::cpu, DType::f64,
-                                         &cross_entropy_forward<double, false>);
+                                         &cross_entropy_forward<double, false>, "", kPortable);
   reg.add<ops::LinearCrossEntropyBackwardKernel>("linear_cross_entropy_backward", DeviceKind::cpu,
-                                                 DType::f64, &cross_entropy_backward<double, false>);
+                                                 DType::f64, &cross_entropy_backward<double, false>,
+                                                 "", kPortable);
 }
 
 }  // namespace unillm::cpu

@@ -58,8 +58,10 @@ void lora_gemm_f32(const ops::LoraGemmArgs& g) {
 void register_lora_gemm() {
   auto& reg = kernel_registry();
   reg.add<ops::LoraGemmKernel>("lora_gemm", DeviceKind::cpu, DType::f32,
-                               has_avx2() ? &lora_gemm_f32 : &lora_gemm<float>);
-  reg.add<ops::LoraGemmKernel>("lora_gemm", DeviceKind::cpu, DType::f64, &lora_gemm<double>);
+                               has_avx2() ? &lora_gemm_f32 : &lora_gemm<float>, "",
+                               avx2_or_portable());
+  reg.add<ops::LoraGemmKernel>("lora_gemm", DeviceKind::cpu, DType::f64, &lora_gemm<double>, "",
+                               kPortable);
 }
 
 }  // namespace unillm::cpu

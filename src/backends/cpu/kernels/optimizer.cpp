@@ -2,13 +2,15 @@
 // Compiled with -fno-math-errno -ftree-vectorize (CMakeLists.txt): the AdamW loop then vectorises
 // to sqrtps/divps, correctly rounded like their scalar forms, so updates are bit-identical to the
 // scalar loop (no FMA at the baseline ISA, so no contraction either).
+#include "ops/optimizer.h"
+
 #include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/kernels/register_kernels.h"
+#include "backends/cpu/simd/simd.h"
 #include "core/parallel.h"
 #include "core/registry.h"
-#include "ops/optimizer.h"
 
 namespace unillm::cpu {
 
@@ -57,9 +59,10 @@ void scale(const ops::ScaleArgs& a) {
 
 void register_optimizer() {
   auto& reg = kernel_registry();
-  reg.add<ops::AdamWKernel>("adamw", DeviceKind::cpu, DType::f32, &adamw);
-  reg.add<ops::SumSquaresKernel>("sum_squares", DeviceKind::cpu, DType::f32, &sum_squares);
-  reg.add<ops::ScaleKernel>("scale", DeviceKind::cpu, DType::f32, &scale);
+  reg.add<ops::AdamWKernel>("adamw", DeviceKind::cpu, DType::f32, &adamw, "", kPortable);
+  reg.add<ops::SumSquaresKernel>("sum_squares", DeviceKind::cpu, DType::f32, &sum_squares, "",
+                                 kPortable);
+  reg.add<ops::ScaleKernel>("scale", DeviceKind::cpu, DType::f32, &scale, "", kPortable);
 }
 
 }  // namespace unillm::cpu

@@ -53,9 +53,10 @@ void attention_portable(const ops::AttentionArgs& a) {
 void register_paged_attention() {
   auto& reg = kernel_registry();
   reg.add<ops::AttentionKernel>("paged_attention", DeviceKind::cpu, DType::f32,
-                                has_avx2() ? &avx2::attention_f32 : &attention_portable<float>);
+                                has_avx2() ? &avx2::attention_f32 : &attention_portable<float>, "",
+                                avx2_or_portable());
   reg.add<ops::AttentionKernel>("paged_attention", DeviceKind::cpu, DType::f64,
-                                &attention_portable<double>);
+                                &attention_portable<double>, "", kPortable);
 }
 
 }  // namespace unillm::cpu

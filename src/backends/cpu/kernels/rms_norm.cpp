@@ -45,8 +45,9 @@ void register_rms_norm() {
   auto& reg = kernel_registry();
   auto* f32 = has_avx2() ? &avx2::rms_norm_f32 : &rms_norm_portable<float>;
   for (DType w : {DType::f32, DType::bf16, DType::f16})
-    reg.add<ops::RmsNormKernel>("rms_norm", DeviceKind::cpu, w, f32);
-  reg.add<ops::RmsNormKernel>("rms_norm", DeviceKind::cpu, DType::f64, &rms_norm_portable<double>);
+    reg.add<ops::RmsNormKernel>("rms_norm", DeviceKind::cpu, w, f32, "", avx2_or_portable());
+  reg.add<ops::RmsNormKernel>("rms_norm", DeviceKind::cpu, DType::f64, &rms_norm_portable<double>,
+                              "", kPortable);
 }
 
 }  // namespace unillm::cpu

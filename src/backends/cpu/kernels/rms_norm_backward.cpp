@@ -72,9 +72,10 @@ void register_rms_norm_backward() {
   auto& reg = kernel_registry();
   auto* f32 = has_avx2() ? &rms_norm_backward<float, true> : &rms_norm_backward<float, false>;
   for (DType w : {DType::f32, DType::bf16, DType::f16})
-    reg.add<ops::RmsNormBackwardKernel>("rms_norm_backward", DeviceKind::cpu, w, f32);
+    reg.add<ops::RmsNormBackwardKernel>("rms_norm_backward", DeviceKind::cpu, w, f32, "",
+                                        avx2_or_portable());
   reg.add<ops::RmsNormBackwardKernel>("rms_norm_backward", DeviceKind::cpu, DType::f64,
-                                      &rms_norm_backward<double, false>);
+                                      &rms_norm_backward<double, false>, "", kPortable);
 }
 
 }  // namespace unillm::cpu

@@ -48,8 +48,10 @@ void rope_portable(const RopeArgs& a) {
 void register_rope() {
   auto& reg = kernel_registry();
   reg.add<ops::RopeKernel>("rope", DeviceKind::cpu, DType::f32,
-                           has_avx2() ? &avx2::rope_f32 : &rope_portable<float>);
-  reg.add<ops::RopeKernel>("rope", DeviceKind::cpu, DType::f64, &rope_portable<double>);
+                           has_avx2() ? &avx2::rope_f32 : &rope_portable<float>, "",
+                           avx2_or_portable());
+  reg.add<ops::RopeKernel>("rope", DeviceKind::cpu, DType::f64, &rope_portable<double>, "",
+                           kPortable);
 }
 
 }  // namespace unillm::cpu

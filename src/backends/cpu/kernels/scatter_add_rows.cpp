@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/register_kernels.h"
+#include "backends/cpu/simd/simd.h"
 #include "core/parallel.h"
 #include "core/registry.h"
 #include "ops/gather.h"
@@ -34,9 +35,9 @@ void scatter_add_rows(const ops::ScatterRowsArgs& a) {
 void register_scatter_add_rows() {
   auto& reg = kernel_registry();
   reg.add<ops::ScatterRowsKernel>("scatter_add_rows", DeviceKind::cpu, DType::f32,
-                                  &scatter_add_rows<float>);
+                                  &scatter_add_rows<float>, "", kPortable);
   reg.add<ops::ScatterRowsKernel>("scatter_add_rows", DeviceKind::cpu, DType::f64,
-                                  &scatter_add_rows<double>);
+                                  &scatter_add_rows<double>, "", kPortable);
 }
 
 }  // namespace unillm::cpu

@@ -37,8 +37,10 @@ void softmax_portable(const ops::SoftmaxArgs& a) {
 void register_softmax() {
   auto& reg = kernel_registry();
   reg.add<ops::SoftmaxKernel>("softmax", DeviceKind::cpu, DType::f32,
-                              has_avx2() ? &avx2::softmax_f32 : &softmax_portable<float>);
-  reg.add<ops::SoftmaxKernel>("softmax", DeviceKind::cpu, DType::f64, &softmax_portable<double>);
+                              has_avx2() ? &avx2::softmax_f32 : &softmax_portable<float>, "",
+                              avx2_or_portable());
+  reg.add<ops::SoftmaxKernel>("softmax", DeviceKind::cpu, DType::f64, &softmax_portable<double>, "",
+                              kPortable);
 }
 
 }  // namespace unillm::cpu

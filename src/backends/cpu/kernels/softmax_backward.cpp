@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/cpu/kernels/register_kernels.h"
+#include "backends/cpu/simd/simd.h"
 #include "core/parallel.h"
 #include "core/registry.h"
 #include "ops/softmax.h"
@@ -32,9 +33,9 @@ void softmax_backward_portable(const ops::SoftmaxBackwardArgs& a) {
 void register_softmax_backward() {
   auto& reg = kernel_registry();
   reg.add<ops::SoftmaxBackwardKernel>("softmax_backward", DeviceKind::cpu, DType::f32,
-                                      &softmax_backward_portable<float>);
+                                      &softmax_backward_portable<float>, "", kPortable);
   reg.add<ops::SoftmaxBackwardKernel>("softmax_backward", DeviceKind::cpu, DType::f64,
-                                      &softmax_backward_portable<double>);
+                                      &softmax_backward_portable<double>, "", kPortable);
 }
 
 }  // namespace unillm::cpu

@@ -31,8 +31,10 @@ void swiglu_portable(const ops::SwigluArgs& a) {
 void register_swiglu() {
   auto& reg = kernel_registry();
   reg.add<ops::SwigluKernel>("swiglu", DeviceKind::cpu, DType::f32,
-                             has_avx2() ? &avx2::swiglu_f32 : &swiglu_portable<float>);
-  reg.add<ops::SwigluKernel>("swiglu", DeviceKind::cpu, DType::f64, &swiglu_portable<double>);
+                             has_avx2() ? &avx2::swiglu_f32 : &swiglu_portable<float>, "",
+                             avx2_or_portable());
+  reg.add<ops::SwigluKernel>("swiglu", DeviceKind::cpu, DType::f64, &swiglu_portable<double>, "",
+                             kPortable);
 }
 
 }  // namespace unillm::cpu

@@ -40,9 +40,10 @@ void register_swiglu_backward() {
   auto& reg = kernel_registry();
   reg.add<ops::SwigluBackwardKernel>(
       "swiglu_backward", DeviceKind::cpu, DType::f32,
-      has_avx2() ? &avx2::swiglu_backward_f32 : &swiglu_backward_portable<float>);
+      has_avx2() ? &avx2::swiglu_backward_f32 : &swiglu_backward_portable<float>, "",
+      avx2_or_portable());
   reg.add<ops::SwigluBackwardKernel>("swiglu_backward", DeviceKind::cpu, DType::f64,
-                                     &swiglu_backward_portable<double>);
+                                     &swiglu_backward_portable<double>, "", kPortable);
 }
 
 }  // namespace unillm::cpu
