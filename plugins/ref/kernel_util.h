@@ -37,8 +37,16 @@ uint16_t float_to_bf16(float f);
 float f16_to_float(uint16_t h);
 uint16_t float_to_f16(float f);
 
+// a·b elements, or −1 (which Resolver::map refuses) when either is negative or it overflows.
+inline int64_t times(int64_t a, int64_t b) {
+  int64_t p = 0;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &p)) return -1;
+  return p;
+}
+
 // Maps the device pointers of one kernel call to the plugin's views. Each map() replaces a field
-// in place; a null field stays null (an optional output). The first failure is kept.
+// in place; a null field stays null (an optional output), while need() refuses a null one, which
+// would otherwise fault on the stream's worker. The first failure is kept.
 class Resolver {
  public:
   Resolver(RefStream& s, const char* op) : pool_(s.device.pool), op_(op) {}
@@ -46,14 +54,25 @@ class Resolver {
   void map(P*& field, int64_t count, unillm_dtype dtype) {
     map_bytes(field, count, dtype_bytes(dtype));
   }
+  // map() for a pointer the op cannot do without.
+  template <class P>
+  void need(P*& field, int64_t count, unillm_dtype dtype, const char* name) {
+    need(field, name);
+    map(field, count, dtype);
+  }
+  void need(const void* field, const char* name) {
+    if (!field) fail(std::string(name) + " is null");
+  }
   template <class P>
   void map_bytes(P*& field, int64_t count, size_t element_bytes) {
     if (!field || !error_.empty()) return;
-    if (count < 0 || element_bytes == 0) {
+    size_t bytes = 0;
+    if (count < 0 || element_bytes == 0 ||
+        __builtin_mul_overflow(static_cast<size_t>(count), element_bytes, &bytes)) {
       error_ = std::string(op_) + ": bad extent or dtype";
       return;
     }
-    char* v = pool_.view(field, static_cast<size_t>(count) * element_bytes);
+    char* v = pool_.view(field, bytes);
     if (!v) error_ = std::string(op_) + ": a pointer is not device memory of this device";
     field = reinterpret_cast<P*>(v);
   }

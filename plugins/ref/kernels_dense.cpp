@@ -57,10 +57,10 @@ unillm_status linear(unillm_stream s, const void* args, size_t size) {
   return launch<A>(
       s, args, size, "linear",
       [](A& a, Resolver& r) {
-        r.map(a.x, a.m * a.k, a.x_dtype);
-        r.map(a.w, a.n * a.k, a.w_dtype);
+        r.need(a.x, times(a.m, a.k), a.x_dtype, "x");
+        r.need(a.w, times(a.n, a.k), a.w_dtype, "w");
         r.map(a.bias, a.n, a.x_dtype);
-        r.map(a.y, a.m * a.n, a.x_dtype);
+        r.need(a.y, times(a.m, a.n), a.x_dtype, "y");
       },
       [](const A& a) {
         std::vector<double> y = gemm_nt(load_all(a.x, a.x_dtype, a.m * a.k),
@@ -77,9 +77,9 @@ unillm_status linear_backward(unillm_stream s, const void* args, size_t size) {
   return launch<A>(
       s, args, size, "linear_backward",
       [](A& a, Resolver& r) {
-        r.map(a.dy, a.m * a.n, a.x_dtype);
-        if (a.dw) r.map(a.x, a.m * a.k, a.x_dtype);
-        if (a.dx) r.map(a.w, a.n * a.k, a.w_dtype);
+        r.need(a.dy, times(a.m, a.n), a.x_dtype, "dy");
+        if (a.dw) r.need(a.x, times(a.m, a.k), a.x_dtype, "x");
+        if (a.dx) r.need(a.w, times(a.n, a.k), a.w_dtype, "w");
         r.map(a.dx, a.m * a.k, a.x_dtype);
         r.map(a.dw, a.n * a.k, master_dtype(a.w_dtype));
         r.map(a.db, a.n, a.x_dtype);
@@ -108,6 +108,9 @@ unillm_status lora_gemm(unillm_stream s, const void* args, size_t size) {
   return launch<A>(
       s, args, size, "lora_gemm",
       [](A& a, Resolver& r) {
+        r.need(a.a, "a");
+        r.need(a.b, "b");
+        r.need(a.c, "c");
         r.map(a.a, a.trans_a ? matrix_span(a.k, a.m, a.lda) : matrix_span(a.m, a.k, a.lda),
               a.dtype);
         r.map(a.b, a.trans_b ? matrix_span(a.n, a.k, a.ldb) : matrix_span(a.k, a.n, a.ldb),
@@ -140,9 +143,9 @@ unillm_status embedding(unillm_stream s, const void* args, size_t size) {
   return launch<A>(
       s, args, size, "embedding",
       [](A& a, Resolver& r) {
-        r.map(a.ids, a.n, UNILLM_DTYPE_I32);
-        r.map(a.table, a.vocab * a.dim, a.table_dtype);
-        r.map(a.out, a.n * a.dim, a.out_dtype);
+        r.need(a.ids, a.n, UNILLM_DTYPE_I32, "ids");
+        r.need(a.table, times(a.vocab, a.dim), a.table_dtype, "table");
+        r.need(a.out, times(a.n, a.dim), a.out_dtype, "out");
       },
       [](const A& a) {
         for (int64_t i = 0; i < a.n; ++i) {
@@ -160,9 +163,9 @@ unillm_status scatter_add_rows(unillm_stream s, const void* args, size_t size) {
   return launch<A>(
       s, args, size, "scatter_add_rows",
       [](A& a, Resolver& r) {
-        r.map(a.idx, a.m, UNILLM_DTYPE_I32);
-        r.map(a.src, a.m * a.dim, a.dtype);
-        r.map(a.dst, a.rows * a.dim, a.dtype);
+        r.need(a.idx, a.m, UNILLM_DTYPE_I32, "idx");
+        r.need(a.src, times(a.m, a.dim), a.dtype, "src");
+        r.need(a.dst, times(a.rows, a.dim), a.dtype, "dst");
       },
       [](const A& a) {
         std::vector<double> acc(static_cast<size_t>(a.rows * a.dim), 0.0);
@@ -183,9 +186,9 @@ unillm_status binary(unillm_stream s, const void* args, size_t size) {
   return launch<A>(
       s, args, size, kMul ? "mul" : "add",
       [](A& a, Resolver& r) {
-        r.map(a.a, a.n, a.dtype);
-        r.map(a.b, a.n, a.dtype);
-        r.map(a.out, a.n, a.dtype);
+        r.need(a.a, a.n, a.dtype, "a");
+        r.need(a.b, a.n, a.dtype, "b");
+        r.need(a.out, a.n, a.dtype, "out");
       },
       [](const A& a) {
         for (int64_t i = 0; i < a.n; ++i) {
@@ -200,8 +203,8 @@ unillm_status cast(unillm_stream s, const void* args, size_t size) {
   return launch<A>(
       s, args, size, "cast",
       [](A& a, Resolver& r) {
-        r.map(a.src, a.n, a.src_dtype);
-        r.map(a.dst, a.n, a.dst_dtype);
+        r.need(a.src, a.n, a.src_dtype, "src");
+        r.need(a.dst, a.n, a.dst_dtype, "dst");
       },
       [](const A& a) {
         for (int64_t i = 0; i < a.n; ++i) store(a.dst, a.dst_dtype, i, load(a.src, a.src_dtype, i));
@@ -217,8 +220,8 @@ unillm_status copy(unillm_stream s, const void* args, size_t size) {
         for (int32_t d = 0; d < a.ndim; ++d)
           if (a.shape[d] < 0 || a.src_strides[d] < 0 || a.dst_strides[d] < 0)
             return r.fail("negative shape or stride");
-        r.map(a.src, span(a.ndim, a.shape, a.src_strides), a.src_dtype);
-        r.map(a.dst, span(a.ndim, a.shape, a.dst_strides), a.dst_dtype);
+        r.need(a.src, span(a.ndim, a.shape, a.src_strides), a.src_dtype, "src");
+        r.need(a.dst, span(a.ndim, a.shape, a.dst_strides), a.dst_dtype, "dst");
       },
       [](const A& a) {
         int64_t n = 1;
@@ -246,8 +249,8 @@ unillm_status accumulate(unillm_stream s, const void* args, size_t size) {
   return launch<A>(
       s, args, size, "accumulate",
       [](A& a, Resolver& r) {
-        r.map(a.src, a.n, a.dtype);
-        r.map(a.dst, a.n, a.dtype);
+        r.need(a.src, a.n, a.dtype, "src");
+        r.need(a.dst, a.n, a.dtype, "dst");
       },
       [](const A& a) {
         // In the data's own precision: a sum of two f32 values rounded once, as on the CPU.
@@ -269,8 +272,9 @@ unillm_status kv_cache_write(unillm_stream s, const void* args, size_t size) {
   return launch<A>(
       s, args, size, "kv_cache_write",
       [](A& a, Resolver& r) {
-        r.map(a.kv, a.n * a.row, a.dtype);
-        r.map(a.slots, a.n, UNILLM_DTYPE_I32);
+        r.need(a.kv, times(a.n, a.row), a.dtype, "kv");
+        r.need(a.slots, a.n, UNILLM_DTYPE_I32, "slots");
+        r.need(a.cache, "cache");
       },
       [pool](const A& a) {
         const size_t row_bytes = static_cast<size_t>(a.row) * dtype_bytes(a.dtype);

@@ -13,18 +13,6 @@
 namespace unillm_ref {
 namespace {
 
-// a·b elements, or −1 (which Resolver::map refuses) when either is negative or it overflows.
-int64_t times(int64_t a, int64_t b) {
-  int64_t p = 0;
-  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &p)) return -1;
-  return p;
-}
-
-// A required pointer left null would fault on the stream's worker; refuse it here instead.
-void require(Resolver& r, const void* p, const char* name) {
-  if (!p) r.fail(std::string(name) + " is null");
-}
-
 double sigmoid(double g) { return 1.0 / (1.0 + std::exp(-g)); }
 
 // ---- rms_norm ---------------------------------------------------------------------------------
@@ -58,9 +46,9 @@ void rms_norm_body(const unillm_rms_norm_args& a) {
 unillm_status rms_norm(unillm_stream s, const void* args, size_t size) {
   auto resolve = [](unillm_rms_norm_args& a, Resolver& r) {
     if (!rms_norm_dtypes(a.x_dtype, a.w_dtype)) r.fail("x and weight dtypes not supported");
-    require(r, a.x, "x");
-    require(r, a.w, "w");
-    require(r, a.y, "y");
+    r.need(a.x, "x");
+    r.need(a.w, "w");
+    r.need(a.y, "y");
     const int64_t n = times(a.rows, a.dim);
     r.map(a.x, n, a.x_dtype);
     r.map(a.w, a.dim, a.w_dtype);
@@ -93,9 +81,9 @@ void rms_norm_backward_body(const unillm_rms_norm_backward_args& a) {
 unillm_status rms_norm_backward(unillm_stream s, const void* args, size_t size) {
   auto resolve = [](unillm_rms_norm_backward_args& a, Resolver& r) {
     if (!rms_norm_dtypes(a.x_dtype, a.w_dtype)) r.fail("x and weight dtypes not supported");
-    require(r, a.dy, "dy");
-    require(r, a.x, "x");
-    require(r, a.w, "w");
+    r.need(a.dy, "dy");
+    r.need(a.x, "x");
+    r.need(a.w, "w");
     const int64_t n = times(a.rows, a.dim);
     r.map(a.dy, n, a.x_dtype);
     r.map(a.x, n, a.x_dtype);
@@ -151,10 +139,10 @@ unillm_status rope(unillm_stream s, const void* args, size_t size) {
     if (!is_f32_or_f64(a.dtype)) r.fail("dtype not supported (f32 or f64)");
     if (a.rot_dim <= 0 || a.rot_dim % 2 != 0 || a.rot_dim > a.head_dim)
       r.fail("rot_dim must be even and in 2 ..= head_dim");
-    require(r, a.x, "x");
-    require(r, a.out, "out");
-    require(r, a.positions, "positions");
-    require(r, a.inv_freq, "inv_freq");
+    r.need(a.x, "x");
+    r.need(a.out, "out");
+    r.need(a.positions, "positions");
+    r.need(a.inv_freq, "inv_freq");
     const int64_t n = times(times(a.n, a.heads), a.head_dim);
     r.map(a.x, n, a.dtype);
     r.map(a.out, n, a.dtype);
@@ -179,8 +167,8 @@ void swiglu_body(const unillm_swiglu_args& a) {
 unillm_status swiglu(unillm_stream s, const void* args, size_t size) {
   auto resolve = [](unillm_swiglu_args& a, Resolver& r) {
     if (!is_f32_or_f64(a.dtype)) r.fail("dtype not supported (f32 or f64)");
-    require(r, a.gate_up, "gate_up");
-    require(r, a.out, "out");
+    r.need(a.gate_up, "gate_up");
+    r.need(a.out, "out");
     const int64_t n = times(a.rows, a.ffn);
     r.map(a.gate_up, times(n, 2), a.dtype);
     r.map(a.out, n, a.dtype);
@@ -203,9 +191,9 @@ void swiglu_backward_body(const unillm_swiglu_backward_args& a) {
 unillm_status swiglu_backward(unillm_stream s, const void* args, size_t size) {
   auto resolve = [](unillm_swiglu_backward_args& a, Resolver& r) {
     if (!is_f32_or_f64(a.dtype)) r.fail("dtype not supported (f32 or f64)");
-    require(r, a.gate_up, "gate_up");
-    require(r, a.dout, "dout");
-    require(r, a.dgate_up, "dgate_up");
+    r.need(a.gate_up, "gate_up");
+    r.need(a.dout, "dout");
+    r.need(a.dgate_up, "dgate_up");
     const int64_t n = times(a.rows, a.ffn);
     r.map(a.gate_up, times(n, 2), a.dtype);
     r.map(a.dout, n, a.dtype);
@@ -236,8 +224,8 @@ void softmax_body(const unillm_softmax_args& a) {
 unillm_status softmax(unillm_stream s, const void* args, size_t size) {
   auto resolve = [](unillm_softmax_args& a, Resolver& r) {
     if (!is_f32_or_f64(a.dtype)) r.fail("dtype not supported (f32 or f64)");
-    require(r, a.x, "x");
-    require(r, a.y, "y");
+    r.need(a.x, "x");
+    r.need(a.y, "y");
     const int64_t n = times(a.rows, a.cols);
     r.map(a.x, n, a.dtype);
     r.map(a.y, n, a.dtype);
@@ -260,9 +248,9 @@ void softmax_backward_body(const unillm_softmax_backward_args& a) {
 unillm_status softmax_backward(unillm_stream s, const void* args, size_t size) {
   auto resolve = [](unillm_softmax_backward_args& a, Resolver& r) {
     if (!is_f32_or_f64(a.dtype)) r.fail("dtype not supported (f32 or f64)");
-    require(r, a.y, "y");
-    require(r, a.dy, "dy");
-    require(r, a.dx, "dx");
+    r.need(a.y, "y");
+    r.need(a.dy, "dy");
+    r.need(a.dx, "dx");
     const int64_t n = times(a.rows, a.cols);
     r.map(a.y, n, a.dtype);
     r.map(a.dy, n, a.dtype);
@@ -291,10 +279,10 @@ void adamw_body(const unillm_adamw_args& a) {
 
 unillm_status adamw(unillm_stream s, const void* args, size_t size) {
   auto resolve = [](unillm_adamw_args& a, Resolver& r) {
-    require(r, a.p, "p");
-    require(r, a.g, "g");
-    require(r, a.m, "m");
-    require(r, a.v, "v");
+    r.need(a.p, "p");
+    r.need(a.g, "g");
+    r.need(a.m, "m");
+    r.need(a.v, "v");
     r.map(a.p, a.n, kF32);
     r.map(a.g, a.n, kF32);
     r.map(a.m, a.n, kF32);
@@ -323,8 +311,8 @@ unillm_status sum_squares(unillm_stream s, const void* args, size_t size) {
       r.fail("chunk must be positive and n not negative");
       return;
     }
-    require(r, a.x, "x");
-    require(r, a.partials, "partials");
+    r.need(a.x, "x");
+    r.need(a.partials, "partials");
     r.map(a.x, a.n, kF32);
     r.map(a.partials, chunks_of(a), kF64);
   };
@@ -337,7 +325,7 @@ void scale_body(const unillm_scale_args& a) {
 
 unillm_status scale(unillm_stream s, const void* args, size_t size) {
   auto resolve = [](unillm_scale_args& a, Resolver& r) {
-    require(r, a.x, "x");
+    r.need(a.x, "x");
     r.map(a.x, a.n, kF32);
   };
   return launch<unillm_scale_args>(s, args, size, "scale", resolve, scale_body);

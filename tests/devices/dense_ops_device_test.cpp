@@ -3,7 +3,10 @@
 // add/mul, cast, Tensor copies (strided, converting), gradient accumulation, the KV-cache write.
 #include <gtest/gtest.h>
 
+#include <type_traits>
+
 #include "core/registry.h"
+#include "unillm/kernel_args.h"
 #include "devices/device_op_util.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
@@ -132,6 +135,27 @@ TEST_F(DenseOps, KvCacheWrite) {
     ops::kv_cache_write(kv.to(ref_device()), dev, slots);
     EXPECT_EQ(devtest::host(dev), devtest::host(cpu)) << name(t);
   }
+}
+
+// A kernel called with a required pointer left null, or an extent that overflows, answers with a
+// status on the calling thread instead of faulting on the stream's worker.
+TEST_F(DenseOps, BadArgumentsAreAStatusNotAFault) {
+  const Device dev = ref_device();
+  using Fn = std::remove_pointer_t<unillm_kernel_fn>;
+  Fn* linear = kernel_registry().find_exact<Fn>("linear", dev.kind, DType::f32);
+  ASSERT_NE(linear, nullptr);
+  auto stream = static_cast<unillm_stream>(backend_for(dev).stream(dev.index));
+  Tensor w = random({4, 3}, 30).to(dev), y = Tensor::empty({2, 4}, DType::f32, dev);
+  unillm_linear_args a{sizeof a, nullptr, w.raw_data(), nullptr, y.raw_data(), 2, 3, 4,
+                       UNILLM_DTYPE_F32, UNILLM_DTYPE_F32};
+  EXPECT_EQ(linear(stream, &a, sizeof a), UNILLM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(backend_for(dev).last_error().find("x is null"), std::string::npos)
+      << backend_for(dev).last_error();
+  a.x = w.raw_data();
+  a.m = int64_t{1} << 62;  // m·k overflows
+  EXPECT_EQ(linear(stream, &a, sizeof a), UNILLM_ERROR_INVALID_ARGUMENT);
+  a.m = 2;
+  EXPECT_EQ(linear(stream, &a, sizeof a - 8), UNILLM_ERROR_INVALID_ARGUMENT);  // struct too small
 }
 
 }  // namespace
