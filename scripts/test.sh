@@ -15,7 +15,7 @@ scripts/build.sh
 )
 # libFuzzer targets (clang, ASan + UBSan), only they are built: docs/fuzzing.md. Inputs they find
 # stay in build-fuzz/tests/fuzz/corpus/; FUZZ_SECONDS sets the time per target.
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DUNILLM_BUILD_FUZZ=ON -DUNILLM_BUILD_BENCH=OFF \
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DUNILLM_BUILD_FUZZ=ON -DUNILLM_BUILD_BENCH=OFF -DUNILLM_WITH_DNNL=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUNILLM_FUZZ_SECONDS="${FUZZ_SECONDS:-4}" >/dev/null
 cmake --build build-fuzz --target fuzz_targets -j"${JOBS:-2}"
 cd build-fuzz

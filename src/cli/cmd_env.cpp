@@ -37,6 +37,7 @@ int cmd_env(const std::vector<std::string>& args) {
                 std::getenv("UNILLM_PLUGIN_PATH") ? "empty" : "unset");
   std::printf("threads: %d (cores in affinity mask: %d; OpenMP runtime shared with BLAS)\n", num_threads(),
               affinity_cores());
+  std::printf("gemm: %s\n", cpu::gemm_info().c_str());
   std::printf("blas: %s\n", cpu::blas_info().c_str());
   std::printf("isa: %s\n", cpu::isa_info().c_str());
   if (kernels) std::printf("kernels:\n%s", kernel_registry().coverage_table().c_str());

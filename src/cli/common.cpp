@@ -14,6 +14,7 @@
 #include "core/parallel.h"
 #include "core/registry.h"
 #include "models/adapter.h"
+#include "ops/matmul_compute.h"
 
 namespace unillm::cli {
 
@@ -24,6 +25,10 @@ void add_runtime_options(ArgParser& p, RuntimeOptions& o) {
            "cap the CPU instruction set: auto (default; or $UNILLM_ISA), avx512_bf16, avx512, "
            "avx2 or portable",
            &o.isa);
+  p.option("bf16-compute",
+           "a model stored in bf16: on (default) multiplies bf16 inputs with f32 accumulation "
+           "where the CPU has AVX512-BF16; off converts to f32 first",
+           &o.bf16_compute);
   p.option("device-fallback",
            "an op the device has no kernel for: warn (run it on the CPU with copies, warned once "
            "per op; default) or error",
@@ -65,6 +70,8 @@ cpu::IsaLevel isa_cap(const std::string& flag) {
 
 void register_cpu(const std::string& isa_flag) { cpu::register_cpu_backend(isa_cap(isa_flag)); }
 
+bool g_bf16_compute = true;  // --bf16-compute, applied by load_model
+
 }  // namespace
 
 const std::vector<std::string>& loaded_plugins() { return plugin_report().loaded; }
@@ -83,6 +90,9 @@ Device setup_runtime(const RuntimeOptions& o) {
                  static_cast<long long>(o.threads), static_cast<long long>(cores),
                  static_cast<long long>(cores));
   cpu::set_num_threads(static_cast<int>(o.threads < 0 ? 0 : std::min(o.threads, cores)));
+  if (o.bf16_compute != "on" && o.bf16_compute != "off")
+    UNILLM_THROW(ConfigError, "[cli] --bf16-compute must be on or off, got '", o.bf16_compute, "'");
+  g_bf16_compute = o.bf16_compute == "on";
   if (o.device_fallback != "warn" && o.device_fallback != "error")
     UNILLM_THROW(ConfigError, "[cli] --device-fallback must be warn or error, got '",
                  o.device_fallback, "'");
@@ -203,6 +213,10 @@ LoadedModel load_model(const std::string& dir, const std::vector<std::string>& a
     models::load_adapter(*model, adapter_dirs[i], names.back());
   }
   model->set_active_adapters(names);
+  // A bf16 model computes its GEMMs in bf16, as it would on a GPU (ops/matmul_compute.h).
+  bool bf16 = false;
+  for (const auto& [name, t] : model->named_parameters()) bf16 = bf16 || (t.ndim() == 2 && t.dtype() == DType::bf16);
+  ops::set_matmul_compute(bf16 && g_bf16_compute ? ops::MatmulCompute::bf16 : ops::MatmulCompute::f32);
   return out;
 }
 

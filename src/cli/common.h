@@ -18,6 +18,7 @@ struct RuntimeOptions {
   std::string device_fallback = "warn";  // warn | error: an op the device lacks
   int64_t threads = -1;  // -1: not given (cores in the affinity mask); a given value must be >= 1
   std::string isa;  // --isa: "" = $UNILLM_ISA, else auto
+  std::string bf16_compute = "on";  // on | off: GEMMs of a bf16 model on bf16 inputs (load_model)
 };
 
 void add_runtime_options(ArgParser& p, RuntimeOptions& o);

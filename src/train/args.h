@@ -131,6 +131,9 @@ struct TrainArgs {
   // dynamic loss scaling. At most one of the two.
   bool bf16 = false;
   bool fp16 = false;
+  // unillm: with bf16, the GEMMs take bf16 inputs and accumulate in f32 where the device has bf16
+  // arithmetic (ops/matmul_compute.h); false keeps f32 arithmetic (the only path without it).
+  bool bf16_compute = true;
 
   std::string config_path;            // the file it came from
   Device device;                      // where the run trains (the CLI's --device; not a key)

@@ -319,6 +319,7 @@ const std::map<std::string, Setter>& setters() {
          a.resume_from_checkpoint = {ResumeFrom::Kind::kPath, get_string(f)};
        }},
       {"bf16", [](TrainArgs& a, const Field& f) { a.bf16 = get_bool(f); }},
+      {"bf16_compute", [](TrainArgs& a, const Field& f) { a.bf16_compute = get_bool(f); }},
       {"fp16", [](TrainArgs& a, const Field& f) { a.fp16 = get_bool(f); }},
       {"optim",
        [](TrainArgs& a, const Field& f) {

@@ -122,7 +122,7 @@ constexpr Group kGroups[] = {
      "eval_delay gradient_checkpointing_kwargs ray_scope dispatch_batches split_batches "
      "use_liger_kernel liger_kernel_config per_gpu_train_batch_size per_gpu_eval_batch_size"},
     // ---- unillm's own
-    {"unillm", S::kImplemented, "skip_bad_records"},
+    {"unillm", S::kImplemented, "skip_bad_records bf16_compute"},
     // ---- PaddleNLP llm/ keys for {src,tgt} SFT data (run_finetune.py DataArgument)
     {"paddlenlp", S::kImplemented, "dataset_name_or_path src_length max_length zero_padding"},
     // ---- PaddleNLP llm/ keys for pre-tokenised corpora (run_pretrain.py DataArgument)

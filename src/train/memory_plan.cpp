@@ -247,6 +247,14 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     p.runtime += std::min<int64_t>(int64_t{8} << 20, 2 * d.F * std::max(d.C, d.F) * 4);
     if (!ps.lm_head_trainable) p.runtime += std::max<int64_t>(1, in.threads) * (int64_t{1} << 20);
   }
+  // bf16 compute (backends/cpu/gemm/bf16_compute.h): a linear's GEMM holds bf16 copies of its
+  // two operands (at most an [N, max(F, q+2kv)] activation or gradient and the fused gate/up
+  // weight), and the cross-entropy a bf16 lm_head (when it is f32) plus the chunk's x and dlogits.
+  if (in.bf16_compute) {
+    p.runtime += 2 * d.N * std::max({d.C, d.F, d.q + 2 * d.kv}) * 2 + 2 * d.F * d.C * 2;
+    p.loss_transient += (ps.lm_head_trainable || in.frozen_weight_bytes == 4 ? d.V * d.C * 2 : 0) +
+                        chunk * (d.V + d.C) * 2;
+  }
   p.baseline = in.baseline_bytes;
   const int64_t state = p.weights + p.gradients + p.optimizer;
   const int64_t working = std::max(p.activations() + std::max(p.loss_transient, p.backward_transient), embed_bwd);

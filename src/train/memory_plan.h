@@ -48,6 +48,7 @@ struct MemoryPlanInputs {
   bool recompute = true;
   int64_t act_bytes = 4;           // per saved activation element (2 with bf16 activations)
   int64_t frozen_weight_bytes = 4;  // per frozen weight element (2 with bf16 frozen weights)
+  bool bf16_compute = false;        // GEMMs on bf16 copies of their operands (bf16 + bf16_compute)
   // The largest checkpoint tensor: loading drops each tensor's file pages once copied
   // (io::SafetensorsFile::drop_pages), so one tensor's pages are resident at a time.
   int64_t largest_tensor_bytes = 0;

@@ -48,6 +48,7 @@ json must_match(const TrainArgs& a) {
       {"disable_shuffling", a.disable_shuffling},
       {"bf16", a.bf16},
       {"fp16", a.fp16},
+      {"bf16_compute", a.bf16 && a.bf16_compute},
   };
 }
 

@@ -13,6 +13,7 @@
 #include "data/error.h"
 #include "data/sft.h"
 #include "models/save.h"
+#include "ops/matmul_compute.h"
 #include "io/json_file.h"
 #include "train/finetune.h"
 #include "train/output_dir.h"
@@ -241,9 +242,12 @@ TrainResult Run::go() {
     scaler_->growth_tracker = state_.loss_scale_growth_tracker;
   }
   log_ = std::make_unique<TrainerLog>(a_.output_dir, state_.global_step);
+  // bf16 GEMMs for the whole run (a device without bf16 arithmetic keeps f32; `unillm env` says).
+  const ops::MatmulComputeScope compute(a_.bf16 && a_.bf16_compute ? ops::MatmulCompute::bf16
+                                                                     : ops::MatmulCompute::f32);
   say("training " + std::to_string(arena_->numel()) + " parameters (" + a_.finetuning_type + ") for " + std::to_string(total_steps_) +
       " steps (recompute " + (a_.disable_gradient_checkpointing ? "off" : "on") +
-      (a_.bf16 ? ", bf16 mixed precision" : a_.fp16 ? ", fp16 mixed precision with loss scaling" : "") + ")");
+      (a_.bf16 ? (a_.bf16_compute ? ", bf16 mixed precision, bf16 GEMMs" : ", bf16 mixed precision, f32 arithmetic") : a_.fp16 ? ", fp16 mixed precision with loss scaling" : "") + ")");
   const int64_t first = state_.global_step;
   double loss_sum = 0;
   start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(state_.elapsed_seconds));

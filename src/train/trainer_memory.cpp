@@ -46,6 +46,8 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.act_bytes = low ? 2 : 4;
   // LoRA loads its frozen base in the low dtype; freeze casts after loading (f32 while loading).
   in.frozen_weight_bytes = low ? 2 : 4;
+  // Counted whether or not this CPU has bf16 arithmetic: an upper bound where it has not.
+  in.bf16_compute = a_.bf16 && a_.bf16_compute;
   // From scratch nothing is read from a file (a LoRA resume reads only the adapter).
   const bool scratch = a_.train_from_scratch && (from.empty() || lora);
   in.largest_tensor_bytes = scratch ? 0 : largest_tensor_bytes(weights_dir);

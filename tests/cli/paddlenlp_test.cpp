@@ -136,13 +136,15 @@ TEST(PaddleNlpLlama, PretrainDoPredictScoresTheTestPartOfSplit) {
   write(s.dir + "/test.txt", text);
   write(s.dir + "/dataset_info.json", R"({"t": {"file_name": "test.txt"}})");
   // The trained model (output_dir) evaluated on those documents; learning_rate 0 keeps it as is.
+  // bf16 as in the official file, so that both sides compute the same way (bf16 GEMMs where the
+  // CPU has them).
   write(s.dir + "/eval.yaml", "model_name_or_path: " + s.dir +
                                   "/out\nstage: pt\nfinetuning_type: full\n"
                                   "do_train: true\ndataset: t\neval_dataset: t\ndataset_dir: " +
                                   s.dir +
                                   "\ncutoff_len: 64\nlearning_rate: 0\nmax_steps: "
                                   "1\nsave_strategy: 'no'\nper_device_eval_batch_size: 2\n"
-                                  "do_eval: true\noutput_dir: " +
+                                  "do_eval: true\nbf16: true\noutput_dir: " +
                                   s.dir + "/eval\n");
   auto e = run_unillm("train " + s.dir + "/eval.yaml --quiet");
   ASSERT_EQ(e.exit_code, 0) << e.err;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/gemm/provider.h"
 #include "backends/cpu/kernels/register_kernels.h"
 #include "backends/cpu/simd/simd.h"
 #include "core/parallel.h"
@@ -42,13 +43,14 @@ void register_cpu_backend(IsaLevel cap) {
   if (done) return;
   done = true;
   register_backend(std::make_unique<CpuBackend>());
-  choose_isa(cap);
+  choose_gemm_provider(choose_isa(cap));
   register_kernels();
 }
 
 IsaLevel reregister_cpu_kernels(IsaLevel cap) {
   register_cpu_backend(cap);
   const IsaLevel level = choose_isa(cap);
+  choose_gemm_provider(level);
   register_kernels();  // insert_or_assign: every entry now points at this level's kernel
   return level;
 }
@@ -64,6 +66,8 @@ std::string isa_info() {
   return std::string(isa_name(chosen_isa())) + " (detected " + isa_name(detected_isa()) + ": " +
          feature_names(cpu_features()) + "; kernel variants built: portable, avx2)";
 }
+
+std::string gemm_info() { return gemm_provider_name(); }
 
 std::string blas_info() {
   const char* threading = "unknown";

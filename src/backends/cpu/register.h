@@ -21,5 +21,7 @@ void set_num_threads(int n);
 std::string isa_info();
 // OpenBLAS's configuration string and threading model, for `unillm env`.
 std::string blas_info();
+// The f32/bf16 GEMM provider at the chosen level (gemm/provider.h).
+std::string gemm_info();
 
 }  // namespace unillm::cpu

@@ -12,11 +12,14 @@ namespace unillm::cpu {
 
 template <typename T>
 class Scratch {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  // uint16_t holds bf16 bit patterns (the bf16 GEMM operands, gemm/bf16_compute.h).
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, uint16_t>);
+  static constexpr DType kDType = std::is_same_v<T, double>    ? DType::f64
+                                  : std::is_same_v<T, uint16_t> ? DType::bf16
+                                                                : DType::f32;
 
  public:
-  explicit Scratch(int64_t n)
-      : t_(n > 0 ? Tensor::empty({n}, std::is_same_v<T, double> ? DType::f64 : DType::f32) : Tensor()) {}
+  explicit Scratch(int64_t n) : t_(n > 0 ? Tensor::empty({n}, kDType) : Tensor()) {}
   T* data() { return t_.defined() ? t_.template data<T>() : nullptr; }
   const T* data() const { return t_.defined() ? t_.template data<T>() : nullptr; }
 

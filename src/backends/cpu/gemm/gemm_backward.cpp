@@ -1,12 +1,12 @@
-// GEMM helpers over OpenBLAS for the backward kernels: bf16/f16 weights are converted panel by
+// GEMM helpers over the GEMM provider (provider.h) for the backward kernels: bf16/f16 weights are converted panel by
 // panel (parallel), f32/f64 go straight to sgemm/dgemm.
 #include "backends/cpu/gemm/gemm_backward.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "backends/cpu/gemm/bf16_compute.h"
+#include "backends/cpu/gemm/provider.h"
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd/convert.h"
 #include "core/error.h"
@@ -34,15 +34,20 @@ int64_t parts_for(int64_t n, int64_t grain) {
 void gemm_a_wt(const double* a, const void* w, DType wt, double* c, int64_t m, int64_t n,
                int64_t k, int64_t ldc) {
   UNILLM_CHECK(wt == DType::f64);
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, a, k,
-              static_cast<const double*>(w), k, 0.0, c, ldc);
+  dgemm(false, true, m, n, k, 1.0, a, k, static_cast<const double*>(w), k, 0.0, c, ldc);
 }
 
 void gemm_a_w(const float* a, int64_t lda, const void* w, DType wt, float* c, int64_t m, int64_t n,
               int64_t k) {
+  if (bf16_compute_for(wt)) {
+    ScratchBuffer<uint16_t> ab, wb;
+    ab.resize(m * n);
+    rows_to_bf16(a, m, n, lda, ab.data());
+    gemm_bf16(false, false, m, k, n, ab.data(), n, as_bf16(w, wt, n, k, wb), k, 0.0f, c, k);
+    return;
+  }
   if (wt == DType::f32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f, a, lda,
-                static_cast<const float*>(w), k, 0.0f, c, k);
+    sgemm(false, false, m, k, n, 1.0f, a, lda, static_cast<const float*>(w), k, 0.0f, c, k);
     return;
   }
   const int64_t panel = half_panel_rows(n, k);
@@ -50,28 +55,30 @@ void gemm_a_w(const float* a, int64_t lda, const void* w, DType wt, float* c, in
   for (int64_t n0 = 0; n0 < n; n0 += panel) {
     const int64_t rows = std::min(panel, n - n0);
     convert_panel(w, wt, n0, rows, k, buf.data());
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, rows, 1.0f, a + n0, lda,
-                buf.data(), k, n0 == 0 ? 0.0f : 1.0f, c, k);
+    sgemm(false, false, m, k, rows, 1.0f, a + n0, lda, buf.data(), k, n0 == 0 ? 0.0f : 1.0f, c, k);
   }
 }
 
 void gemm_a_w(const double* a, int64_t lda, const void* w, DType wt, double* c, int64_t m,
               int64_t n, int64_t k) {
   UNILLM_CHECK(wt == DType::f64);
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0, a, lda,
-              static_cast<const double*>(w), k, 0.0, c, k);
+  dgemm(false, false, m, k, n, 1.0, a, lda, static_cast<const double*>(w), k, 0.0, c, k);
 }
 
 void gemm_at_b(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
                bool accumulate) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f, a, n, b, k,
-              accumulate ? 1.0f : 0.0f, c, k);
+  if (bf16_compute_for(DType::f32)) {
+    ScratchBuffer<uint16_t> ab, bb;
+    gemm_bf16(true, false, n, k, m, as_bf16(a, DType::f32, m, n, ab), n,
+              as_bf16(b, DType::f32, m, k, bb), k, accumulate ? 1.0f : 0.0f, c, k);
+    return;
+  }
+  sgemm(true, false, n, k, m, 1.0f, a, n, b, k, accumulate ? 1.0f : 0.0f, c, k);
 }
 
 void gemm_at_b(const double* a, const double* b, double* c, int64_t m, int64_t n, int64_t k,
                bool accumulate) {
-  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0, a, n, b, k,
-              accumulate ? 1.0 : 0.0, c, k);
+  dgemm(true, false, n, k, m, 1.0, a, n, b, k, accumulate ? 1.0 : 0.0, c, k);
 }
 
 }  // namespace unillm::cpu

@@ -1,11 +1,11 @@
-// CPU linear kernels: f32/f64 through OpenBLAS (row-major x · Wᵀ), bf16/f16 weights converted to f32
+// CPU linear kernels: f32/f64 through the GEMM provider (gemm/provider.h; row-major x · Wᵀ), bf16/f16 weights converted to f32
 // one panel of rows at a time (never the whole matrix), and the AVX2 GEMV for decode (M <= 4,
-// linear_avx2.cpp).
-#include <cblas.h>
-
+// linear_avx2.cpp). Under bf16 compute (gemm/bf16_compute.h) the GEMM takes bf16 x and W.
 #include <algorithm>
 #include <vector>
 
+#include "backends/cpu/gemm/bf16_compute.h"
+#include "backends/cpu/gemm/provider.h"
 #include "backends/cpu/kernels/linear_avx2.h"
 #include "backends/cpu/kernels/register_kernels.h"
 #include "backends/cpu/scratch.h"
@@ -36,16 +36,14 @@ T init_bias(const LinearArgs& a) {
 
 void linear_f64(const LinearArgs& a) {
   double beta = init_bias<double>(a);
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a.m, a.n, a.k, 1.0,
-              static_cast<const double*>(a.x), a.k, static_cast<const double*>(a.w), a.k, beta,
-              static_cast<double*>(a.y), a.n);
+  dgemm(false, true, a.m, a.n, a.k, 1.0, static_cast<const double*>(a.x), a.k,
+        static_cast<const double*>(a.w), a.k, beta, static_cast<double*>(a.y), a.n);
 }
 
 void linear_f32_blas(const LinearArgs& a) {
   float beta = init_bias<float>(a);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a.m, a.n, a.k, 1.0f,
-              static_cast<const float*>(a.x), a.k, static_cast<const float*>(a.w), a.k, beta,
-              static_cast<float*>(a.y), a.n);
+  sgemm(false, true, a.m, a.n, a.k, 1.0f, static_cast<const float*>(a.x), a.k,
+        static_cast<const float*>(a.w), a.k, beta, static_cast<float*>(a.y), a.n);
 }
 
 // bf16/f16 W: convert a panel of P rows (half_panel_rows: about 8 MiB of f32) in parallel, then
@@ -62,19 +60,30 @@ void linear_half_panels(const LinearArgs& a) {
       for (int64_t r = lo; r < hi; ++r)
         to_f32(w + (n0 + r) * a.k * static_cast<int64_t>(es), a.w_dtype, buf.data() + r * a.k, a.k);
     });
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a.m, rows, a.k, 1.0f,
-                static_cast<const float*>(a.x), a.k, buf.data(), a.k, beta,
-                static_cast<float*>(a.y) + n0, a.n);
+    sgemm(false, true, a.m, rows, a.k, 1.0f, static_cast<const float*>(a.x), a.k, buf.data(), a.k,
+          beta, static_cast<float*>(a.y) + n0, a.n);
   }
 }
 
+// x and (an f32) W rounded to bf16, one GEMM with f32 accumulation.
+void linear_bf16_compute(const LinearArgs& a) {
+  const float beta = init_bias<float>(a);
+  ScratchBuffer<uint16_t> xb, wb;
+  const uint16_t* x = as_bf16(a.x, DType::f32, a.m, a.k, xb);
+  const uint16_t* w = as_bf16(a.w, a.w_dtype, a.n, a.k, wb);
+  gemm_bf16(false, true, a.m, a.n, a.k, x, a.k, w, a.k, beta, static_cast<float*>(a.y), a.n);
+}
+
+// Decode-sized products (M <= 4) stay on the GEMV, which reads bf16 weights as they are.
 void linear_f32_avx2(const LinearArgs& a) {
   if (a.m <= kGemvMaxRows) return avx2::gemv(a);
+  if (bf16_compute_for(a.w_dtype)) return linear_bf16_compute(a);
   linear_f32_blas(a);
 }
 
 void linear_half_avx2(const LinearArgs& a) {
   if (a.m <= kGemvMaxRows) return avx2::gemv(a);
+  if (bf16_compute_for(a.w_dtype)) return linear_bf16_compute(a);
   linear_half_panels(a);
 }
 

@@ -1,12 +1,12 @@
 // CPU "lora_gemm": the strided row-major GEMMs of ops::lora_linear (column slices of the fused
 // output need no copies). f32 shapes with a side of at most kLoraSmall (the rank) go to the AVX2
-// kernel (lora_gemm_avx2.cpp) when the CPU has it; the rest over OpenBLAS: the larger of m and n is
-// split statically across our threads, each block one single-threaded sgemm (OpenBLAS's own
-// threading costs more than the work here). No k split on either path: results do not depend
+// kernel (lora_gemm_avx2.cpp) when the CPU has it; the rest over the GEMM provider (gemm/provider.h):
+// the larger of m and n is split statically across our threads, each block one sgemm, which both
+// providers run on the calling thread inside our parallel region (their own threading costs more
+// than the work here). No k split on either path: results do not depend
 // on the thread count.
-#include <cblas.h>
-
 #include "backends/cpu/gemm/gemm_backward.h"
+#include "backends/cpu/gemm/provider.h"
 #include "backends/cpu/kernels/lora_gemm_avx2.h"
 #include "backends/cpu/kernels/register_kernels.h"
 #include "backends/cpu/simd/simd.h"
@@ -16,18 +16,15 @@
 namespace unillm::cpu {
 namespace {
 
-CBLAS_TRANSPOSE op(bool t) { return t ? CblasTrans : CblasNoTrans; }
-
 void gemm_block(const ops::LoraGemmArgs& g, const float*, int64_t m, int64_t n, const float* a,
                 const float* b, float* c) {
-  cblas_sgemm(CblasRowMajor, op(g.trans_a), op(g.trans_b), m, n, g.k, static_cast<float>(g.alpha),
-              a, g.lda, b, g.ldb, static_cast<float>(g.beta), c, g.ldc);
+  sgemm(g.trans_a, g.trans_b, m, n, g.k, static_cast<float>(g.alpha), a, g.lda, b, g.ldb,
+        static_cast<float>(g.beta), c, g.ldc);
 }
 
 void gemm_block(const ops::LoraGemmArgs& g, const double*, int64_t m, int64_t n, const double* a,
                 const double* b, double* c) {
-  cblas_dgemm(CblasRowMajor, op(g.trans_a), op(g.trans_b), m, n, g.k, g.alpha, a, g.lda, b, g.ldb,
-              g.beta, c, g.ldc);
+  dgemm(g.trans_a, g.trans_b, m, n, g.k, g.alpha, a, g.lda, b, g.ldb, g.beta, c, g.ldc);
 }
 
 template <typename T>
