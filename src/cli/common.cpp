@@ -22,7 +22,7 @@ void add_runtime_options(ArgParser& p, RuntimeOptions& o) {
   p.option("device", "cpu (default), or a plugin device NAME[:N] (see `unillm env`)", &o.device);
   p.option("threads", "threads for kernels and BLAS (default: cores in the affinity mask)", &o.threads);
   p.option("isa",
-           "cap the CPU instruction set: auto (default; or $UNILLM_ISA), avx512_bf16, avx512, "
+           "cap the CPU instruction set: auto (default; or $UNILLM_ISA), amx_bf16, avx512_bf16, avx512, "
            "avx2 or portable",
            &o.isa);
   p.option("bf16-compute",
@@ -60,7 +60,7 @@ cpu::IsaLevel isa_cap(const std::string& flag) {
   const char* from = !flag.empty() ? "--isa" : env && *env ? "UNILLM_ISA" : "";
   cpu::IsaLevel cap;
   if (!cpu::parse_isa(text, &cap))
-    UNILLM_THROW(ConfigError, "[cli] ", from, " must be auto, avx512_bf16, avx512, avx2 or portable, got '",
+    UNILLM_THROW(ConfigError, "[cli] ", from, " must be auto, amx_bf16, avx512_bf16, avx512, avx2 or portable, got '",
                  text, "'");
   if (static_cast<int>(cap) > static_cast<int>(cpu::detected_isa()))
     std::fprintf(stderr, "unillm: warning: %s %s: this CPU has only %s; using %s\n", from, text.c_str(),

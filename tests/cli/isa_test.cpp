@@ -50,13 +50,13 @@ TEST(Isa, KernelTableNamesEachKernelsLevel) {
 TEST(Isa, BadValuesAreErrorsAndTooHighIsCapped) {
   auto bad = run_unillm("env --isa avx1024");
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.err.find("--isa must be auto, avx512_bf16, avx512, avx2 or portable, got 'avx1024'"),
+  EXPECT_NE(bad.err.find("--isa must be auto, amx_bf16, avx512_bf16, avx512, avx2 or portable, got 'avx1024'"),
             std::string::npos) << bad.err;
   auto bad_env = run_shell("UNILLM_ISA=fast " + std::string(UNILLM_BINARY_DIR) + "/unillm env");
   EXPECT_EQ(bad_env.exit_code, 1);
   EXPECT_NE(bad_env.err.find("UNILLM_ISA must be"), std::string::npos) << bad_env.err;
-  if (cpu::detected_isa() != cpu::IsaLevel::avx512_bf16) {
-    auto high = run_unillm("env --isa avx512_bf16");
+  if (cpu::detected_isa() != cpu::IsaLevel::amx_bf16) {
+    auto high = run_unillm("env --isa amx_bf16");
     EXPECT_EQ(high.exit_code, 0);
     EXPECT_NE(high.err.find("this CPU has only"), std::string::npos) << high.err;
   }

@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "backends/cpu/gemm/provider.h"
+#include "backends/cpu/simd/convert.h"
+#include "core/rng.h"
 #include "grad_check_util.h"
 #include "ops/cross_entropy.h"
 #include "ops/linear.h"
@@ -105,6 +107,41 @@ TEST_F(Bf16ComputeTest, Bf16GemmIsTheProductOfRoundedInputsInF32) {
     cpu::gemm_bf16(g.ta, g.tb, g.m, g.n, g.k, static_cast<const uint16_t*>(a16.raw_data()), lda,
                    static_cast<const uint16_t*>(b16.raw_data()), ldb, beta, c, ldc);
   });
+}
+
+// from_f32 to bf16 at the chosen level (vcvtne2ps2bf16 from avx512_bf16, AVX2 below) gives the
+// scalar rule's bits (core/dtype.h f32_to_bf16: nearest even, NaN kept quiet) for every length's
+// tail, ties, infinities and NaN; denormal inputs may become zero (the instruction's DAZ).
+TEST_F(Bf16ComputeTest, Bf16ConversionMatchesTheScalarRule) {
+  SCOPED_TRACE(cpu::isa_name(cpu::chosen_isa()));
+  std::vector<float> v;
+  Rng rng(5);
+  for (int i = 0; i < 200; ++i) v.push_back(static_cast<float>(rng.normal() * 100));
+  const uint32_t bits[] = {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f800000u, 0xff800000u,
+                           0x00000001u, 0x807fffffu, 0x7f7fffffu, 0x7fc00001u, 0xffa00000u};
+  for (uint32_t b : bits) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    v.push_back(f);
+  }
+  for (int64_t n = 0; n <= static_cast<int64_t>(v.size()); n += n < 70 ? 1 : 37) {
+    std::vector<uint16_t> got(n + 1, 0xabcd);
+    cpu::from_f32(v.data() + v.size() - n, DType::bf16, got.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = v[v.size() - n + i];
+      const uint16_t want = f32_to_bf16(f);
+      if (std::isnan(f)) {
+        EXPECT_EQ(got[i] & 0x7f80, 0x7f80) << i;  // a NaN stays a NaN
+        EXPECT_NE(got[i] & 0x7f, 0) << i;
+      } else if (std::fpclassify(f) == FP_SUBNORMAL) {
+        // vcvtne2ps2bf16 treats denormal inputs as zero (documented in docs/training.md).
+        EXPECT_TRUE(got[i] == want || (got[i] & 0x7fff) == 0) << "n=" << n << " i=" << i;
+      } else {
+        ASSERT_EQ(got[i], want) << "n=" << n << " i=" << i << " f=" << f;
+      }
+    }
+    EXPECT_EQ(got[n], 0xabcd) << "wrote past the end, n=" << n;
+  }
 }
 
 // Largest |got − want| / (Σ|x·w| bound) over the elements.

@@ -51,18 +51,22 @@ TEST(IsaLevels, DetectionAgreesWithProcCpuinfo) {
   EXPECT_EQ(f.avx512_bf16, flags.count("avx512_bf16") == 1);
   EXPECT_EQ(f.avx512_vnni, flags.count("avx512_vnni") == 1);
   EXPECT_EQ(f.avx_vnni, flags.count("avx_vnni") == 1);
+  EXPECT_EQ(f.amx_tile, flags.count("amx_tile") == 1);
+  EXPECT_EQ(f.amx_bf16, flags.count("amx_bf16") == 1);
   const bool avx512 = flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512vl") &&
                       flags.count("avx512dq");
   const IsaLevel want = !(flags.count("avx2") && flags.count("fma") && flags.count("f16c"))
                             ? IsaLevel::portable
                             : !avx512 ? IsaLevel::avx2
-                                      : flags.count("avx512_bf16") ? IsaLevel::avx512_bf16
-                                                                   : IsaLevel::avx512;
+                                      : !flags.count("avx512_bf16") ? IsaLevel::avx512
+                                      : flags.count("amx_tile") && flags.count("amx_bf16") ? IsaLevel::amx_bf16
+                                                                                           : IsaLevel::avx512_bf16;
   EXPECT_EQ(cpu::detected_isa(), want) << cpu::feature_names(f);
 }
 
 TEST(IsaLevels, NamesParseAndCapsNeverExceedTheCpu) {
-  for (IsaLevel l : {IsaLevel::portable, IsaLevel::avx2, IsaLevel::avx512, IsaLevel::avx512_bf16}) {
+  for (IsaLevel l : {IsaLevel::portable, IsaLevel::avx2, IsaLevel::avx512, IsaLevel::avx512_bf16,
+                     IsaLevel::amx_bf16}) {
     IsaLevel back;
     ASSERT_TRUE(cpu::parse_isa(cpu::isa_name(l), &back));
     EXPECT_EQ(back, l);
@@ -74,7 +78,7 @@ TEST(IsaLevels, NamesParseAndCapsNeverExceedTheCpu) {
   EXPECT_FALSE(cpu::parse_isa("AVX2", &a));
   testing::init_cpu();
   const IsaLevel before = cpu::chosen_isa();
-  EXPECT_EQ(cpu::reregister_cpu_kernels(IsaLevel::avx512_bf16), cpu::detected_isa());
+  EXPECT_EQ(cpu::reregister_cpu_kernels(IsaLevel::amx_bf16), cpu::detected_isa());
   EXPECT_EQ(cpu::reregister_cpu_kernels(IsaLevel::portable), IsaLevel::portable);
   EXPECT_FALSE(cpu::isa_at_least(IsaLevel::avx2));
   cpu::reregister_cpu_kernels(before);

@@ -30,11 +30,26 @@ void check(dnnl_status_t s, const char* what) {
   if (s != dnnl_success) UNILLM_THROW(Error, "oneDNN ", what, " failed (status ", static_cast<int>(s), ")");
 }
 
-// oneDNN's ISA cap is process-wide and can be set once, before its first kernel: the highest level
-// unillm ever asks of it (AVX512-BF16, never AMX, so that `--isa` bounds what runs).
-void cap_onednn_once() {
+// oneDNN's ISA cap is process-wide and can be set once, before its first kernel: the first level
+// chosen in the process decides it (the CLI chooses once; tests that re-register at lower levels
+// keep the first cap, which only matters for the bf16 GEMMs). AMX only at the amx_bf16 level, so
+// `--isa avx512_bf16` runs the vdpbf16ps kernels.
+void cap_onednn_once(IsaLevel level) {
   static std::once_flag once;
-  std::call_once(once, [] { dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx512_core_bf16); });
+  std::call_once(once, [level] {
+    dnnl_set_max_cpu_isa(level == IsaLevel::amx_bf16 ? dnnl_cpu_isa_avx512_core_amx
+                                                     : dnnl_cpu_isa_avx512_core_bf16);
+  });
+}
+
+const char* onednn_isa_name() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
 }
 
 // The bf16 matmul primitive, one per shape/stride/beta, created on first use and kept: the model
@@ -143,10 +158,10 @@ bool onednn_built() {
 void choose_gemm_provider(IsaLevel level) {
   const bool avx512 = static_cast<int>(level) >= static_cast<int>(IsaLevel::avx512);
 #ifdef UNILLM_HAVE_DNNL
-  if (avx512) cap_onednn_once();
+  if (avx512) cap_onednn_once(level);
 #endif
   g_provider = avx512 && onednn_built() ? GemmProvider::onednn : GemmProvider::openblas;
-  g_bf16 = onednn_built() && level == IsaLevel::avx512_bf16;
+  g_bf16 = onednn_built() && static_cast<int>(level) >= static_cast<int>(IsaLevel::avx512_bf16);
 #ifdef UNILLM_HAVE_DNNL
   if (g_provider == GemmProvider::onednn) warm_up_onednn();
 #endif
@@ -156,10 +171,15 @@ GemmProvider gemm_provider() { return g_provider; }
 
 bool bf16_gemm_available() { return g_bf16; }
 
-const char* gemm_provider_name() {
+std::string gemm_provider_name() {
   if (g_provider == GemmProvider::openblas)
     return onednn_built() ? "OpenBLAS (oneDNN built, used from avx512)" : "OpenBLAS (built without oneDNN)";
-  return g_bf16 ? "oneDNN (dnnl_sgemm for f32; bf16 matmul with f32 accumulation)" : "oneDNN (dnnl_sgemm for f32)";
+#ifdef UNILLM_HAVE_DNNL
+  return std::string("oneDNN ") + (g_bf16 ? "(dnnl_sgemm for f32; bf16 matmul with f32 accumulation)" : "(dnnl_sgemm for f32)") +
+         ", its kernels up to " + onednn_isa_name();
+#else
+  return "";
+#endif
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

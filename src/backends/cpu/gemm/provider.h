@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "backends/cpu/simd/isa.h"
 
@@ -16,8 +17,8 @@ enum class GemmProvider { openblas, onednn };
 // Picks the provider for a level (register.cpp calls this whenever it (re-)registers kernels).
 void choose_gemm_provider(IsaLevel level);
 GemmProvider gemm_provider();
-// "oneDNN 2.6.3 (dnnl_sgemm; bf16 matmul)" or "OpenBLAS", for `unillm env`.
-const char* gemm_provider_name();
+// "oneDNN (dnnl_sgemm …), its kernels up to avx512_core_amx" or "OpenBLAS …", for `unillm env`.
+std::string gemm_provider_name();
 // True when the build has oneDNN (then the avx512 levels use it).
 bool onednn_built();
 
@@ -30,7 +31,8 @@ void dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double a
            int64_t ldc);
 
 // bf16 inputs, f32 accumulation and output (vdpbf16ps): c = op(a) · op(b) + beta · c, beta 0 or 1.
-// Available only at avx512_bf16 with oneDNN built (bf16_gemm_available); callers check first.
+// Available from avx512_bf16 (vdpbf16ps; amx_bf16: AMX tiles) with oneDNN built
+// (bf16_gemm_available); callers check first.
 bool bf16_gemm_available();
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);

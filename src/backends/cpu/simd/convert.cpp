@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/simd/convert_avx2.h"
+#include "backends/cpu/simd/convert_avx512_bf16.h"
 #include "backends/cpu/simd/simd.h"
 
 namespace unillm::cpu {
@@ -27,6 +28,10 @@ void to_f32(const void* src, DType t, float* dst, int64_t n) {
 }
 
 void from_f32(const float* src, DType t, void* dst, int64_t n) {
+  if (t == DType::bf16 && isa_at_least(IsaLevel::avx512_bf16)) {
+    avx512_bf16::f32_to_bf16(src, static_cast<uint16_t*>(dst), n);
+    return;
+  }
   if (has_avx2()) {
     avx2::from_f32(src, t, dst, n);
     return;

@@ -38,6 +38,7 @@ CpuFeatures detect() {
     const uint64_t xcr0 = xgetbv0();
     f.os_avx = (xcr0 & 0x6) == 0x6;      // XMM | YMM
     f.os_avx512 = f.os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask | ZMM_Hi256 | Hi16_ZMM
+    f.os_amx = f.os_avx512 && (xcr0 & 0x60000) == 0x60000;  // XTILECFG | XTILEDATA
   }
   f.fma = f.os_avx && bit(l1.c, 12);
   f.f16c = f.os_avx && bit(l1.c, 29);
@@ -49,6 +50,8 @@ CpuFeatures detect() {
     f.avx512bw = f.os_avx512 && bit(l7.b, 30);
     f.avx512vl = f.os_avx512 && bit(l7.b, 31);
     f.avx512_vnni = f.os_avx512 && bit(l7.c, 11);
+    f.amx_bf16 = f.os_amx && bit(l7.d, 22);
+    f.amx_tile = f.os_amx && bit(l7.d, 24);
     if (l7.a >= 1) {
       const Regs l71 = cpuid(7, 1);
       f.avx_vnni = f.os_avx && bit(l71.a, 4);
@@ -71,7 +74,8 @@ IsaLevel detected_isa() {
   const CpuFeatures& f = cpu_features();
   if (!(f.avx2 && f.fma && f.f16c)) return IsaLevel::portable;
   if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)) return IsaLevel::avx2;
-  return f.avx512_bf16 ? IsaLevel::avx512_bf16 : IsaLevel::avx512;
+  if (!f.avx512_bf16) return IsaLevel::avx512;
+  return f.amx_tile && f.amx_bf16 ? IsaLevel::amx_bf16 : IsaLevel::avx512_bf16;
 }
 
 std::string feature_names(const CpuFeatures& f) {
@@ -91,6 +95,8 @@ std::string feature_names(const CpuFeatures& f) {
   add(f.avx512_bf16, "avx512_bf16");
   add(f.avx512_vnni, "avx512_vnni");
   add(f.avx_vnni, "avx_vnni");
+  add(f.amx_tile, "amx_tile");
+  add(f.amx_bf16, "amx_bf16");
   if (!f.os_avx) add(true, "(the OS does not save AVX state)");
   else if (f.avx512f && !f.os_avx512) add(true, "(the OS does not save AVX-512 state)");
   return s.empty() ? "none beyond x86-64" : s;
@@ -102,6 +108,7 @@ const char* isa_name(IsaLevel level) {
     case IsaLevel::avx2: return "avx2";
     case IsaLevel::avx512: return "avx512";
     case IsaLevel::avx512_bf16: return "avx512_bf16";
+    case IsaLevel::amx_bf16: return "amx_bf16";
   }
   return "?";
 }
@@ -111,7 +118,8 @@ bool parse_isa(const std::string& text, IsaLevel* out) {
     *out = detected_isa();
     return true;
   }
-  for (IsaLevel l : {IsaLevel::portable, IsaLevel::avx2, IsaLevel::avx512, IsaLevel::avx512_bf16})
+  for (IsaLevel l : {IsaLevel::portable, IsaLevel::avx2, IsaLevel::avx512, IsaLevel::avx512_bf16,
+                     IsaLevel::amx_bf16})
     if (text == isa_name(l)) {
       *out = l;
       return true;

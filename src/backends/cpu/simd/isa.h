@@ -13,6 +13,8 @@ enum class IsaLevel : int {
   avx2 = 1,         // AVX2 + FMA + F16C
   avx512 = 2,       // AVX-512 F, BW, VL, DQ (with the OS saving opmask and ZMM state)
   avx512_bf16 = 3,  // avx512 + AVX512-BF16
+  amx_bf16 = 4,     // avx512_bf16 + AMX-TILE and AMX-BF16 (with the OS saving tile state); used
+                    // only through oneDNN's bf16 GEMMs (gemm/provider.h): no unillm kernel of its own
 };
 
 struct CpuFeatures {
@@ -21,6 +23,8 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_bf16 = false, avx512_vnni = false, avx_vnni = false;
+  bool os_amx = false;  // XCR0: XTILECFG and XTILEDATA state saved
+  bool amx_tile = false, amx_bf16 = false;
 };
 
 // Reads CPUID and XGETBV (once; cached).
