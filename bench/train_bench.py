@@ -202,7 +202,8 @@ def fma_peak(gemm_bench, threads):
 
 
 # ------------------------------------------------------------------------------------- the runs
-def run_unillm(binary, mdir, shape, steps, threads, ckpt, workdir, lora=0):
+def run_unillm(binary, mdir, shape, steps, threads, ckpt, workdir, lora=0, extra_cfg=None,
+               extra_args=(), env_extra=None):
     out_dir = Path(workdir) / f"unillm-{shape}-{'ckpt' if ckpt else 'nockpt'}{f'-lora{lora}' if lora else ''}"
     cfg = {
         "model_name_or_path": str(mdir), "stage": "pt", "do_train": True, "finetuning_type": "full",
@@ -216,11 +217,12 @@ def run_unillm(binary, mdir, shape, steps, threads, ckpt, workdir, lora=0):
     if lora:
         cfg.update({"finetuning_type": "lora", "lora_rank": lora, "lora_alpha": 2 * lora,
                     "lora_target": "all", "lora_dropout": 0.0})
+    cfg.update(extra_cfg or {})
     yml = Path(workdir) / f"{out_dir.name}.yaml"
     yml.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in cfg.items()))
-    cmd = ["/usr/bin/time", "-v", str(binary), "train", str(yml), "--threads", str(threads)]
+    cmd = ["/usr/bin/time", "-v", str(binary), "train", str(yml), "--threads", str(threads), *extra_args]
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env_extra or {})))
     wall = time.time() - t0
     if p.returncode != 0:
         sys.exit(f"train_bench: unillm train failed ({p.returncode}):\n{p.stderr[-4000:]}")
@@ -236,7 +238,7 @@ def run_unillm(binary, mdir, shape, steps, threads, ckpt, workdir, lora=0):
             "wall_s": wall}
 
 
-def run_torch(python, mdir, ids_path, shape, steps, threads, ckpt, lora=0):
+def run_torch(python, mdir, ids_path, shape, steps, threads, ckpt, lora=0, env_extra=None):
     cmd = [python, str(HERE / "train_reference_torch.py"), "--model", str(mdir), "--ids", str(ids_path),
            "--batch", str(BATCH[shape]), "--steps", str(steps), "--threads", str(threads)]
     if ckpt:
@@ -244,6 +246,11 @@ def run_torch(python, mdir, ids_path, shape, steps, threads, ckpt, lora=0):
     if lora:
         cmd += ["--lora-rank", str(lora), "--lora-alpha", str(2 * lora)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    for k, v in (env_extra or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
     if p.returncode != 0 or not lines or "summary" not in lines[-1]:
