@@ -144,6 +144,26 @@ TEST_F(Bf16ComputeTest, Bf16ConversionMatchesTheScalarRule) {
   }
 }
 
+// More distinct shapes than the primitive cache holds (prompt lengths at inference): results stay
+// right across the cache's refill.
+TEST_F(Bf16ComputeTest, Bf16GemmStaysRightPastThePrimitiveCache) {
+  REQUIRE_BF16_GEMM();
+  const int64_t n = 5, k = 4;
+  std::vector<uint16_t> a(300 * k), b(k * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = f32_to_bf16(static_cast<float>(i % 7) - 3);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = f32_to_bf16(static_cast<float>(i % 5) - 2);
+  for (int64_t m = 1; m <= 300; ++m) {
+    std::vector<float> c(m * n);
+    cpu::gemm_bf16(false, false, m, n, k, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float want = 0;  // small integers: exact in any order
+        for (int64_t p = 0; p < k; ++p) want += bf16_to_f32(a[i * k + p]) * bf16_to_f32(b[p * n + j]);
+        ASSERT_EQ(c[i * n + j], want) << "m=" << m;
+      }
+  }
+}
+
 // Largest |got − want| / (Σ|x·w| bound) over the elements.
 double worst(const Tensor& got, const std::vector<double>& want, const std::vector<double>& scale) {
   std::vector<double> g = optest::doubles(got);

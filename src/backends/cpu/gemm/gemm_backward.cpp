@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "backends/cpu/gemm/bf16_compute.h"
 #include "backends/cpu/gemm/provider.h"
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd/convert.h"
@@ -39,13 +38,6 @@ void gemm_a_wt(const double* a, const void* w, DType wt, double* c, int64_t m, i
 
 void gemm_a_w(const float* a, int64_t lda, const void* w, DType wt, float* c, int64_t m, int64_t n,
               int64_t k) {
-  if (bf16_compute_for(wt)) {
-    ScratchBuffer<uint16_t> ab, wb;
-    ab.resize(m * n);
-    rows_to_bf16(a, m, n, lda, ab.data());
-    gemm_bf16(false, false, m, k, n, ab.data(), n, as_bf16(w, wt, n, k, wb), k, 0.0f, c, k);
-    return;
-  }
   if (wt == DType::f32) {
     sgemm(false, false, m, k, n, 1.0f, a, lda, static_cast<const float*>(w), k, 0.0f, c, k);
     return;
@@ -67,12 +59,6 @@ void gemm_a_w(const double* a, int64_t lda, const void* w, DType wt, double* c, 
 
 void gemm_at_b(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
                bool accumulate) {
-  if (bf16_compute_for(DType::f32)) {
-    ScratchBuffer<uint16_t> ab, bb;
-    gemm_bf16(true, false, n, k, m, as_bf16(a, DType::f32, m, n, ab), n,
-              as_bf16(b, DType::f32, m, k, bb), k, accumulate ? 1.0f : 0.0f, c, k);
-    return;
-  }
   sgemm(true, false, n, k, m, 1.0f, a, n, b, k, accumulate ? 1.0f : 0.0f, c, k);
 }
 

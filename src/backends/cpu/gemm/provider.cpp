@@ -52,8 +52,11 @@ const char* onednn_isa_name() {
   }
 }
 
-// The bf16 matmul primitive, one per shape/stride/beta, created on first use and kept: the model
-// has a handful of GEMM shapes, and creating a primitive costs far more than a small GEMM.
+// The bf16 matmul primitive, one per shape/stride/beta, created on first use and kept: training
+// has a handful of GEMM shapes, and creating a primitive costs far more than a small GEMM. Prompt
+// lengths make new shapes at inference, so the cache is bounded: past kMaxCached entries it is
+// emptied and refills (oneDNN's own primitive cache still makes re-creation cheap). Calls are
+// serialised by the mutex (one stream); unillm never issues two bf16 GEMMs concurrently.
 struct Bf16Matmul {
   dnnl_engine_t engine = nullptr;
   dnnl_stream_t stream = nullptr;
@@ -64,6 +67,7 @@ struct Bf16Matmul {
     dnnl_memory_desc_t a, b, c;
   };
   std::map<Key, Entry> cache;
+  static constexpr size_t kMaxCached = 128;
 
   Bf16Matmul() {
     check(dnnl_engine_create(&engine, dnnl_cpu, 0), "engine_create");
@@ -83,6 +87,10 @@ struct Bf16Matmul {
   Entry& get(const Key& key) {
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
+    if (cache.size() >= kMaxCached) {
+      for (auto& [k, e] : cache) dnnl_primitive_destroy(e.prim);
+      cache.clear();
+    }
     const auto [ta, tb, m, n, k, lda, ldb, ldc, accumulate] = key;
     Entry e;
     e.a = desc(m, k, ta, lda, dnnl_bf16);
