@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "backends/cpu/simd/isa.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
 #include "train_log_util.h"
@@ -106,6 +109,36 @@ TEST(Isa, Bf16TrainingNearF32AndRepeatable) {
   auto env = run_unillm("env");
   const bool bf16_gemm = env.out.find("bf16 matmul") != std::string::npos;
   EXPECT_EQ(slurp(dir + "/bf16" + weights) != slurp(dir + "/f32gemm" + weights), bf16_gemm) << env.out;
+}
+
+// A model stored in bf16 computes its GEMMs in bf16 where the CPU can (--bf16-compute on, the
+// default): eval ppl then differs from --bf16-compute off exactly when `unillm env` reports the bf16
+// matmul, and stays within 1 % of it.
+TEST(Isa, Bf16ModelComputesInBf16UnlessTurnedOff) {
+  namespace fs = std::filesystem;
+  testing::init_cpu();  // the bf16 copy is made here
+  const std::string src = testing::source_path("assets/stories260K");
+  const std::string dir = testing::temp_dir("isa-bf16-model");
+  for (const auto& e : fs::directory_iterator(src))
+    if (e.path().filename() != "model.safetensors") fs::copy(e.path(), fs::path(dir) / e.path().filename());
+  auto f32 = io::SafetensorsFile::open(src + "/model.safetensors");
+  io::NamedTensors bf16;
+  for (const auto& info : f32->tensors()) bf16.emplace_back(info.name, f32->tensor(info.name).to(DType::bf16));
+  io::save_safetensors(dir + "/model.safetensors", bf16);
+  const std::string ppl = "eval ppl --model " + dir + " --file " + src + "/llama2c_sample.txt";
+  auto on = run_unillm(ppl), off = run_unillm(ppl + " --bf16-compute off");
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const size_t a = on.out.find("ppl="), b = off.out.find("ppl=");
+  ASSERT_NE(a, std::string::npos) << on.out;
+  ASSERT_NE(b, std::string::npos) << off.out;
+  const double p_on = std::stod(on.out.substr(a + 4)), p_off = std::stod(off.out.substr(b + 4));
+  EXPECT_LE(std::abs(p_on - p_off), 0.01 * p_off);
+  const bool bf16_gemm = run_unillm("env").out.find("bf16 matmul") != std::string::npos;
+  EXPECT_EQ(p_on != p_off, bf16_gemm) << on.out << off.out;
+  auto bad = run_unillm(ppl + " --bf16-compute maybe");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--bf16-compute must be on or off, got 'maybe'"), std::string::npos) << bad.err;
 }
 
 }  // namespace
