@@ -6,6 +6,7 @@
 # inline function compiled at a higher level and kept by the linker for every caller.
 set -euo pipefail
 bin="${1:-build/unillm}"
+[[ -f "$bin" ]] || { echo "check_isa: $bin is not a file (give the unillm binary)" >&2; exit 2; }
 objdump -d --no-show-raw-insn -C "$bin" | awk '
   /^[0-9a-f]+ <.*>:$/ { fn = substr($0, index($0, "<")); next }
   /%zmm|%k[0-7][,)]|%k[0-7]$|%[xy]mm(1[6-9]|2[0-9]|3[01])/ {

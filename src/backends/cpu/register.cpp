@@ -64,7 +64,7 @@ void set_num_threads(int n) {
 std::string isa_info() {
   // The variants that exist so far: a level above them runs the highest one below it.
   return std::string(isa_name(chosen_isa())) + " (detected " + isa_name(detected_isa()) + ": " +
-         feature_names(cpu_features()) + "; kernel variants built: portable, avx2)";
+         feature_names(cpu_features()) + "; kernel variants built: portable, avx2, avx512; `env --kernels` lists each kernel's)";
 }
 
 std::string gemm_info() { return gemm_provider_name(); }

@@ -1,12 +1,13 @@
 // CPU linear kernels: f32/f64 through the GEMM provider (gemm/provider.h; row-major x · Wᵀ), bf16/f16 weights converted to f32
-// one panel of rows at a time (never the whole matrix), and the AVX2 GEMV for decode (M <= 4,
-// linear_avx2.cpp). Under bf16 compute (gemm/bf16_compute.h) the GEMM takes bf16 x and W.
+// one panel of rows at a time (never the whole matrix), and the AVX2/AVX-512 GEMV for decode (M <= 4,
+// linear_avx2.cpp, linear_avx512.cpp). Under bf16 compute (gemm/bf16_compute.h) the GEMM takes bf16 x and W.
 #include <algorithm>
 #include <vector>
 
 #include "backends/cpu/gemm/bf16_compute.h"
 #include "backends/cpu/gemm/provider.h"
 #include "backends/cpu/kernels/linear_avx2.h"
+#include "backends/cpu/kernels/linear_avx512.h"
 #include "backends/cpu/kernels/register_kernels.h"
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd/convert.h"
@@ -74,30 +75,42 @@ void linear_bf16_compute(const LinearArgs& a) {
   gemm_bf16(false, true, a.m, a.n, a.k, x, a.k, w, a.k, beta, static_cast<float*>(a.y), a.n);
 }
 
-// Decode-sized products (M <= 4) stay on the GEMV, which reads bf16 weights as they are.
-void linear_f32_avx2(const LinearArgs& a) {
-  if (a.m <= kGemvMaxRows) return avx2::gemv(a);
+// Decode-sized products (M <= 4) stay on the GEMV of the chosen level, which reads bf16 weights
+// as they are.
+template <void (*Gemv)(const LinearArgs&)>
+void linear_f32_simd(const LinearArgs& a) {
+  if (a.m <= kGemvMaxRows) return Gemv(a);
   if (bf16_compute_for(a.w_dtype)) return linear_bf16_compute(a);
   linear_f32_blas(a);
 }
 
-void linear_half_avx2(const LinearArgs& a) {
-  if (a.m <= kGemvMaxRows) return avx2::gemv(a);
+template <void (*Gemv)(const LinearArgs&)>
+void linear_half_simd(const LinearArgs& a) {
+  if (a.m <= kGemvMaxRows) return Gemv(a);
   if (bf16_compute_for(a.w_dtype)) return linear_bf16_compute(a);
   linear_half_panels(a);
+}
+
+struct LinearVariant {
+  ops::LinearKernel *f32, *half;
+  const char* impl;
+};
+
+LinearVariant chosen_variant() {
+  if (has_avx512())
+    return {&linear_f32_simd<&avx512::gemv>, &linear_half_simd<&avx512::gemv>, "avx512"};
+  if (has_avx2()) return {&linear_f32_simd<&avx2::gemv>, &linear_half_simd<&avx2::gemv>, "avx2"};
+  return {&linear_f32_blas, &linear_half_panels, kPortable};
 }
 
 }  // namespace
 
 void register_linear() {
   auto& reg = kernel_registry();
-  const bool v = has_avx2();
-  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f32,
-                             v ? &linear_f32_avx2 : &linear_f32_blas, "", avx2_or_portable());
-  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::bf16,
-                             v ? &linear_half_avx2 : &linear_half_panels, "", avx2_or_portable());
-  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f16,
-                             v ? &linear_half_avx2 : &linear_half_panels, "", avx2_or_portable());
+  const LinearVariant v = chosen_variant();
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f32, v.f32, "", v.impl);
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::bf16, v.half, "", v.impl);
+  reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f16, v.half, "", v.impl);
   reg.add<ops::LinearKernel>("linear", DeviceKind::cpu, DType::f64, &linear_f64, "", kPortable);
 }
 
