@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "backends/cpu/register.h"
+#include "backends/cpu/simd/isa.h"
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "ops/attention.h"
@@ -108,19 +109,32 @@ BENCHMARK(BM_PagedAttentionFwdPeer)->Arg(6)->Arg(2)->Unit(benchmark::kMillisecon
 
 }  // namespace
 
-// Extra flag: --threads=N (default: the affinity cores), parsed before Google Benchmark's flags.
-int main(int argc, char** argv) {
-  int threads = 0;
+// Takes "--name=" off argv; returns its value or nullptr.
+const char* take_flag(int& argc, char** argv, const char* name) {
+  const size_t len = std::strlen(name);
   for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      threads = std::atoi(argv[i] + 10);
+    if (std::strncmp(argv[i], name, len) == 0) {
+      const char* v = argv[i] + len;
       for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
       --argc;
-      break;
+      return v;
     }
-  unillm::cpu::register_cpu_backend();
-  unillm::cpu::set_num_threads(threads);
-  std::printf("threads: %d\n", unillm::num_threads());
+  return nullptr;
+}
+
+// Extra flags, parsed before Google Benchmark's: --threads=N (default: the affinity cores) and
+// --isa=LEVEL (default auto; e.g. avx2 to time that level's kernels on an AVX-512 CPU).
+int main(int argc, char** argv) {
+  const char* t = take_flag(argc, argv, "--threads=");
+  const char* isa = take_flag(argc, argv, "--isa=");
+  unillm::cpu::IsaLevel cap = unillm::cpu::detected_isa();
+  if (isa && !unillm::cpu::parse_isa(isa, &cap)) {
+    std::fprintf(stderr, "attention_bench: unknown --isa=%s\n", isa);
+    return 2;
+  }
+  unillm::cpu::register_cpu_backend(cap);
+  unillm::cpu::set_num_threads(t ? std::atoi(t) : 0);
+  std::printf("threads: %d, isa: %s\n", unillm::num_threads(), unillm::cpu::isa_name(unillm::cpu::chosen_isa()));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -6,6 +6,7 @@
 
 #include "backends/cpu/attention/attention_train_backward.h"
 #include "backends/cpu/kernels/causal_attention_avx2.h"
+#include "backends/cpu/kernels/causal_attention_avx512.h"
 #include "backends/cpu/kernels/register_kernels.h"
 #include "backends/cpu/simd/simd.h"
 #include "core/registry.h"
@@ -104,16 +105,17 @@ void backward_portable(const ops::CausalAttentionBackwardArgs& a) {
 
 void register_causal_attention() {
   auto& reg = kernel_registry();
-  const bool avx2 = has_avx2();
-  reg.add<ops::CausalAttentionKernel>("causal_attention", DeviceKind::cpu, DType::f32,
-                                      avx2 ? &avx2::causal_attention_f32 : &forward_portable<float>,
-                                      "", avx2_or_portable());
+  reg.add<ops::CausalAttentionKernel>(
+      "causal_attention", DeviceKind::cpu, DType::f32,
+      by_level(&forward_portable<float>, &avx2::causal_attention_f32, &avx512::causal_attention_f32),
+      "", level_label());
   reg.add<ops::CausalAttentionKernel>("causal_attention", DeviceKind::cpu, DType::f64,
                                       &forward_portable<double>, "", kPortable);
   reg.add<ops::CausalAttentionBackwardKernel>(
       "causal_attention_backward", DeviceKind::cpu, DType::f32,
-      avx2 ? &avx2::causal_attention_backward_f32 : &backward_portable<float>, "",
-      avx2_or_portable());
+      by_level(&backward_portable<float>, &avx2::causal_attention_backward_f32,
+               &avx512::causal_attention_backward_f32),
+      "", level_label());
   reg.add<ops::CausalAttentionBackwardKernel>("causal_attention_backward", DeviceKind::cpu,
                                               DType::f64, &backward_portable<double>, "",
                                               kPortable);

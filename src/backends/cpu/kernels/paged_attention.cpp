@@ -1,8 +1,9 @@
 // CPU paged_attention: tiling of the batch (attention_tiles, declared in attention/attention_tile.h)
-// and the portable (scalar) instantiation of the shared flash-style loop for f32/f64; the AVX2 f32
-// instantiation lives in paged_attention_avx2.cpp.
+// and the portable (scalar) instantiation of the shared flash-style loop for f32/f64; the f32 AVX2
+// and AVX-512 instantiations live in paged_attention_avx2.cpp and paged_attention_avx512.cpp.
 #include "backends/cpu/attention/attention_tile.h"
 #include "backends/cpu/kernels/paged_attention_avx2.h"
+#include "backends/cpu/kernels/paged_attention_avx512.h"
 #include "backends/cpu/kernels/register_kernels.h"
 #include "backends/cpu/simd/simd.h"
 #include "core/registry.h"
@@ -53,8 +54,9 @@ void attention_portable(const ops::AttentionArgs& a) {
 void register_paged_attention() {
   auto& reg = kernel_registry();
   reg.add<ops::AttentionKernel>("paged_attention", DeviceKind::cpu, DType::f32,
-                                has_avx2() ? &avx2::attention_f32 : &attention_portable<float>, "",
-                                avx2_or_portable());
+                                by_level(&attention_portable<float>, &avx2::attention_f32,
+                                         &avx512::attention_f32),
+                                "", level_label());
   reg.add<ops::AttentionKernel>("paged_attention", DeviceKind::cpu, DType::f64,
                                 &attention_portable<double>, "", kPortable);
 }

@@ -1,0 +1,79 @@
+// AVX-512 vector operations of the flash-style attention loops: the paged kernel's policy
+// (dot, axpy, scale, exp_shift; kernels/paged_attention_avx512.cpp) and exp16, which the training
+// kernel (kernels/causal_attention_avx512.cpp) shares. Include only from *_avx512.cpp files.
+// Intrinsics whose GCC 12 definitions start from an "undefined" register are used in their
+// all-ones maskz form (same instruction; see simd/vec_avx512.h).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cpu/simd/vec_avx512.h"
+
+namespace unillm::cpu::avx512 {
+
+constexpr __mmask16 kAll16 = 0xffff;
+
+// exp(x) for 16 floats: the same range reduction and polynomial as avx2::exp8 (simd/vec_avx2.h),
+// lane for lane the same operations, so both levels give the same value for an element.
+static inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-88.3762626647949f);
+  x = _mm512_maskz_max_ps(kAll16, _mm512_maskz_min_ps(kAll16, x, hi), lo);
+  __m512 fx = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f));
+  fx = _mm512_maskz_roundscale_ps(kAll16, fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+  __m512 y = _mm512_set1_ps(1.9875691500E-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+  const __m512i n = _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kAll16, fx), _mm512_set1_epi32(127));
+  return _mm512_mul_ps(y, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, n, 23)));
+}
+
+struct Avx512Ops {
+  static float dot(const float* a, const float* b, int64_t n) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+    }
+    for (; i < n; i += 16) {
+      const __mmask16 m = tail_mask16(n - i);
+      s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s0);
+    }
+    return hsum16(_mm512_add_ps(s0, s1));
+  }
+  static void axpy(float* acc, float p, const float* x, int64_t n) {
+    const __m512 vp = _mm512_set1_ps(p);
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = tail_mask16(n - i);
+      _mm512_mask_storeu_ps(acc + i, m, _mm512_fmadd_ps(vp, _mm512_maskz_loadu_ps(m, x + i),
+                                                        _mm512_maskz_loadu_ps(m, acc + i)));
+    }
+  }
+  static void scale(float* acc, float c, int64_t n) {
+    const __m512 vc = _mm512_set1_ps(c);
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = tail_mask16(n - i);
+      _mm512_mask_storeu_ps(acc + i, m, _mm512_mul_ps(vc, _mm512_maskz_loadu_ps(m, acc + i)));
+    }
+  }
+  static float exp_shift(float* s, int64_t n, float m) {
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = tail_mask16(n - i);
+      const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), vm)));
+      _mm512_mask_storeu_ps(s + i, k, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    return hsum16(sum);
+  }
+};
+
+}  // namespace unillm::cpu::avx512
