@@ -39,18 +39,19 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, nn::ParamPlacement wd)
   register_module("mlp", &mlp_);
 }
 
-Tensor DecoderLayer::forward(const Tensor& x, const nn::AttentionInputs& in, Tensor& k_cache,
-                             Tensor& v_cache) const {
-  Tensor h = ops::add(x, attn_.forward(input_norm_.forward(x), in, k_cache, v_cache));
-  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h), in.lora));
+Tensor DecoderLayer::forward(const Tensor& x, const nn::AttentionInputs& in,
+                             nn::LayerCache cache) const {
+  constexpr ops::OutputUse kValue = ops::OutputUse::kValue;
+  return mlp_block(attention_block(x, in, kValue, nullptr, cache), in, kValue);
 }
 
-Tensor DecoderLayer::attention_block(const Tensor& x, const nn::TrainInputs& in,
-                                     ops::OutputUse use, nn::AttentionStash* stash) const {
-  return ops::add(x, attn_.forward_train(input_norm_.forward(x), in, use, stash));
+Tensor DecoderLayer::attention_block(const Tensor& x, const nn::AttentionInputs& in,
+                                     ops::OutputUse use, nn::AttentionStash* stash,
+                                     nn::LayerCache cache) const {
+  return ops::add(x, attn_.forward(input_norm_.forward(x), in, cache, use, stash));
 }
 
-Tensor DecoderLayer::mlp_block(const Tensor& h, const nn::TrainInputs& in,
+Tensor DecoderLayer::mlp_block(const Tensor& h, const nn::AttentionInputs& in,
                                ops::OutputUse use) const {
   return ops::add(h, mlp_.forward(post_attn_norm_.forward(h), in.lora.get(), use));
 }
@@ -89,17 +90,44 @@ Llama::Llama(const ModelConfig& c, nn::ParamPlacement wd)
   }
 }
 
+Tensor Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    DecoderLayer* l = layers_[i].get();
+    if (caches) {
+      x = l->forward(x, in, nn::LayerCache{&caches->k[i], &caches->v[i]});
+      continue;
+    }
+    if (!recompute) {
+      x = l->forward(x, in);
+      continue;
+    }
+    // Two segments per layer, saving x and h (2 × [N, C] per layer instead of 1): the re-run of
+    // each then ends in a projection whose output value backward never reads, and skips its GEMM
+    // (o_proj, down_proj: ~30% of a layer's re-run GEMM FLOPs at Llama shapes). The attention
+    // segment also keeps the attention's out and lse ([N, H·D] + [N, H]), so its re-run does not
+    // run the attention forward again (a third of the attention's cost with recompute).
+    auto stash = std::make_shared<nn::AttentionStash>();
+    x = nn::recompute(
+        [l, in, stash](const Tensor& a, ops::OutputUse use) {
+          return l->attention_block(a, in, use, stash.get());
+        },
+        x, l->attention_params_need_grad());
+    x = nn::recompute(
+        [l, in](const Tensor& h, ops::OutputUse use) { return l->mlp_block(h, in, use); }, x,
+        l->mlp_params_need_grad());
+  }
+  return x;
+}
+
 Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
   UNILLM_CHECK(static_cast<int64_t>(caches.k.size()) == c_.num_layers, "[llama] cache has wrong layer count");
   nn::AttentionInputs in;
   in.positions = b.positions;
+  in.inv_freq = &inv_freq_;
+  in.lora = lora_run(b.adapters, nullptr);
   in.slot_mapping = b.slot_mapping;
   in.batch = &b.attn;
-  in.inv_freq = &inv_freq_;
-  const std::shared_ptr<const nn::LoraRun> lora = lora_run(b.adapters, nullptr);
-  in.lora = lora.get();
-  Tensor x = ops::embedding(b.ids, embed_);  // [N, C]
-  for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l]->forward(x, in, caches.k[l], caches.v[l]);
+  Tensor x = layers(ops::embedding(b.ids, embed_), in, &caches, false);  // [N, C]
   if (b.logit_rows.defined()) x = ops::gather_rows(x, b.logit_rows);  // [M, C]
   x = norm_.forward(x);
   return ops::linear(x, lm_head());  // [M, V]
@@ -121,37 +149,16 @@ Tensor shifted_labels(const Tensor& labels) {
 
 LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scale_hint) {
   const int64_t b = batch.input_ids.size(0), t = batch.input_ids.size(1);
-  nn::TrainInputs in;
+  nn::AttentionInputs in;
   in.positions = batch.position_ids.contiguous().view({b * t});
-  // Once per call on the model's device (the attention of every layer reads them).
-  in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
-  in.batch = b;
-  in.seq = t;
   in.inv_freq = &inv_freq_;
   in.lora = lora_run(batch.adapters, batch.dropout_rng);
-  Tensor x = ops::embedding(batch.input_ids.contiguous().view({b * t}), embed_);  // [N, C]
-  constexpr ops::OutputUse kValue = ops::OutputUse::kValue;
-  for (auto& layer : layers_) {
-    DecoderLayer* l = layer.get();
-    if (!recompute) {
-      x = l->mlp_block(l->attention_block(x, in, kValue), in, kValue);
-      continue;
-    }
-    // Two segments per layer, saving x and h (2 × [N, C] per layer instead of 1): the re-run of
-    // each then ends in a projection whose output value backward never reads, and skips its GEMM
-    // (o_proj, down_proj: ~30% of a layer's re-run GEMM FLOPs at Llama shapes). The attention
-    // segment also keeps the attention's out and lse ([N, H·D] + [N, H]), so its re-run does not
-    // run the attention forward again (a third of the attention's cost with recompute).
-    auto stash = std::make_shared<nn::AttentionStash>();
-    x = nn::recompute(
-        [l, in, stash](const Tensor& a, ops::OutputUse use) {
-          return l->attention_block(a, in, use, stash.get());
-        },
-        x, l->attention_params_need_grad());
-    x = nn::recompute(
-        [l, in](const Tensor& h, ops::OutputUse use) { return l->mlp_block(h, in, use); }, x,
-        l->mlp_params_need_grad());
-  }
+  in.rows = b;
+  in.tokens = t;
+  // Once per call on the model's device (the attention of every layer reads them).
+  in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
+  Tensor x = layers(ops::embedding(batch.input_ids.contiguous().view({b * t}), embed_), in,
+                    nullptr, recompute);  // [N, C]
   x = norm_.forward(x);
   auto ce = ops::linear_cross_entropy_eager_grad(x, lm_head(), shifted_labels(batch.labels), grad_scale_hint);
   return {ce.loss_sum, ce.count};

@@ -15,15 +15,17 @@ namespace unillm::models {
 class DecoderLayer : public nn::Module {
  public:
   DecoderLayer(const ModelConfig& c, nn::ParamPlacement weights);
-  Tensor forward(const Tensor& x, const nn::AttentionInputs& in, Tensor& k_cache, Tensor& v_cache) const;
-  // Training forward in the two recompute segments of a layer (nn/recompute.h), x and h [N, C]:
+  // x [N, C] → [N, C]: attention_block then mlp_block, with the layer's cache for inference
+  // (none for training). The two blocks are also the training recompute segments
+  // (nn/recompute.h):
   //   attention_block: h = x + o_proj(attn(input_layernorm(x)))
   //   mlp_block:     out = h + down_proj(swiglu(gate_up(post_attention_layernorm(h))))
   // use = kGradOnly (recompute's backward re-run) skips the last projection's GEMM; the returned
   // value is then meaningless, its graph exact.
-  Tensor attention_block(const Tensor& x, const nn::TrainInputs& in, ops::OutputUse use,
-                         nn::AttentionStash* stash = nullptr) const;
-  Tensor mlp_block(const Tensor& h, const nn::TrainInputs& in, ops::OutputUse use) const;
+  Tensor forward(const Tensor& x, const nn::AttentionInputs& in, nn::LayerCache cache = {}) const;
+  Tensor attention_block(const Tensor& x, const nn::AttentionInputs& in, ops::OutputUse use,
+                         nn::AttentionStash* stash = nullptr, nn::LayerCache cache = {}) const;
+  Tensor mlp_block(const Tensor& h, const nn::AttentionInputs& in, ops::OutputUse use) const;
   // Whether a segment's parameters need gradients (freeze may train one block of a layer only).
   bool attention_params_need_grad();
   bool mlp_params_need_grad();
@@ -53,6 +55,10 @@ class Llama : public CausalLM, public nn::Module {
   nn::RMSNorm norm_;
   Tensor lm_head_;  // [V, C]; undefined when tied (embed_ serves)
   const Tensor& lm_head() const { return c_.tie_word_embeddings ? embed_ : lm_head_; }
+  // The decoder layers over x [N, C] (before the final norm), shared by forward and loss: with
+  // caches each layer writes and reads its paged K/V; without, recompute (training only) runs
+  // each layer as two recompute segments.
+  Tensor layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute);
   nn::Scope model_;  // the "model." scope of HF names
 };
 

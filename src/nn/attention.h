@@ -1,6 +1,7 @@
 // Self-attention of the Llama family: fused QKV projection (optional bias), optional per-head
-// q/k RMSNorm (Qwen3), RoPE, a write of the new K/V into the paged cache, flash-style causal
-// GQA attention through the block table, and the output projection.
+// q/k RMSNorm (Qwen3), RoPE, then ops::attention — with a KV view a write of the new K/V into the
+// paged cache and flash-style GQA attention through the block tables, without one the training
+// kernel — and the output projection. One forward serves inference and training.
 #pragma once
 
 #include <memory>
@@ -21,27 +22,31 @@ struct AttentionConfig {
   Device device;
 };
 
-// What one forward call needs besides x: positions, where new K/V go, and the batch layout.
+// What one forward call needs besides x, shared by every layer. Inference fills the KV view's
+// slot_mapping and batch (each layer brings its own caches, LayerCache); training fills the
+// B rows × T tokens layout and leaves the caches out.
 struct AttentionInputs {
   Tensor positions;  // [N] i32
-  Tensor slot_mapping;  // [N] i32: cache slot of each new token
-  const ops::AttentionBatch* batch = nullptr;
   const std::vector<float>* inv_freq = nullptr;  // RoPE inverse frequencies (all layers)
-  const LoraRun* lora = nullptr;  // adapters of this call (nullptr: none)
-};
-
-// Training layout: N = B × T tokens of B rows of T; segments keep packed samples apart.
-struct TrainInputs {
-  Tensor positions;  // [N] i32
-  Tensor segment_ids;  // [B, T] i32 or undefined (plain causal)
-  int64_t batch = 0, seq = 0;  // B, T
-  const std::vector<float>* inv_freq = nullptr;
   std::shared_ptr<const LoraRun> lora;  // adapters of this call (shared: lives until backward)
+  // Inference: the cache slot of each new token and the ragged batch (block tables, q_start,
+  // kv_len).
+  Tensor slot_mapping;  // [N] i32
+  const ops::AttentionBatch* batch = nullptr;
+  // Training: rows × tokens = N; segments keep packed samples apart (undefined: plain causal).
+  int64_t rows = 0, tokens = 0;
+  Tensor segment_ids;  // [rows, tokens] i32
 };
 
-// What a recompute re-run of forward_train takes from its forward instead of recomputing: the
-// attention kernel's out (a saved activation, [N, H·D]) and lse ([B, T, H]). The re-run still
-// recomputes q, k and v (the backward needs them), but not the attention itself.
+// One layer's paged K/V storage [NB, BS, Hkv, D]; both null in training (no cache).
+struct LayerCache {
+  Tensor* k = nullptr;
+  Tensor* v = nullptr;
+};
+
+// What a recompute re-run of a training forward takes from its forward instead of recomputing:
+// the attention kernel's out (a saved activation, [B, T, H, D]) and lse ([B, T, H]). The re-run
+// still recomputes q, k and v (the backward needs them), but not the attention itself.
 struct AttentionStash {
   autograd::SavedTensor out, lse;
 };
@@ -49,14 +54,14 @@ struct AttentionStash {
 class Attention : public Module {
  public:
   explicit Attention(const AttentionConfig& c);
-  // x [N, C] -> [N, C]; k_cache/v_cache [NB, BS, Hkv, D] are written at slot_mapping.
-  Tensor forward(const Tensor& x, const AttentionInputs& in, Tensor& k_cache, Tensor& v_cache) const;
-  // Training forward without a cache (differentiable): x [N, C] -> [N, C]. use = kGradOnly: the
-  // result's value is not needed (recompute re-run), so o_proj only records its backward node.
-  // stash (recompute only): the kValue run fills it, the kGradOnly re-run replays it and empties it.
-  Tensor forward_train(const Tensor& x, const TrainInputs& in,
-                       ops::OutputUse use = ops::OutputUse::kValue,
-                       AttentionStash* stash = nullptr) const;
+  // x [N, C] -> [N, C], the one forward of inference and training. With a cache the new K/V are
+  // written at in.slot_mapping and attention reads the blocks (no grad); without, it is the
+  // differentiable causal attention over in.rows × in.tokens. use = kGradOnly: the result's
+  // value is not needed (recompute re-run), so o_proj only records its backward node. stash
+  // (training recompute only): the kValue run fills it, the kGradOnly re-run replays it and
+  // empties it.
+  Tensor forward(const Tensor& x, const AttentionInputs& in, LayerCache cache = {},
+                 ops::OutputUse use = ops::OutputUse::kValue, AttentionStash* stash = nullptr) const;
 
  private:
   AttentionConfig c_;

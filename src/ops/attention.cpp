@@ -1,5 +1,6 @@
 // paged_attention and kv_cache_write: checks of the paged layout (block table, query starts, kv
-// lengths), dispatch (kernel key = q's dtype) and the per-query double-precision reference.
+// lengths), dispatch (kernel key = q's dtype) and the per-query double-precision reference; and
+// attention, the one entry the model calls (paged with a KV view, causal_attention without).
 // Backward (a flash-style recompute from q, k, v and the row log-sum-exp) goes beside the forward.
 #include "ops/attention.h"
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "ops/dispatch.h"
+#include "ops/shape.h"
 #include "ops/kernel_call.h"
 #include "ops/plugin_args.h"
 
@@ -93,6 +95,29 @@ Tensor attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v
 Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                        const AttentionBatch& batch, float scale) {
   return attention_forward(q, k_cache, v_cache, batch, scale);
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionLayout& l,
+                 float scale, AttentionSaves* saves) {
+  if (l.paged()) {
+    UNILLM_CHECK(l.v_cache && l.batch, "[attention] a KV view needs both caches and a batch");
+    kv_cache_write(k, *l.k_cache, l.slot_mapping);
+    kv_cache_write(v, *l.v_cache, l.slot_mapping);
+    return paged_attention(q, *l.k_cache, *l.v_cache, *l.batch, scale);
+  }
+  const int64_t n = q.size(0), h = q.size(1), d = q.size(2), hkv = k.size(1);
+  if (l.rows * l.tokens != n)
+    UNILLM_THROW(ShapeError, "[attention] ", n, " query rows are not ", l.rows, " rows of ",
+                 l.tokens, " tokens");
+  Tensor q4 = reshape(q, {l.rows, l.tokens, h, d}), k4 = reshape(k, {l.rows, l.tokens, hkv, d});
+  Tensor v4 = reshape(v, {l.rows, l.tokens, hkv, d}), o;
+  if (saves && saves->mode == AttentionSaves::kReplay) {
+    o = causal_attention_replay(q4, k4, v4, l.segment_ids, scale, saves->out, saves->lse);
+  } else {
+    o = causal_attention(q4, k4, v4, l.segment_ids, scale, saves ? &saves->lse : nullptr);
+    if (saves) saves->out = o;
+  }
+  return reshape(o, {n, h, d});
 }
 
 void attention_reference(const AttentionArgs& a) {

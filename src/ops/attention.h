@@ -44,6 +44,35 @@ struct AttentionBatch {
 
 Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                        const AttentionBatch& batch, float scale);
+
+// Where one attention call's keys and values live: the model's attention calls only
+// ops::attention with one of these, so inference and training share every line above it.
+struct AttentionLayout {
+  // Inference (a KV view): the new k/v rows are written into the caches at slot_mapping and the
+  // queries attend through batch's block tables (paged_attention). Not differentiable.
+  Tensor* k_cache = nullptr;
+  Tensor* v_cache = nullptr;
+  Tensor slot_mapping;  // [N] i32
+  const AttentionBatch* batch = nullptr;
+  // Training (no cache): the N tokens are `rows` rows of `tokens` tokens (causal_attention);
+  // segment_ids [rows, tokens] i32 keep packed samples apart (undefined: plain causal).
+  int64_t rows = 0, tokens = 0;
+  Tensor segment_ids;
+  bool paged() const { return k_cache != nullptr; }
+};
+
+// What a training call keeps for a recompute re-run (ignored with a KV view): kRecord fills out
+// and lse; kReplay takes them (from a kRecord call on the same q, k, v) and skips the kernel.
+struct AttentionSaves {
+  enum Mode { kRecord, kReplay } mode = kRecord;
+  Tensor out, lse;
+};
+
+// The one attention op: q [N, H, D], k and v [N, Hkv, D] (the new tokens') → out [N, H, D].
+// With a KV view it runs kv_cache_write + paged_attention; without, causal_attention (recording
+// its autograd node), or causal_attention_replay when saves says kReplay.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionLayout& layout,
+                 float scale, AttentionSaves* saves = nullptr);
 // Straightforward per-query loop (full softmax in double): the fallback.
 void attention_reference(const AttentionArgs& a);
 

@@ -43,9 +43,9 @@ ops::RopeConfig rope() {
 }
 
 struct StashCase {
-  Attention attn{AttentionConfig{kC, kH, kHkv, kD}};
+  Attention attn{AttentionConfig{kC, kH, kHkv, kD, false, false, false, 1e-6, DType::f32, Device{}}};
   std::vector<float> inv_freq = ops::rope_inv_freq(rope());
-  TrainInputs in;
+  AttentionInputs in;
   StashCase() {
     uint64_t seed = 10;
     for (auto& p : attn.parameters()) {
@@ -60,8 +60,8 @@ struct StashCase {
       }
     in.positions = Tensor::from_ints(pos, {kB * kT});
     in.segment_ids = Tensor::from_ints(seg, {kB, kT});
-    in.batch = kB;
-    in.seq = kT;
+    in.rows = kB;
+    in.tokens = kT;
     in.inv_freq = &inv_freq;
   }
   // x's gradient followed by every weight's, after backward from a fixed upstream gradient.
@@ -72,7 +72,7 @@ struct StashCase {
     x.set_requires_grad(true);
     if (mode == 2 && !stash) stash = std::make_shared<AttentionStash>();
     SegmentFn fn = [this, stash](const Tensor& a, ops::OutputUse use) {
-      return ops::add(a, attn.forward_train(a, in, use, stash.get()));
+      return ops::add(a, attn.forward(a, in, {}, use, stash.get()));
     };
     Tensor y = mode == 0 ? fn(x, ops::OutputUse::kValue) : recompute(fn, x, true);
     if (mode == 2) {
