@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "data/sft.h"
 #include "data/template.h"
-#include "infer/generator.h"
+#include "infer/engine_generate.h"
 
 namespace unillm::cli {
 
@@ -83,7 +83,7 @@ int cmd_chat(const std::vector<std::string>& args) {
     std::fputs("Assistant: ", stdout);
     io::StreamDecoder decoder(*tok, /*skip_special_tokens=*/true);
     std::vector<int32_t> reply;
-    auto r = infer::generate(*model, prompt, go, [&](int32_t id) {
+    auto r = infer::engine_generate(*model, prompt, go, [&](int32_t id) {
       reply.push_back(id);
       std::string s = decoder.push(id);
       std::fwrite(s.data(), 1, s.size(), stdout);

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "cli/common.h"
 #include "cli/sampling_flags.h"
-#include "infer/generator.h"
+#include "infer/engine_generate.h"
 #include "infer/stop_matcher.h"
 #include "models/causal_lm.h"
 
@@ -92,7 +92,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   if (prompt.size() > limit)
     std::fprintf(stderr, "unillm: warning: prompt (%zu tokens) is longer than max_position_embeddings (%zu)\n",
                  prompt.size(), limit), warned = true;
-  auto r = infer::generate(*model, prompt, go, on_token);
+  auto r = infer::engine_generate(*model, prompt, go, on_token);
   if (!stops.stopped()) emit(stops.push(decoder.finish()) + stops.flush());
   emit("\n");
   if (f.output_ids) emit(ids_json(r.tokens) + "\n");

@@ -1,0 +1,186 @@
+// One engine step: schedule, build the ragged batch, one forward, sample the sampling rows.
+#include "infer/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "core/thread_team.h"
+
+namespace unillm::infer {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::length: return "length";
+    case FinishReason::stop: return "stop";
+    case FinishReason::abort: return "abort";
+    default: return "";
+  }
+}
+
+int64_t blocks_for(int64_t tokens, int64_t block_size) { return (tokens + block_size - 1) / block_size; }
+
+namespace {
+constexpr int64_t kTeamMaxRows = 4;  // GEMV-sized steps run inside one held thread team
+}  // namespace
+
+Engine::Engine(models::CausalLM& model, const EngineConfig& c)
+    : model_(model), c_(c),
+      caches_(models::KvCaches::allocate(model.config(), c.num_blocks, c.block_size, DType::f32,
+                                         model.device())),
+      blocks_(c.num_blocks, c.block_size, c.prefix_caching), sched_(c.scheduler, blocks_) {
+  UNILLM_CHECK(c.scheduler.max_num_seqs > 0 && c.scheduler.max_num_batched_tokens > 0,
+               "[engine] max_num_seqs and max_num_batched_tokens must be positive");
+}
+
+int64_t Engine::add_request(Request r) {
+  if (r.prompt.empty()) UNILLM_THROW(ConfigError, "[engine] the prompt is empty");
+  if (r.max_tokens < 1) UNILLM_THROW(ConfigError, "[engine] max_tokens must be at least 1, got ", r.max_tokens);
+  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_tokens;
+  const int64_t need = blocks_for(total, c_.block_size);
+  if (need > c_.num_blocks)
+    UNILLM_THROW(ConfigError, "[engine] a request of ", r.prompt.size(), " prompt tokens and up to ",
+                 r.max_tokens, " new ones needs ", need, " KV blocks of ", c_.block_size,
+                 " tokens; the cache has ", c_.num_blocks, " (raise --num-kv-blocks or --kv-cache-memory, or lower max_tokens)");
+  const int64_t vocab = model_.config().vocab_size;
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= vocab) UNILLM_THROW(ConfigError, "[engine] prompt token id ", t, " is outside the vocabulary (", vocab, ")");
+  if (!r.adapter.empty() && !model_.has_adapter(r.adapter))
+    UNILLM_THROW(ConfigError, "[engine] no adapter named '", r.adapter, "' is loaded");
+  auto s = std::make_unique<Sequence>();
+  s->id = next_id_++;
+  s->tokens = r.prompt;
+  s->prompt_len = static_cast<int64_t>(r.prompt.size());
+  s->rng = Rng(r.seed);
+  s->salt = r.adapter.empty() ? 0 : std::hash<std::string>()(r.adapter) | 1;
+  s->req = std::move(r);
+  stats_.prompt_tokens += s->prompt_len;
+  const int64_t id = s->id;
+  sched_.add(std::move(s));
+  return id;
+}
+
+void Engine::finish(int64_t id, FinishReason reason) {
+  if (!sched_.find(id)) return;
+  sched_.remove(id);
+  StepOutput o;
+  o.request = id;
+  o.finished = reason;
+  pending_.push_back(o);
+}
+
+models::ForwardBatch Engine::build_batch(const std::vector<Scheduled>& work) const {
+  const auto S = static_cast<int64_t>(work.size());
+  int64_t max_blocks = 1;
+  for (const Scheduled& w : work)
+    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(w.seq->table.blocks.size()));
+  std::vector<int32_t> ids, pos, slots, table(S * max_blocks, 0), q_start{0}, kv_len, rows;
+  const int64_t bs = c_.block_size;
+  for (int64_t i = 0; i < S; ++i) {
+    const Sequence& s = *work[i].seq;
+    for (int64_t j = 0; j < work[i].n; ++j) {
+      const int64_t p = s.computed + j;
+      ids.push_back(s.tokens[p]);
+      pos.push_back(static_cast<int32_t>(p));
+      slots.push_back(static_cast<int32_t>(s.table.blocks[p / bs] * bs + p % bs));
+    }
+    std::copy(s.table.blocks.begin(), s.table.blocks.end(), table.begin() + i * max_blocks);
+    q_start.push_back(static_cast<int32_t>(ids.size()));
+    kv_len.push_back(static_cast<int32_t>(s.computed + work[i].n));
+    if (work[i].samples()) rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+  }
+  const auto n = static_cast<int64_t>(ids.size());
+  if (rows.empty()) rows.push_back(static_cast<int32_t>(n - 1));  // no sampler: one row, unread
+  models::ForwardBatch b;
+  b.ids = Tensor::from_ints(ids, {n});
+  b.positions = Tensor::from_ints(pos, {n});
+  b.slot_mapping = Tensor::from_ints(slots, {n});
+  b.attn.block_table = Tensor::from_ints(table, {S, max_blocks});
+  b.attn.q_start = Tensor::from_ints(q_start, {S + 1});
+  b.attn.kv_len = Tensor::from_ints(kv_len, {S});
+  b.logit_rows = Tensor::from_ints(rows, {static_cast<int64_t>(rows.size())});
+  const std::string& adapter = work.front().seq->req.adapter;
+  if (!adapter.empty()) b.adapters = std::vector<std::string>{adapter};  // else the active set
+  return b;
+}
+
+StepOutput Engine::sample(Sequence& s, const float* logits, int64_t vocab) {
+  StepOutput o;
+  o.request = s.id;
+  std::vector<float> row(logits, logits + vocab);
+  try {
+    o.token = sample_token(row, s.req.sampling, s.tokens, s.rng);
+  } catch (const NumericError&) {
+    UNILLM_THROW(NumericError, "[engine] request ", s.id, ": the logits at position ",
+                 s.tokens.size() - 1, " are NaN or inf (the model's weights or config give non-finite values)");
+  }
+  if (s.req.logprobs >= 0) {  // log-softmax of the model's logits
+    const float mx = *std::max_element(row.begin(), row.end());
+    double sum = 0;
+    for (float v : row) sum += std::exp(static_cast<double>(v) - mx);
+    const double lse = mx + std::log(sum);
+    o.logprobs.logprob = static_cast<float>(row[o.token] - lse);
+    const int64_t k = std::min<int64_t>(s.req.logprobs, vocab);
+    std::vector<int32_t> order(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    for (int64_t i = 0; i < k; ++i)
+      o.logprobs.top.emplace_back(order[i], static_cast<float>(row[order[i]] - lse));
+  }
+  s.tokens.push_back(o.token);
+  ++stats_.generated_tokens;
+  const bool stop_id = std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), o.token) != s.req.stop_ids.end();
+  if (stop_id && !s.req.ignore_eos) {
+    o.finished = FinishReason::stop;
+  } else if (s.generated() >= s.req.max_tokens) {
+    o.finished = FinishReason::length;
+  }
+  return o;
+}
+
+std::vector<StepOutput> Engine::step() {
+  std::vector<StepOutput> out = std::move(pending_);
+  pending_.clear();
+  std::vector<Scheduled> work = sched_.schedule();
+  stats_.preemptions = sched_.preemptions();
+  if (work.empty()) return out;
+  // One adapter set per forward for now: the first sequence's adapter decides, the others wait.
+  const std::string adapter = work.front().seq->req.adapter;
+  work.erase(std::remove_if(work.begin(), work.end(),
+                            [&](const Scheduled& w) { return w.seq->req.adapter != adapter; }),
+             work.end());
+  models::ForwardBatch batch = build_batch(work);
+  autograd::NoGradGuard no_grad;
+  Tensor logits;
+  const int64_t rows = batch.ids.numel();
+  auto run = [&] { logits = model_.forward(batch, caches_); };
+  if (rows <= kTeamMaxRows) {
+    run_with_team(run);  // GEMV-sized: a held thread team saves a wake-up per kernel
+  } else {
+    run();
+  }
+  const std::vector<float> host = logits.to_float_vector();
+  const int64_t vocab = model_.config().vocab_size;
+  int64_t row = 0;
+  std::vector<int64_t> done;
+  for (const Scheduled& w : work) {
+    Sequence& s = *w.seq;
+    const bool samples = w.samples();
+    s.computed += w.n;
+    stats_.computed_tokens += w.n;
+    blocks_.commit(s.table, s.tokens, s.computed, s.salt);
+    if (!samples) continue;
+    out.push_back(sample(s, host.data() + row * vocab, vocab));
+    ++row;
+    if (out.back().finished != FinishReason::none) done.push_back(s.id);
+  }
+  for (int64_t id : done) sched_.remove(id);
+  ++stats_.steps;
+  return out;
+}
+
+}  // namespace unillm::infer

@@ -1,0 +1,66 @@
+// The serving engine (docs/ARCHITECTURE.md, "Serving engine"): requests enter a queue, and each
+// step() runs ONE forward over every scheduled token of every running sequence (a ragged batch
+// over the paged KV cache, the lm_head only on the rows that sample), then samples each of those
+// sequences with its own RNG. Not thread-safe: one thread owns the engine and calls step().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "infer/block_manager.h"
+#include "infer/request.h"
+#include "infer/scheduler.h"
+#include "models/causal_lm.h"
+
+namespace unillm::infer {
+
+struct EngineConfig {
+  int64_t block_size = 16;
+  int64_t num_blocks = 0;  // KV blocks of the whole cache (every sequence together)
+  bool prefix_caching = true;
+  SchedulerConfig scheduler;
+};
+
+struct EngineStats {
+  int64_t steps = 0, prompt_tokens = 0, computed_tokens = 0, generated_tokens = 0;
+  int64_t preemptions = 0;
+};
+
+class Engine {
+ public:
+  Engine(models::CausalLM& model, const EngineConfig& config);
+  // Queues a request; returns its id. ConfigError when it can never fit the cache (prompt +
+  // max_tokens beyond num_blocks · block_size) or names an adapter the model lacks.
+  int64_t add_request(Request r);
+  // Ends a request now (client gone, a stop string matched): its blocks are released at once and
+  // the next step() reports it with `reason` (abort or stop).
+  void finish(int64_t id, FinishReason reason = FinishReason::abort);
+  bool has_work() const { return sched_.num_running() + sched_.num_waiting() > 0 || !pending_.empty(); }
+  // One scheduling step and its forward; the tokens sampled (and requests ended) in it.
+  std::vector<StepOutput> step();
+
+  int64_t num_running() const { return sched_.num_running(); }
+  int64_t num_waiting() const { return sched_.num_waiting(); }
+  const BlockManager& blocks() const { return blocks_; }
+  const EngineStats& stats() const { return stats_; }
+  const EngineConfig& config() const { return c_; }
+
+ private:
+  models::ForwardBatch build_batch(const std::vector<Scheduled>& work) const;
+  StepOutput sample(Sequence& s, const float* logits, int64_t vocab);
+
+  models::CausalLM& model_;
+  EngineConfig c_;
+  models::KvCaches caches_;
+  BlockManager blocks_;
+  Scheduler sched_;
+  std::vector<StepOutput> pending_;  // ends reported by the next step()
+  int64_t next_id_ = 1;
+  EngineStats stats_;
+};
+
+// Requests and the cache they need: blocks for `tokens` tokens of one sequence.
+int64_t blocks_for(int64_t tokens, int64_t block_size);
+
+}  // namespace unillm::infer

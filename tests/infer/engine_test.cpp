@@ -1,0 +1,226 @@
+// The serving engine against the single-sequence generator (infer::generate, the oracle): many
+// requests batched into one forward per step give token for token what each gives alone — with
+// prefix caching on and off, chunked prefill forced by a tiny token budget, preemption forced by
+// a tiny block budget, and seeded sampling; logprobs match the unbatched forward.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "autograd/grad_mode.h"
+#include "infer/engine.h"
+#include "infer/engine_generate.h"
+#include "infer/generator.h"
+#include "models/causal_lm.h"
+#include "support/expect.h"
+
+namespace unillm::infer {
+namespace {
+
+models::CausalLM& model() {
+  static std::unique_ptr<models::CausalLM> m = [] {
+    testing::init_cpu();
+    return models::load_causal_lm(testing::source_path("assets/stories260K"));
+  }();
+  return *m;
+}
+
+// 16 prompts of 5..50 tokens; every fourth shares a 35-token start with the first (prefix cache).
+std::vector<std::vector<int32_t>> prompts() {
+  std::vector<std::vector<int32_t>> out;
+  std::vector<int32_t> common;
+  for (int i = 0; i < 35; ++i) common.push_back(1 + (i * 37 + 11) % 500);
+  for (int r = 0; r < 16; ++r) {
+    std::vector<int32_t> p;
+    if (r % 4 == 0) p = common;
+    const int len = 5 + (r * 13) % 46;
+    for (int i = 0; i < len; ++i) p.push_back(1 + (r * 101 + i * 53 + 7) % 500);
+    if (p.front() != 1) p.insert(p.begin(), 1);  // BOS
+    out.push_back(p);
+  }
+  return out;
+}
+
+SamplingParams sampled() {
+  SamplingParams s;
+  s.temperature = 0.9f;
+  s.top_p = 0.95f;
+  return s;
+}
+
+std::vector<int32_t> alone(const std::vector<int32_t>& prompt, const SamplingParams& sp,
+                           uint64_t seed, int64_t max_tokens) {
+  GenerateOptions o;
+  o.max_new_tokens = max_tokens;
+  o.sampling = sp;
+  o.seed = seed;
+  o.ignore_eos = true;
+  return generate(model(), prompt, o, [](int32_t) { return true; }).tokens;
+}
+
+struct EngineRun {
+  std::map<int64_t, std::vector<int32_t>> tokens;
+  std::map<int64_t, std::vector<float>> logprobs;
+  std::vector<int64_t> ids;
+  int64_t hits = 0, preemptions = 0, max_rows_step = 0;
+};
+
+EngineRun batched(const EngineConfig& c, const SamplingParams& sp, int64_t max_tokens, int logprobs = -1) {
+  Engine e(model(), c);
+  EngineRun r;
+  const auto ps = prompts();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    Request q;
+    q.prompt = ps[i];
+    q.sampling = sp;
+    q.seed = 1000 + i;
+    q.max_tokens = max_tokens;
+    q.ignore_eos = true;
+    q.logprobs = logprobs;
+    r.ids.push_back(e.add_request(q));
+  }
+  int64_t guard = 0;
+  while (e.has_work()) {
+    EXPECT_LT(++guard, 100000) << "the engine does not finish";
+    if (guard >= 100000) break;
+    for (const StepOutput& o : e.step()) {
+      EXPECT_GE(o.token, 0);
+      if (o.token < 0) continue;
+      r.tokens[o.request].push_back(o.token);
+      r.logprobs[o.request].push_back(o.logprobs.logprob);
+    }
+  }
+  EXPECT_EQ(e.blocks().used(), 0) << "every block is released at the end";
+  r.hits = e.blocks().hits();
+  r.preemptions = e.stats().preemptions;
+  return r;
+}
+
+EngineConfig config(int64_t num_blocks, int64_t budget, bool prefix) {
+  EngineConfig c;
+  c.block_size = 16;
+  c.num_blocks = num_blocks;
+  c.prefix_caching = prefix;
+  c.scheduler.max_num_seqs = 16;
+  c.scheduler.max_num_batched_tokens = budget;
+  return c;
+}
+
+void expect_alone(const EngineRun& r, const SamplingParams& sp, int64_t max_tokens) {
+  const auto ps = prompts();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "request " << i << " (" << ps[i].size() << " prompt tokens)");
+    EXPECT_EQ(r.tokens.at(r.ids[i]), alone(ps[i], sp, 1000 + i, max_tokens));
+  }
+}
+
+TEST(Engine, GreedyBatchedEqualsAlone) {
+  const EngineRun r = batched(config(256, 512, false), SamplingParams{0.0f}, 20);
+  expect_alone(r, SamplingParams{0.0f}, 20);
+  EXPECT_EQ(r.hits, 0);
+}
+
+TEST(Engine, PrefixCachingReusesBlocksAndChangesNothing) {
+  // A budget of 40 tokens: request 0's first blocks are computed (and cached) before requests
+  // 4, 8 and 12 are admitted.
+  const EngineRun r = batched(config(256, 40, true), SamplingParams{0.0f}, 20);
+  expect_alone(r, SamplingParams{0.0f}, 20);
+  EXPECT_GE(r.hits, 6) << "requests 4, 8 and 12 share two full blocks with request 0";
+}
+
+TEST(Engine, ChunkedPrefillUnderATinyTokenBudget) {
+  const EngineRun r = batched(config(256, 7, true), SamplingParams{0.0f}, 12);
+  expect_alone(r, SamplingParams{0.0f}, 12);
+}
+
+TEST(Engine, PreemptionByRecomputeUnderATinyBlockBudget) {
+  // 12 blocks of 16 slots hold about three of these sequences at once.
+  const EngineRun r = batched(config(12, 256, false), SamplingParams{0.0f}, 40);
+  expect_alone(r, SamplingParams{0.0f}, 40);
+  EXPECT_GT(r.preemptions, 0);
+}
+
+TEST(Engine, SeededSamplingDoesNotDependOnTheBatch) {
+  const EngineRun r = batched(config(12, 64, true), sampled(), 24);
+  expect_alone(r, sampled(), 24);
+}
+
+TEST(Engine, LogprobsMatchTheUnbatchedForward) {
+  const EngineRun r = batched(config(256, 512, false), SamplingParams{0.0f}, 8, 3);
+  const auto ps = prompts();
+  autograd::NoGradGuard no_grad;
+  for (size_t i = 0; i < ps.size(); i += 5) {
+    std::vector<int32_t> seq = ps[i];
+    const auto& toks = r.tokens.at(r.ids[i]);
+    seq.insert(seq.end(), toks.begin(), toks.end() - 1);
+    const std::vector<float> all = model().logits_all(seq).to_float_vector();
+    const int64_t v = model().config().vocab_size;
+    for (size_t j = 0; j < toks.size(); ++j) {
+      const float* row = all.data() + (ps[i].size() - 1 + j) * v;
+      double mx = row[0], sum = 0;
+      for (int64_t t = 0; t < v; ++t) mx = std::max<double>(mx, row[t]);
+      for (int64_t t = 0; t < v; ++t) sum += std::exp(row[t] - mx);
+      const double want = row[toks[j]] - mx - std::log(sum);
+      EXPECT_NEAR(r.logprobs.at(r.ids[i])[j], want, 1e-5 * std::max(1.0, std::abs(want)));
+    }
+  }
+}
+
+TEST(Engine, GenerateOnTheEngineEqualsTheGenerator) {
+  const auto ps = prompts();
+  GenerateOptions o;
+  o.max_new_tokens = 16;
+  o.sampling = sampled();
+  o.seed = 5;
+  o.prefill_chunk = 8;
+  for (size_t i = 0; i < ps.size(); i += 3) {
+    auto a = generate(model(), ps[i], o, [](int32_t) { return true; });
+    auto b = engine_generate(model(), ps[i], o, [](int32_t) { return true; });
+    EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_EQ(a.reason, b.reason);
+  }
+  // A callback that stops after 3 tokens stops both the same way.
+  int n = 0;
+  auto r = engine_generate(model(), ps[0], o, [&](int32_t) { return ++n < 3; });
+  EXPECT_EQ(r.tokens.size(), 3u);
+  EXPECT_EQ(r.reason, StopReason::callback);
+}
+
+TEST(Engine, BadRequestsAreRefused) {
+  Engine e(model(), config(4, 64, true));
+  Request q;
+  EXPECT_THROW(e.add_request(q), ConfigError);  // empty prompt
+  q.prompt = {1, 2, 3};
+  q.max_tokens = 100;  // 103 tokens > 4 blocks of 16
+  EXPECT_THROW(e.add_request(q), ConfigError);
+  q.max_tokens = 0;
+  EXPECT_THROW(e.add_request(q), ConfigError);
+  q.max_tokens = 4;
+  q.prompt = {1, 100000};
+  EXPECT_THROW(e.add_request(q), ConfigError);
+  q.prompt = {1, 2};
+  q.adapter = "nope";
+  EXPECT_THROW(e.add_request(q), ConfigError);
+  EXPECT_FALSE(e.has_work());
+}
+
+TEST(Engine, FinishReleasesTheBlocksAndReportsOnce) {
+  Engine e(model(), config(64, 64, false));
+  Request q;
+  q.prompt = prompts()[3];
+  q.max_tokens = 30;
+  q.sampling = SamplingParams{0.0f};
+  const int64_t id = e.add_request(q);
+  e.step();
+  EXPECT_GT(e.blocks().used(), 0);
+  e.finish(id);
+  EXPECT_EQ(e.blocks().used(), 0);
+  auto out = e.step();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].finished, FinishReason::abort);
+  EXPECT_FALSE(e.has_work());
+}
+
+}  // namespace
+}  // namespace unillm::infer
