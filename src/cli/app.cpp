@@ -27,6 +27,7 @@ const Command kCommands[] = {
     {"train", cmd_train, "train from a LLaMA-Factory-style YAML config"},
     {"export", cmd_export, "merge LoRA adapters into the base model and save an HF dir"},
     {"chat", cmd_chat, "interactive chat through a chat template"},
+    {"serve", cmd_serve, "serve a model over an OpenAI-compatible HTTP API"},
     {"init", cmd_init, "randomly initialised model from a config.json"},
     {"env", cmd_env, "describe this build and machine"},
 };

@@ -17,6 +17,7 @@ int cmd_init(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
 int cmd_chat(const std::vector<std::string>& args);
+int cmd_serve(const std::vector<std::string>& args);
 int cmd_preprocess(const std::vector<std::string>& args);
 // Prints p.help() to stdout and returns 0.
 int print_help(const ArgParser& p);

@@ -36,7 +36,7 @@ Engine::Engine(models::CausalLM& model, const EngineConfig& c)
                "[engine] max_num_seqs and max_num_batched_tokens must be positive");
 }
 
-int64_t Engine::add_request(Request r) {
+void Engine::validate(const Request& r) const {
   if (r.prompt.empty()) UNILLM_THROW(ConfigError, "[engine] the prompt is empty");
   if (r.max_tokens < 1) UNILLM_THROW(ConfigError, "[engine] max_tokens must be at least 1, got ", r.max_tokens);
   const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_tokens;
@@ -50,6 +50,10 @@ int64_t Engine::add_request(Request r) {
     if (t < 0 || t >= vocab) UNILLM_THROW(ConfigError, "[engine] prompt token id ", t, " is outside the vocabulary (", vocab, ")");
   if (!r.adapter.empty() && !model_.has_adapter(r.adapter))
     UNILLM_THROW(ConfigError, "[engine] no adapter named '", r.adapter, "' is loaded");
+}
+
+int64_t Engine::add_request(Request r) {
+  validate(r);
   auto s = std::make_unique<Sequence>();
   s->id = next_id_++;
   s->tokens = r.prompt;
@@ -112,7 +116,7 @@ StepOutput Engine::sample(Sequence& s, const float* logits, int64_t vocab) {
   o.request = s.id;
   std::vector<float> row(logits, logits + vocab);
   try {
-    o.token = sample_token(row, s.req.sampling, s.tokens, s.rng);
+    o.token = sample_token(row, s.req.sampling, s.tokens, s.rng, static_cast<size_t>(s.prompt_len));
   } catch (const NumericError&) {
     UNILLM_THROW(NumericError, "[engine] request ", s.id, ": the logits at position ",
                  s.tokens.size() - 1, " are NaN or inf (the model's weights or config give non-finite values)");

@@ -33,6 +33,9 @@ class Engine {
   // Queues a request; returns its id. ConfigError when it can never fit the cache (prompt +
   // max_tokens beyond num_blocks · block_size) or names an adapter the model lacks.
   int64_t add_request(Request r);
+  // add_request's checks alone; reads only constant facts (the config, the model's vocabulary
+  // and adapters), so another thread may call it while this one steps.
+  void validate(const Request& r) const;
   // Ends a request now (client gone, a stop string matched): its blocks are released at once and
   // the next step() reports it with `reason` (abort or stop).
   void finish(int64_t id, FinishReason reason = FinishReason::abort);

@@ -28,7 +28,7 @@ std::vector<float> run_tokens(models::CausalLM& model, models::KvCaches& caches,
 int32_t sample_or_explain(const std::vector<float>& logits, const SamplingParams& params,
                           const std::vector<int32_t>& seq, Rng& rng, int64_t prompt_tokens) {
   try {
-    return sample_token(logits, params, seq, rng);
+    return sample_token(logits, params, seq, rng, static_cast<size_t>(prompt_tokens));
   } catch (const NumericError&) {
     const auto pos = static_cast<int64_t>(seq.size()) - 1;
     UNILLM_THROW(NumericError, "[generate] the logits at position ", pos,

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/dtype.h"
@@ -25,6 +26,17 @@ void apply_repetition_penalty(std::vector<float>& scores, const std::vector<int3
     if (t < 0 || t >= static_cast<int32_t>(scores.size())) continue;
     float& s = scores[t];
     s = s < 0 ? s * penalty : s / penalty;
+  }
+}
+
+void apply_presence_frequency(std::vector<float>& scores, const int32_t* generated, size_t n,
+                              float presence, float frequency) {
+  if ((presence == 0.0f && frequency == 0.0f) || n == 0) return;
+  std::unordered_map<int32_t, int64_t> counts;
+  for (size_t i = 0; i < n; ++i) ++counts[generated[i]];
+  for (const auto& [t, c] : counts) {
+    if (t < 0 || t >= static_cast<int32_t>(scores.size())) continue;
+    scores[t] -= presence + frequency * static_cast<float>(c);
   }
 }
 
@@ -74,9 +86,12 @@ void apply_min_p(std::vector<float>& scores, float min_p) {
 }
 
 std::vector<float> process_logits(const std::vector<float>& logits, const SamplingParams& params,
-                                  const std::vector<int32_t>& context) {
+                                  const std::vector<int32_t>& context, size_t prompt_len) {
   std::vector<float> s = logits;
   apply_repetition_penalty(s, context, params.repetition_penalty);
+  if (prompt_len < context.size())
+    apply_presence_frequency(s, context.data() + prompt_len, context.size() - prompt_len,
+                             params.presence_penalty, params.frequency_penalty);
   if (params.temperature == 0.0f) return s;
   apply_temperature(s, params.temperature);
   apply_top_k(s, params.top_k);
@@ -86,13 +101,13 @@ std::vector<float> process_logits(const std::vector<float>& logits, const Sampli
 }
 
 int32_t sample_token(const std::vector<float>& logits, const SamplingParams& params,
-                     const std::vector<int32_t>& context, Rng& rng) {
+                     const std::vector<int32_t>& context, Rng& rng, size_t prompt_len) {
   UNILLM_CHECK(!logits.empty(), "[sampler] empty logits");
   // Checked before the processors: a NaN breaks the orderings top-k and top-p sort by, and the
   // argmax of a NaN row is id 0.
   if (!all_finite_f32(logits.data(), logits.size()))
     UNILLM_THROW(NumericError, "[sampler] the logits hold NaN or inf");
-  std::vector<float> s = process_logits(logits, params, context);
+  std::vector<float> s = process_logits(logits, params, context, prompt_len);
   if (params.temperature == 0.0f)
     return static_cast<int32_t>(std::max_element(s.begin(), s.end()) - s.begin());
   std::vector<double> p = softmax(s);

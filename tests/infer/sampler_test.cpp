@@ -79,6 +79,23 @@ TEST(Sampler, GreedyIsArgmaxAfterPenalty) {
   EXPECT_EQ(sample_token({1.0f, 2.0f, 0.9f}, params, {1}, rng), 0);  // 2/3 < 1
 }
 
+TEST(Sampler, PresenceAndFrequencyPenaltiesCountGeneratedTokensOnly) {
+  std::vector<float> s{2.0f, -1.0f, 0.5f, 1.0f};
+  const std::vector<int32_t> gen{0, 0, 2};
+  apply_presence_frequency(s, gen.data(), gen.size(), 0.5f, 0.25f);
+  EXPECT_FLOAT_EQ(s[0], 2.0f - 0.5f - 0.5f);  // generated twice
+  EXPECT_FLOAT_EQ(s[1], -1.0f);
+  EXPECT_FLOAT_EQ(s[2], 0.5f - 0.5f - 0.25f);
+  EXPECT_FLOAT_EQ(s[3], 1.0f);
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.presence_penalty = 2.0f;
+  Rng rng(1);
+  // Token 1 is in the prompt only (context[0..2) with prompt_len 2): not penalised.
+  EXPECT_EQ(sample_token({1.0f, 2.0f, 0.9f}, params, {1, 1}, rng, 2), 1);
+  EXPECT_EQ(sample_token({1.0f, 2.0f, 0.9f}, params, {1, 1, 1}, rng, 2), 0);  // 2 - 2 < 1
+}
+
 TEST(Sampler, DrawsFollowTheDistribution) {
   SamplingParams params;
   Rng rng(123);

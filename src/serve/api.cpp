@@ -1,0 +1,191 @@
+// Request bodies → ParsedRequest, with OpenAI's value ranges; every failure is an ApiError.
+#include "serve/api.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace unillm::serve {
+
+using nlohmann::json;
+
+std::string error_body(const ApiError& e) {
+  json err = {{"message", e.what()}, {"type", e.type}};
+  err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+  err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+  return json{{"error", err}}.dump();
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& what) {
+  throw ApiError(400, "'" + param + "' " + what, param);
+}
+
+bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+double number(const json& j, const char* key, double lo, double hi, double def) {
+  if (!present(j, key)) return def;
+  const json& v = j[key];
+  if (!v.is_number()) bad(key, "must be a number");
+  const double x = v.get<double>();
+  if (!(x >= lo && x <= hi)) bad(key, "must be between " + json(lo).dump() + " and " + json(hi).dump());
+  return x;
+}
+
+int64_t integer(const json& j, const char* key, int64_t lo, int64_t hi, int64_t def) {
+  if (!present(j, key)) return def;
+  const json& v = j[key];
+  if (!v.is_number_integer()) bad(key, "must be an integer");
+  // Unsigned values above INT64_MAX are out of range too.
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    bad(key, "is out of range");
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return x;
+}
+
+bool boolean(const json& j, const char* key, bool def) {
+  if (!present(j, key)) return def;
+  if (!j[key].is_boolean()) bad(key, "must be true or false");
+  return j[key].get<bool>();
+}
+
+std::vector<int32_t> token_ids(const json& v, const char* key, int64_t vocab) {
+  if (!v.is_array() || v.empty()) bad(key, "must be a non-empty list of token ids");
+  std::vector<int32_t> out;
+  for (const json& t : v) {
+    if (!t.is_number_integer()) bad(key, "must hold integer token ids");
+    const int64_t id = t.is_number_unsigned() && t.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? -1 : t.get<int64_t>();
+    if (id < 0 || (vocab > 0 && id >= vocab))
+      bad(key, "holds token id " + t.dump() + ", outside the vocabulary (" + std::to_string(vocab) + ")");
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
+std::string message_text(const json& content, const std::string& param) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) bad(param, "must be a string or a list of text parts");
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      bad(param, "parts must be {\"type\": \"text\", \"text\": ...} (no images or audio)");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+void parse_messages(const json& j, ParsedRequest& r) {
+  if (!present(j, "messages")) bad("messages", "is required");
+  const json& ms = j["messages"];
+  if (!ms.is_array() || ms.empty()) bad("messages", "must be a non-empty list");
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    const json& m = ms[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) bad(p, "must be an object with a 'role'");
+    const std::string role = m["role"].get<std::string>();
+    if (!m.contains("content")) bad(p + ".content", "is required");
+    const std::string text = message_text(m["content"], p + ".content");
+    if (role == "system" || role == "developer") {
+      if (i != 0) bad(p, "a system message is only allowed first");
+      r.system = text;
+      continue;
+    }
+    const bool user = role == "user";
+    if (!user && role != "assistant") bad(p + ".role", "must be system, user or assistant (tools are not supported)");
+    const bool want_user = r.messages.size() % 2 == 0;
+    if (user != want_user) bad(p + ".role", want_user ? "must be user: turns alternate, starting with user" : "must be assistant: turns alternate");
+    r.messages.push_back({user ? data::Role::kUser : data::Role::kAssistant, text});
+  }
+  if (r.messages.empty() || r.messages.size() % 2 == 0) bad("messages", "must end with a user message");
+}
+
+}  // namespace
+
+ParsedRequest parse_request(const std::string& body, Endpoint endpoint, const RequestLimits& lim) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw ApiError(400, "the body is not valid JSON");
+  if (!j.is_object()) throw ApiError(400, "the body must be a JSON object");
+  ParsedRequest r;
+  r.endpoint = endpoint;
+  try {
+    if (present(j, "model")) {
+      if (!j["model"].is_string()) bad("model", "must be a string");
+      r.model = j["model"].get<std::string>();
+    }
+    if (endpoint == Endpoint::completions) {
+      if (!present(j, "prompt")) bad("prompt", "is required");
+      const json& p = j["prompt"];
+      if (p.is_string()) {
+        r.prompt = p.get<std::string>();
+      } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+        r.prompt = p[0].get<std::string>();
+      } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+        r.prompt_ids = token_ids(p, "prompt", lim.vocab_size);
+        r.prompt_is_ids = true;
+      } else {
+        bad("prompt", "must be a string or a list of token ids (one prompt per request)");
+      }
+      if (!r.prompt_is_ids && r.prompt.empty()) bad("prompt", "is empty");
+      if (boolean(j, "echo", false)) bad("echo", "is not supported");
+      if (present(j, "suffix")) bad("suffix", "is not supported");
+      if (integer(j, "best_of", 1, 1, 1) != 1) bad("best_of", "is not supported");
+      r.logprobs = static_cast<int>(integer(j, "logprobs", 0, 5, -1));
+      r.max_tokens = integer(j, "max_tokens", 1, INT32_MAX, 16);  // OpenAI's completions default
+    } else {
+      parse_messages(j, r);
+      const int64_t mt = integer(j, "max_tokens", 1, INT32_MAX, -1);
+      r.max_tokens = integer(j, "max_completion_tokens", 1, INT32_MAX, mt);
+      const bool lp = boolean(j, "logprobs", false);
+      const int64_t top = integer(j, "top_logprobs", 0, 20, -1);
+      if (top >= 0 && !lp) bad("top_logprobs", "needs 'logprobs': true");
+      r.logprobs = lp ? static_cast<int>(std::max<int64_t>(top, 0)) : -1;
+      if (present(j, "tools") || present(j, "tool_choice") || present(j, "functions"))
+        bad(present(j, "tools") ? "tools" : present(j, "functions") ? "functions" : "tool_choice", "is not supported");
+    }
+    if (present(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
+      bad("logit_bias", "is not supported");
+    if (present(j, "response_format")) {
+      const json& f = j["response_format"];
+      if (!f.is_object() || !f.contains("type") || f["type"] != "text")
+        bad("response_format", "supports only {\"type\": \"text\"} so far");
+    }
+    r.n = static_cast<int>(integer(j, "n", 1, lim.max_n, 1));
+    r.sampling.temperature = static_cast<float>(number(j, "temperature", 0, 2, 1));
+    r.sampling.top_p = static_cast<float>(number(j, "top_p", 1e-9, 1, 1));
+    r.sampling.top_k = static_cast<int>(std::max<int64_t>(integer(j, "top_k", -1, INT32_MAX, 0), 0));
+    r.sampling.min_p = static_cast<float>(number(j, "min_p", 0, 1, 0));
+    r.sampling.repetition_penalty = static_cast<float>(number(j, "repetition_penalty", 1e-6, 100, 1));
+    r.sampling.presence_penalty = static_cast<float>(number(j, "presence_penalty", -2, 2, 0));
+    r.sampling.frequency_penalty = static_cast<float>(number(j, "frequency_penalty", -2, 2, 0));
+    if (present(j, "seed")) {
+      if (!j["seed"].is_number_integer()) bad("seed", "must be an integer");
+      r.seed = j["seed"].is_number_unsigned() ? j["seed"].get<uint64_t>()
+                                               : static_cast<uint64_t>(j["seed"].get<int64_t>());
+    }
+    if (present(j, "stop")) {
+      const json& s = j["stop"];
+      const json list = s.is_array() ? s : json::array({s});
+      if (list.size() > 16) bad("stop", "may hold at most 16 strings");
+      for (const json& v : list) {
+        if (!v.is_string() || v.get<std::string>().empty()) bad("stop", "must be a non-empty string or a list of them");
+        r.stop.push_back(v.get<std::string>());
+      }
+    }
+    if (present(j, "stop_token_ids")) r.stop_token_ids = token_ids(j["stop_token_ids"], "stop_token_ids", lim.vocab_size);
+    r.ignore_eos = boolean(j, "ignore_eos", false);
+    r.stream = boolean(j, "stream", false);
+    if (present(j, "stream_options")) {
+      const json& so = j["stream_options"];
+      if (!r.stream) bad("stream_options", "is only allowed with 'stream': true");
+      if (!so.is_object()) bad("stream_options", "must be an object");
+      r.include_usage = boolean(so, "include_usage", false);
+    }
+  } catch (const json::exception& e) {  // a type the checks above missed: still a 400
+    throw ApiError(400, std::string("invalid request: ") + e.what());
+  }
+  return r;
+}
+
+}  // namespace unillm::serve

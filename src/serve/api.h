@@ -1,0 +1,62 @@
+// The OpenAI-compatible request bodies `unillm serve` accepts, parsed and validated into one
+// plain struct before anything reaches the engine, and the error bodies it answers with
+// (`{"error": {"message", "type", "param", "code"}}`). Pure functions of their input: the fuzz
+// target (tests/fuzz) drives parse_request with arbitrary bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "data/template.h"
+#include "infer/sampler.h"
+
+namespace unillm::serve {
+
+// A request the server refuses: HTTP status, OpenAI error type, the offending parameter.
+struct ApiError : std::runtime_error {
+  ApiError(int status, std::string message, std::string param = "",
+           std::string type = "invalid_request_error", std::string code = "")
+      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)),
+        code(std::move(code)) {}
+  int status;
+  std::string type, param, code;
+};
+// The JSON error body of e.
+std::string error_body(const ApiError& e);
+
+enum class Endpoint { completions, chat };
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::completions;
+  std::string model;  // "" = the default (served) model
+  // completions: the prompt as text or as token ids (prompt_is_ids)
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;
+  bool prompt_is_ids = false;
+  // chat: the system prompt (first message, if a system one) and the turns after it
+  std::optional<std::string> system;
+  std::vector<data::Message> messages;
+  int64_t max_tokens = -1;  // -1: up to the model's length limit
+  int n = 1;
+  infer::SamplingParams sampling;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool stream = false, include_usage = false;
+  int logprobs = -1;  // completions: 0..5; chat: top_logprobs (0..20) when logprobs is true
+};
+
+struct RequestLimits {
+  int max_n = 16;
+  int64_t vocab_size = 0;  // token ids must be below it (0: unchecked)
+};
+
+// Parses a /v1/completions or /v1/chat/completions body. Throws ApiError (400 for malformed JSON
+// or a bad value, naming the parameter) and never anything else for any input.
+ParsedRequest parse_request(const std::string& body, Endpoint endpoint, const RequestLimits& limits);
+
+}  // namespace unillm::serve

@@ -1,0 +1,304 @@
+// `unillm serve` end to end: a real server process on a loopback port, spoken to over HTTP
+// (cpp-httplib's client). Greedy completions equal `unillm generate`; chat, streaming (SSE with
+// [DONE] and usage), n > 1 with a seed, logprobs; OpenAI-style errors with the right status; a
+// client that leaves mid-stream frees its blocks; SIGTERM ends the server with exit code 0.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "support/expect.h"
+#include "support/run_cli.h"
+
+namespace unillm::testing {
+namespace {
+
+using nlohmann::json;
+const std::string kModel = source_path("assets/stories260K");
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+const std::string kKey = "test-key";
+
+// A `unillm serve` child on 127.0.0.1 with a free port; killed (SIGKILL) if still alive at the
+// end of the test, whatever happened.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::string& flags) {
+    log_ = temp_dir("serve") + "/stderr.txt";
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string cmd = std::string(UNILLM_BINARY_DIR) + "/unillm serve --model " + shell_quote(kModel) +
+                              " --port 0 --threads 1 " + flags + " 2>" + shell_quote(log_);
+      execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const std::regex re("listening on http://127\\.0\\.0\\.1:(\\d+)");
+    while (std::chrono::steady_clock::now() < deadline && port_ == 0) {
+      std::smatch m;
+      const std::string text = read_log();
+      if (std::regex_search(text, m, re)) port_ = std::stoi(m[1]);
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+  std::string read_log() const { return read_file(log_); }
+  // SIGTERM, then the exit code (-1 when it did not exit within the timeout).
+  int terminate(int timeout_s = 30) {
+    kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_;
+};
+
+struct Api {
+  httplib::Client cli;
+  explicit Api(int port) : cli("127.0.0.1", port) {
+    cli.set_read_timeout(60, 0);
+    cli.set_default_headers({{"Authorization", "Bearer " + kKey}});
+  }
+  std::pair<int, json> post(const std::string& path, const std::string& body) {
+    auto r = cli.Post(path.c_str(), body, "application/json");
+    if (!r) return {-1, json()};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+  std::pair<int, json> get(const std::string& path) {
+    auto r = cli.Get(path.c_str());
+    if (!r) return {-1, json()};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+  // Server-sent events of a streamed request: the data payloads, in order.
+  std::vector<std::string> stream(const std::string& path, const json& body, int stop_after = -1) {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.headers = {{"Authorization", "Bearer " + kKey}, {"Content-Type", "application/json"}};
+    req.body = body.dump();
+    std::string buf;
+    std::vector<std::string> events;
+    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      buf.append(d, n);
+      for (size_t at; (at = buf.find("\n\n")) != std::string::npos;) {
+        const std::string ev = buf.substr(0, at);
+        buf.erase(0, at + 2);
+        if (ev.rfind("data: ", 0) == 0) events.push_back(ev.substr(6));
+      }
+      return stop_after < 0 || static_cast<int>(events.size()) < stop_after;
+    };
+    httplib::Response res;
+    httplib::Error err;
+    cli.send(req, res, err);
+    return events;
+  }
+};
+
+std::string ids_text(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+const std::vector<int> kPrompt = {1, 403, 407, 261, 378, 260, 266, 292, 284, 343};
+
+class Serve : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess("--api-key " + kKey + " --template alpaca --max-num-seqs 8 --served-model-name tiny");
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static ServerProcess* server_;
+};
+ServerProcess* Serve::server_ = nullptr;
+
+TEST_F(Serve, ModelsAndHealth) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  auto [st, models] = api.get("/v1/models");
+  ASSERT_EQ(st, 200);
+  EXPECT_EQ(models["data"][0]["id"], "tiny");
+  EXPECT_EQ(api.get("/health").first, 200);
+}
+
+TEST_F(Serve, GreedyCompletionEqualsGenerate) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  json body = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 12}, {"temperature", 0},
+               {"ignore_eos", true}};
+  auto [st, r] = api.post("/v1/completions", body.dump());
+  ASSERT_EQ(st, 200) << r.dump();
+  auto g = run_unillm("generate --model " + shell_quote(kModel) + " --prompt-ids " + ids_text(kPrompt) +
+                      " --max-new-tokens 12 --temperature 0 --ignore-eos --quiet --threads 1");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(r["choices"][0]["text"].get<std::string>() + "\n", g.out);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], kPrompt.size());
+  EXPECT_EQ(r["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(r["object"], "text_completion");
+}
+
+TEST_F(Serve, StreamingGivesTheSameTextThenUsageAndDone) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  json body = {{"prompt", kPrompt}, {"max_tokens", 10}, {"temperature", 0}, {"ignore_eos", true}};
+  auto [st, whole] = api.post("/v1/completions", body.dump());
+  ASSERT_EQ(st, 200);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  auto events = api.stream("/v1/completions", body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 2 < events.size(); ++i) text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, whole["choices"][0]["text"].get<std::string>());
+  const json usage = json::parse(events[events.size() - 2]);
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 10);
+  EXPECT_TRUE(usage["choices"].empty());
+}
+
+TEST_F(Serve, ChatCompletionAndChatStream) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  json body = {{"messages", {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Tell me a story."}}}},
+               {"max_completion_tokens", 8}, {"temperature", 0}};
+  auto [st, r] = api.post("/v1/chat/completions", body.dump());
+  ASSERT_EQ(st, 200) << r.dump();
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  const std::string text = r["choices"][0]["message"]["content"];
+  body["stream"] = true;
+  auto events = api.stream("/v1/chat/completions", body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(json::parse(events[0])["choices"][0]["delta"]["role"], "assistant");
+  std::string streamed;
+  for (size_t i = 1; i + 1 < events.size(); ++i) {
+    const json d = json::parse(events[i])["choices"][0]["delta"];
+    if (d.contains("content")) streamed += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, text);
+}
+
+TEST_F(Serve, SeededSamplingWithNChoicesIsRepeatable) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  json body = {{"prompt", kPrompt}, {"max_tokens", 12}, {"n", 3}, {"seed", 7}, {"temperature", 1.0},
+               {"ignore_eos", true}, {"logprobs", 2}};
+  auto [s1, a] = api.post("/v1/completions", body.dump());
+  auto [s2, b] = api.post("/v1/completions", body.dump());
+  ASSERT_EQ(s1, 200) << a.dump();
+  ASSERT_EQ(a["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(a["choices"][i]["text"], b["choices"][i]["text"]) << i;
+  EXPECT_NE(a["choices"][0]["text"], a["choices"][1]["text"]) << "different seeds per choice";
+  const json lp = a["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["token_logprobs"].size(), 12u);
+  EXPECT_LE(lp["top_logprobs"][0].size(), 2u);
+  for (const auto& v : lp["token_logprobs"]) EXPECT_LE(v.get<double>(), 0.0);
+  EXPECT_EQ(a["usage"]["completion_tokens"], 36);
+}
+
+TEST_F(Serve, BadRequestsGetOpenAiErrors) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  auto expect = [&](const std::string& path, const std::string& body, int status, const std::string& param) {
+    auto [st, r] = api.post(path, body);
+    EXPECT_EQ(st, status) << body << " -> " << r.dump();
+    ASSERT_TRUE(r.contains("error")) << r.dump();
+    EXPECT_TRUE(r["error"]["message"].is_string());
+    if (!param.empty()) {
+      EXPECT_EQ(r["error"]["param"], param) << r.dump();
+    }
+  };
+  expect("/v1/completions", "{not json", 400, "");
+  expect("/v1/completions", R"({"prompt": "hi", "temperature": 5})", 400, "temperature");
+  expect("/v1/completions", R"({"prompt": [1, 99999]})", 400, "prompt");
+  expect("/v1/completions", R"({"prompt": "hi", "model": "gpt-4"})", 404, "model");
+  expect("/v1/completions", R"({"prompt": "hi", "max_tokens": 100000})", 400, "max_tokens");
+  expect("/v1/chat/completions", R"({"messages": [{"role": "assistant", "content": "x"}]})", 400, "messages[0].role");
+  expect("/v1/nothing", "{}", 404, "");
+  expect("/v1/completions", std::string(5 << 20, ' '), 413, "");
+  httplib::Client anon("127.0.0.1", server_->port());
+  auto r = anon.Post("/v1/completions", R"({"prompt": "hi"})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(api.get("/health").first, 200) << "still alive";
+}
+
+TEST_F(Serve, ClientLeavingMidStreamFreesItsBlocks) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  json body = {{"prompt", kPrompt}, {"max_tokens", 400}, {"ignore_eos", true}, {"stream", true}};
+  auto events = api.stream("/v1/completions", body, 2);  // hang up after two events
+  EXPECT_EQ(events.size(), 2u);
+  std::string metrics;
+  for (int i = 0; i < 100; ++i) {  // up to 10 s for the engine to notice
+    auto m = api.cli.Get("/metrics");
+    ASSERT_TRUE(m);
+    metrics = m->body;
+    if (metrics.find("unillm_num_requests_running 0\n") != std::string::npos &&
+        metrics.find("unillm_kv_blocks{state=\"used\"} 0\n") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(metrics.find("unillm_num_requests_running 0\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("unillm_kv_blocks{state=\"used\"} 0\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("unillm_time_to_first_token_seconds_count"), std::string::npos);
+}
+
+TEST(ServeProcess, SigtermStopsWithExitCodeZero) {
+  ServerProcess s("");
+  ASSERT_GT(s.port(), 0) << s.read_log();
+  httplib::Client cli("127.0.0.1", s.port());
+  auto r = cli.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(s.terminate(), 0) << s.read_log();
+  EXPECT_NE(s.read_log().find("[serve] stopped"), std::string::npos) << s.read_log();
+}
+
+TEST(ServeProcess, BadFlagsAreClearErrors) {
+  auto r = run_unillm("serve --model " + shell_quote(kModel) + " --adapter nodir");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("NAME=DIR"), std::string::npos) << r.err;
+  r = run_unillm("serve --model " + shell_quote(kModel) + " --max-num-seqs 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("max-num-seqs"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace unillm::testing
