@@ -97,12 +97,43 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
   return attention_forward(q, k_cache, v_cache, batch, scale);
 }
 
+namespace {
+// The sequence index of each query row when every sequence of the batch starts empty (kv_len ==
+// its query count: a fresh prefill, nothing cached before it); empty otherwise, or when the
+// metadata is not on the host.
+std::vector<int32_t> fresh_prefill_segments(const AttentionBatch& b, int64_t n) {
+  if (!b.q_start.device().is_cpu() || !b.kv_len.device().is_cpu()) return {};
+  const int64_t s = b.kv_len.numel();
+  const int32_t* qs = b.q_start.data<int32_t>();
+  const int32_t* kl = b.kv_len.data<int32_t>();
+  std::vector<int32_t> seg;
+  seg.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < s; ++i) {
+    if (kl[i] != qs[i + 1] - qs[i]) return {};
+    seg.insert(seg.end(), static_cast<size_t>(qs[i + 1] - qs[i]), static_cast<int32_t>(i));
+  }
+  if (static_cast<int64_t>(seg.size()) != n) return {};
+  return seg;
+}
+}  // namespace
+
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionLayout& l,
                  float scale, AttentionSaves* saves) {
   if (l.paged()) {
     UNILLM_CHECK(l.v_cache && l.batch, "[attention] a KV view needs both caches and a batch");
     kv_cache_write(k, *l.k_cache, l.slot_mapping);
     kv_cache_write(v, *l.v_cache, l.slot_mapping);
+    const int64_t n = q.size(0), h = q.size(1), d = q.size(2), hkv = k.size(1);
+    // A fresh prefill reads nothing from the cache: its attention is the training kernel's, over
+    // the new k and v with one segment per sequence. That kernel works in tiles of queries ×
+    // keys (small GEMMs); the paged one goes key by key, 3-4x slower at prompt lengths.
+    const std::vector<int32_t> seg = n > 1 ? fresh_prefill_segments(*l.batch, n) : std::vector<int32_t>{};
+    if (!seg.empty()) {
+      Tensor ids = seg.back() == 0 ? Tensor() : Tensor::from_ints(seg, {1, n}).to(q.device());
+      Tensor o = causal_attention(reshape(q, {1, n, h, d}), reshape(k, {1, n, hkv, d}),
+                                  reshape(v, {1, n, hkv, d}), ids, scale);
+      return reshape(o, {n, h, d});
+    }
     return paged_attention(q, *l.k_cache, *l.v_cache, *l.batch, scale);
   }
   const int64_t n = q.size(0), h = q.size(1), d = q.size(2), hkv = k.size(1);

@@ -128,6 +128,36 @@ TEST_F(AttentionTest, ContiguousCacheIsTheOneBlockCase) {
   check({{33}, {33}, 8, 2, 128, 64}, DType::f32, 41);  // larger head dim, one 64-slot block
 }
 
+// ops::attention with a KV view: new k/v go into the cache; a batch of fresh prefills (nothing
+// cached before) takes the tiled training kernel with one segment per sequence, any other batch
+// the paged kernel. Both against the oracle over what the cache then holds.
+TEST_F(AttentionTest, TheOneOpWritesTheCacheAndTakesEitherKernel) {
+  for (bool fresh : {true, false}) {
+    SCOPED_TRACE(fresh ? "fresh prefills" : "one sequence with a cached prefix");
+    const Layout l = fresh ? Layout{{5, 17, 1, 30}, {5, 17, 1, 30}, 4, 2, 20, 8}
+                           : Layout{{5, 17, 1, 30}, {5, 20, 1, 30}, 4, 2, 20, 8};
+    Problem p = make_problem(l, DType::f32, 70);
+    const int64_t n = p.q.size(0);
+    Tensor k_new = optest::randn({n, l.kv_heads, l.head_dim}, DType::f32, 71);
+    Tensor v_new = optest::randn({n, l.kv_heads, l.head_dim}, DType::f32, 72);
+    std::vector<int32_t> slots;
+    for (size_t s = 0; s < l.q_len.size(); ++s)
+      for (int32_t j = 0; j < l.q_len[s]; ++j) {
+        const int64_t pos = l.kv_len[s] - l.q_len[s] + j;
+        slots.push_back(static_cast<int32_t>(p.table[s * p.max_blocks + pos / l.block_size] * l.block_size +
+                                             pos % l.block_size));
+      }
+    ops::AttentionLayout layout;
+    layout.k_cache = &p.k;
+    layout.v_cache = &p.v;
+    layout.slot_mapping = Tensor::from_ints(slots, {n});
+    layout.batch = &p.batch;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(l.head_dim));
+    Tensor out = ops::attention(p.q, k_new, v_new, layout, scale);
+    optest::expect_near(out, oracle(l, p, scale), 2e-5, 2e-5);  // the cache holds the new rows now
+  }
+}
+
 TEST_F(AttentionTest, BadLayoutsThrow) {
   Layout l{{2, 1}, {4, 3}, 4, 2, 8, 2};
   Problem p = make_problem(l, DType::f32, 50);
