@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -279,6 +280,94 @@ TEST_F(Serve, ClientLeavingMidStreamFreesItsBlocks) {
   EXPECT_NE(metrics.find("unillm_num_requests_running 0\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("unillm_kv_blocks{state=\"used\"} 0\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("unillm_time_to_first_token_seconds_count"), std::string::npos);
+}
+
+TEST_F(Serve, StopStringsEndTheTextBeforeThem) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  json body = {{"prompt", kPrompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+  auto [st, whole] = api.post("/v1/completions", body.dump());
+  ASSERT_EQ(st, 200);
+  const std::string text = whole["choices"][0]["text"];
+  ASSERT_GT(text.size(), 12u);
+  const std::string stop = text.substr(text.size() / 2, 3);
+  body["stop"] = {stop, "never-in-the-text"};
+  auto [st2, cut] = api.post("/v1/completions", body.dump());
+  ASSERT_EQ(st2, 200);
+  EXPECT_EQ(cut["choices"][0]["text"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(cut["choices"][0]["finish_reason"], "stop");
+  body["stream"] = true;  // the same through a stream
+  std::string streamed;
+  for (const auto& e : api.stream("/v1/completions", body))
+    if (e != "[DONE]") streamed += json::parse(e)["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(streamed, text.substr(0, text.find(stop)));
+}
+
+// 32 concurrent clients × 20 requests: mixed prompt and output lengths, a quarter streamed and
+// hung up on mid-stream, some malformed. Every request gets an answer (200, or a clean 4xx/503),
+// the server stays up, and at the end nothing runs and no block is held.
+TEST(ServeLoad, ConcurrentClientsMixedAndCancelled) {
+  ServerProcess s("--max-num-seqs 16 --max-queue 48 --max-num-batched-tokens 128");
+  ASSERT_GT(s.port(), 0) << s.read_log();
+  std::atomic<int> ok{0}, rejected{0}, cancelled{0}, bad{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 32; ++c)
+    clients.emplace_back([&, c] {
+      httplib::Client cli("127.0.0.1", s.port());
+      cli.set_read_timeout(120, 0);
+      for (int r = 0; r < 20; ++r) {
+        const int kind = (c * 20 + r) % 8;
+        std::vector<int> prompt;
+        for (int i = 0; i < 3 + (c * 7 + r * 13) % 60; ++i) prompt.push_back(1 + (c * 31 + r * 17 + i * 5) % 500);
+        json body = {{"prompt", prompt}, {"max_tokens", 1 + (c + r * 3) % 24}, {"temperature", (r % 3) * 0.5},
+                     {"seed", c * 100 + r}};
+        if (kind == 7) {  // malformed
+          auto res = cli.Post("/v1/completions", r % 2 ? "{\"prompt\": 5}" : "{oops", "application/json");
+          if (res && res->status == 400) ++bad;
+          continue;
+        }
+        if (kind == 3 || kind == 5) {  // streamed, hung up after the first event
+          body["stream"] = true;
+          body["max_tokens"] = 200;
+          httplib::Request req;
+          req.method = "POST";
+          req.path = "/v1/completions";
+          req.headers = {{"Content-Type", "application/json"}};
+          req.body = body.dump();
+          int events = 0;
+          req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++events < 2; };
+          httplib::Response res;
+          httplib::Error err;
+          cli.send(req, res, err);
+          ++cancelled;
+          continue;
+        }
+        auto res = cli.Post("/v1/completions", body.dump(), "application/json");
+        if (!res) continue;
+        if (res->status == 200) ++ok;
+        if (res->status == 503) ++rejected;
+      }
+    });
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok + rejected, 32 * 20 * 5 / 8) << "every plain request answered (200 or 503)";
+  EXPECT_GT(ok, 0);
+  EXPECT_EQ(bad, 32 * 20 / 8) << "every malformed one got 400";
+  EXPECT_EQ(cancelled, 32 * 20 * 2 / 8);
+  httplib::Client cli("127.0.0.1", s.port());
+  std::string metrics;
+  for (int i = 0; i < 100; ++i) {
+    auto m = cli.Get("/metrics");
+    ASSERT_TRUE(m) << "the server is alive";
+    metrics = m->body;
+    if (metrics.find("unillm_num_requests_running 0\n") != std::string::npos &&
+        metrics.find("unillm_num_requests_waiting 0\n") != std::string::npos &&
+        metrics.find("unillm_kv_blocks{state=\"used\"} 0\n") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(metrics.find("unillm_num_requests_running 0\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("unillm_kv_blocks{state=\"used\"} 0\n"), std::string::npos) << metrics;
+  EXPECT_EQ(s.terminate(), 0) << s.read_log();
 }
 
 TEST(ServeProcess, SigtermStopsWithExitCodeZero) {
