@@ -106,8 +106,17 @@ models::ForwardBatch Engine::build_batch(const std::vector<Scheduled>& work) con
   b.attn.q_start = Tensor::from_ints(q_start, {S + 1});
   b.attn.kv_len = Tensor::from_ints(kv_len, {S});
   b.logit_rows = Tensor::from_ints(rows, {static_cast<int64_t>(rows.size())});
-  const std::string& adapter = work.front().seq->req.adapter;
-  if (!adapter.empty()) b.adapters = std::vector<std::string>{adapter};  // else the active set
+  // Rows per adapter group (work is grouped by adapter): a named adapter on its rows; "" the
+  // model's active set on its rows.
+  int64_t row = 0;
+  for (size_t i = 0; i < work.size();) {
+    const std::string& name = work[i].seq->req.adapter;
+    const int64_t begin = row;
+    for (; i < work.size() && work[i].seq->req.adapter == name; ++i) row += work[i].n;
+    const std::vector<std::string> apply = name.empty() ? model_.active_adapters() : std::vector<std::string>{name};
+    for (const auto& a : apply) b.adapter_rows.push_back({a, begin, row});
+  }
+  if (b.adapter_rows.empty()) b.adapters = std::vector<std::string>{};  // base model only
   return b;
 }
 
@@ -152,11 +161,11 @@ std::vector<StepOutput> Engine::step() {
   std::vector<Scheduled> work = sched_.schedule();
   stats_.preemptions = sched_.preemptions();
   if (work.empty()) return out;
-  // One adapter set per forward for now: the first sequence's adapter decides, the others wait.
-  const std::string adapter = work.front().seq->req.adapter;
-  work.erase(std::remove_if(work.begin(), work.end(),
-                            [&](const Scheduled& w) { return w.seq->req.adapter != adapter; }),
-             work.end());
+  // Requests for different adapters share the step: grouped so that each adapter applies to
+  // one run of rows (the segmented LoRA GEMM).
+  std::stable_sort(work.begin(), work.end(), [](const Scheduled& a, const Scheduled& b) {
+    return a.seq->req.adapter < b.seq->req.adapter;
+  });
   models::ForwardBatch batch = build_batch(work);
   autograd::NoGradGuard no_grad;
   Tensor logits;

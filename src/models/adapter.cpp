@@ -112,6 +112,19 @@ std::shared_ptr<const nn::LoraRun> CausalLM::lora_run(
   return run;
 }
 
+std::shared_ptr<const nn::LoraRun> CausalLM::lora_run(
+    const std::vector<ForwardBatch::AdapterRows>& rows) const {
+  auto run = std::make_shared<nn::LoraRun>();
+  for (const auto& r : rows) {
+    (void)adapter_config(r.name);  // ConfigError for an unknown name
+    if (r.end <= r.begin) continue;
+    run->active.push_back(r.name);
+    run->rows.emplace_back(r.begin, r.end);
+  }
+  if (run->active.empty()) return nullptr;
+  return run;
+}
+
 // ------------------------------------------------------------------ PEFT directories
 
 std::string peft_key(const std::string& param_name, const std::string& adapter) {

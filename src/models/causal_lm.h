@@ -34,6 +34,14 @@ struct ForwardBatch {
   Tensor logit_rows;  // [M] i32 rows of the N whose logits are wanted; undefined = all
   // Adapters for this call: unset = the model's active set; {} = base model only.
   std::optional<std::vector<std::string>> adapters;
+  // Per-row adapters (a serving step batching requests for different adapters): each entry
+  // applies `name` to rows [begin, end) of the N tokens; when non-empty it replaces `adapters`,
+  // and rows no entry covers run on the base model.
+  struct AdapterRows {
+    std::string name;
+    int64_t begin = 0, end = 0;
+  };
+  std::vector<AdapterRows> adapter_rows;
 };
 
 // One training micro-batch of B rows × T tokens (HF conventions: labels are NOT shifted;
@@ -102,6 +110,8 @@ class CausalLM {
   // The LoRA state of one call: the requested (or active) adapters, validated.
   std::shared_ptr<const nn::LoraRun> lora_run(const std::optional<std::vector<std::string>>& req,
                                               Rng* dropout_rng) const;
+  // The LoRA state of an inference call with per-row adapters (ForwardBatch::adapter_rows).
+  std::shared_ptr<const nn::LoraRun> lora_run(const std::vector<ForwardBatch::AdapterRows>& rows) const;
 
  private:
   std::map<std::string, nn::LoraConfig> adapters_;

@@ -124,7 +124,7 @@ Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
   nn::AttentionInputs in;
   in.positions = b.positions;
   in.inv_freq = &inv_freq_;
-  in.lora = lora_run(b.adapters, nullptr);
+  in.lora = b.adapter_rows.empty() ? lora_run(b.adapters, nullptr) : lora_run(b.adapter_rows);
   in.slot_mapping = b.slot_mapping;
   in.batch = &b.attn;
   Tensor x = layers(ops::embedding(b.ids, embed_), in, &caches, false);  // [N, C]

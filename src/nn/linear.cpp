@@ -7,6 +7,8 @@
 #include "ops/linear.h"
 #include "ops/lora_linear.h"
 
+#include <tuple>
+
 namespace unillm::nn {
 
 FusedLinear::FusedLinear(int64_t in_features, const std::vector<LinearPart>& parts, bool bias,
@@ -41,6 +43,7 @@ Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse
     const LoraWeights& w = *it->second;
     ops::LoraAdapterInput in{w.a, w.b, {}, w.scaling, lora->dropout ? w.dropout : 0.0,
                              mix_seed(lora->seed, w.stream)};
+    if (!lora->rows.empty()) std::tie(in.row_begin, in.row_end) = lora->rows.at(i);
     int64_t b_row = 0;
     for (size_t p : w.parts) {
       in.parts.push_back({part_begin(p), parts_[p].out_features, b_row});

@@ -49,6 +49,9 @@ struct LoraRun {
   std::vector<std::string> active;  // applied in this order; empty = base model only
   bool dropout = false;             // training: apply each adapter's dropout
   uint64_t seed = 0;  // the call's dropout stream (each module and part derives its own)
+  // Inference only: the token rows [first, second) each entry of active applies to (empty = all
+  // rows for every entry). An adapter may appear twice, on two runs of rows.
+  std::vector<std::pair<int64_t, int64_t>> rows;
 };
 
 // One adapter on one FusedLinear: A = [A_p0; A_p1; …] [P·r, in] and B = [B_p0; B_p1; …]

@@ -267,10 +267,28 @@ Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
   Tensor x2 = x.contiguous().view({m, k});  // [M, K]
   Tensor y2 = y.view({m, w.size(0)});       // [M, N]
   std::vector<AdapterSaved> saved(adapters.size());
-  for (size_t i = 0; i < adapters.size(); ++i)
-    if (m > 0) adapter_forward(x2, adapters[i], y2, saved[i], use);
   std::vector<Tensor> inputs{x, w, bias};
   for (auto& ad : adapters) inputs.push_back(ad.a), inputs.push_back(ad.b);
+  bool segmented = false;
+  for (const auto& ad : adapters) {
+    const int64_t end = ad.row_end < 0 ? m : ad.row_end;
+    if (ad.row_begin < 0 || ad.row_begin > end || end > m)
+      UNILLM_THROW(ShapeError, "[lora_linear] adapter rows [", ad.row_begin, ", ", ad.row_end,
+                   ") are outside x's ", m, " rows");
+    segmented = segmented || ad.row_begin != 0 || end != m;
+  }
+  UNILLM_CHECK(!segmented || !autograd::needs_grad(inputs),
+               "[lora_linear] adapters on row ranges are for inference only (no gradients)");
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    const int64_t lo = adapters[i].row_begin, hi = adapters[i].row_end < 0 ? m : adapters[i].row_end;
+    if (hi <= lo) continue;
+    if (lo == 0 && hi == m) {
+      adapter_forward(x2, adapters[i], y2, saved[i], use);
+    } else {  // the adapter's own rows: contiguous row views of x and y
+      Tensor ys = y2.slice(0, lo, hi);
+      adapter_forward(x2.slice(0, lo, hi), adapters[i], ys, saved[i], use);
+    }
+  }
   if (m > 0 && autograd::needs_grad(inputs)) {
     auto node =
         std::make_shared<LoraLinearNode>(x2, w.contiguous(), bias.defined(), std::move(saved));

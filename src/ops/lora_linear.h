@@ -36,6 +36,10 @@ struct LoraAdapterInput {
   double scaling = 1.0;         // alpha / r (rslora: alpha / sqrt(r))
   double dropout = 0.0;  // probability of zeroing an input element (0: none; pass 0 at inference)
   uint64_t seed = 0;     // dropout stream (part p uses a stream derived from seed and p)
+  // Rows of x (tokens) this adapter applies to: [row_begin, row_end), -1 = all. A serving step
+  // batches requests for different adapters, each on its own run of rows (the segmented LoRA
+  // GEMM); only without gradients.
+  int64_t row_begin = 0, row_end = -1;
 };
 
 Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,

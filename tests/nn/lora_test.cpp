@@ -74,7 +74,7 @@ TEST(FusedLinearLora, PartsRowsAndMerge) {
   std::vector<float> xv(24);
   for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::cos(static_cast<double>(i));
   Tensor x = Tensor::from_vector(xv, {3, 8});
-  LoraRun run{{"a"}, false, 0};
+  LoraRun run{{"a"}, false, 0, {}};
   Tensor with = f.forward(x, &run), base = f.forward(x);
   // k_proj's columns [6, 10) are untouched; q's and v's move.
   for (int64_t i = 0; i < 3; ++i)
