@@ -14,6 +14,19 @@ CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_OPENMP=ON" .venv/bin/pip install -q -c const
   --no-cache-dir llama-cpp-python
 .venv/bin/python -c "import llama_cpp, gguf, sentencepiece; print('llama_cpp', llama_cpp.__version__)"
 
+# llama.cpp's own llama-server (serve_bench.py), built natively from the llama.cpp sources that
+# the pinned llama-cpp-python sdist vendors (the same llama.cpp as above): bench/llama-server/.
+if [[ ! -x llama-server/build/bin/llama-server ]]; then
+  rm -rf llama-server && mkdir -p llama-server
+  .venv/bin/pip download -q --no-binary :all: --no-deps -c constraints.txt llama-cpp-python -d llama-server
+  tar xzf llama-server/llama_cpp_python-*.tar.gz -C llama-server
+  src=$(echo llama-server/llama_cpp_python-*/vendor/llama.cpp)
+  cmake -S "$src" -B llama-server/build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_OPENMP=ON \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build llama-server/build --target llama-server -j"$(nproc)" >/dev/null
+fi
+llama-server/build/bin/llama-server --version 2>&1 | head -1
+
 # LLaMA-Factory peer (bench/lf_bench.py) in its own venv, bench/.venv-lf, on the same Debian torch
 # 1.13 (never a PyPI torch). Skip with LF=0. peft 0.12 declares torch>=1.13.0, which Debian's
 # "1.13.0a0" does not satisfy for pip, so peft and llamafactory go in with --no-deps after their

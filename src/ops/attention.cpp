@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
+#include "ops/gather.h"
 #include "ops/shape.h"
 #include "ops/kernel_call.h"
 #include "ops/plugin_args.h"
@@ -98,22 +100,66 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
 }
 
 namespace {
-// The sequence index of each query row when every sequence of the batch starts empty (kv_len ==
-// its query count: a fresh prefill, nothing cached before it); empty otherwise, or when the
-// metadata is not on the host.
-std::vector<int32_t> fresh_prefill_segments(const AttentionBatch& b, int64_t n) {
-  if (!b.q_start.device().is_cpu() || !b.kv_len.device().is_cpu()) return {};
+// The sequences of a KV view that start empty (kv_len == their query count: a fresh prefill,
+// nothing cached before it) read nothing from the cache. Their rows go to the training kernel,
+// the others' to the paged one. Only with host metadata (a device's is trusted, not read).
+struct FreshSplit {
+  std::vector<int32_t> fresh_rows, fresh_seg, other_rows;  // rows of q; segment id per fresh row
+  std::vector<int32_t> other_seqs;                           // sequences left to the paged kernel
+};
+
+bool split_fresh(const AttentionBatch& b, int64_t n, FreshSplit& out) {
+  if (!b.q_start.device().is_cpu() || !b.kv_len.device().is_cpu()) return false;
   const int64_t s = b.kv_len.numel();
   const int32_t* qs = b.q_start.data<int32_t>();
   const int32_t* kl = b.kv_len.data<int32_t>();
-  std::vector<int32_t> seg;
-  seg.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < s; ++i) {
-    if (kl[i] != qs[i + 1] - qs[i]) return {};
-    seg.insert(seg.end(), static_cast<size_t>(qs[i + 1] - qs[i]), static_cast<int32_t>(i));
+  if (s < 1 || qs[0] != 0 || qs[s] != n) return false;  // paged_attention reports the error
+  for (int32_t i = 0; i < s; ++i) {
+    const int32_t q_len = qs[i + 1] - qs[i];
+    const bool fresh = kl[i] == q_len && q_len > 1;  // a single row gains nothing from tiles
+    for (int32_t r = qs[i]; r < qs[i + 1]; ++r) {
+      (fresh ? out.fresh_rows : out.other_rows).push_back(r);
+      if (fresh) out.fresh_seg.push_back(i);
+    }
+    if (!fresh) out.other_seqs.push_back(i);
   }
-  if (static_cast<int64_t>(seg.size()) != n) return {};
-  return seg;
+  return !out.fresh_rows.empty();
+}
+
+// Causal attention over the fresh rows (one segment per sequence), tiled.
+Tensor fresh_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const std::vector<int32_t>& seg, float scale) {
+  const int64_t n = q.size(0), h = q.size(1), d = q.size(2), hkv = k.size(1);
+  bool one = true;
+  for (int32_t x : seg) one = one && x == seg.front();
+  Tensor ids = one ? Tensor() : Tensor::from_ints(seg, {1, n}).to(q.device());
+  Tensor o = causal_attention(reshape(q, {1, n, h, d}), reshape(k, {1, n, hkv, d}),
+                              reshape(v, {1, n, hkv, d}), ids, scale);
+  return reshape(o, {n, h, d});
+}
+
+// rows [m] of x [N, A, B] → [m, A, B]
+Tensor take_rows(const Tensor& x, const std::vector<int32_t>& rows) {
+  Tensor idx = Tensor::from_ints(rows, {static_cast<int64_t>(rows.size())});
+  return reshape(gather_rows(reshape(x, {x.size(0), x.size(1) * x.size(2)}), idx),
+                 {static_cast<int64_t>(rows.size()), x.size(1), x.size(2)});
+}
+
+// The batch of the sequences `seqs` only, their query rows renumbered from 0.
+AttentionBatch sub_batch(const AttentionBatch& b, const std::vector<int32_t>& seqs) {
+  const int64_t mb = b.block_table.size(1);
+  const int32_t* bt = b.block_table.data<int32_t>();
+  const int32_t* qs = b.q_start.data<int32_t>();
+  const int32_t* kl = b.kv_len.data<int32_t>();
+  std::vector<int32_t> table, q_start{0}, kv_len;
+  for (int32_t i : seqs) {
+    table.insert(table.end(), bt + i * mb, bt + (i + 1) * mb);
+    q_start.push_back(q_start.back() + qs[i + 1] - qs[i]);
+    kv_len.push_back(kl[i]);
+  }
+  const auto s = static_cast<int64_t>(seqs.size());
+  return {Tensor::from_ints(table, {s, mb}).to(b.block_table.device()),
+          Tensor::from_ints(q_start, {s + 1}), Tensor::from_ints(kv_len, {s})};
 }
 }  // namespace
 
@@ -123,16 +169,25 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     UNILLM_CHECK(l.v_cache && l.batch, "[attention] a KV view needs both caches and a batch");
     kv_cache_write(k, *l.k_cache, l.slot_mapping);
     kv_cache_write(v, *l.v_cache, l.slot_mapping);
-    const int64_t n = q.size(0), h = q.size(1), d = q.size(2), hkv = k.size(1);
-    // A fresh prefill reads nothing from the cache: its attention is the training kernel's, over
-    // the new k and v with one segment per sequence. That kernel works in tiles of queries ×
-    // keys (small GEMMs); the paged one goes key by key, 3-4x slower at prompt lengths.
-    const std::vector<int32_t> seg = n > 1 ? fresh_prefill_segments(*l.batch, n) : std::vector<int32_t>{};
-    if (!seg.empty()) {
-      Tensor ids = seg.back() == 0 ? Tensor() : Tensor::from_ints(seg, {1, n}).to(q.device());
-      Tensor o = causal_attention(reshape(q, {1, n, h, d}), reshape(k, {1, n, hkv, d}),
-                                  reshape(v, {1, n, hkv, d}), ids, scale);
-      return reshape(o, {n, h, d});
+    // Fresh prefills read nothing from the cache: their attention is the training kernel's over
+    // the new k and v, one segment per sequence. That kernel works in tiles of queries × keys
+    // (small GEMMs); the paged one goes key by key, 3-4x slower at prompt lengths. A batch that
+    // mixes them with decodes or continued prompts splits its rows between the two kernels.
+    FreshSplit split;
+    const int64_t n = q.size(0);
+    if (split_fresh(*l.batch, n, split) && l.batch->block_table.device().is_cpu()) {
+      if (split.other_rows.empty()) return fresh_attention(q, k, v, split.fresh_seg, scale);
+      const Tensor of = fresh_attention(take_rows(q, split.fresh_rows), take_rows(k, split.fresh_rows),
+                                        take_rows(v, split.fresh_rows), split.fresh_seg, scale);
+      const Tensor oo = paged_attention(take_rows(q, split.other_rows), *l.k_cache, *l.v_cache,
+                                        sub_batch(*l.batch, split.other_seqs), scale);
+      const int64_t hd = q.size(1) * q.size(2);
+      auto rows_of = [](const std::vector<int32_t>& r) {
+        return Tensor::from_ints(r, {static_cast<int64_t>(r.size())});
+      };
+      Tensor out = add(scatter_add_rows(reshape(of, {of.size(0), hd}), rows_of(split.fresh_rows), n),
+                       scatter_add_rows(reshape(oo, {oo.size(0), hd}), rows_of(split.other_rows), n));
+      return reshape(out, {n, q.size(1), q.size(2)});
     }
     return paged_attention(q, *l.k_cache, *l.v_cache, *l.batch, scale);
   }

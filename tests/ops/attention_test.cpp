@@ -128,14 +128,18 @@ TEST_F(AttentionTest, ContiguousCacheIsTheOneBlockCase) {
   check({{33}, {33}, 8, 2, 128, 64}, DType::f32, 41);  // larger head dim, one 64-slot block
 }
 
-// ops::attention with a KV view: new k/v go into the cache; a batch of fresh prefills (nothing
-// cached before) takes the tiled training kernel with one segment per sequence, any other batch
-// the paged kernel. Both against the oracle over what the cache then holds.
+// ops::attention with a KV view: new k/v go into the cache; the rows of fresh prefills (nothing
+// cached before) take the tiled training kernel with one segment per sequence, the others the
+// paged kernel, in one batch. Against the oracle over what the cache then holds.
 TEST_F(AttentionTest, TheOneOpWritesTheCacheAndTakesEitherKernel) {
-  for (bool fresh : {true, false}) {
-    SCOPED_TRACE(fresh ? "fresh prefills" : "one sequence with a cached prefix");
-    const Layout l = fresh ? Layout{{5, 17, 1, 30}, {5, 17, 1, 30}, 4, 2, 20, 8}
-                           : Layout{{5, 17, 1, 30}, {5, 20, 1, 30}, 4, 2, 20, 8};
+  const Layout layouts[] = {
+      {{5, 17, 30}, {5, 17, 30}, 4, 2, 20, 8},        // fresh prefills only: the tiled kernel
+      {{5, 17, 1, 30}, {5, 17, 1, 30}, 4, 2, 20, 8},  // plus a one-token prompt: split
+      {{5, 17, 1, 30}, {5, 20, 9, 30}, 4, 2, 20, 8},  // a cached prefix and a decode: split
+      {{3, 1}, {7, 9}, 4, 2, 20, 8},                  // nothing fresh: the paged kernel
+  };
+  for (const Layout& l : layouts) {
+    SCOPED_TRACE(::testing::Message() << "first kv_len " << l.kv_len[0] << ", " << l.q_len.size() << " sequences");
     Problem p = make_problem(l, DType::f32, 70);
     const int64_t n = p.q.size(0);
     Tensor k_new = optest::randn({n, l.kv_heads, l.head_dim}, DType::f32, 71);

@@ -18,10 +18,15 @@ namespace unillm::cpu {
 
 struct AttnTile {
   int32_t seq, kv_head, row0, rows;
+  int32_t kv_heads = 1;  // kv heads kv_head .. kv_head + kv_heads - 1
 };
 
-// Tiles of every sequence (rows_per_tile query rows each), in (sequence, kv head, rows) order
-// (defined in kernels/paged_attention.cpp).
+// Tiles of every sequence (rows_per_tile query rows each), in (sequence, kv heads, rows) order
+// (defined in kernels/paged_attention.cpp). With at least two sequences per thread a tile takes
+// all kv heads of its rows: a token slot holds every head's key side by side, so one tile then
+// reads the cache as one forward stream instead of one kilobytes-strided row per key and head
+// (the decode of many sequences reads as much KV as weights); fewer sequences keep one head per
+// tile so that all threads have work. Each query vector's arithmetic is the same either way.
 std::vector<AttnTile> attention_tiles(const ops::AttentionArgs& a, int64_t rows_per_tile);
 
 template <typename T>
@@ -31,7 +36,10 @@ struct AttnScratch {
 
 template <typename T, typename V>
 void attention_tile(const ops::AttentionArgs& a, const AttnTile& tl, AttnScratch<T>& w) {
-  const int64_t G = a.heads / a.kv_heads, D = a.head_dim, BS = a.block_size, R = tl.rows * G;
+  // Query vector v = (row, kv head, group member): row v / (NG·G), kv head tl.kv_head + v / G
+  // % NG, member v % G, where NG = tl.kv_heads and G = query heads per kv head.
+  const int64_t G = a.heads / a.kv_heads, NG = tl.kv_heads, D = a.head_dim, BS = a.block_size;
+  const int64_t per_row = NG * G, R = tl.rows * per_row;
   const int64_t q_len = a.q_start[tl.seq + 1] - a.q_start[tl.seq];
   const int64_t row_base = a.q_start[tl.seq] + tl.row0;
   const int64_t first_pos = a.kv_len[tl.seq] - q_len + tl.row0, last_pos = first_pos + tl.rows - 1;
@@ -42,19 +50,27 @@ void attention_tile(const ops::AttentionArgs& a, const AttnTile& tl, AttnScratch
   std::fill(acc, acc + R * D, T(0));
   std::fill(m, m + R, -std::numeric_limits<T>::infinity());
   std::fill(l, l + R, T(0));
-  auto q_off = [&](int64_t v) { return ((row_base + v / G) * a.heads + tl.kv_head * G + v % G) * D; };
+  auto head_of = [&](int64_t v) { return tl.kv_head + v / G % NG; };  // the vector's kv head
+  auto q_off = [&](int64_t v) {
+    return ((row_base + v / per_row) * a.heads + head_of(v) * G + v % G) * D;
+  };
+  auto last_of = [&](int64_t v) { return first_pos + v / per_row; };  // its last visible position
   for (int64_t b = 0; b * BS <= last_pos; ++b) {
     const int64_t t0 = b * BS, tn = std::min(BS, last_pos + 1 - t0);
-    const int64_t base = (int64_t{bt[b]} * BS * a.kv_heads + tl.kv_head) * D;
+    const int64_t base = int64_t{bt[b]} * BS * slot;  // the block's first slot, kv head 0
     const T* kb = static_cast<const T*>(a.k_cache) + base;
     const T* vb = static_cast<const T*>(a.v_cache) + base;
-    for (int64_t v = 0; v < R; ++v) {  // scores and online-softmax update
-      const int64_t nv = std::min(tn, first_pos + v / G - t0 + 1);
+    // Scores, slot by slot (each slot's heads are adjacent), then the online-softmax update.
+    for (int64_t t = 0; t < tn; ++t)
+      for (int64_t v = 0; v < R; ++v)
+        if (t0 + t <= last_of(v))
+          sc[v * BS + t] = V::dot(q + q_off(v), kb + t * slot + head_of(v) * D, D) * T(a.scale);
+    for (int64_t v = 0; v < R; ++v) {
+      const int64_t nv = std::min(tn, last_of(v) - t0 + 1);
       if (nv <= 0) continue;
-      const T* qv = q + q_off(v);
       T* s = sc + v * BS;
       T mb = -std::numeric_limits<T>::infinity();
-      for (int64_t t = 0; t < nv; ++t) mb = std::max(mb, s[t] = V::dot(qv, kb + t * slot, D) * T(a.scale));
+      for (int64_t t = 0; t < nv; ++t) mb = std::max(mb, s[t]);
       const T mn = std::max(m[v], mb), corr = std::exp(m[v] - mn);
       l[v] = l[v] * corr + V::exp_shift(s, nv, mn);
       if (corr != T(1)) V::scale(acc + v * D, corr, D);
@@ -62,7 +78,7 @@ void attention_tile(const ops::AttentionArgs& a, const AttnTile& tl, AttnScratch
     }
     for (int64_t t = 0; t < tn; ++t)  // P · V, each V row read once for all R vectors
       for (int64_t v = 0; v < R; ++v)
-        if (t0 + t <= first_pos + v / G) V::axpy(acc + v * D, sc[v * BS + t], vb + t * slot, D);
+        if (t0 + t <= last_of(v)) V::axpy(acc + v * D, sc[v * BS + t], vb + t * slot + head_of(v) * D, D);
   }
   T* out = static_cast<T*>(a.out);
   for (int64_t v = 0; v < R; ++v) {
@@ -80,8 +96,10 @@ void attention_run(const ops::AttentionArgs& a) {
   const std::vector<AttnTile> tiles = attention_tiles(a, rows_per_tile);
   const int64_t n = static_cast<int64_t>(tiles.size());
   const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(num_threads(), n));
+  int64_t max_heads = 1;
+  for (const AttnTile& t : tiles) max_heads = std::max<int64_t>(max_heads, t.kv_heads);
   parallel_for(nt, 1, [&](int64_t lo, int64_t hi) {
-    const int64_t R = rows_per_tile * G;
+    const int64_t R = rows_per_tile * G * max_heads;
     AttnScratch<T> w{std::vector<T>(R * a.head_dim), std::vector<T>(R), std::vector<T>(R),
                      std::vector<T>(R * a.block_size)};
     for (int64_t c = lo; c < hi; ++c)

@@ -6,18 +6,21 @@
 #include "backends/cpu/kernels/paged_attention_avx512.h"
 #include "backends/cpu/kernels/register_kernels.h"
 #include "backends/cpu/simd/simd.h"
+#include "core/parallel.h"
 #include "core/registry.h"
 
 namespace unillm::cpu {
 
 std::vector<AttnTile> attention_tiles(const ops::AttentionArgs& a, int64_t rows_per_tile) {
+  const int64_t group = a.num_seqs >= 2 * num_threads() ? a.kv_heads : 1;
   std::vector<AttnTile> tiles;
   for (int64_t s = 0; s < a.num_seqs; ++s) {
     const int64_t q_len = a.q_start[s + 1] - a.q_start[s];
-    for (int64_t g = 0; g < a.kv_heads; ++g)
+    for (int64_t g = 0; g < a.kv_heads; g += group)
       for (int64_t r = 0; r < q_len; r += rows_per_tile)
         tiles.push_back({static_cast<int32_t>(s), static_cast<int32_t>(g), static_cast<int32_t>(r),
-                         static_cast<int32_t>(std::min(rows_per_tile, q_len - r))});
+                         static_cast<int32_t>(std::min(rows_per_tile, q_len - r)),
+                         static_cast<int32_t>(std::min(group, a.kv_heads - g))});
   }
   return tiles;
 }
