@@ -146,7 +146,7 @@ def main():
     rng = random.Random(0)
     def prompts(n):
         return [[1] + [rng.randrange(100, 31000) for _ in range(n - 1)] for _ in range(64)]
-    short, long = prompts(a.prompt_len), prompts(a.long_prompt_len)
+    short = prompts(a.prompt_len)  # warm-up only
     ctx_per_seq = a.long_prompt_len + a.max_tokens + 16
     pu, pl = free_port(), free_port()
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
@@ -166,12 +166,15 @@ def main():
         # Warm-up: one request each.
         run_level(pu, short, 1, 1, 8)
         run_level(pl, short, 1, 1, 8)
-        levels = [(int(n), short, f"{n} streams, {a.prompt_len}-token prompts") for n in a.levels.split(",")]
-        levels.append((8, long, f"8 streams, {a.long_prompt_len}-token prompts"))
+        # Fresh prompts for every level (and round): no prefix or prompt cache on either side
+        # may serve a level from an earlier one.
+        levels = [(int(n), a.prompt_len, f"{n} streams, {a.prompt_len}-token prompts") for n in a.levels.split(",")]
+        levels.append((8, a.long_prompt_len, f"8 streams, {a.long_prompt_len}-token prompts"))
         rows = []
-        for n, ps, label in levels:
+        for n, plen, label in levels:
             res = {"unillm": [], "llama.cpp": []}
             for _ in range(a.rounds):
+                ps = prompts(plen)  # the same new prompts for both servers
                 res["unillm"].append(run_level(pu, ps, n, a.per_client, a.max_tokens))
                 res["llama.cpp"].append(run_level(pl, ps, n, a.per_client, a.max_tokens))
             med = {k: {m: statistics.median(r[m] for r in v) for m in ("tok_s", "p50_ttft", "p99_ttft")}

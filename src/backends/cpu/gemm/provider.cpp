@@ -2,6 +2,7 @@
 // without it runs OpenBLAS at every level and reports it in `unillm env`.
 #include "backends/cpu/gemm/provider.h"
 
+
 #include <cblas.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 #ifdef UNILLM_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -52,16 +54,17 @@ const char* onednn_isa_name() {
   }
 }
 
-// The bf16 matmul primitive, one per shape/stride/beta, created on first use and kept: training
+// The matmul primitive (bf16 or f32 inputs), one per shape/stride/beta, created on first use and kept: training
 // has a handful of GEMM shapes, and creating a primitive costs far more than a small GEMM. Prompt
 // lengths make new shapes at inference, so the cache is bounded: past kMaxCached entries it is
 // emptied and refills (oneDNN's own primitive cache still makes re-creation cheap). Calls are
 // serialised by the mutex (one stream); unillm never issues two bf16 GEMMs concurrently.
-struct Bf16Matmul {
+struct Matmul {
   dnnl_engine_t engine = nullptr;
   dnnl_stream_t stream = nullptr;
   std::mutex mu;
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  // (trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate, bf16 inputs)
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>;
   struct Entry {
     dnnl_primitive_t prim;
     dnnl_memory_desc_t a, b, c;
@@ -69,7 +72,7 @@ struct Bf16Matmul {
   std::map<Key, Entry> cache;
   static constexpr size_t kMaxCached = 128;
 
-  Bf16Matmul() {
+  Matmul() {
     check(dnnl_engine_create(&engine, dnnl_cpu, 0), "engine_create");
     check(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags), "stream_create");
   }
@@ -91,10 +94,10 @@ struct Bf16Matmul {
       for (auto& [k, e] : cache) dnnl_primitive_destroy(e.prim);
       cache.clear();
     }
-    const auto [ta, tb, m, n, k, lda, ldb, ldc, accumulate] = key;
+    const auto [ta, tb, m, n, k, lda, ldb, ldc, accumulate, bf16] = key;
     Entry e;
-    e.a = desc(m, k, ta, lda, dnnl_bf16);
-    e.b = desc(k, n, tb, ldb, dnnl_bf16);
+    e.a = desc(m, k, ta, lda, bf16 ? dnnl_bf16 : dnnl_f32);
+    e.b = desc(k, n, tb, ldb, bf16 ? dnnl_bf16 : dnnl_f32);
     e.c = desc(m, n, false, ldc, dnnl_f32);
     dnnl_matmul_desc_t md;
     check(dnnl_matmul_desc_init(&md, &e.a, &e.b, nullptr, &e.c), "matmul_desc_init");
@@ -146,9 +149,17 @@ void warm_up_onednn() {
   });
 }
 
-Bf16Matmul& bf16_matmul() {
-  static Bf16Matmul* m = new Bf16Matmul();  // never destroyed: kernels may run during exit
+Matmul& matmul() {
+  static Matmul* m = new Matmul();  // never destroyed: kernels may run during exit
   return *m;
+}
+
+// f32 products of a few rows (batched decode, M = 5..64) run faster on the matmul primitive than
+// on dnnl_sgemm (bench/gemm_providers.md: 1.45x at M = 16..64 on the stories110M shapes), which
+// packs the whole weight matrix on every call. Not inside unillm's own parallel regions (the
+// primitive's calls are serialised), and only for alpha 1 with beta 0 or 1.
+bool small_m_matmul(int64_t m, float alpha, float beta) {
+  return m >= 5 && m <= 64 && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && !in_parallel_region();
 }
 
 #endif  // UNILLM_HAVE_DNNL
@@ -183,7 +194,8 @@ std::string gemm_provider_name() {
   if (g_provider == GemmProvider::openblas)
     return onednn_built() ? "OpenBLAS (oneDNN built, used from avx512)" : "OpenBLAS (built without oneDNN)";
 #ifdef UNILLM_HAVE_DNNL
-  return std::string("oneDNN ") + (g_bf16 ? "(dnnl_sgemm for f32; bf16 matmul with f32 accumulation)" : "(dnnl_sgemm for f32)") +
+  return std::string("oneDNN ") + (g_bf16 ? "(dnnl_sgemm for f32, its matmul for M = 5..64; bf16 matmul with f32 accumulation)"
+                                              : "(dnnl_sgemm for f32, its matmul for M = 5..64)") +
          ", its kernels up to " + onednn_isa_name();
 #else
   return "";
@@ -195,6 +207,10 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   if (m == 0 || n == 0) return;
 #ifdef UNILLM_HAVE_DNNL
   if (g_provider == GemmProvider::onednn) {
+    if (small_m_matmul(m, alpha, beta)) {
+      matmul().run({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta == 1.0f, false}, a, b, c);
+      return;
+    }
     check(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta,
                      c, ldc),
           "dnnl_sgemm");
@@ -217,7 +233,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   UNILLM_CHECK(beta == 0.0f || beta == 1.0f);
   if (m == 0 || n == 0) return;
 #ifdef UNILLM_HAVE_DNNL
-  bf16_matmul().run({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta == 1.0f}, a, b, c);
+  matmul().run({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta == 1.0f, true}, a, b, c);
 #else
   (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
 #endif
