@@ -21,7 +21,7 @@ namespace {
 struct ServeFlags {
   std::string model, host = "127.0.0.1", api_key, served_name, template_name;
   std::vector<std::string> adapters;
-  int64_t port = 8000, max_num_seqs = 32, max_batched = 512, block_size = 16;
+  int64_t port = 8000, max_num_seqs = 32, max_batched = 256, block_size = 16;
   int64_t kv_memory_mib = 0, num_kv_blocks = 0, max_model_len = 0, max_queue = 256;
   bool no_prefix_caching = false;
   RuntimeOptions runtime;
@@ -65,7 +65,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   p.option("served-model-name", "the base model's name in requests (default: the model dir's name)", &f.served_name);
   p.option("template", "chat template for /v1/chat/completions (default: from the model's chat_template)", &f.template_name);
   p.option("max-num-seqs", "sequences per step (default 32)", &f.max_num_seqs);
-  p.option("max-num-batched-tokens", "tokens per step: decodes first, prompts chunked to the rest (default 512)", &f.max_batched);
+  p.option("max-num-batched-tokens", "tokens per step: decodes first, prompts chunked to the rest (default 256: bench/serving.md)", &f.max_batched);
   p.option("block-size", "KV cache block size in tokens (default 16)", &f.block_size);
   p.option("kv-cache-memory", "KV cache size in MiB (default: max-num-seqs full-length sequences)", &f.kv_memory_mib);
   p.option("num-kv-blocks", "KV cache size in blocks (instead of --kv-cache-memory)", &f.num_kv_blocks);

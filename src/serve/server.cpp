@@ -3,6 +3,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -356,7 +358,17 @@ struct Server::Impl {
     return c.api_key.empty() || req.get_header_value("Authorization") == "Bearer " + c.api_key;
   }
 
+  int listen_fd = -1;
+
   void routes() {
+    // httplib listens with a backlog of 5 (compiled into Debian's library): a burst of clients
+    // overflows it while the accept thread waits for a core, and the kernel then drops
+    // half-open connections (clients saw read errors). Keep the default socket options, note the
+    // listening socket, and raise its backlog after bind (Linux applies a repeated listen()).
+    http.set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_fd = static_cast<int>(sock);
+    });
     http.new_task_queue = [n = c.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
     http.set_payload_max_length(c.max_body_bytes);
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -440,6 +452,7 @@ int Server::listen_port() {
   if (port < 0)
     UNILLM_THROW(IoError, "[serve] cannot listen on ", impl_->c.host, ":", impl_->c.port,
                  " (in use, or not an address of this machine)");
+  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, 1024);
   return port;
 }
 
