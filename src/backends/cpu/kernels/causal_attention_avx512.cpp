@@ -81,12 +81,7 @@ struct TrainOps {
     __m512 v = _mm512_set1_ps(s[0]);
     for (int64_t j = 0; j < n; j += 16)  // masked-off lanes keep v's value: max is idempotent
       v = _mm512_mask_max_ps(v, tail_mask16(n - j), v, _mm512_maskz_loadu_ps(tail_mask16(n - j), s + j));
-    const __m256 h = _mm256_max_ps(_mm512_maskz_extractf32x8_ps(0xff, v, 0),
-                                   _mm512_maskz_extractf32x8_ps(0xff, v, 1));
-    __m128 q = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_max_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
+    return hmax16(v);
   }
   // Element-wise the same operations as the portable loops, so results are bit-identical.
   static void scale_to(float* dst, const float* src, float c, int64_t n) {

@@ -49,4 +49,14 @@ static inline float hsum16(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Largest of the 16 lanes, the same way.
+static inline float hmax16(__m512 v) {
+  const __m256 h = _mm256_max_ps(_mm512_maskz_extractf32x8_ps(0xff, v, 0),
+                                 _mm512_maskz_extractf32x8_ps(0xff, v, 1));
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 }  // namespace unillm::cpu::avx512
