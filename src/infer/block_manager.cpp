@@ -23,6 +23,8 @@ BlockManager::BlockManager(int64_t num_blocks, int64_t block_size, bool prefix_c
   for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
+int64_t BlockManager::blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
+
 uint64_t BlockManager::hash_block(uint64_t parent, const int32_t* tokens, uint64_t salt) const {
   uint64_t h = mix(parent, salt);
   for (int64_t i = 0; i < block_size_; ++i) h = mix(h, static_cast<uint32_t>(tokens[i]));
@@ -69,12 +71,33 @@ int64_t BlockManager::match_prefix(BlockTable& t, const std::vector<int32_t>& to
   return static_cast<int64_t>(t.blocks.size()) * block_size_;
 }
 
-bool BlockManager::reserve(BlockTable& t, int64_t n) {
-  const int64_t need = (n + block_size_ - 1) / block_size_ - static_cast<int64_t>(t.blocks.size());
-  if (need <= 0) return true;
-  if (need > available()) return false;
-  for (int64_t i = 0; i < need; ++i) t.blocks.push_back(take_block());
+bool BlockManager::reserve(BlockTable& t, int64_t begin, int64_t end, std::vector<BlockCopy>* copies) {
+  const auto have = static_cast<int64_t>(t.blocks.size());
+  const int64_t grow = std::max<int64_t>(0, blocks_for(end) - have);
+  // Blocks of [begin, end) that t already holds and shares: each needs a copy.
+  std::vector<int64_t> shared;
+  if (end > begin)
+    for (int64_t i = begin / block_size_; i < std::min(have, blocks_for(end)); ++i)
+      if (refs_[t.blocks[i]] > 1) shared.push_back(i);
+  if (grow + static_cast<int64_t>(shared.size()) > available()) return false;
+  UNILLM_CHECK(shared.empty() || copies, "[kv] a write into a shared block needs copy-on-write");
+  for (int64_t i : shared) {
+    const int32_t from = t.blocks[i];
+    const int32_t to = take_block();
+    --refs_[from];  // still > 0: the other holders keep it
+    t.blocks[i] = to;
+    copies->push_back({from, to});
+  }
+  for (int64_t i = 0; i < grow; ++i) t.blocks.push_back(take_block());
   return true;
+}
+
+BlockTable BlockManager::fork(const BlockTable& t) {
+  for (int32_t b : t.blocks) {
+    UNILLM_CHECK(refs_.at(b) > 0, "[kv] fork of a table holding a free block");
+    ++refs_[b];
+  }
+  return t;
 }
 
 void BlockManager::commit(BlockTable& t, const std::vector<int32_t>& tokens, int64_t computed,

@@ -3,8 +3,10 @@
 // (its parent's hash), its tokens and a salt (the adapter and KV dtype), so a new sequence whose
 // prompt starts with an already computed run of full blocks takes those blocks instead of
 // recomputing them. Cached blocks nobody holds stay on an LRU list and are evicted only when a
-// free block is needed. Sequences only ever share full blocks and never write into them (new
-// tokens go to later blocks), so no block is written while shared.
+// free block is needed. Cached full blocks are never written again (new tokens go to later
+// blocks). A forked sequence (the other choices of an n > 1 request) shares every block of its
+// parent, the partial last one too: whichever of them first writes into a block still shared
+// gets a private copy of it (copy-on-write), which the caller copies the K/V into.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,12 @@ namespace unillm::infer {
 struct BlockTable {
   std::vector<int32_t> blocks;
   std::vector<uint64_t> hashes;  // of blocks[0 .. hashes.size()), all full and registered
+};
+
+// A block replaced by a private copy: the caller copies the K/V of block `from` into `to`
+// before the forward that writes `to`.
+struct BlockCopy {
+  int32_t from, to;
 };
 
 class BlockManager {
@@ -39,7 +47,14 @@ class BlockManager {
   // number of tokens those blocks hold (a multiple of the block size).
   int64_t match_prefix(BlockTable& t, const std::vector<int32_t>& tokens, uint64_t salt);
   // Grows t to hold n tokens; false (and t unchanged) when not enough blocks are available.
-  bool reserve(BlockTable& t, int64_t n);
+  bool reserve(BlockTable& t, int64_t n) { return reserve(t, n, n, nullptr); }
+  // Makes t ready to write positions [begin, end): grows it to end tokens and gives every block
+  // of that range still shared with another table a private copy (copy-on-write), appended to
+  // copies. false (t and copies unchanged) when not enough blocks are available.
+  bool reserve(BlockTable& t, int64_t begin, int64_t end, std::vector<BlockCopy>* copies);
+  // A second table over t's blocks (each one's reference count raised): the fork of a sequence.
+  BlockTable fork(const BlockTable& t);
+  int32_t refs(int32_t block) const { return refs_.at(block); }
   // Registers t's full blocks among tokens[0 .. computed) in the prefix cache.
   void commit(BlockTable& t, const std::vector<int32_t>& tokens, int64_t computed, uint64_t salt);
   // Drops t's references (cached blocks go to the LRU list, the others back to the free list).
@@ -47,6 +62,7 @@ class BlockManager {
 
  private:
   int32_t take_block();
+  int64_t blocks_for(int64_t tokens) const;
   uint64_t hash_block(uint64_t parent, const int32_t* tokens, uint64_t salt) const;
 
   int64_t block_size_;

@@ -9,6 +9,8 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/thread_team.h"
+#include "ops/attention.h"
+#include "ops/gather.h"
 
 namespace unillm::infer {
 
@@ -52,8 +54,7 @@ void Engine::validate(const Request& r) const {
     UNILLM_THROW(ConfigError, "[engine] no adapter named '", r.adapter, "' is loaded");
 }
 
-int64_t Engine::add_request(Request r) {
-  validate(r);
+std::unique_ptr<Sequence> Engine::make_sequence(Request r) {
   auto s = std::make_unique<Sequence>();
   s->id = next_id_++;
   s->tokens = r.prompt;
@@ -62,18 +63,95 @@ int64_t Engine::add_request(Request r) {
   s->salt = r.adapter.empty() ? 0 : std::hash<std::string>()(r.adapter) | 1;
   s->req = std::move(r);
   stats_.prompt_tokens += s->prompt_len;
+  return s;
+}
+
+int64_t Engine::add_request(Request r) {
+  validate(r);
+  auto s = make_sequence(std::move(r));
   const int64_t id = s->id;
   sched_.add(std::move(s));
   return id;
 }
 
+std::vector<int64_t> Engine::add_requests(std::vector<Request> choices) {
+  for (const Request& r : choices) validate(r);
+  std::vector<int64_t> ids;
+  Sequence* parent = nullptr;
+  for (Request& r : choices) {
+    const bool fork = parent && r.prompt == parent->req.prompt && r.adapter == parent->req.adapter;
+    auto s = make_sequence(std::move(r));
+    ids.push_back(s->id);
+    if (fork) {
+      forks_[parent->id].push_back(std::move(s));
+    } else {
+      if (!parent) parent = s.get();
+      sched_.add(std::move(s));
+    }
+  }
+  return ids;
+}
+
 void Engine::finish(int64_t id, FinishReason reason) {
-  if (!sched_.find(id)) return;
-  sched_.remove(id);
   StepOutput o;
   o.request = id;
   o.finished = reason;
+  for (auto& [parent, list] : forks_)  // a choice still waiting for its parent's prefill
+    for (auto it = list.begin(); it != list.end(); ++it)
+      if ((*it)->id == id) {
+        list.erase(it);
+        if (list.empty()) forks_.erase(parent);
+        pending_.push_back(o);
+        return;
+      }
+  if (!sched_.find(id)) return;
+  sched_.remove(id);
+  // Choices that were to fork from this one compute their prompt themselves now.
+  if (auto it = forks_.find(id); it != forks_.end()) {
+    for (auto& f : it->second) sched_.add(std::move(f));
+    forks_.erase(it);
+  }
   pending_.push_back(o);
+}
+
+void Engine::start_forks(Sequence& s, const float* logits, int64_t vocab, std::vector<StepOutput>& out) {
+  auto it = forks_.find(s.id);
+  if (it == forks_.end()) return;
+  std::vector<std::unique_ptr<Sequence>> list = std::move(it->second);
+  forks_.erase(it);
+  std::vector<std::unique_ptr<Sequence>> started;
+  for (auto& f : list) {
+    f->table = blocks_.fork(s.table);
+    f->computed = s.computed;  // the prompt (the parent's table holds exactly it)
+    out.push_back(sample(*f, logits, vocab));
+    if (out.back().finished != FinishReason::none) {
+      blocks_.release(f->table);
+    } else {
+      started.push_back(std::move(f));
+    }
+  }
+  // At the front of the queue, in choice order.
+  for (auto f = started.rbegin(); f != started.rend(); ++f) sched_.add_first(std::move(*f));
+}
+
+void Engine::copy_blocks(const std::vector<BlockCopy>& copies) {
+  if (copies.empty()) return;
+  stats_.block_copies += static_cast<int64_t>(copies.size());
+  const int64_t bs = c_.block_size;
+  std::vector<int32_t> from, to;
+  for (const BlockCopy& c : copies)
+    for (int64_t j = 0; j < bs; ++j) {
+      from.push_back(static_cast<int32_t>(c.from * bs + j));
+      to.push_back(static_cast<int32_t>(c.to * bs + j));
+    }
+  const Tensor src = Tensor::from_ints(from, {static_cast<int64_t>(from.size())});
+  const Tensor dst = Tensor::from_ints(to, {static_cast<int64_t>(to.size())});
+  for (std::vector<Tensor>* caches : {&caches_.k, &caches_.v})
+    for (Tensor& cache : *caches) {
+      const Shape& sh = cache.shape();  // [NB, BS, Hkv, D]
+      const Tensor rows = ops::gather_rows(cache.view({sh[0] * sh[1], sh[2] * sh[3]}), src);
+      ops::kv_cache_write(rows.view({rows.shape()[0], sh[2], sh[3]}), cache, dst);
+    }
 }
 
 models::ForwardBatch Engine::build_batch(const std::vector<Scheduled>& work) const {
@@ -161,13 +239,14 @@ std::vector<StepOutput> Engine::step() {
   std::vector<Scheduled> work = sched_.schedule();
   stats_.preemptions = sched_.preemptions();
   if (work.empty()) return out;
+  autograd::NoGradGuard no_grad;
+  copy_blocks(sched_.take_copies());
   // Requests for different adapters share the step: grouped so that each adapter applies to
   // one run of rows (the segmented LoRA GEMM).
   std::stable_sort(work.begin(), work.end(), [](const Scheduled& a, const Scheduled& b) {
     return a.seq->req.adapter < b.seq->req.adapter;
   });
   models::ForwardBatch batch = build_batch(work);
-  autograd::NoGradGuard no_grad;
   Tensor logits;
   const int64_t rows = batch.ids.numel();
   auto run = [&] { logits = model_.forward(batch, caches_); };
@@ -187,9 +266,11 @@ std::vector<StepOutput> Engine::step() {
     stats_.computed_tokens += w.n;
     blocks_.commit(s.table, s.tokens, s.computed, s.salt);
     if (!samples) continue;
-    out.push_back(sample(s, host.data() + row * vocab, vocab));
+    const float* logits_row = host.data() + row * vocab;
     ++row;
+    out.push_back(sample(s, logits_row, vocab));
     if (out.back().finished != FinishReason::none) done.push_back(s.id);
+    if (s.generated() == 1) start_forks(s, logits_row, vocab, out);
   }
   for (int64_t id : done) sched_.remove(id);
   ++stats_.steps;

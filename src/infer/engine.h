@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct EngineConfig {
 struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, computed_tokens = 0, generated_tokens = 0;
   int64_t preemptions = 0;
+  int64_t block_copies = 0;  // copy-on-write copies (forked choices writing a shared block)
 };
 
 class Engine {
@@ -33,12 +35,18 @@ class Engine {
   // Queues a request; returns its id. ConfigError when it can never fit the cache (prompt +
   // max_tokens beyond num_blocks · block_size) or names an adapter the model lacks.
   int64_t add_request(Request r);
+  // Queues the choices of one prompt (n > 1): the first computes the prompt, and when its prefill
+  // ends the others fork from it, sharing its blocks (copy-on-write) and sampling their first
+  // token from the same logits with their own RNG. Choices that differ in prompt or adapter are
+  // queued on their own. Returns their ids in order; nothing is queued when one is refused.
+  std::vector<int64_t> add_requests(std::vector<Request> choices);
   // add_request's checks alone; reads only constant facts (the config, the model's vocabulary
   // and adapters), so another thread may call it while this one steps.
   void validate(const Request& r) const;
   // Ends a request now (client gone, a stop string matched): its blocks are released at once and
   // the next step() reports it with `reason` (abort or stop).
   void finish(int64_t id, FinishReason reason = FinishReason::abort);
+  // (Pending forks need their parent, which is running or waiting.)
   bool has_work() const { return sched_.num_running() + sched_.num_waiting() > 0 || !pending_.empty(); }
   // One scheduling step and its forward; the tokens sampled (and requests ended) in it.
   std::vector<StepOutput> step();
@@ -50,7 +58,11 @@ class Engine {
   const EngineConfig& config() const { return c_; }
 
  private:
+  std::unique_ptr<Sequence> make_sequence(Request r);
   models::ForwardBatch build_batch(const std::vector<Scheduled>& work) const;
+  void copy_blocks(const std::vector<BlockCopy>& copies);
+  // Starts the pending forks of s (its prefill just ended, its first token sampled from logits).
+  void start_forks(Sequence& s, const float* logits, int64_t vocab, std::vector<StepOutput>& out);
   StepOutput sample(Sequence& s, const float* logits, int64_t vocab);
 
   models::CausalLM& model_;
@@ -59,6 +71,8 @@ class Engine {
   BlockManager blocks_;
   Scheduler sched_;
   std::vector<StepOutput> pending_;  // ends reported by the next step()
+  // Choices waiting for their parent's prefill, by parent id (they hold no blocks yet).
+  std::map<int64_t, std::vector<std::unique_ptr<Sequence>>> forks_;
   int64_t next_id_ = 1;
   EngineStats stats_;
 };

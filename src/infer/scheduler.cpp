@@ -17,6 +17,17 @@ void Scheduler::preempt(size_t index) {
   waiting_.push_front(std::move(s));
 }
 
+bool Scheduler::drop_waiting_blocks(const Sequence* keep) {
+  bool dropped = false;
+  for (auto& w : waiting_)
+    if (w.get() != keep && !w->table.blocks.empty()) {
+      blocks_.release(w->table);
+      w->computed = 0;  // recomputes its prompt and tokens when admitted
+      dropped = true;
+    }
+  return dropped;
+}
+
 std::vector<Scheduled> Scheduler::schedule() {
   std::vector<Scheduled> out;
   int64_t budget = c_.max_num_batched_tokens;
@@ -24,10 +35,11 @@ std::vector<Scheduled> Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i].get();
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s->tokens.size()) - s->computed, budget);
-    bool ok = blocks_.reserve(s->table, s->computed + n);
+    bool ok = blocks_.reserve(s->table, s->computed, s->computed + n, &copies_);
+    if (!ok && drop_waiting_blocks(nullptr)) ok = blocks_.reserve(s->table, s->computed, s->computed + n, &copies_);
     while (!ok && running_.size() > i + 1) {
       preempt(running_.size() - 1);
-      ok = blocks_.reserve(s->table, s->computed + n);
+      ok = blocks_.reserve(s->table, s->computed, s->computed + n, &copies_);
     }
     if (!ok) {  // nothing younger left to take blocks from: this one waits
       preempt(i);
@@ -42,8 +54,12 @@ std::vector<Scheduled> Scheduler::schedule() {
     Sequence* s = waiting_.front().get();
     if (s->table.blocks.empty()) s->computed = blocks_.match_prefix(s->table, s->tokens, s->salt);
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s->tokens.size()) - s->computed, budget);
-    if (!blocks_.reserve(s->table, s->computed + n)) {
-      blocks_.release(s->table);  // give back the prefix it matched; retried next step
+    bool ok = blocks_.reserve(s->table, s->computed, s->computed + n, &copies_);
+    if (!ok && drop_waiting_blocks(s)) ok = blocks_.reserve(s->table, s->computed, s->computed + n, &copies_);
+    if (!ok) {
+      // Gives back the prefix it matched (or a fork's shared blocks: it recomputes them when
+      // admitted); retried next step.
+      blocks_.release(s->table);
       s->computed = 0;
       break;
     }
@@ -52,6 +68,12 @@ std::vector<Scheduled> Scheduler::schedule() {
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
+  return out;
+}
+
+std::vector<BlockCopy> Scheduler::take_copies() {
+  std::vector<BlockCopy> out;
+  out.swap(copies_);
   return out;
 }
 

@@ -3,7 +3,8 @@
 // unfinished prompt), then waiting ones in arrival order with their prompt chunked to what is
 // left of the budget. When a running sequence needs a block and none is available, the most
 // recently admitted running sequence is preempted: its blocks are released and it goes back to
-// the front of the queue, to recompute its prompt and generated tokens when readmitted.
+// the front of the queue, to recompute its prompt and generated tokens when readmitted. Blocks
+// that waiting forks hold (docs/ARCHITECTURE.md, "Forks") are given up before any preemption.
 #pragma once
 
 #include <cstdint>
@@ -46,8 +47,13 @@ class Scheduler {
  public:
   Scheduler(const SchedulerConfig& c, BlockManager& blocks) : c_(c), blocks_(blocks) {}
   void add(std::unique_ptr<Sequence> s) { waiting_.push_back(std::move(s)); }
+  // Queues s ahead of every waiting sequence (a fork, which already holds its parent's blocks).
+  void add_first(std::unique_ptr<Sequence> s) { waiting_.push_front(std::move(s)); }
   // The sequences of the next step (blocks reserved for their tokens); empty when idle.
   std::vector<Scheduled> schedule();
+  // The copy-on-write block copies the schedule() calls so far made, in order: the caller copies
+  // each block's K/V before the step's forward.
+  std::vector<BlockCopy> take_copies();
   // Removes a finished or aborted sequence (running or waiting), releasing its blocks.
   void remove(int64_t id);
   Sequence* find(int64_t id);
@@ -57,12 +63,16 @@ class Scheduler {
 
  private:
   void preempt(size_t index);
+  // Releases the blocks that waiting sequences other than keep hold (forks hold their parent's
+  // blocks until admitted): the first thing given up when blocks run short. false when none held any.
+  bool drop_waiting_blocks(const Sequence* keep);
 
   SchedulerConfig c_;
   BlockManager& blocks_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   int64_t preemptions_ = 0;
+  std::vector<BlockCopy> copies_;
 };
 
 }  // namespace unillm::infer

@@ -110,10 +110,9 @@ void EngineLoop::run() {
     // Only this thread touches the engine and channels_ from here on.
     for (Incoming& in : incoming) {
       std::vector<int64_t> ids;
-      try {
-        for (auto& r : in.requests) ids.push_back(engine_.add_request(std::move(r)));
+      try {  // n choices of one prompt: the engine forks them from the first (shared blocks)
+        ids = engine_.add_requests(std::move(in.requests));
       } catch (const std::exception& e) {  // validated in submit(): should not happen
-        for (int64_t id : ids) engine_.finish(id, infer::FinishReason::abort);
         fail(*in.channel, e.what());
         continue;
       }

@@ -73,5 +73,36 @@ TEST(BlockManager, LeastRecentlyReleasedCachedBlocksAreEvictedFirst) {
   EXPECT_EQ(m.match_prefix(d, pa, 0), 0);
 }
 
+TEST(BlockManager, ForksShareBlocksAndTheFirstWriterCopies) {
+  BlockManager m(6, 4, false);
+  BlockTable a;
+  ASSERT_TRUE(m.reserve(a, 6));  // blocks of positions 0-3 and 4-5
+  BlockTable b = m.fork(a);
+  EXPECT_EQ(b.blocks, a.blocks);
+  EXPECT_EQ(m.used(), 2);
+  EXPECT_EQ(m.refs(a.blocks[1]), 2);
+  // b writes position 6: its partial block is shared, so b gets a copy; block 0 stays shared.
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(m.reserve(b, 6, 7, &copies));
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].from, a.blocks[1]);
+  EXPECT_EQ(copies[0].to, b.blocks[1]);
+  EXPECT_NE(b.blocks[1], a.blocks[1]);
+  EXPECT_EQ(b.blocks[0], a.blocks[0]);
+  EXPECT_EQ(m.refs(a.blocks[1]), 1);
+  // a is the last holder of its block now: it writes in place.
+  ASSERT_TRUE(m.reserve(a, 6, 9, &copies));
+  EXPECT_EQ(copies.size(), 1u);
+  EXPECT_EQ(a.blocks.size(), 3u);
+  // Not enough blocks for a copy: refused, nothing changed.
+  BlockTable c = m.fork(b), d;
+  ASSERT_TRUE(m.reserve(d, 8));  // the last two free blocks
+  EXPECT_FALSE(m.reserve(c, 7, 8, &copies));
+  EXPECT_EQ(c.blocks, b.blocks);
+  EXPECT_EQ(copies.size(), 1u);
+  for (BlockTable* t : {&a, &b, &c, &d}) m.release(*t);
+  EXPECT_EQ(m.used(), 0);
+}
+
 }  // namespace
 }  // namespace unillm::infer

@@ -4,7 +4,9 @@
 // a tiny block budget, and seeded sampling; logprobs match the unbatched forward.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -220,6 +222,90 @@ TEST(Engine, FinishReleasesTheBlocksAndReportsOnce) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].finished, FinishReason::abort);
   EXPECT_FALSE(e.has_work());
+}
+
+// n choices of one prompt: the first computes the prompt, the others fork from it (shared
+// blocks, copy-on-write of the partial last one) and give what separate requests seeded
+// seed + i give alone.
+struct ForkRun {
+  std::vector<std::vector<int64_t>> ids;  // [prompt][choice]
+  std::map<int64_t, std::vector<int32_t>> tokens;
+  EngineStats stats;
+};
+
+ForkRun forked(const EngineConfig& c, int n, int64_t max_tokens, const std::function<void(Engine&, ForkRun&)>& before = {}) {
+  Engine e(model(), c);
+  ForkRun r;
+  const auto ps = prompts();
+  for (size_t i = 0; i < ps.size(); i += 3) {
+    std::vector<Request> choices;
+    for (int k = 0; k < n; ++k) {
+      Request q;
+      q.prompt = ps[i];
+      q.sampling = sampled();
+      q.seed = 1000 + i + k;
+      q.max_tokens = max_tokens;
+      q.ignore_eos = true;
+      choices.push_back(q);
+    }
+    r.ids.push_back(e.add_requests(choices));
+  }
+  if (before) before(e, r);
+  for (int64_t guard = 0; e.has_work() && guard < 100000; ++guard)
+    for (const StepOutput& o : e.step())
+      if (o.token >= 0) r.tokens[o.request].push_back(o.token);
+  EXPECT_FALSE(e.has_work());
+  EXPECT_EQ(e.blocks().used(), 0) << "every block is released at the end";
+  r.stats = e.stats();
+  return r;
+}
+
+void expect_choices_alone(const ForkRun& r, int64_t max_tokens) {
+  const auto ps = prompts();
+  for (size_t p = 0; p < r.ids.size(); ++p) {
+    for (size_t k = 0; k < r.ids[p].size(); ++k) {
+      SCOPED_TRACE(::testing::Message() << "prompt " << p * 3 << ", choice " << k);
+      EXPECT_EQ(r.tokens.count(r.ids[p][k]) ? r.tokens.at(r.ids[p][k]) : std::vector<int32_t>{},
+                alone(ps[p * 3], sampled(), 1000 + p * 3 + k, max_tokens));
+    }
+  }
+}
+
+TEST(Engine, ForkedChoicesShareThePromptAndEqualSeparateRequests) {
+  const ForkRun r = forked(config(256, 512, false), 4, 20);
+  expect_choices_alone(r, 20);
+  // Each prompt is computed once, not four times; the other choices copy its partial last block.
+  int64_t prompt_tokens = 0;
+  for (size_t i = 0; i < prompts().size(); i += 3) prompt_tokens += prompts()[i].size();
+  EXPECT_EQ(r.stats.computed_tokens, prompt_tokens + 6 * 4 * 19) << "6 prompts, 4 choices, 19 decodes each";
+  EXPECT_GT(r.stats.block_copies, 0);
+}
+
+TEST(Engine, ForkedChoicesUnderChunkingAndPreemption) {
+  // A 7-token budget chunks every prompt; 10 blocks of 16 slots force preemptions of forks
+  // (which then recompute their prompt) and copies of blocks shared at the time.
+  const ForkRun r = forked(config(10, 7, true), 3, 30);
+  expect_choices_alone(r, 30);
+  EXPECT_GT(r.stats.preemptions, 0);
+}
+
+TEST(Engine, ChoicesOutliveTheirParentAndEndAlone) {
+  // Ending the first choice before its prefill: the others compute the prompt themselves; ending
+  // a waiting choice reports it once and touches nothing else.
+  std::vector<int64_t> ended;
+  const ForkRun r = forked(config(256, 512, true), 3, 10, [&](Engine& e, ForkRun& run) {
+    e.finish(run.ids[0][0]);
+    e.finish(run.ids[1][2]);
+    ended = {run.ids[0][0], run.ids[1][2]};
+  });
+  for (int64_t id : ended) EXPECT_EQ(r.tokens.count(id), 0u);
+  const auto ps = prompts();
+  for (size_t p = 0; p < r.ids.size(); ++p)
+    for (size_t k = 0; k < 3; ++k) {
+      const int64_t id = r.ids[p][k];
+      if (std::find(ended.begin(), ended.end(), id) != ended.end()) continue;
+      EXPECT_EQ(r.tokens.at(id), alone(ps[p * 3], sampled(), 1000 + p * 3 + k, 10)) << "prompt " << p * 3 << ", choice " << k;
+    }
 }
 
 }  // namespace
