@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/thread_team.h"
+#include "infer/grammar.h"
 #include "ops/attention.h"
 #include "ops/gather.h"
 
@@ -50,8 +51,17 @@ void Engine::validate(const Request& r) const {
   const int64_t vocab = model_.config().vocab_size;
   for (int32_t t : r.prompt)
     if (t < 0 || t >= vocab) UNILLM_THROW(ConfigError, "[engine] prompt token id ", t, " is outside the vocabulary (", vocab, ")");
+  if (r.grammar && !trie_)
+    UNILLM_THROW(ConfigError, "[engine] structured output needs the tokenizer's vocabulary (Engine::set_vocabulary)");
   if (!r.adapter.empty() && !model_.has_adapter(r.adapter))
     UNILLM_THROW(ConfigError, "[engine] no adapter named '", r.adapter, "' is loaded");
+}
+
+void Engine::set_vocabulary(std::vector<std::string> token_bytes) {
+  UNILLM_CHECK(static_cast<int64_t>(token_bytes.size()) == model_.config().vocab_size,
+               "[engine] the vocabulary has ", token_bytes.size(), " tokens, the model ", model_.config().vocab_size);
+  trie_ = std::make_shared<const TokenTrie>(token_bytes);
+  token_bytes_ = std::move(token_bytes);
 }
 
 std::unique_ptr<Sequence> Engine::make_sequence(Request r) {
@@ -61,6 +71,7 @@ std::unique_ptr<Sequence> Engine::make_sequence(Request r) {
   s->prompt_len = static_cast<int64_t>(r.prompt.size());
   s->rng = Rng(r.seed);
   s->salt = r.adapter.empty() ? 0 : std::hash<std::string>()(r.adapter) | 1;
+  if (r.grammar) s->matcher = std::make_shared<GrammarMatcher>(r.grammar);
   s->req = std::move(r);
   stats_.prompt_tokens += s->prompt_len;
   return s;
@@ -202,8 +213,21 @@ StepOutput Engine::sample(Sequence& s, const float* logits, int64_t vocab) {
   StepOutput o;
   o.request = s.id;
   std::vector<float> row(logits, logits + vocab);
+  std::vector<uint8_t> allowed;
+  if (s.matcher) {  // structured output: the grammar's next tokens; a stop id once it is whole
+    s.matcher->allowed_tokens(*trie_, allowed);
+    const bool can_end = s.matcher->complete() && !s.req.ignore_eos;
+    for (int32_t id : s.req.stop_ids)
+      if (id >= 0 && id < vocab) allowed[id] = can_end;
+    if (std::find(allowed.begin(), allowed.end(), 1) == allowed.end()) {
+      // Nothing fits (a vocabulary without the bytes the grammar needs): end here.
+      o.finished = FinishReason::stop;
+      return o;
+    }
+  }
   try {
-    o.token = sample_token(row, s.req.sampling, s.tokens, s.rng, static_cast<size_t>(s.prompt_len));
+    o.token = sample_token(row, s.req.sampling, s.tokens, s.rng, static_cast<size_t>(s.prompt_len),
+                           s.matcher ? &allowed : nullptr);
   } catch (const NumericError&) {
     UNILLM_THROW(NumericError, "[engine] request ", s.id, ": the logits at position ",
                  s.tokens.size() - 1, " are NaN or inf (the model's weights or config give non-finite values)");
@@ -225,7 +249,12 @@ StepOutput Engine::sample(Sequence& s, const float* logits, int64_t vocab) {
   s.tokens.push_back(o.token);
   ++stats_.generated_tokens;
   const bool stop_id = std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), o.token) != s.req.stop_ids.end();
-  if (stop_id && !s.req.ignore_eos) {
+  bool grammar_done = false;
+  if (s.matcher && !stop_id) {
+    UNILLM_CHECK(s.matcher->accept(token_bytes_[o.token]), "[engine] a sampled token left the grammar");
+    grammar_done = s.matcher->complete() && !s.matcher->can_continue();
+  }
+  if ((stop_id && !s.req.ignore_eos) || grammar_done) {
     o.finished = FinishReason::stop;
   } else if (s.generated() >= s.req.max_tokens) {
     o.finished = FinishReason::length;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "infer/block_manager.h"
@@ -15,6 +16,8 @@
 #include "models/causal_lm.h"
 
 namespace unillm::infer {
+
+class TokenTrie;  // infer/grammar.h
 
 struct EngineConfig {
   int64_t block_size = 16;
@@ -43,6 +46,9 @@ class Engine {
   // add_request's checks alone; reads only constant facts (the config, the model's vocabulary
   // and adapters), so another thread may call it while this one steps.
   void validate(const Request& r) const;
+  // The bytes each token id adds to the output text (io::Tokenizer::token_bytes): what
+  // structured output (Request::grammar) matches tokens by. Set once, before such requests.
+  void set_vocabulary(std::vector<std::string> token_bytes);
   // Ends a request now (client gone, a stop string matched): its blocks are released at once and
   // the next step() reports it with `reason` (abort or stop).
   void finish(int64_t id, FinishReason reason = FinishReason::abort);
@@ -67,6 +73,8 @@ class Engine {
 
   models::CausalLM& model_;
   EngineConfig c_;
+  std::vector<std::string> token_bytes_;
+  std::shared_ptr<const TokenTrie> trie_;
   models::KvCaches caches_;
   BlockManager blocks_;
   Scheduler sched_;

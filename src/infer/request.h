@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +10,8 @@
 #include "infer/sampler.h"
 
 namespace unillm::infer {
+
+class Grammar;  // infer/grammar.h
 
 struct Request {
   std::vector<int32_t> prompt;  // token ids, not empty
@@ -23,6 +26,10 @@ struct Request {
   // alternatives (log-softmax of the model's logits, before the sampling processors).
   int logprobs = -1;
   std::string adapter;  // "" = the model's active adapters (CausalLM::set_active_adapters)
+  // Structured output: every token is sampled among those the grammar accepts next, a stop id
+  // only once the output is a whole sentence of it, and the request ends (stop) when the
+  // grammar admits nothing more. Needs Engine::set_vocabulary.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 enum class FinishReason { none, length, stop, abort };

@@ -86,8 +86,14 @@ void apply_min_p(std::vector<float>& scores, float min_p) {
 }
 
 std::vector<float> process_logits(const std::vector<float>& logits, const SamplingParams& params,
-                                  const std::vector<int32_t>& context, size_t prompt_len) {
+                                  const std::vector<int32_t>& context, size_t prompt_len,
+                                  const std::vector<uint8_t>* allowed) {
   std::vector<float> s = logits;
+  if (allowed) {
+    UNILLM_CHECK(allowed->size() == s.size(), "[sampler] the token mask does not cover the vocabulary");
+    for (size_t i = 0; i < s.size(); ++i)
+      if (!(*allowed)[i]) s[i] = kNegInf;
+  }
   apply_repetition_penalty(s, context, params.repetition_penalty);
   if (prompt_len < context.size())
     apply_presence_frequency(s, context.data() + prompt_len, context.size() - prompt_len,
@@ -101,13 +107,14 @@ std::vector<float> process_logits(const std::vector<float>& logits, const Sampli
 }
 
 int32_t sample_token(const std::vector<float>& logits, const SamplingParams& params,
-                     const std::vector<int32_t>& context, Rng& rng, size_t prompt_len) {
+                     const std::vector<int32_t>& context, Rng& rng, size_t prompt_len,
+                     const std::vector<uint8_t>* allowed) {
   UNILLM_CHECK(!logits.empty(), "[sampler] empty logits");
   // Checked before the processors: a NaN breaks the orderings top-k and top-p sort by, and the
   // argmax of a NaN row is id 0.
   if (!all_finite_f32(logits.data(), logits.size()))
     UNILLM_THROW(NumericError, "[sampler] the logits hold NaN or inf");
-  std::vector<float> s = process_logits(logits, params, context, prompt_len);
+  std::vector<float> s = process_logits(logits, params, context, prompt_len, allowed);
   if (params.temperature == 0.0f)
     return static_cast<int32_t>(std::max_element(s.begin(), s.end()) - s.begin());
   std::vector<double> p = softmax(s);

@@ -42,12 +42,16 @@ void apply_min_p(std::vector<float>& scores, float min_p);
 std::vector<double> softmax(const std::vector<float>& scores);
 
 // Applies the processors of params (all of them; temperature 0 skips the warpers) to logits.
-// context[prompt_len ..] are the generated tokens (presence/frequency penalties).
+// context[prompt_len ..] are the generated tokens (presence/frequency penalties). allowed, when
+// given, masks every token i with allowed[i] == 0 first (constrained decoding: at least one
+// token must be allowed).
 std::vector<float> process_logits(const std::vector<float>& logits, const SamplingParams& params,
-                                  const std::vector<int32_t>& context, size_t prompt_len = 0);
+                                  const std::vector<int32_t>& context, size_t prompt_len = 0,
+                                  const std::vector<uint8_t>* allowed = nullptr);
 // Picks the next token: argmax for temperature 0, else a draw from softmax(processed). Throws
 // NumericError when a logit is NaN or inf.
 int32_t sample_token(const std::vector<float>& logits, const SamplingParams& params,
-                     const std::vector<int32_t>& context, Rng& rng, size_t prompt_len = 0);
+                     const std::vector<int32_t>& context, Rng& rng, size_t prompt_len = 0,
+                     const std::vector<uint8_t>* allowed = nullptr);
 
 }  // namespace unillm::infer

@@ -18,6 +18,8 @@
 
 namespace unillm::infer {
 
+class GrammarMatcher;  // infer/grammar.h
+
 struct Sequence {
   int64_t id = 0;
   Request req;
@@ -28,6 +30,7 @@ struct Sequence {
   Rng rng;
   uint64_t salt = 0;  // prefix-cache salt: the adapter
   int64_t preemptions = 0;
+  std::shared_ptr<GrammarMatcher> matcher;  // the structured-output state (req.grammar)
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
 };
 

@@ -185,6 +185,11 @@ std::string Tokenizer::id_to_token(int32_t id) const {
   return id >= 0 && id < vocab_size() ? d_->tokens[id] : std::string();
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || id >= static_cast<int32_t>(d_->pieces.size()) || d_->special[id]) return {};
+  return d_->pieces[id];
+}
+
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < vocab_size() && d_->special[id];
 }

@@ -59,6 +59,9 @@ class Tokenizer {
   std::vector<int32_t> stop_ids() const;
   std::optional<int32_t> token_to_id(const std::string& token) const;
   std::string id_to_token(int32_t id) const;  // the vocab string ("▁Hello", "Ġworld"); "" if none
+  // The bytes token id adds in the middle of a decoded text (" Hello", " world"; a byte-fallback
+  // token its byte, possibly part of a UTF-8 character); "" for special tokens and unknown ids.
+  std::string token_bytes(int32_t id) const;
   bool is_special(int32_t id) const;
 
  private:

@@ -4,9 +4,13 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "infer/json_schema.h"
+
 namespace unillm::serve {
 
-using nlohmann::json;
+// Ordered: a json_schema's properties are generated in the order the client wrote them.
+using json = nlohmann::ordered_json;
 
 std::string error_body(const ApiError& e) {
   json err = {{"message", e.what()}, {"type", e.type}};
@@ -101,6 +105,29 @@ void parse_messages(const json& j, ParsedRequest& r) {
   if (r.messages.empty() || r.messages.size() % 2 == 0) bad("messages", "must end with a user message");
 }
 
+// {"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict"}}.
+std::shared_ptr<const infer::Grammar> response_format(const json& f) {
+  const char* param = "response_format";
+  if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+    bad(param, "must be an object with a 'type'");
+  const std::string type = f["type"].get<std::string>();
+  if (type == "text") return nullptr;
+  if (type == "json_object") return infer::json_object_grammar();
+  if (type != "json_schema") bad(param, "has type '" + type + "'; expected text, json_object or json_schema");
+  if (!present(f, "json_schema") || !f["json_schema"].is_object())
+    bad("response_format.json_schema", "is required (an object with 'name' and 'schema') for type json_schema");
+  const json& js = f["json_schema"];
+  if (!present(js, "name") || !js["name"].is_string()) bad("response_format.json_schema.name", "must be a string");
+  if (present(js, "strict") && !js["strict"].is_boolean()) bad("response_format.json_schema.strict", "must be true or false");
+  const json schema = present(js, "schema") ? js["schema"] : json::object();  // absent: any JSON value
+  if (!schema.is_object() && !schema.is_boolean()) bad("response_format.json_schema.schema", "must be a JSON Schema object");
+  try {
+    return infer::json_schema_grammar(schema);
+  } catch (const ConfigError& e) {
+    throw ApiError(400, std::string("'response_format.json_schema.schema': ") + e.what(), "response_format.json_schema.schema");
+  }
+}
+
 }  // namespace
 
 ParsedRequest parse_request(const std::string& body, Endpoint endpoint, const RequestLimits& lim) {
@@ -146,11 +173,7 @@ ParsedRequest parse_request(const std::string& body, Endpoint endpoint, const Re
     }
     if (present(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
       bad("logit_bias", "is not supported");
-    if (present(j, "response_format")) {
-      const json& f = j["response_format"];
-      if (!f.is_object() || !f.contains("type") || f["type"] != "text")
-        bad("response_format", "supports only {\"type\": \"text\"} so far");
-    }
+    if (present(j, "response_format")) r.grammar = response_format(j["response_format"]);
     r.n = static_cast<int>(integer(j, "n", 1, lim.max_n, 1));
     r.sampling.temperature = static_cast<float>(number(j, "temperature", 0, 2, 1));
     r.sampling.top_p = static_cast<float>(number(j, "top_p", 1e-9, 1, 1));

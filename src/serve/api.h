@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "data/template.h"
+#include "infer/request.h"
 #include "infer/sampler.h"
 
 namespace unillm::serve {
@@ -48,6 +50,8 @@ struct ParsedRequest {
   bool ignore_eos = false;
   bool stream = false, include_usage = false;
   int logprobs = -1;  // completions: 0..5; chat: top_logprobs (0..20) when logprobs is true
+  // response_format json_object / json_schema, compiled; null for text.
+  std::shared_ptr<const infer::Grammar> grammar;
 };
 
 struct RequestLimits {

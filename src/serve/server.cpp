@@ -65,6 +65,11 @@ struct Server::Impl {
   Impl(models::CausalLM& m, const io::Tokenizer& t, const data::ChatTemplate* ct,
        std::vector<int32_t> e, const infer::EngineConfig& ec, const ServerConfig& sc)
       : model(m), tok(t), tmpl(ct), eos(std::move(e)), c(sc), engine(m, ec), loop(engine, sc.max_queue) {
+    // Structured output matches tokens by their bytes; ids the tokenizer lacks (a model vocabulary
+    // padded beyond it) have none and are never sampled under a grammar.
+    std::vector<std::string> bytes(static_cast<size_t>(m.config().vocab_size));
+    for (size_t id = 0; id < bytes.size(); ++id) bytes[id] = t.token_bytes(static_cast<int32_t>(id));
+    engine.set_vocabulary(std::move(bytes));
     routes();
   }
 
@@ -140,6 +145,7 @@ struct Server::Impl {
       r.stop_ids = stop_ids;
       r.logprobs = p.logprobs;
       r.adapter = adapter;
+      r.grammar = p.grammar;
       reqs.push_back(std::move(r));
       job->choices.emplace_back(tok, p.stop);
       job->choices.back().last = job->arrival;

@@ -1,10 +1,12 @@
 // Fuzz target for the request bodies of `unillm serve` (serve::parse_request, src/serve/api.cpp):
 // any bytes either parse into a request inside OpenAI's ranges or throw serve::ApiError with a
-// 4xx status, never anything else. The first byte picks the endpoint (completions or chat).
+// 4xx status, never anything else. The first byte picks the endpoint (completions or chat). A
+// response_format schema is compiled into a grammar, which then matches the body's own bytes.
 #include <cstdint>
 #include <string>
 
 #include "fuzz_support.h"
+#include "infer/grammar.h"
 #include "serve/api.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -41,6 +43,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int32_t id : r.prompt_ids) fuzz::require(id >= 0 && id < lim.vocab_size, "prompt ids in the vocabulary");
   } else {
     fuzz::require(!r.prompt.empty(), "a prompt");
+  }
+  if (r.grammar) {  // the matcher over arbitrary bytes: refusals leave the state as it was
+    infer::GrammarMatcher m(r.grammar);
+    for (char c : body) {
+      const bool was_complete = m.complete();
+      if (!m.accept(std::string_view(&c, 1))) {
+        fuzz::require(m.complete() == was_complete, "a refused byte changes nothing");
+        break;
+      }
+    }
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A real OpenAI client against `unillm serve` (the `openai` package from PyPI, pinned in
 tests/reference/constraints.txt): models list, completion, chat completion, streaming, n > 1,
-logprobs, and a LoRA adapter served by name whose greedy output equals `unillm generate
+logprobs, structured output (a pydantic model through the client's `parse`, validated by
+pydantic), and a LoRA adapter served by name whose greedy output equals `unillm generate
 --adapter`. Trains that adapter first (a 4-step LoRA SFT of the bundled stories260K). The server
 binds to a free loopback port and is always stopped (SIGTERM, then SIGKILL) before this exits.
 
@@ -16,12 +17,25 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import List, Literal
 
 import openai
+import pydantic
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "assets" / "stories260K"
 PROMPT_IDS = [1, 403, 407, 261, 378, 260, 266, 292, 284, 343]
+
+
+class Pet(pydantic.BaseModel):
+    kind: Literal["cat", "dog", "fish"]
+    name: str = pydantic.Field(max_length=16)
+
+
+class Household(pydantic.BaseModel):
+    owner: str = pydantic.Field(max_length=24)
+    rooms: int = pydantic.Field(ge=1, le=12)
+    pets: List[Pet] = pydantic.Field(max_length=2)
 
 
 def fail(msg):
@@ -125,6 +139,29 @@ def main():
         content = clp.choices[0].logprobs.content
         check(len(content) >= 1 and len(content[0].top_logprobs) == 3, f"chat logprobs {content}")
 
+        # Structured output the way OpenAI users write it: a pydantic model, turned into a strict
+        # JSON schema by the client ($defs/$ref, enum, additionalProperties false, titles) and the
+        # answer validated by pydantic: an independent check of the grammar.
+        parse = getattr(c.chat.completions, "parse", None) or c.beta.chat.completions.parse
+        for seed in range(3):
+            done = parse(model="tiny", messages=[{"role": "user", "content": "Who lives here?"}],
+                         response_format=Household, max_tokens=400, temperature=1.0, seed=seed)
+            check(done.choices[0].finish_reason == "stop", f"structured finish {done.choices[0].finish_reason}")
+            got = done.choices[0].message.parsed
+            check(isinstance(got, Household), f"structured output not parsed: {done.choices[0].message.content!r}")
+        obj = c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hi"}],
+                                        response_format={"type": "json_object"}, max_tokens=300,
+                                        temperature=0.8, seed=5)
+        if obj.choices[0].finish_reason == "stop":
+            check(isinstance(json.loads(obj.choices[0].message.content), dict), "json_object")
+        try:
+            c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
+                                      response_format={"type": "json_schema", "json_schema": {
+                                          "name": "x", "schema": {"type": "string", "pattern": "a+"}}})
+            fail("an unsupported schema keyword was accepted")
+        except openai.BadRequestError as e:
+            check("pattern" in str(e), f"the 400 does not name the keyword: {e}")
+
         try:
             c.completions.create(model="nope", prompt="x", max_tokens=2)
             fail("an unknown model was accepted")
@@ -145,7 +182,7 @@ def main():
             fail("the server did not stop within 30 s of SIGTERM")
     check(rc == 0, f"the server exited {rc} on SIGTERM")
     print("openai_check: ok (models, completions = generate for base and adapter, chat, stream, "
-          "n=3 seeded, logprobs, 404, 401, SIGTERM)")
+          "n=3 seeded, logprobs, structured output, 404, 401, SIGTERM)")
 
 
 if __name__ == "__main__":
