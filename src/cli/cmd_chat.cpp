@@ -23,6 +23,7 @@ struct ChatFlags {
   std::vector<std::string> adapters;
   SamplingFlags sampling;
   RuntimeOptions runtime;
+  InferenceOptions inference;
 };
 
 // Drops the oldest (user, assistant) pairs until the prompt fits the context with room to answer.
@@ -49,10 +50,11 @@ int cmd_chat(const std::vector<std::string>& args) {
   p.option("system", "system prompt (default: the template's)", &f.system);
   add_sampling_options(p, f.sampling);
   add_runtime_options(p, f.runtime);
+  add_inference_options(p, f.inference);
   if (!p.parse(args)) return print_help(p);
   p.require("model");
   const Device device = setup_runtime(f.runtime);
-  auto [tok, model] = load_model(f.model, f.adapters, device);
+  auto [tok, model] = load_model(f.model, f.adapters, device, &f.inference);
   auto choice = data::choose_template(f.template_name, f.model);
   if (f.template_name.empty())
     std::fprintf(stderr, "unillm: chat template '%s'%s\n", choice.name.c_str(),

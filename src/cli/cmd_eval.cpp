@@ -17,6 +17,7 @@ int eval_ppl(const std::vector<std::string>& args) {
   bool json = false;
   std::vector<std::string> adapters;
   RuntimeOptions runtime;
+  InferenceOptions inference;
   ArgParser p("eval ppl", "Perplexity of a text file (one text, trailing newlines stripped).");
   p.option("model", "model dir", &model_dir);
   p.option("file", "text file", &file);
@@ -25,13 +26,14 @@ int eval_ppl(const std::vector<std::string>& args) {
   p.option("stride", "window stride (default = max-length)", &stride);
   p.flag("json", "print one JSON object", &json);
   add_runtime_options(p, runtime);
+  add_inference_options(p, inference);
   if (!p.parse(args)) return print_help(p);
   p.require("model");
   p.require("file");
   const Device device = setup_runtime(runtime);
   std::string text = read_text_file(file);
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  auto [tok, model] = load_model(model_dir, adapters, device);
+  auto [tok, model] = load_model(model_dir, adapters, device, &inference);
   if (!p.given("max-length")) max_length = std::min<int64_t>(model->config().max_position_embeddings, 4096);
   if (!p.given("stride")) stride = max_length;
   if (max_length < 2) UNILLM_THROW(ConfigError, "[eval ppl] --max-length must be >= 2");

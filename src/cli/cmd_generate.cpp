@@ -23,6 +23,7 @@ struct GenerateFlags {
   std::vector<std::string> stop;
   bool ignore_eos = false, output_ids = false, parse_special = false, quiet = false;
   RuntimeOptions runtime;
+  InferenceOptions inference;
 };
 
 }  // namespace
@@ -41,13 +42,14 @@ int cmd_generate(const std::vector<std::string>& args) {
   p.flag("parse-special", "treat special-token strings in --prompt as special tokens", &f.parse_special);
   p.flag("quiet", "no timing line on stderr", &f.quiet);
   add_runtime_options(p, f.runtime);
+  add_inference_options(p, f.inference);
   if (!p.parse(args)) return print_help(p);
   p.require("model");
   if (p.given("prompt") == p.given("prompt-ids"))
     UNILLM_THROW(ConfigError, "[generate] give exactly one of --prompt and --prompt-ids");
   const Device device = setup_runtime(f.runtime);
 
-  auto [tok, model] = load_model(f.model, f.adapters, device);
+  auto [tok, model] = load_model(f.model, f.adapters, device, &f.inference);
   const auto& cfg = model->config();
   std::vector<int32_t> eos = cfg.eos_token_ids;
   if (eos.empty()) eos = tok->stop_ids();

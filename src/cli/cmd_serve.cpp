@@ -25,6 +25,7 @@ struct ServeFlags {
   int64_t kv_memory_mib = 0, num_kv_blocks = 0, max_model_len = 0, max_queue = 256;
   bool no_prefix_caching = false;
   RuntimeOptions runtime;
+  InferenceOptions inference;
 };
 
 // SIGINT/SIGTERM (and SIGUSR1, our own wake-up at a normal exit), blocked in every thread: the
@@ -73,6 +74,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   p.option("max-queue", "waiting sequences beyond which requests get 503 (default 256)", &f.max_queue);
   p.flag("no-prefix-caching", "do not reuse the KV blocks of identical prompt prefixes", &f.no_prefix_caching);
   add_runtime_options(p, f.runtime);
+  add_inference_options(p, f.inference);
   if (!p.parse(args)) return print_help(p);
   p.require("model");
   if (p.given("kv-cache-memory") && p.given("num-kv-blocks"))
@@ -95,7 +97,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     names.push_back(a.substr(0, eq));
     dirs.push_back(a.substr(eq + 1));
   }
-  auto [tok, model] = load_model(f.model, {}, device);
+  auto [tok, model] = load_model(f.model, {}, device, &f.inference);
   for (size_t i = 0; i < names.size(); ++i) models::load_adapter(*model, dirs[i], names[i]);
   model->set_active_adapters({});  // "" in a request = the base model; adapters by name
   const auto& cfg = model->config();

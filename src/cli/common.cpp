@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "backends/cpu/register.h"
@@ -14,6 +15,7 @@
 #include "core/parallel.h"
 #include "core/registry.h"
 #include "models/adapter.h"
+#include "models/passes.h"
 #include "ops/matmul_compute.h"
 
 namespace unillm::cli {
@@ -196,8 +198,35 @@ void require_model_dir(const std::string& dir, const std::string& flag) {
                  "' is a file; expected a model directory (config.json, *.safetensors, tokenizer files)");
 }
 
+void add_inference_options(ArgParser& p, InferenceOptions& o) {
+  p.option("quant_type",
+           "weight-only quantisation at load: weight_only_int8 (per output channel) or weight_only_int4 "
+           "(group-wise); the decoder's linear layers, docs/export.md",
+           &o.quant_type);
+  p.option("group-size", "int4 group size along K (default 32: within 8 % perplexity on stories260K; 64 and 128 are smaller)", &o.group_size);
+  p.flag("quant-symmetric", "int4: symmetric codes (default asymmetric: a scale and a minimum per group)",
+         &o.symmetric);
+  p.option("passes", "run exactly these inference passes, comma-separated (default: those the flags ask for)",
+           &o.passes);
+  p.repeated("no-pass", "skip this inference pass (repeatable)", &o.no_pass);
+}
+
+namespace {
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= s.size() && !s.empty()) {
+    const size_t end = s.find(',', at);
+    out.push_back(s.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return out;
+}
+}  // namespace
+
 LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs,
-                       Device device) {
+                       Device device, const InferenceOptions* inference) {
   require_model_dir(dir);
   LoadedModel out;
   out.tokenizer = io::Tokenizer::load(dir);
@@ -213,6 +242,21 @@ LoadedModel load_model(const std::string& dir, const std::vector<std::string>& a
     models::load_adapter(*model, adapter_dirs[i], names.back());
   }
   model->set_active_adapters(names);
+  if (inference) {
+    std::optional<models::QuantizeOptions> quant;
+    if (!inference->quant_type.empty()) {
+      quant = models::QuantizeOptions{ops::quant_type_from_name(inference->quant_type), inference->group_size,
+                                      inference->symmetric};
+    }
+    const models::PassPlan plan = models::make_pass_plan(quant, split_commas(inference->passes), inference->no_pass);
+    if (!plan.passes.empty()) {
+      for (size_t i = 0; i < names.size(); ++i) {  // quantised weights take no adapters: merge them
+        models::merge_adapter(*model, names[i]);
+        std::fprintf(stderr, "[passes] merged adapter %s into the base weights\n", adapter_dirs[i].c_str());
+      }
+      models::run_passes(*model, plan, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    }
+  }
   // A bf16 model computes its GEMMs in bf16, as it would on a GPU (ops/matmul_compute.h).
   bool bf16 = false;
   for (const auto& [name, t] : model->named_parameters()) bf16 = bf16 || (t.ndim() == 2 && t.dtype() == DType::bf16);

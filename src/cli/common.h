@@ -51,6 +51,16 @@ std::string hf_cache_root();
 // Throws ConfigError unless dir is a directory (--model naming a file or nothing).
 void require_model_dir(const std::string& dir, const std::string& flag = "model");
 
+// Inference passes (models/passes.h) for the commands that load a model to run it.
+struct InferenceOptions {
+  std::string quant_type;  // --quant_type: "" (dense), weight_only_int8, weight_only_int4
+  int64_t group_size = 32;  // --group-size (int4)
+  bool symmetric = false;  // --quant-symmetric (int4; asymmetric by default: lower error)
+  std::string passes;  // --passes a,b: exactly these
+  std::vector<std::string> no_pass;  // --no-pass NAME (repeatable)
+};
+void add_inference_options(ArgParser& p, InferenceOptions& o);
+
 struct LoadedModel {
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::unique_ptr<models::CausalLM> model;
@@ -58,7 +68,9 @@ struct LoadedModel {
 // The tokenizer and model of dir (checked to fit each other before the weights are read), with
 // the PEFT LoRA adapters of adapter_dirs loaded and all of them active (named adapter0,
 // adapter1, … in the order given).
+// With inference options that ask for passes, the adapters are merged into the base first
+// (quantised weights take no adapters) and the passes run, each logged on stderr.
 LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs,
-                       Device device);
+                       Device device, const InferenceOptions* inference = nullptr);
 
 }  // namespace unillm::cli

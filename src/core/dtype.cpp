@@ -16,6 +16,8 @@ size_t dtype_size(DType t) {
     case DType::f16: return 2;
     case DType::i32: return 4;
     case DType::i64: return 8;
+    case DType::i8: return 1;
+    case DType::u4x2: return 1;
   }
   return 0;
 }
@@ -28,6 +30,8 @@ const char* dtype_name(DType t) {
     case DType::f16: return "f16";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
+    case DType::i8: return "i8";
+    case DType::u4x2: return "u4x2";
   }
   return "?";
 }
@@ -41,11 +45,15 @@ DType dtype_from_name(const std::string& name) {
   if (n == "f16" || n == "float16" || n == "half") return DType::f16;
   if (n == "i32" || n == "int32") return DType::i32;
   if (n == "i64" || n == "int64") return DType::i64;
+  if (n == "i8" || n == "int8") return DType::i8;
+  if (n == "u4x2") return DType::u4x2;
   UNILLM_THROW(DTypeError, "[dtype] unknown dtype '", name, "'");
 }
 
 bool dtype_from_code(int32_t code, DType* out) {
-  if (code < 0 || code > static_cast<int32_t>(DType::i64)) return false;
+  const bool known = (code >= 0 && code <= static_cast<int32_t>(DType::i64)) ||
+                     code == static_cast<int32_t>(DType::i8) || code == static_cast<int32_t>(DType::u4x2);
+  if (!known) return false;
   *out = static_cast<DType>(code);
   return true;
 }
@@ -112,6 +120,8 @@ double load_scalar(const void* p, DType t, int64_t i) {
     case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
     case DType::i32: return static_cast<const int32_t*>(p)[i];
     case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::i8: return static_cast<const int8_t*>(p)[i];
+    case DType::u4x2: return static_cast<const uint8_t*>(p)[i];  // the byte (both codes)
   }
   return 0;
 }
@@ -124,6 +134,8 @@ void store_scalar(void* p, DType t, int64_t i, double v) {
     case DType::f16: static_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v)); return;
     case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
     case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
+    case DType::i8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); return;
+    case DType::u4x2: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); return;
   }
 }
 

@@ -7,7 +7,9 @@
 
 namespace unillm {
 
-enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64 };
+// i8 and u4x2 hold quantised weights (ops/quant.h): u4x2 is a byte of two 4-bit codes, the
+// even element in the low nibble, so a u4x2 tensor is shaped in bytes ([N, ceil(K / 2)]).
+enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, i8 = 16, u4x2 = 17 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
@@ -16,7 +18,8 @@ const char* dtype_name(DType t);
 DType dtype_from_name(const std::string& name);
 bool is_floating(DType t);
 // The fixed code of t in the plugin ABI (unillm_dtype: f32 0, f64 1, bf16 2, f16 3, i32 4,
-// i64 5), and back (false for a code with no DType, e.g. the reserved quantised ones).
+// i64 5, i8 16, u4x2 17 = UNILLM_DTYPE_I4_PACKED), and back (false for a code with no DType,
+// e.g. the reserved block-quantised ones).
 inline int32_t dtype_code(DType t) { return static_cast<int32_t>(t); }
 bool dtype_from_code(int32_t code, DType* out);
 

@@ -42,7 +42,10 @@ std::string range_str(size_t a, size_t b) { return UNILLM_MSG("[", a, ", ", b, "
 bool parse_dtype(const std::string& s, DType* out) {
   static const std::pair<const char*, DType> kNames[] = {
       {"F32", DType::f32}, {"F64", DType::f64}, {"BF16", DType::bf16},
-      {"F16", DType::f16}, {"I32", DType::i32}, {"I64", DType::i64}};
+      {"F16", DType::f16}, {"I32", DType::i32}, {"I64", DType::i64},
+      // Quantised weights of an inference bundle (ops/quant.h): int8 codes, and packed 4-bit
+      // codes stored as plain bytes.
+      {"I8", DType::i8}, {"U8", DType::u4x2}};
   for (const auto& [n, t] : kNames) {
     if (s == n) {
       *out = t;
@@ -82,7 +85,7 @@ TensorInfo parse_entry(const std::string& name, const json& e, const std::string
   ti.name = name;
   const std::string ds = dt->get<std::string>();
   if (!parse_dtype(ds, &ti.dtype))
-    fail_tensor(path, name, "unsupported dtype '" + ds + "' (unillm reads F32, F64, BF16, F16, I32, I64)");
+    fail_tensor(path, name, "unsupported dtype '" + ds + "' (unillm reads F32, F64, BF16, F16, I32, I64, I8, U8)");
   uint64_t numel = 0;
   ti.shape = parse_shape(*sh, path, name, &numel);
   if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
@@ -174,6 +177,8 @@ const char* safetensors_dtype_name(DType t) {
     case DType::f16: return "F16";
     case DType::i32: return "I32";
     case DType::i64: return "I64";
+    case DType::i8: return "I8";
+    case DType::u4x2: return "U8";
   }
   return "?";
 }

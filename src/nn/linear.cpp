@@ -21,6 +21,8 @@ FusedLinear::FusedLinear(int64_t in_features, const std::vector<LinearPart>& par
     bparts.push_back({p.name + ".bias", total, total + p.out_features});
     total += p.out_features;
   }
+  in_ = in_features;
+  out_ = total;
   weight_ = Tensor::zeros({total, in_features}, weights.dtype, weights.device);
   register_fused_parameter("weight", &weight_, std::move(wparts));
   if (bias) {
@@ -51,13 +53,30 @@ Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse
     }
     adapters.push_back(std::move(in));
   }
+  if (qweight_.defined()) {
+    UNILLM_CHECK(adapters.empty(), "[nn] LoRA adapters over quantised weights are not supported yet: merge them before quantising");
+    return ops::linear_q(x, qweight_, bias_);
+  }
   if (adapters.empty()) return ops::linear(x, weight_, bias_, use);
   return ops::lora_linear(x, weight_, bias_, adapters, use);
+}
+
+void FusedLinear::set_quantized(ops::QuantizedWeight q) {
+  if (!lora_.empty())
+    UNILLM_THROW(ConfigError, "[nn] cannot quantise a linear layer with LoRA adapters attached (merge them first)");
+  q.check("linear layer " + (parts_.empty() ? std::string("?") : parts_[0].name));
+  if (q.n != out_ || q.k != in_)
+    UNILLM_THROW(ShapeError, "[nn] quantised weight of [", q.n, ", ", q.k, "] for a linear layer of [", out_, ", ", in_, "]");
+  qweight_ = std::move(q);
+  unregister_parameter(&weight_);
+  weight_ = Tensor();
 }
 
 void FusedLinear::add_lora(const std::string& name, const LoraConfig& c,
                            const std::vector<size_t>& parts, Rng& rng, uint64_t stream) {
   UNILLM_CHECK(!parts.empty() && !lora_.count(name), "[nn] add_lora '", name, "'");
+  if (qweight_.defined())
+    UNILLM_THROW(ConfigError, "[nn] adapter '", name, "' on a quantised linear layer: LoRA over quantised weights is not supported yet");
   auto w = std::make_unique<LoraWeights>();
   w->parts = parts;
   w->rank = c.rank;

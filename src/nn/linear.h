@@ -12,6 +12,7 @@
 #include "nn/lora.h"
 #include "nn/module.h"
 #include "ops/linear.h"
+#include "ops/quant.h"
 
 namespace unillm::nn {
 
@@ -31,8 +32,8 @@ class FusedLinear : public Module {
   // use = kGradOnly: only the backward node is wanted, y is zeros (ops::linear's contract).
   Tensor forward(const Tensor& x, const LoraRun* lora = nullptr,
                  ops::OutputUse use = ops::OutputUse::kValue) const;
-  int64_t in_features() const { return weight_.size(1); }
-  int64_t out_features() const { return weight_.size(0); }
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
   const Tensor& weight() const { return weight_; }
   const std::vector<LinearPart>& parts() const { return parts_; }
   int64_t part_begin(size_t i) const;  // first output row of part i
@@ -49,10 +50,20 @@ class FusedLinear : public Module {
   // W's dtype), then removes the adapter.
   void merge_lora(const std::string& name);
 
+  // Inference: replaces the dense weight by q (its codes, ops/quant.h), which forward then
+  // multiplies by through ops::linear_q; the dense weight is dropped (no longer a parameter).
+  // Adapters cannot be applied on top yet (QLoRA): refused while any is attached.
+  void set_quantized(ops::QuantizedWeight q);
+  const ops::QuantizedWeight& quantized() const { return qweight_; }
+  bool is_quantized() const { return qweight_.defined(); }
+  const Tensor& bias() const { return bias_; }
+
  private:
   std::vector<LinearPart> parts_;
-  Tensor weight_;  // [sum(out), in]
+  Tensor weight_;  // [sum(out), in]; undefined once quantised
   Tensor bias_;  // [sum(out)] f32 or undefined
+  ops::QuantizedWeight qweight_;  // the quantised weight, when set_quantized
+  int64_t in_ = 0, out_ = 0;
   std::map<std::string, std::unique_ptr<LoraWeights>> lora_;  // stable addresses (registered)
 };
 

@@ -87,6 +87,10 @@ void Module::unregister_adapter(const std::string& adapter) {
   std::erase_if(params_, [&](const ParamSlot& s) { return s.adapter == adapter; });
 }
 
+void Module::unregister_parameter(const Tensor* t) {
+  std::erase_if(params_, [&](const ParamSlot& s) { return s.tensor == t; });
+}
+
 void Module::register_module(const std::string& name, Module* m) { children_.emplace_back(name, m); }
 
 }  // namespace unillm::nn

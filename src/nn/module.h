@@ -76,6 +76,8 @@ class Module {
   // A fused parameter whose HF names are row ranges of t.
   void register_fused_parameter(const std::string& local_name, Tensor* t, std::vector<NamedPart> parts);
   void register_module(const std::string& name, Module* m);
+  // Drops the slot of t (a weight replaced by a quantised form).
+  void unregister_parameter(const Tensor* t);
   // An adapter's parameter (listed by parameters() and named_adapter_parameters(), never by
   // named_parameters()); unregister_adapter drops every slot of that adapter.
   void register_adapter_parameter(const std::string& adapter, const std::string& local_name,

@@ -17,6 +17,7 @@ namespace {
 
 void register_kernels() {
   register_linear();
+  register_linear_q();
   register_embedding();
   register_rms_norm();
   register_rope();

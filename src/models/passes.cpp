@@ -1,0 +1,90 @@
+// The pass table and the passes: quantize_weights (every decoder FusedLinear to int8 / int4
+// codes, ops::quantize_weight; the embedding and lm_head stay dense).
+#include "models/passes.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "nn/linear.h"
+
+namespace unillm::models {
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+void check_known(const std::string& name, const char* flag) {
+  const auto& k = known_passes();
+  if (std::find(k.begin(), k.end(), name) == k.end())
+    UNILLM_THROW(ConfigError, "[passes] ", flag, " names an unknown pass '", name, "' (known: ", join(k), ")");
+}
+
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+void quantize_weights(CausalLM& model, const QuantizeOptions& q,
+                      const std::function<void(const std::string&)>& log) {
+  if (!model.adapter_names().empty())
+    UNILLM_THROW(ConfigError, "[passes] quantize_weights: the model has LoRA adapters attached; merge them first");
+  size_t before = 0, after = 0;
+  int64_t layers = 0;
+  model.module().for_each_module("", [&](const std::string&, nn::Module& m) {
+    auto* lin = dynamic_cast<nn::FusedLinear*>(&m);
+    if (!lin || lin->is_quantized()) return;
+    before += lin->weight().nbytes();
+    ops::QuantizedWeight w = ops::quantize_weight(lin->weight(), q.type, q.group, q.symmetric);
+    after += w.bytes();
+    lin->set_quantized(std::move(w));
+    ++layers;
+  });
+  std::string what = ops::quant_type_name(q.type);
+  if (q.type == ops::QuantType::int4)
+    what += " g" + std::to_string(q.group) + (q.symmetric ? " symmetric" : " asymmetric");
+  log("[pass] quantize_weights: " + std::to_string(layers) + " linear layers to " + what + ", " +
+      mib(before) + " -> " + mib(after) + " (embedding and lm_head stay dense)");
+}
+
+}  // namespace
+
+const std::vector<std::string>& known_passes() {
+  static const std::vector<std::string> k{"quantize_weights"};
+  return k;
+}
+
+PassPlan make_pass_plan(const std::optional<QuantizeOptions>& quant, const std::vector<std::string>& only,
+                        const std::vector<std::string>& skip) {
+  PassPlan plan;
+  if (quant) {
+    plan.quantize = *quant;
+    plan.passes.push_back("quantize_weights");
+  }
+  if (!only.empty()) {
+    for (const auto& n : only) check_known(n, "--passes");
+    plan.passes = only;
+  }
+  for (const auto& n : skip) {
+    check_known(n, "--no-pass");
+    std::erase(plan.passes, n);
+  }
+  if (std::find(plan.passes.begin(), plan.passes.end(), "quantize_weights") != plan.passes.end() && !quant)
+    UNILLM_THROW(ConfigError, "[passes] quantize_weights needs --quant_type weight_only_int8 or weight_only_int4");
+  if (plan.quantize.type == ops::QuantType::int4 && plan.quantize.group <= 0)
+    UNILLM_THROW(ConfigError, "[passes] --group-size must be positive, got ", plan.quantize.group);
+  return plan;
+}
+
+void run_passes(CausalLM& model, const PassPlan& plan, const std::function<void(const std::string&)>& log) {
+  for (const auto& name : plan.passes) {
+    check_known(name, "the plan");
+    if (name == "quantize_weights") quantize_weights(model, plan.quantize, log);
+  }
+}
+
+}  // namespace unillm::models

@@ -1,0 +1,41 @@
+// Inference passes (docs/ARCHITECTURE.md, "Inference export and quantised weights"): named
+// rewrites of a loaded model that change what its one forward calls (weight formats, kernel
+// choices, fused ops) without touching the model code. A plan lists them in order with their
+// parameters; run_passes logs each as it runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/causal_lm.h"
+#include "ops/quant.h"
+
+namespace unillm::models {
+
+struct QuantizeOptions {
+  ops::QuantType type = ops::QuantType::int8;
+  int64_t group = 32;  // int4 only
+  bool symmetric = false;  // int4 only (int8 is always symmetric)
+};
+
+struct PassPlan {
+  std::vector<std::string> passes;  // in the order they run
+  QuantizeOptions quantize;  // quantize_weights
+};
+
+// The passes a plan may name, in their default order.
+const std::vector<std::string>& known_passes();
+// The plan that the inference flags ask for: quantize_weights when quant is set; then
+// `only` (--passes a,b: exactly these, in this order) replaces the list and `skip` (--no-pass)
+// removes names. Unknown names are a ConfigError naming them and the known ones.
+PassPlan make_pass_plan(const std::optional<QuantizeOptions>& quant, const std::vector<std::string>& only,
+                        const std::vector<std::string>& skip);
+// Runs the plan's passes on model in order; each logs one line through log ("[pass] NAME: ...").
+// A model with adapters attached is refused by the weight passes (merge them first).
+void run_passes(CausalLM& model, const PassPlan& plan,
+                const std::function<void(const std::string&)>& log);
+
+}  // namespace unillm::models

@@ -1,0 +1,66 @@
+// `--quant_type` at load (the quantize_weights pass): perplexity of the bundled stories260K on a
+// held-out story written for these tests (tests/data/heldout) within the bounds of the
+// f32 model — int8 within 0.5 %, int4 g32 (asymmetric, round to nearest) within 8 % — generation
+// on the quantised model, and the pass flags' errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "support/expect.h"
+#include "support/run_cli.h"
+
+namespace unillm {
+namespace {
+
+using testing::run_unillm;
+
+const std::string kModel = testing::source_path("assets/stories260K");
+const std::string kText = testing::source_path("tests/data/heldout/story.txt");
+
+double ppl(const std::string& flags, std::string* log = nullptr) {
+  auto r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --json --threads 1 " + flags);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (log) *log = r.err;
+  return nlohmann::json::parse(r.out).at("ppl").get<double>();
+}
+
+TEST(Quantize, PerplexityStaysWithinTheBounds) {
+  const double f32 = ppl("");
+  std::string log;
+  const double int8 = ppl("--quant_type weight_only_int8", &log);
+  EXPECT_NE(log.find("[pass] quantize_weights: 20 linear layers to weight_only_int8"), std::string::npos) << log;
+  EXPECT_LE(std::abs(int8 / f32 - 1), 0.005) << "int8 " << int8 << " vs f32 " << f32;
+  const double int4 = ppl("--quant_type weight_only_int4 --group-size 32");
+  EXPECT_LE(int4 / f32 - 1, 0.08) << "int4 g32 " << int4 << " vs f32 " << f32;
+  EXPECT_GT(int4, int8) << "int4 loses more than int8";
+  // --no-pass turns the quantisation off again: exactly the f32 figure.
+  EXPECT_EQ(ppl("--quant_type weight_only_int8 --no-pass quantize_weights"), f32);
+}
+
+TEST(Quantize, GenerateRunsOnQuantisedWeights) {
+  auto r = run_unillm("generate --model " + kModel + " --prompt 'Once upon a time' --max-new-tokens 12 "
+                      "--temperature 0 --output-ids --threads 1 --quant_type weight_only_int4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("weight_only_int4 g32 asymmetric"), std::string::npos) << r.err;
+  const std::string last = r.out.substr(r.out.rfind('['));
+  EXPECT_EQ(nlohmann::json::parse(last).size(), 12u) << r.out;
+}
+
+TEST(Quantize, BadPassFlagsAreClearErrors) {
+  auto r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --passes fuse_everything");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("unknown pass 'fuse_everything'"), std::string::npos) << r.err;
+  r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --quant_type weight_only_int3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("unknown quant_type 'weight_only_int3'"), std::string::npos) << r.err;
+  r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --passes quantize_weights");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("needs --quant_type"), std::string::npos) << r.err;
+  r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --quant_type weight_only_int4 --group-size 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--group-size must be positive"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace unillm

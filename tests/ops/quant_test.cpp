@@ -1,0 +1,168 @@
+// Weight-only quantisation (ops/quant.h): the codes and scales against the formulas written out
+// again here, the dequantisation error bound, and linear_q's kernels (GEMV for M <= 4, dequantised
+// panels + GEMM above; run at every ISA level by ops_tests_isa_*) against an f32 product with
+// the dequantised weight computed in double here; its backward against the same.
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "op_test_util.h"
+#include "ops/quant.h"
+
+namespace unillm {
+namespace {
+
+using ops::QuantizedWeight;
+using ops::QuantType;
+
+struct Format {
+  QuantType type;
+  int64_t group;
+  bool symmetric;
+  const char* name;
+};
+const Format kFormats[] = {{QuantType::int8, 0, true, "int8"},
+                           {QuantType::int4, 32, true, "int4 g32 sym"},
+                           {QuantType::int4, 32, false, "int4 g32 asym"},
+                           {QuantType::int4, 64, false, "int4 g64 asym"},
+                           {QuantType::int4, 128, true, "int4 g128 sym"},
+                           {QuantType::int4, 5, false, "int4 g5 (groups start mid-byte)"}};
+
+// The value code j of row r stands for, from the formulas of quant.h (independent of quant.cpp).
+double dequant(const QuantizedWeight& q, int64_t r, int64_t j) {
+  const int64_t G = q.groups(), g = j / q.group;
+  const double scale = q.scales.item({r, g});
+  if (q.type == QuantType::int8) return scale * q.data.item({r, j});
+  const auto byte = static_cast<int>(q.data.item({r, j / 2}));
+  const int code = j % 2 ? byte >> 4 : byte & 15;
+  (void)G;
+  return q.symmetric ? scale * (code - 8) : scale * code + q.mins.item({r, g});
+}
+
+class QuantTest : public optest::OpTest {};
+
+TEST_F(QuantTest, CodesAreNearestForTheirScaleAndBeatMinMax) {
+  for (const Format& f : kFormats) {
+    SCOPED_TRACE(f.name);
+    const int64_t n = 7, k = 172;  // 172: stories260K's FFN width, not a multiple of any group
+    Tensor w = optest::randn({n, k}, DType::f32, 3, 0.2);
+    w.data<float>()[5] = 0;  // a zero in a group
+    for (int64_t j = 0; j < k; ++j) w.data<float>()[2 * k + j] = 0.5f;  // a constant row
+    const QuantizedWeight q = ops::quantize_weight(w, f.type, f.group, f.symmetric);
+    q.check("test");
+    const int64_t group = f.type == QuantType::int8 ? k : f.group;
+    EXPECT_EQ(q.group, group);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t g = 0; g * group < k; ++g) {
+        const int64_t k0 = g * group, k1 = std::min(k, (g + 1) * group);
+        double lo = 1e9, hi = -1e9, amax = 0;
+        for (int64_t j = k0; j < k1; ++j) {
+          const double v = w.item({r, j});
+          lo = std::min(lo, v), hi = std::max(hi, v), amax = std::max(amax, std::fabs(v));
+        }
+        const double scale = q.scales.item({r, g});
+        if (f.type == QuantType::int8) {
+          EXPECT_NEAR(scale, amax / 127, 1e-6 * std::max(1.0, amax));
+        }
+        // Each code is the nearest one (within the code range) for the group's stored scale.
+        const double off = f.symmetric ? 0 : q.mins.item({r, g});
+        const int cmin = f.type == QuantType::int8 ? -127 : f.symmetric ? -8 : 0;
+        const int cmax = f.type == QuantType::int8 ? 127 : f.symmetric ? 7 : 15;
+        double err = 0, minmax_err = 0;
+        const double mm_step = f.type == QuantType::int8 ? amax / 127 : f.symmetric ? amax / 7 : (hi - lo) / 15;
+        for (int64_t j = k0; j < k1; ++j) {
+          const double v = w.item({r, j}), d = dequant(q, r, j);
+          double best = 1e30;
+          for (int c = cmin; c <= cmax; ++c) best = std::min(best, std::fabs(v - (scale * c + off)));
+          EXPECT_LE(std::fabs(v - d), best + 1e-6) << "row " << r << " col " << j << ": not the nearest code";
+          err += (v - d) * (v - d);
+          // The plain min/max quantiser, written out here.
+          const double base = f.symmetric ? 0 : lo;
+          const double c = mm_step > 0 ? std::clamp(std::nearbyint((v - base) / mm_step), double(cmin), double(cmax)) : 0;
+          minmax_err += std::pow(v - (mm_step * c + base), 2);
+        }
+        EXPECT_LE(err, minmax_err * (1 + 1e-5) + 1e-12) << "row " << r << " group " << g;
+      }
+    // dequantize_weight agrees with the formulas, and a constant row comes back exactly.
+    const Tensor deq = ops::dequantize_weight(q);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < k; ++j) EXPECT_NEAR(deq.item({r, j}), dequant(q, r, j), 1e-6);
+    if (!f.symmetric) {
+      for (int64_t j = 0; j < k; ++j) EXPECT_EQ(deq.item({2, j}), 0.5);
+    }
+  }
+}
+
+struct Shape3 {
+  int64_t m, k, n;
+};
+const Shape3 kShapes[] = {{1, 172, 33}, {2, 256, 64}, {3, 100, 65}, {4, 768, 40}, {5, 172, 70},
+                          {17, 300, 131}, {1, 1, 3}};
+
+TEST_F(QuantTest, LinearQMatchesTheDequantisedProduct) {
+  uint64_t seed = 10;
+  for (const Format& f : kFormats)
+    for (const Shape3& s : kShapes)
+      for (bool bias : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << f.name << " M=" << s.m << " K=" << s.k << " N=" << s.n << " bias=" << bias);
+        Tensor x = optest::randn({s.m, s.k}, DType::f32, seed++);
+        Tensor w = optest::randn({s.n, s.k}, DType::f32, seed++, 0.1);
+        Tensor b = bias ? optest::randn({s.n}, DType::f32, seed++) : Tensor();
+        const QuantizedWeight q = ops::quantize_weight(w, f.type, f.group, f.symmetric);
+        std::vector<double> want(s.m * s.n), scale(s.m * s.n);
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j) {
+            double acc = bias ? b.item({j}) : 0, mag = bias ? std::fabs(b.item({j})) : 0;
+            for (int64_t p = 0; p < s.k; ++p) {
+              acc += x.item({i, p}) * dequant(q, j, p);
+              mag += std::fabs(x.item({i, p}) * dequant(q, j, p));
+            }
+            want[i * s.n + j] = acc;
+            scale[i * s.n + j] = mag;
+          }
+        optest::expect_near(ops::linear_q(x, q, b), want, 1e-6, 1e-5, scale);
+        // The reference kernel (the fallback) too.
+        Tensor y = Tensor::empty({s.m, s.n}, DType::f32);
+        ops::QLinearArgs a{x.data<float>(), q.data.raw_data(), q.scales.data<float>(),
+                           q.mins.defined() ? q.mins.data<float>() : nullptr, bias ? b.data<float>() : nullptr,
+                           y.data<float>(), s.m, s.k, s.n, q.group, q.data.dtype()};
+        ops::linear_q_reference(a);
+        optest::expect_near(y, want, 1e-6, 1e-5, scale);
+      }
+}
+
+TEST_F(QuantTest, BackwardGivesDxThroughTheFrozenWeight) {
+  for (const Format& f : {kFormats[0], kFormats[2]}) {
+    SCOPED_TRACE(f.name);
+    Tensor x = optest::randn({3, 172}, DType::f32, 5);
+    x.set_requires_grad(true);
+    Tensor b = optest::randn({9}, DType::f32, 6);
+    b.set_requires_grad(true);
+    const QuantizedWeight q = ops::quantize_weight(optest::randn({9, 172}, DType::f32, 7, 0.1), f.type, 32, f.symmetric);
+    Tensor dy = optest::randn({3, 9}, DType::f32, 8);
+    Tensor y = ops::linear_q(x, q, b);
+    autograd::backward(y, dy);
+    std::vector<double> dx(3 * 172, 0), db(9, 0);
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 9; ++j) {
+        db[j] += dy.item({i, j});
+        for (int64_t p = 0; p < 172; ++p) dx[i * 172 + p] += dy.item({i, j}) * dequant(q, j, p);
+      }
+    optest::expect_near(x.grad(), dx, 1e-5, 1e-5);
+    optest::expect_near(b.grad(), db, 1e-5, 1e-5);
+  }
+}
+
+TEST_F(QuantTest, BadInputsAreClearErrors) {
+  Tensor w = optest::randn({4, 8}, DType::f32, 1);
+  EXPECT_THROW(ops::quantize_weight(w, QuantType::int4, 0, true), ConfigError);
+  EXPECT_THROW(ops::quant_type_from_name("weight_only_int3"), ConfigError);
+  QuantizedWeight q = ops::quantize_weight(w, QuantType::int4, 4, false);
+  EXPECT_THROW(ops::linear_q(optest::randn({2, 9}, DType::f32, 2), q), ShapeError);
+  q.mins = Tensor();
+  EXPECT_THROW(q.check("layer 0 q_proj"), ShapeError);
+  EXPECT_EQ(ops::quant_type_from_name("weight_only_int8"), QuantType::int8);
+}
+
+}  // namespace
+}  // namespace unillm
