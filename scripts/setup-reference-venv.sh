@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Creates the reference venv (default: .venv-ref at the repository root) for the `reference`
 # tests that need Hugging Face libraries: transformers, tokenizers, safetensors, peft and
-# accelerate, and the openai client (openai_check.py), pinned by tests/reference/constraints.txt,
-# over Debian's python3-torch (the venv sees the system site-packages). Idempotent: an existing
-# venv that imports them all with the pinned peft is kept.
+# accelerate, the openai client (openai_check.py) and llama.cpp's gguf-py (gguf_check.py), pinned
+# by tests/reference/constraints.txt, over Debian's python3-torch (the venv sees the system
+# site-packages). Idempotent: an existing venv that imports them all with the pinned peft and
+# gguf is kept.
 #   scripts/setup-reference-venv.sh [VENV_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,15 +14,19 @@ if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "setup-reference-venv: /usr/bin/python3 cannot import torch (apt-get install python3-torch python3-venv)" >&2
   exit 1
 fi
-check='import transformers, peft, accelerate, safetensors, jinja2, openai; print("transformers", transformers.__version__, "peft", peft.__version__, "openai", openai.__version__)'
+check='import importlib.metadata, transformers, peft, accelerate, safetensors, jinja2, openai, gguf; print("transformers", transformers.__version__, "peft", peft.__version__, "openai", openai.__version__, "gguf", importlib.metadata.version("gguf"))'
+# pip freeze is read whole first: `pip freeze | grep -q` under pipefail fails when grep stops
+# early and pip gets SIGPIPE.
+frozen=$([ -x "$venv/bin/pip" ] && "$venv/bin/pip" freeze 2>/dev/null || true)
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" >/dev/null 2>&1 &&
-   "$venv/bin/pip" freeze 2>/dev/null | grep -qxF "$(grep -E '^peft==' "$constraints")"; then
+   grep -qxF "$(grep -E '^peft==' "$constraints")" <<<"$frozen" &&
+   grep -qxF "$(grep -E '^gguf==' "$constraints")" <<<"$frozen"; then
   echo "setup-reference-venv: $venv is ready"
   exit 0
 fi
 /usr/bin/python3 -m venv --system-site-packages "$venv"
 pip=("$venv/bin/pip" install --disable-pip-version-check --quiet -c "$constraints")
-"${pip[@]}" transformers tokenizers safetensors Jinja2 openai
+"${pip[@]}" transformers tokenizers safetensors Jinja2 openai gguf
 # peft/accelerate declare torch>=1.13.0; pip reads Debian's 1.13.0a0 as below it (see constraints).
 "${pip[@]}" --no-deps peft accelerate
 "$venv/bin/python" -c "$check"

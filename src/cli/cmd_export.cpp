@@ -1,6 +1,7 @@
 // `unillm export CONFIG.yaml [key=value ...]`: LLaMA-Factory's `llamafactory-cli export` for
 // LoRA: loads model_name_or_path, merges the adapters of adapter_name_or_path in order, and
 // writes a Hugging Face dir to export_dir in shards of export_size GB.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -16,7 +17,29 @@ namespace unillm::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+// The value of --format (as "--format X" or "--format=X"), "" when absent.
+std::string format_flag(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--format") {
+      if (i + 1 == args.size()) UNILLM_THROW(ConfigError, "[export] --format needs a value (gguf)");
+      return args[i + 1];
+    }
+    if (args[i].rfind("--format=", 0) == 0) return args[i].substr(9);
+  }
+  return "";
+}
+}  // namespace
+
 int cmd_export(const std::vector<std::string>& args) {
+  // Flag-style exports (`--format gguf`) have their own parser; the YAML path is below.
+  if (!args.empty() && args[0].rfind("--", 0) == 0 && args[0] != "--help") {
+    const std::string format = format_flag(args);
+    if (format == "gguf") return export_gguf(args);
+    if (format.empty() && std::find(args.begin(), args.end(), "--inference_model") != args.end())
+      return export_inference_model(args);
+    if (!format.empty()) UNILLM_THROW(ConfigError, "[export] --format '", format, "' is not supported (gguf is)");
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf("usage: unillm export CONFIG.yaml [key=value ...]\n"
                 "Merges adapter_name_or_path into model_name_or_path and writes export_dir\n"

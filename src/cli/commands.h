@@ -16,6 +16,10 @@ int cmd_convert(const std::vector<std::string>& args);
 int cmd_init(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
+// `unillm export --format gguf ...` (cmd_export_gguf.cpp); cmd_export dispatches to it.
+int export_gguf(const std::vector<std::string>& args);
+// `unillm export --inference_model ...` (cmd_export_inference.cpp): an inference bundle.
+int export_inference_model(const std::vector<std::string>& args);
 int cmd_chat(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
 int cmd_preprocess(const std::vector<std::string>& args);

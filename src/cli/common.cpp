@@ -206,6 +206,7 @@ void add_inference_options(ArgParser& p, InferenceOptions& o) {
   p.option("group-size", "int4 group size along K (default 32: within 8 % perplexity on stories260K; 64 and 128 are smaller)", &o.group_size);
   p.flag("quant-symmetric", "int4: symmetric codes (default asymmetric: a scale and a minimum per group)",
          &o.symmetric);
+  p.option("keep-f32", "keep these dense: lm_head (quantised to int8 otherwise), embed (always dense)", &o.keep_f32);
   p.option("passes", "run exactly these inference passes, comma-separated (default: those the flags ask for)",
            &o.passes);
   p.repeated("no-pass", "skip this inference pass (repeatable)", &o.no_pass);
@@ -225,6 +226,25 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 }  // namespace
 
+DType parse_kv_cache_dtype(const std::string& name) {
+  if (name == "f32" || name == "float32") return DType::f32;
+  if (name == "bf16" || name == "bfloat16") return DType::bf16;
+  if (name == "f16" || name == "float16") return DType::f16;
+  UNILLM_THROW(ConfigError, "[cli] --kv-cache-dtype must be f32, bf16 or f16, got '", name, "'");
+}
+
+models::PassPlan inference_plan(const InferenceOptions& o) {
+  std::optional<models::QuantizeOptions> quant;
+  if (!o.quant_type.empty())
+    quant = models::QuantizeOptions{ops::quant_type_from_name(o.quant_type), o.group_size, o.symmetric};
+  for (const auto& part : split_commas(o.keep_f32)) {
+    if (part != "lm_head" && part != "embed")
+      UNILLM_THROW(ConfigError, "[cli] --keep-f32 takes lm_head and embed, got '", part, "'");
+    if (part == "lm_head" && quant) quant->keep_lm_head = true;
+  }
+  return models::make_pass_plan(quant, split_commas(o.passes), o.no_pass);
+}
+
 LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs,
                        Device device, const InferenceOptions* inference) {
   require_model_dir(dir);
@@ -243,12 +263,7 @@ LoadedModel load_model(const std::string& dir, const std::vector<std::string>& a
   }
   model->set_active_adapters(names);
   if (inference) {
-    std::optional<models::QuantizeOptions> quant;
-    if (!inference->quant_type.empty()) {
-      quant = models::QuantizeOptions{ops::quant_type_from_name(inference->quant_type), inference->group_size,
-                                      inference->symmetric};
-    }
-    const models::PassPlan plan = models::make_pass_plan(quant, split_commas(inference->passes), inference->no_pass);
+    const models::PassPlan plan = inference_plan(*inference);
     if (!plan.passes.empty()) {
       for (size_t i = 0; i < names.size(); ++i) {  // quantised weights take no adapters: merge them
         models::merge_adapter(*model, names[i]);

@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "io/tokenizer.h"
 #include "models/causal_lm.h"
+#include "models/passes.h"
 
 namespace unillm::cli {
 
@@ -56,10 +57,15 @@ struct InferenceOptions {
   std::string quant_type;  // --quant_type: "" (dense), weight_only_int8, weight_only_int4
   int64_t group_size = 32;  // --group-size (int4)
   bool symmetric = false;  // --quant-symmetric (int4; asymmetric by default: lower error)
+  std::string keep_f32;  // --keep-f32 lm_head,embed: left dense (the embedding always is)
   std::string passes;  // --passes a,b: exactly these
   std::vector<std::string> no_pass;  // --no-pass NAME (repeatable)
 };
 void add_inference_options(ArgParser& p, InferenceOptions& o);
+// --kv-cache-dtype: f32, bf16 or f16 (ConfigError naming the flag otherwise).
+DType parse_kv_cache_dtype(const std::string& name);
+// The pass plan the options ask for (ConfigError for unknown names or values).
+models::PassPlan inference_plan(const InferenceOptions& o);
 
 struct LoadedModel {
   std::unique_ptr<io::Tokenizer> tokenizer;

@@ -101,6 +101,8 @@ using tok::TokenizerData;
 Tokenizer::Tokenizer(std::unique_ptr<TokenizerData> data) : d_(std::move(data)) {}
 Tokenizer::~Tokenizer() = default;
 
+const tok::TokenizerData& Tokenizer::data() const { return *d_; }
+
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir) {
   std::unique_ptr<TokenizerData> d;
   if (tok::file_exists(dir + "/tokenizer.json")) {

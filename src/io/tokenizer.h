@@ -63,6 +63,9 @@ class Tokenizer {
   // token its byte, possibly part of a UTF-8 character); "" for special tokens and unknown ids.
   std::string token_bytes(int32_t id) const;
   bool is_special(int32_t id) const;
+  // The loaded vocabulary, merges/scores and special-token state (tokenizer_internal.h), for
+  // exporters that write the tokenizer in another format (GGUF). Read-only.
+  const tok::TokenizerData& data() const;
 
  private:
   explicit Tokenizer(std::unique_ptr<tok::TokenizerData> data);

@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "io/checkpoint.h"
+#include "models/inference_bundle.h"
 #include "models/llama.h"
 
 namespace unillm::models {
@@ -45,9 +47,11 @@ DType pick_weight_dtype(const io::CheckpointReader& ckpt, const LoadOptions& o) 
   return (d == DType::bf16 || d == DType::f16) ? d : DType::f32;
 }
 
-void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::string& dir) {
+// attached: checkpoint names already consumed (a bundle's quantised layers).
+void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::string& dir,
+                  const std::set<std::string>& attached) {
   std::map<std::string, bool> used;
-  for (auto& n : ckpt.names()) used[n] = false;
+  for (auto& n : ckpt.names()) used[n] = attached.count(n) > 0;
   for (auto& [name, param] : model.named_parameters()) {
     if (!ckpt.has(name))
       UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' missing from the checkpoint");
@@ -76,7 +80,10 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptio
   ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
   auto ckpt = io::CheckpointReader::open(dir);
   auto model = build_causal_lm(config, pick_weight_dtype(ckpt, options), options.device);
-  load_weights(*model, ckpt, dir);
+  // An inference bundle: its quantised layers take their codes from the checkpoint as they are.
+  std::set<std::string> attached;
+  if (const auto plan = read_inference_plan(dir)) attached = attach_quantized_weights(*model, ckpt, *plan, dir);
+  load_weights(*model, ckpt, dir, attached);
   return model;
 }
 
@@ -99,6 +106,19 @@ ForwardBatch single_sequence_batch(const std::vector<int32_t>& ids, int64_t past
   b.attn.kv_len = Tensor::from_ints({static_cast<int32_t>(past + t)}, {1});
   if (last_only) b.logit_rows = Tensor::from_ints({static_cast<int32_t>(t - 1)}, {1});
   return b;
+}
+
+const Tensor& CausalLM::lm_head_weight() const {
+  UNILLM_THROW(NotImplemented, "[models] this model has no lm_head weight to quantise");
+}
+
+void CausalLM::set_lm_head_quantized(ops::QuantizedWeight) {
+  UNILLM_THROW(NotImplemented, "[models] this model cannot take a quantised lm_head");
+}
+
+const ops::QuantizedWeight& CausalLM::lm_head_quantized() const {
+  static const ops::QuantizedWeight none;
+  return none;
 }
 
 Tensor CausalLM::logits_all(const std::vector<int32_t>& ids) {

@@ -11,6 +11,7 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "ops/quant.h"
 #include "models/kv_cache.h"
 #include "models/model_config.h"
 #include "nn/linear.h"
@@ -81,6 +82,14 @@ class CausalLM {
   // grad_scale_hint (the d(loss_sum) backward will get) lets the lm_head + cross-entropy compute
   // its gradients in the forward pass (one lm_head GEMM fewer); results are the same.
   virtual LossResult loss(const TrainBatch& batch, bool recompute, double grad_scale_hint = 0) = 0;
+  // The output projection [V, C] (the embedding when tied), and its quantised form for
+  // inference (the quantize_weights pass, models/passes.h): forward then multiplies by q; a
+  // separate lm_head's dense weight is dropped, a tied embedding stays for the lookup. Training
+  // (loss) refuses a quantised lm_head.
+  // (The defaults are for models without an lm_head to quantise: test doubles.)
+  virtual const Tensor& lm_head_weight() const;
+  virtual void set_lm_head_quantized(ops::QuantizedWeight q);
+  virtual const ops::QuantizedWeight& lm_head_quantized() const;
 
   // Convenience: logits for every position of one sequence, with a temporary one-block
   // cache. ids: token ids; returns f32 [T, V].

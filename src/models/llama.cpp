@@ -7,6 +7,7 @@
 #include "nn/recompute.h"
 #include "ops/cross_entropy.h"
 #include "ops/linear.h"
+#include "ops/quant.h"
 #include "ops/shape.h"
 
 namespace unillm::models {
@@ -130,7 +131,20 @@ Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
   Tensor x = layers(ops::embedding(b.ids, embed_), in, &caches, false);  // [N, C]
   if (b.logit_rows.defined()) x = ops::gather_rows(x, b.logit_rows);  // [M, C]
   x = norm_.forward(x);
+  if (lm_head_q_.defined()) return ops::linear_q(x, lm_head_q_);  // [M, V]
   return ops::linear(x, lm_head());  // [M, V]
+}
+
+void Llama::set_lm_head_quantized(ops::QuantizedWeight q) {
+  q.check("lm_head");
+  if (q.n != c_.vocab_size || q.k != c_.hidden_size)
+    UNILLM_THROW(ShapeError, "[llama] quantised lm_head of [", q.n, ", ", q.k, "], expected [", c_.vocab_size, ", ",
+                 c_.hidden_size, "]");
+  lm_head_q_ = std::move(q);
+  if (!c_.tie_word_embeddings && lm_head_.defined()) {
+    unregister_parameter(&lm_head_);
+    lm_head_ = Tensor();
+  }
 }
 
 namespace {
@@ -148,6 +162,8 @@ Tensor shifted_labels(const Tensor& labels) {
 }  // namespace
 
 LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scale_hint) {
+  if (lm_head_q_.defined())
+    UNILLM_THROW(ConfigError, "[llama] training through a quantised lm_head is not supported (load the model without --quant_type)");
   const int64_t b = batch.input_ids.size(0), t = batch.input_ids.size(1);
   nn::AttentionInputs in;
   in.positions = batch.position_ids.contiguous().view({b * t});

@@ -45,6 +45,9 @@ class Llama : public CausalLM, public nn::Module {
   nn::NamedTensors named_parameters() const override { return nn::Module::named_parameters(); }
   nn::Module& module() override { return *this; }
   LossResult loss(const TrainBatch& batch, bool recompute, double grad_scale_hint = 0) override;
+  const Tensor& lm_head_weight() const override { return lm_head(); }
+  void set_lm_head_quantized(ops::QuantizedWeight q) override;
+  const ops::QuantizedWeight& lm_head_quantized() const override { return lm_head_q_; }
 
  private:
   ModelConfig c_;
@@ -53,7 +56,8 @@ class Llama : public CausalLM, public nn::Module {
   Tensor embed_;  // [V, C]
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   nn::RMSNorm norm_;
-  Tensor lm_head_;  // [V, C]; undefined when tied (embed_ serves)
+  Tensor lm_head_;  // [V, C]; undefined when tied (embed_ serves) or quantised
+  ops::QuantizedWeight lm_head_q_;  // the quantised lm_head (inference), when set
   const Tensor& lm_head() const { return c_.tie_word_embeddings ? embed_ : lm_head_; }
   // The decoder layers over x [N, C] (before the final norm), shared by forward and loss: with
   // caches each layer writes and reads its paged K/V; without, recompute (training only) runs

@@ -1,5 +1,5 @@
 // The pass table and the passes: quantize_weights (every decoder FusedLinear to int8 / int4
-// codes, ops::quantize_weight; the embedding and lm_head stay dense).
+// codes, ops::quantize_weight; the lm_head to int8 unless kept; the embedding stays dense).
 #include "models/passes.h"
 
 #include <algorithm>
@@ -47,8 +47,15 @@ void quantize_weights(CausalLM& model, const QuantizeOptions& q,
   std::string what = ops::quant_type_name(q.type);
   if (q.type == ops::QuantType::int4)
     what += " g" + std::to_string(q.group) + (q.symmetric ? " symmetric" : " asymmetric");
+  std::string head = "lm_head dense";
+  if (!q.keep_lm_head && !model.lm_head_quantized().defined()) {
+    const Tensor& w = model.lm_head_weight();
+    ops::QuantizedWeight hq = ops::quantize_weight(w, ops::QuantType::int8, 0, true);
+    head = "lm_head int8 (" + mib(w.nbytes()) + " -> " + mib(hq.bytes()) + ")";
+    model.set_lm_head_quantized(std::move(hq));
+  }
   log("[pass] quantize_weights: " + std::to_string(layers) + " linear layers to " + what + ", " +
-      mib(before) + " -> " + mib(after) + " (embedding and lm_head stay dense)");
+      mib(before) + " -> " + mib(after) + "; " + head + "; embedding dense");
 }
 
 }  // namespace

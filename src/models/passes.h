@@ -19,6 +19,10 @@ struct QuantizeOptions {
   ops::QuantType type = ops::QuantType::int8;
   int64_t group = 32;  // int4 only
   bool symmetric = false;  // int4 only (int8 is always symmetric)
+  // The lm_head goes to int8 under both types (llama.cpp likewise keeps its output layer at more
+  // bits than Q4_0), unless kept dense. The embedding is always dense: its rows are gathered,
+  // not multiplied.
+  bool keep_lm_head = false;
 };
 
 struct PassPlan {

@@ -1,7 +1,7 @@
 // `--quant_type` at load (the quantize_weights pass): perplexity of the bundled stories260K on a
 // held-out story written for these tests (tests/data/heldout) within the bounds of the
 // f32 model — int8 within 0.5 %, int4 g32 (asymmetric, round to nearest) within 8 % — generation
-// on the quantised model, and the pass flags' errors.
+// on the quantised model, the pass flags' errors, and `export --inference_model`.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +60,25 @@ TEST(Quantize, BadPassFlagsAreClearErrors) {
   r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --quant_type weight_only_int4 --group-size 0");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--group-size must be positive"), std::string::npos) << r.err;
+}
+
+TEST(Quantize, ExportInferenceModelWritesWhatGenerateLoads) {
+  const std::string out = testing::temp_dir("bundle_cli") + "/b";
+  auto r = testing::run_unillm("export --inference_model --model_name_or_path " + kModel + " --output_path " + out +
+                               " --quant_type weight_only_int8 --block_attn --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string gen = " --prompt 'Once upon a time' --max-new-tokens 10 --temperature 0 --output-ids --threads 1";
+  auto a = testing::run_unillm("generate --model " + out + gen);
+  auto b = testing::run_unillm("generate --model " + kModel + " --quant_type weight_only_int8" + gen);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  r = testing::run_unillm("export --inference_model --model " + kModel + " --output " + out + " --dtype f8");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--dtype must be f32, bf16 or f16"), std::string::npos) << r.err;
+  r = testing::run_unillm("export --inference_model --model " + kModel + " --output " + kModel);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("would destroy it"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -35,6 +35,12 @@ float dot_u4(const float* x, const uint8_t* row, int64_t k0, int64_t n) {
   return s;
 }
 
+float row_u4(const float* x, const uint8_t* row, const float* scales, int64_t k, int64_t group) {
+  float s = 0;
+  for (int64_t k0 = 0, g = 0; k0 < k; k0 += group, ++g) s += scales[g] * dot_u4(x + k0, row, k0, std::min(group, k - k0));
+  return s;
+}
+
 }  // namespace portable
 
 namespace {
@@ -96,9 +102,8 @@ void linear_q_gemv(const QLinearArgs& a) {
       for (int64_t p = 0; p < len; ++p) s += a.x[i * a.k + k0 + p];
       xsum[i * G + g] = s;
     }
-  // Groups of an odd length leave later groups starting mid-byte: the SIMD dots want byte-aligned
-  // starts, the portable one does not.
-  const auto dot_u4 = a.group % 2 == 0 ? D.dot_u4 : &portable::dot_u4;
+  // The SIMD rows take groups of whole 32-code blocks; other group sizes run the portable row.
+  const auto row_u4 = a.group % 32 == 0 ? D.row_u4 : &portable::row_u4;
   parallel_for(a.n, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t j = lo; j < hi; ++j) {
       const auto* row = static_cast<const uint8_t*>(a.w) + j * rb;
@@ -108,12 +113,10 @@ void linear_q_gemv(const QLinearArgs& a) {
         if (int8) {
           s += a.scales[j] * D.dot_i8(x, reinterpret_cast<const int8_t*>(row), a.k);
         } else {
-          for (int64_t g = 0; g < G; ++g) {
-            const int64_t k0 = g * a.group, len = std::min(a.group, a.k - k0);
-            const float scale = a.scales[j * G + g];
-            const float off = a.mins ? a.mins[j * G + g] : -8.0f * scale;
-            s += scale * dot_u4(x + k0, row, k0, len) + off * xsum[i * G + g];
-          }
+          const float* scales = a.scales + j * G;
+          s += row_u4(x, row, scales, a.k, a.group);
+          for (int64_t g = 0; g < G; ++g)  // the code offsets: + lo (asymmetric) or - 8 · scale
+            s += (a.mins ? a.mins[j * G + g] : -8.0f * scales[g]) * xsum[i * G + g];
         }
         a.y[i * a.n + j] = s;
       }
@@ -127,7 +130,7 @@ void linear_q_kernel(const QLinearArgs& a) {
   linear_q_panels(a);
 }
 
-constexpr QDots kPortableDots{&portable::dot_i8, &portable::dot_u4};
+constexpr QDots kPortableDots{&portable::dot_i8, &portable::row_u4};
 
 }  // namespace
 

@@ -10,14 +10,17 @@ namespace unillm::cpu {
 struct QDots {
   // Σ x[i] · q[i] for i < n.
   float (*dot_i8)(const float* x, const int8_t* q, int64_t n);
-  // Σ x[i] · code(k0 + i) for i < n, the 4-bit codes of row (even k in the low nibble); the
-  // SIMD versions need an even k0.
-  float (*dot_u4)(const float* x, const uint8_t* row, int64_t k0, int64_t n);
+  // One row of packed 4-bit codes (even k in the low nibble): Σ_g scales[g] · Σ_{k in group g}
+  // x[k] · code(k), over groups of `group` (the last one shorter when group does not divide k).
+  // The SIMD versions need group % 32 == 0 (linear_q.cpp falls back to the portable one).
+  float (*row_u4)(const float* x, const uint8_t* row, const float* scales, int64_t k, int64_t group);
 };
 
 namespace portable {
 float dot_i8(const float* x, const int8_t* q, int64_t n);
+// Σ x[i] · code(k0 + i) for i < n (any k0).
 float dot_u4(const float* x, const uint8_t* row, int64_t k0, int64_t n);
+float row_u4(const float* x, const uint8_t* row, const float* scales, int64_t k, int64_t group);
 }  // namespace portable
 
 namespace avx2 {
