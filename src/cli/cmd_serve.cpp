@@ -24,6 +24,7 @@ struct ServeFlags {
   int64_t port = 8000, max_num_seqs = 32, max_batched = 256, block_size = 16;
   int64_t kv_memory_mib = 0, num_kv_blocks = 0, max_model_len = 0, max_queue = 256;
   bool no_prefix_caching = false;
+  std::string kv_dtype = "f32";
   RuntimeOptions runtime;
   InferenceOptions inference;
 };
@@ -73,6 +74,8 @@ int cmd_serve(const std::vector<std::string>& args) {
   p.option("max-model-len", "prompt + max_tokens cap (default: max_position_embeddings)", &f.max_model_len);
   p.option("max-queue", "waiting sequences beyond which requests get 503 (default 256)", &f.max_queue);
   p.flag("no-prefix-caching", "do not reuse the KV blocks of identical prompt prefixes", &f.no_prefix_caching);
+  p.option("kv-cache-dtype", "KV cache element type: f32 (default), bf16 or f16 (half the memory and the bytes decode reads)",
+           &f.kv_dtype);
   add_runtime_options(p, f.runtime);
   add_inference_options(p, f.inference);
   if (!p.parse(args)) return print_help(p);
@@ -125,7 +128,9 @@ int cmd_serve(const std::vector<std::string>& args) {
   ec.prefix_caching = !f.no_prefix_caching;
   ec.scheduler.max_num_seqs = f.max_num_seqs;
   ec.scheduler.max_num_batched_tokens = f.max_batched;
-  const int64_t block_bytes = 2 * cfg.num_layers * f.block_size * cfg.num_kv_heads * cfg.head_dim * 4;
+  ec.kv_dtype = parse_kv_cache_dtype(f.kv_dtype);
+  const int64_t block_bytes = 2 * cfg.num_layers * f.block_size * cfg.num_kv_heads * cfg.head_dim *
+                              static_cast<int64_t>(dtype_size(ec.kv_dtype));
   if (f.num_kv_blocks > 0) {
     ec.num_blocks = f.num_kv_blocks;
   } else if (f.kv_memory_mib > 0) {

@@ -32,11 +32,13 @@ constexpr int64_t kTeamMaxRows = 4;  // GEMV-sized steps run inside one held thr
 
 Engine::Engine(models::CausalLM& model, const EngineConfig& c)
     : model_(model), c_(c),
-      caches_(models::KvCaches::allocate(model.config(), c.num_blocks, c.block_size, DType::f32,
+      caches_(models::KvCaches::allocate(model.config(), c.num_blocks, c.block_size, c.kv_dtype,
                                          model.device())),
       blocks_(c.num_blocks, c.block_size, c.prefix_caching), sched_(c.scheduler, blocks_) {
   UNILLM_CHECK(c.scheduler.max_num_seqs > 0 && c.scheduler.max_num_batched_tokens > 0,
                "[engine] max_num_seqs and max_num_batched_tokens must be positive");
+  if (c.kv_dtype != DType::f32 && c.kv_dtype != DType::bf16 && c.kv_dtype != DType::f16)
+    UNILLM_THROW(ConfigError, "[engine] the KV cache dtype must be f32, bf16 or f16, got ", dtype_name(c.kv_dtype));
 }
 
 void Engine::validate(const Request& r) const {
@@ -70,7 +72,9 @@ std::unique_ptr<Sequence> Engine::make_sequence(Request r) {
   s->tokens = r.prompt;
   s->prompt_len = static_cast<int64_t>(r.prompt.size());
   s->rng = Rng(r.seed);
-  s->salt = r.adapter.empty() ? 0 : std::hash<std::string>()(r.adapter) | 1;
+  // Prefix-cache salt: the adapter and the KV dtype (blocks of another dtype hold other values).
+  s->salt = (r.adapter.empty() ? 0 : std::hash<std::string>()(r.adapter) | 1) ^
+            (static_cast<uint64_t>(dtype_code(c_.kv_dtype)) << 56);
   if (r.grammar) s->matcher = std::make_shared<GrammarMatcher>(r.grammar);
   s->req = std::move(r);
   stats_.prompt_tokens += s->prompt_len;

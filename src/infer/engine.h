@@ -23,6 +23,9 @@ struct EngineConfig {
   int64_t block_size = 16;
   int64_t num_blocks = 0;  // KV blocks of the whole cache (every sequence together)
   bool prefix_caching = true;
+  // The KV blocks' dtype: f32, or bf16/f16 (half the bytes the decode attention reads; the
+  // queries and the softmax stay f32). Part of the prefix-cache salt.
+  DType kv_dtype = DType::f32;
   SchedulerConfig scheduler;
 };
 

@@ -26,8 +26,12 @@ void check_caches(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache)
   check_f32_or_f64(kOp, "q", q);
   check_ndim(kOp, "q", q, 3);
   check_ndim(kOp, "k_cache", k_cache, 4);
-  check_dtype(kOp, "k_cache", k_cache, q.dtype());
-  check_dtype(kOp, "v_cache", v_cache, q.dtype());
+  // A 16-bit cache under f32 queries (--kv-cache-dtype bf16/f16) is read by the CPU kernels,
+  // which widen its rows as they load them; elsewhere the cache has the queries' dtype.
+  const bool half_cache = q.dtype() == DType::f32 && q.device().is_cpu() &&
+                          (k_cache.dtype() == DType::bf16 || k_cache.dtype() == DType::f16);
+  check_dtype(kOp, "k_cache", k_cache, half_cache ? k_cache.dtype() : q.dtype());
+  check_dtype(kOp, "v_cache", v_cache, k_cache.dtype());
   check_same_device(kOp, q, k_cache);
   check_same_device(kOp, q, v_cache);
   if (v_cache.shape() != k_cache.shape())
@@ -84,7 +88,8 @@ Tensor attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v
   if (out.numel() == 0) return out;
   AttentionArgs a{q.raw_data(), k.raw_data(), v.raw_data(), bt.data<int32_t>(),
                   qs.data<int32_t>(), kl.data<int32_t>(), out.raw_data(), bt.size(0), bt.size(1),
-                  k.size(1), q.size(1), k.size(2), q.size(2), scale, q.dtype(), q.size(0), k.size(0)};
+                  k.size(1), q.size(1), k.size(2), q.size(2), scale, q.dtype(), q.size(0), k.size(0),
+                  k.dtype()};
   KernelCall<AttentionArgs>(kOp, q.device(), q.dtype(), a)
       .in(q, &a.q).in(k, &a.k_cache).in(v, &a.v_cache).in(bt, &a.block_table)
       .in(qs, &a.q_start).in(kl, &a.kv_len).out(out, &a.out)
@@ -224,7 +229,7 @@ void attention_reference(const AttentionArgs& a) {
         for (int64_t t = 0; t <= pos; ++t) {
           double dot = 0;
           for (int64_t i = 0; i < d; ++i)
-            dot += load_scalar(a.q, a.dtype, qo + i) * load_scalar(a.k_cache, a.dtype, kv_off(t) + i);
+            dot += load_scalar(a.q, a.dtype, qo + i) * load_scalar(a.k_cache, a.cache_dtype, kv_off(t) + i);
           p[t] = dot * a.scale;
           mx = std::max(mx, p[t]);
         }
@@ -232,7 +237,7 @@ void attention_reference(const AttentionArgs& a) {
         for (int64_t i = 0; i < d; ++i) {
           double acc = 0;
           for (int64_t t = 0; t <= pos; ++t)
-            acc += p[t] * load_scalar(a.v_cache, a.dtype, kv_off(t) + i);
+            acc += p[t] * load_scalar(a.v_cache, a.cache_dtype, kv_off(t) + i);
           store_scalar(a.out, a.dtype, qo + i, pos >= 0 ? acc / sum : 0.0);
         }
       }

@@ -33,6 +33,8 @@ struct AttentionArgs {
   float scale;
   DType dtype;
   int64_t num_rows, num_blocks;  // N and NB: extents a device checks its pointers against
+  // The caches' dtype: dtype, or bf16/f16 under f32 queries on the CPU (--kv-cache-dtype).
+  DType cache_dtype = DType::f32;
 };
 using AttentionKernel = void(const AttentionArgs&);
 

@@ -99,7 +99,7 @@ class AttentionTest : public optest::OpTest {
                          p.batch.block_table.data<int32_t>(), p.batch.q_start.data<int32_t>(),
                          p.batch.kv_len.data<int32_t>(), ref.raw_data(),
                          static_cast<int64_t>(l.q_len.size()), p.max_blocks, l.block_size,
-                         l.heads, l.kv_heads, l.head_dim, scale, t, p.q.size(0), p.k.size(0)};
+                         l.heads, l.kv_heads, l.head_dim, scale, t, p.q.size(0), p.k.size(0), t};
     ops::attention_reference(a);
     optest::expect_near(ref, want, tol, tol);
   }
@@ -120,6 +120,27 @@ TEST_F(AttentionTest, ChunkedPrefillWithPrefixAndOddSizes) {
       // prefill with a cached prefix, a fresh prefill, a decode row and an idle sequence
       check({{5, 7, 1, 0, 13}, {12, 7, 30, 9, 13}, 3 * group, 3, 20, 5}, t, 20 + group);
       check({{9}, {9}, 4 * group, 4, 37, 3}, t, 30 + group);
+    }
+}
+
+// --kv-cache-dtype bf16 / f16: f32 queries over a 16-bit cache. The oracle reads the same
+// rounded cache values (in double), so only the kernel's f32 arithmetic differs.
+TEST_F(AttentionTest, HalfPrecisionCachesUnderF32Queries) {
+  for (DType cache : {DType::bf16, DType::f16})
+    for (int64_t group : {1, 4}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(cache) << " group=" << group);
+      const Layout l{{5, 1, 1, 0, 13}, {12, 40, 30, 9, 13}, 2 * group, 2, 64, 16};
+      Problem p = make_problem(l, DType::f32, 40 + group);
+      p.k = p.k.to(cache);
+      p.v = p.v.to(cache);
+      const float scale = 0.125f;
+      Problem rounded = p;  // the oracle's f64 view of the rounded values
+      rounded.k = p.k.to(DType::f32);
+      rounded.v = p.v.to(DType::f32);
+      const std::vector<double> want = oracle(l, rounded, scale);
+      optest::expect_near(ops::paged_attention(p.q, p.k, p.v, p.batch, scale), want, 2e-5, 2e-5);
+      // Only f32 queries take a 16-bit cache.
+      EXPECT_THROW(ops::paged_attention(p.q.to(DType::f64), p.k, p.v, p.batch, scale), DTypeError);
     }
 }
 

@@ -7,11 +7,36 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backends/cpu/attention/kv_cache_types.h"
 #include "backends/cpu/simd/vec_avx2.h"
 
 namespace unillm::cpu::avx2 {
 
 struct Avx2Ops {
+  // A 16-bit cache row (bf16 / f16), widened 8 at a time; the tail element by element.
+  static __m256 load8(const Bf16Cache* p) { return load_bf16x8(reinterpret_cast<const uint16_t*>(p)); }
+  static __m256 load8(const F16Cache* p) { return load_f16x8(reinterpret_cast<const uint16_t*>(p)); }
+  template <typename C>
+  static float dot(const float* a, const C* b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load8(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), s0);
+    float t = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; ++i) t += a[i] * cache_to_f32(b[i]);
+    return t;
+  }
+  template <typename C>
+  static void axpy(float* acc, float p, const C* x, int64_t n) {
+    const __m256 vp = _mm256_set1_ps(p);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vp, load8(x + i), _mm256_loadu_ps(acc + i)));
+    for (; i < n; ++i) acc[i] += p * cache_to_f32(x[i]);
+  }
   static float dot(const float* a, const float* b, int64_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int64_t i = 0;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backends/cpu/attention/kv_cache_types.h"
 #include "backends/cpu/simd/vec_avx512.h"
 
 namespace unillm::cpu::avx512 {
@@ -35,6 +36,31 @@ static inline __m512 exp16(__m512 x) {
 }
 
 struct Avx512Ops {
+  // A 16-bit cache row (bf16 / f16), widened 16 at a time (masked tails).
+  static __m512 load16(const Bf16Cache* p, __mmask16 m) { return load_bf16x16(reinterpret_cast<const uint16_t*>(p), m); }
+  static __m512 load16(const F16Cache* p, __mmask16 m) { return load_f16x16(reinterpret_cast<const uint16_t*>(p), m); }
+  template <typename C>
+  static float dot(const float* a, const C* b, int64_t n) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load16(b + i, kAll16), s0);
+      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), load16(b + i + 16, kAll16), s1);
+    }
+    for (; i < n; i += 16) {
+      const __mmask16 m = tail_mask16(n - i);
+      s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), load16(b + i, m), s0);
+    }
+    return hsum16(_mm512_add_ps(s0, s1));
+  }
+  template <typename C>
+  static void axpy(float* acc, float p, const C* x, int64_t n) {
+    const __m512 vp = _mm512_set1_ps(p);
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = tail_mask16(n - i);
+      _mm512_mask_storeu_ps(acc + i, m, _mm512_fmadd_ps(vp, load16(x + i, m), _mm512_maskz_loadu_ps(m, acc + i)));
+    }
+  }
   static float dot(const float* a, const float* b, int64_t n) {
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;
     int64_t i = 0;

@@ -11,10 +11,13 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/attention/kv_cache_types.h"
+#include "core/dtype.h"
 #include "core/parallel.h"
 #include "ops/attention.h"
 
 namespace unillm::cpu {
+
 
 struct AttnTile {
   int32_t seq, kv_head, row0, rows;
@@ -34,7 +37,7 @@ struct AttnScratch {
   std::vector<T> acc, m, l, scores;  // [R, D], [R], [R], [R, BS]
 };
 
-template <typename T, typename V>
+template <typename T, typename V, typename C = T>
 void attention_tile(const ops::AttentionArgs& a, const AttnTile& tl, AttnScratch<T>& w) {
   // Query vector v = (row, kv head, group member): row v / (NG·G), kv head tl.kv_head + v / G
   // % NG, member v % G, where NG = tl.kv_heads and G = query heads per kv head.
@@ -58,8 +61,8 @@ void attention_tile(const ops::AttentionArgs& a, const AttnTile& tl, AttnScratch
   for (int64_t b = 0; b * BS <= last_pos; ++b) {
     const int64_t t0 = b * BS, tn = std::min(BS, last_pos + 1 - t0);
     const int64_t base = int64_t{bt[b]} * BS * slot;  // the block's first slot, kv head 0
-    const T* kb = static_cast<const T*>(a.k_cache) + base;
-    const T* vb = static_cast<const T*>(a.v_cache) + base;
+    const C* kb = static_cast<const C*>(a.k_cache) + base;
+    const C* vb = static_cast<const C*>(a.v_cache) + base;
     // Scores, slot by slot (each slot's heads are adjacent), then the online-softmax update.
     for (int64_t t = 0; t < tn; ++t)
       for (int64_t v = 0; v < R; ++v)
@@ -88,8 +91,8 @@ void attention_tile(const ops::AttentionArgs& a, const AttnTile& tl, AttnScratch
 }
 
 // Runs all tiles: thread c takes tiles c, c + nt, c + 2·nt, ... (static, and balanced for causal
-// prefill where later tiles cost more).
-template <typename T, typename V>
+// prefill where later tiles cost more). C: the cache's element type (T, Bf16Cache or F16Cache).
+template <typename T, typename V, typename C = T>
 void attention_run(const ops::AttentionArgs& a) {
   const int64_t G = a.heads / a.kv_heads;
   const int64_t rows_per_tile = std::max<int64_t>(1, 8 / G);
@@ -103,8 +106,18 @@ void attention_run(const ops::AttentionArgs& a) {
     AttnScratch<T> w{std::vector<T>(R * a.head_dim), std::vector<T>(R), std::vector<T>(R),
                      std::vector<T>(R * a.block_size)};
     for (int64_t c = lo; c < hi; ++c)
-      for (int64_t i = c; i < n; i += nt) attention_tile<T, V>(a, tiles[i], w);
+      for (int64_t i = c; i < n; i += nt) attention_tile<T, V, C>(a, tiles[i], w);
   });
+}
+
+// The f32 kernel of a policy V, by the cache's dtype (f32, bf16 or f16).
+template <typename V>
+void attention_run_f32(const ops::AttentionArgs& a) {
+  switch (a.cache_dtype) {
+    case DType::bf16: return attention_run<float, V, Bf16Cache>(a);
+    case DType::f16: return attention_run<float, V, F16Cache>(a);
+    default: return attention_run<float, V, float>(a);
+  }
 }
 
 }  // namespace unillm::cpu

@@ -1,6 +1,8 @@
 // CPU paged_attention: tiling of the batch (attention_tiles, declared in attention/attention_tile.h)
 // and the portable (scalar) instantiation of the shared flash-style loop for f32/f64; the f32 AVX2
 // and AVX-512 instantiations live in paged_attention_avx2.cpp and paged_attention_avx512.cpp.
+#include <type_traits>
+
 #include "backends/cpu/attention/attention_tile.h"
 #include "backends/cpu/kernels/paged_attention_avx2.h"
 #include "backends/cpu/kernels/paged_attention_avx512.h"
@@ -29,13 +31,15 @@ namespace {
 
 template <typename T>
 struct ScalarOps {
-  static T dot(const T* a, const T* b, int64_t n) {
+  template <typename C>
+  static T dot(const T* a, const C* b, int64_t n) {
     T s = 0;
-    for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+    for (int64_t i = 0; i < n; ++i) s += a[i] * static_cast<T>(cache_to_f32(b[i]));
     return s;
   }
-  static void axpy(T* acc, T p, const T* x, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) acc[i] += p * x[i];
+  template <typename C>
+  static void axpy(T* acc, T p, const C* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) acc[i] += p * static_cast<T>(cache_to_f32(x[i]));
   }
   static void scale(T* acc, T c, int64_t n) {
     for (int64_t i = 0; i < n; ++i) acc[i] *= c;
@@ -49,7 +53,11 @@ struct ScalarOps {
 
 template <typename T>
 void attention_portable(const ops::AttentionArgs& a) {
-  attention_run<T, ScalarOps<T>>(a);
+  if constexpr (std::is_same_v<T, float>) {
+    attention_run_f32<ScalarOps<float>>(a);
+  } else {
+    attention_run<T, ScalarOps<T>>(a);
+  }
 }
 
 }  // namespace

@@ -6,6 +6,6 @@
 
 namespace unillm::cpu::avx2 {
 
-void attention_f32(const ops::AttentionArgs& a) { attention_run<float, Avx2Ops>(a); }
+void attention_f32(const ops::AttentionArgs& a) { attention_run_f32<Avx2Ops>(a); }
 
 }  // namespace unillm::cpu::avx2

@@ -6,6 +6,6 @@
 
 namespace unillm::cpu::avx512 {
 
-void attention_f32(const ops::AttentionArgs& a) { attention_run<float, Avx512Ops>(a); }
+void attention_f32(const ops::AttentionArgs& a) { attention_run_f32<Avx512Ops>(a); }
 
 }  // namespace unillm::cpu::avx512
