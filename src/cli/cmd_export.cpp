@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "models/adapter.h"
+#include "models/inference_bundle.h"
 #include "models/save.h"
 #include "train/args.h"
 #include "train/output_dir.h"
@@ -44,7 +45,8 @@ int cmd_export(const std::vector<std::string>& args) {
     std::printf("usage: unillm export CONFIG.yaml [key=value ...]\n"
                 "Merges adapter_name_or_path into model_name_or_path and writes export_dir\n"
                 "(keys: model_name_or_path, adapter_name_or_path, template, finetuning_type,\n"
-                "export_dir, export_size in GB per shard; see docs/finetuning.md).\n");
+                "export_dir, export_size in GB per shard, export_quantization_bit 8|4 for an inference\n"
+                "bundle; see docs/finetuning.md and docs/export.md).\n");
     return args.empty() ? 2 : 0;
   }
   RuntimeOptions runtime;
@@ -63,6 +65,7 @@ int cmd_export(const std::vector<std::string>& args) {
   }
   setup_runtime(runtime);
   train::TrainArgs a = train::load_train_args(args[0], overrides);
+  for (const auto& w : a.warnings) std::fprintf(stderr, "unillm: warning: %s\n", w.c_str());
   if (a.export_dir.empty())
     UNILLM_THROW(ConfigError, "[export] ", args[0], ": export_dir is required");
   const std::string base = train::resolve_model_path(a.model_name_or_path, hf_cache_root());
@@ -76,6 +79,25 @@ int cmd_export(const std::vector<std::string>& args) {
     models::load_adapter(*model, a.adapter_name_or_path[i], name);
     models::merge_adapter(*model, name);
     std::fprintf(stderr, "[export] merged %s\n", a.adapter_name_or_path[i].c_str());
+  }
+  if (a.export_quantization_bit != 0) {
+    // LLaMA-Factory quantises with GPTQ on export_quantization_dataset; unillm rounds to nearest
+    // (no calibration yet) and writes an inference bundle, which its own commands load.
+    models::PassPlan plan;
+    plan.passes = {"quantize_weights"};
+    plan.quantize.type = a.export_quantization_bit == 8 ? ops::QuantType::int8 : ops::QuantType::int4;
+    std::fprintf(stderr,
+                 "[export] export_quantization_bit %lld: writing an inference bundle (weight-only %s, round to "
+                 "nearest; docs/export.md), not a GPTQ checkpoint; export_quantization_dataset is not used\n",
+                 static_cast<long long>(a.export_quantization_bit), a.export_quantization_bit == 8 ? "int8" : "int4 g32");
+    models::run_passes(*model, plan, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    models::BundleOptions bo;
+    bo.source_dir = base;
+    bo.max_shard_bytes = static_cast<size_t>(a.export_size * 1e9);
+    models::save_inference_bundle(*model, plan, a.export_dir, bo);
+    std::printf("exported %s%s -> %s (inference bundle)\n", base.c_str(),
+                a.adapter_name_or_path.empty() ? "" : " + adapters", a.export_dir.c_str());
+    return 0;
   }
   models::SaveOptions so;
   so.max_shard_bytes = static_cast<size_t>(a.export_size * 1e9);  // HF: "5GB" = 5e9 bytes

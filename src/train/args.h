@@ -78,6 +78,9 @@ struct TrainArgs {
   // export (`unillm export`)
   std::string export_dir;
   double export_size = 5;  // GB per safetensors shard (LLaMA-Factory's default)
+  // 8 or 4: `unillm export` writes an inference bundle with weight-only int8 / int4 (g32,
+  // round to nearest) instead of an HF dir; 0: dense.
+  int64_t export_quantization_bit = 0;
   bool disable_shuffling = false;
   bool plot_loss = false;
   // --- trainer (HF TrainingArguments)

@@ -44,6 +44,14 @@ const std::map<std::string, Setter>& finetune_setters() {
       {"adapter_name_or_path",
        [](TrainArgs& a, const Field& f) { a.adapter_name_or_path = get_list(f); }},
       {"export_dir", [](TrainArgs& a, const Field& f) { a.export_dir = get_string(f); }},
+      {"export_quantization_bit",
+       [](TrainArgs& a, const Field& f) {
+         if (f.node.IsNull()) return;
+         a.export_quantization_bit = get_int(f, 0);
+         if (a.export_quantization_bit != 0 && a.export_quantization_bit != 8 && a.export_quantization_bit != 4)
+           UNILLM_THROW(NotImplemented, "[config] ", f.where, ": export_quantization_bit ", a.export_quantization_bit,
+                        " is not supported (8 or 4: weight-only int8 / int4)");
+       }},
       {"export_size",
        [](TrainArgs& a, const Field& f) {
          a.export_size = get_number_in(f, 0, INFINITY, true, false);

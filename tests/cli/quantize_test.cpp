@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <fstream>
 #include <regex>
 
 #include "support/expect.h"
@@ -18,8 +19,8 @@ using testing::run_unillm;
 const std::string kModel = testing::source_path("assets/stories260K");
 const std::string kText = testing::source_path("tests/data/heldout/story.txt");
 
-double ppl(const std::string& flags, std::string* log = nullptr) {
-  auto r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --json --threads 1 " + flags);
+double ppl(const std::string& flags, std::string* log = nullptr, const std::string& model = kModel) {
+  auto r = run_unillm("eval ppl --model " + model + " --file " + kText + " --json --threads 1 " + flags);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (log) *log = r.err;
   return nlohmann::json::parse(r.out).at("ppl").get<double>();
@@ -79,6 +80,25 @@ TEST(Quantize, ExportInferenceModelWritesWhatGenerateLoads) {
   r = testing::run_unillm("export --inference_model --model " + kModel + " --output " + kModel);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("would destroy it"), std::string::npos) << r.err;
+}
+
+// LLaMA-Factory's `export_quantization_bit` in an export YAML: an inference bundle (said on
+// stderr, with the unused calibration dataset), which loads to the in-memory quantised model.
+TEST(Quantize, ExportYamlWithQuantizationBitWritesABundle) {
+  const std::string dir = testing::temp_dir("export_qbit");
+  const std::string yaml = dir + "/export.yaml";
+  std::ofstream(yaml) << "model_name_or_path: " << kModel << "\nexport_dir: " << dir << "/out\n"
+                      << "export_quantization_bit: 4\nexport_quantization_dataset: data/c4_demo.jsonl\n";
+  auto r = run_unillm("export " + yaml + " --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("export_quantization_bit 4: writing an inference bundle"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'export_quantization_dataset' is accepted and ignored"), std::string::npos) << r.err;
+  EXPECT_EQ(ppl("", nullptr, dir + "/out"), ppl("--quant_type weight_only_int4"));
+  std::ofstream(yaml) << "model_name_or_path: " << kModel << "\nexport_dir: " << dir << "/out3\n"
+                      << "export_quantization_bit: 3\n";
+  r = run_unillm("export " + yaml);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("export_quantization_bit 3 is not supported"), std::string::npos) << r.err;
 }
 
 }  // namespace

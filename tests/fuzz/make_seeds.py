@@ -334,10 +334,60 @@ def tokenizer_json_seeds():
     copy("tokenizer_json", "stories260K_tokenizer.json", "assets/stories260K/tokenizer.json")
 
 
+def gguf_bytes(kvs, tensors, version=3, align=32):
+    """A GGUF file: kvs [(key, type, value)], tensors [(name, dims (ne order), ggml type, bytes)]."""
+    def gstr(v):
+        b = v.encode()
+        return struct.pack("<Q", len(b)) + b
+
+    def value(t, v):
+        if t == 4:
+            return struct.pack("<I", v)
+        if t == 6:
+            return struct.pack("<f", v)
+        if t == 8:
+            return gstr(v)
+        if t == 9:  # (element type, values)
+            et, vals = v
+            return struct.pack("<IQ", et, len(vals)) + b"".join(value(et, x) for x in vals)
+        raise ValueError(t)
+
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        out += gstr(k) + struct.pack("<I", t) + value(t, v)
+    offset, data = 0, b""
+    for name, dims, gt, payload in tensors:
+        out += gstr(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", gt, offset)
+        pad = (-len(payload)) % align
+        data += payload + b"\0" * pad
+        offset += len(payload) + pad
+    out += b"\0" * ((-len(out)) % align)
+    return out + data
+
+
+def gguf_header_seeds():
+    t = "gguf_header"
+    kvs = [("general.architecture", 8, "llama"), ("general.alignment", 4, 32),
+           ("llama.block_count", 4, 1), ("llama.attention.layer_norm_rms_epsilon", 6, 1e-5),
+           ("tokenizer.ggml.tokens", 9, (8, ["<unk>", "<s>", "</s>", "a"])),
+           ("tokenizer.ggml.scores", 9, (6, [0.0, 0.0, 0.0, -1.0]))]
+    f32 = struct.pack("<6f", *range(6))
+    q8_0 = struct.pack("<e", 0.5) + bytes(range(32))  # one block of 32
+    q4_0 = struct.pack("<e", 0.25) + bytes(range(16))
+    tensors = [("token_embd.weight", [3, 2], 0, f32), ("blk.0.attn_q.weight", [32, 1], 8, q8_0),
+               ("blk.0.ffn_down.weight", [32, 1], 2, q4_0)]
+    write(t, "tiny_llama.gguf", gguf_bytes(kvs, tensors))
+    write(t, "v2_no_tensors.gguf", gguf_bytes(kvs[:2], [], version=2))
+    write(t, "bad_magic.gguf", b"GGUX" + gguf_bytes(kvs, tensors)[4:])
+    write(t, "bad_row_not_whole_blocks.gguf", gguf_bytes(kvs, [("x", [31, 1], 8, q8_0)]))
+    write(t, "bad_truncated.gguf", gguf_bytes(kvs, tensors)[:-20])
+
+
 def main():
     for make in (sentencepiece_seeds, llama2c_tokenizer_seeds, llama2c_checkpoint_seeds,
                  model_config_seeds, tokenizer_configs_seeds, train_args_seeds,
-                 dataset_info_seeds, dataset_records_seeds, tokenizer_json_seeds):
+                 dataset_info_seeds, dataset_records_seeds, tokenizer_json_seeds, gguf_header_seeds):
         make()
     for d in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, d))
