@@ -3,6 +3,12 @@
 tokens and decode of N tokens, same weights, precision (f32 KV cache on both), threads.
 
   bench/.venv/bin/python bench/decode_bench.py [--shape stories110M] [--dtype f32] [--threads 2]
+  bench/.venv/bin/python bench/decode_bench.py --quant int8   # unillm weight_only_int8 vs Q8_0
+  bench/.venv/bin/python bench/decode_bench.py --quant int4   # unillm weight_only_int4 vs Q4_0
+
+--quant quantises both sides from the same f32 weights: unillm at load (--quant_type; the lm_head
+int8), llama.cpp with its own quantiser (llama_model_quantize, as llama-quantize: under Q4_0 its
+output layer is Q6_K). The bytes each side reads per token are printed beside the ratios.
 
 Both sides are timed the same way: prefill = one forward over the P prompt tokens up to the last
 token's logits; decode = N forwards of one token each (greedy argmax between them). unillm runs as
@@ -61,9 +67,43 @@ def kv_bytes_per_token(s, ctx):
     return s["layers"] * 2 * ctx * s["kv_heads"] * hd * 4
 
 
-def unillm_run(binary, model_dir, prompt, n, threads):
+# Bytes per weight of each quantised format (codes + scales), and of the lm_head beside it.
+QUANT = {
+    # unillm: int8 codes + an f32 scale per row (~1 B); int4 g32 asymmetric: 4 bits + f32 scale
+    # and minimum per 32 (0.75 B); the lm_head int8 under both.
+    "int8": dict(flag="weight_only_int8", unillm=1.0, unillm_head=1.0, ftype=7, gguf="Q8_0",
+                 llama=34 / 32, llama_head=34 / 32),
+    "int4": dict(flag="weight_only_int4", unillm=0.75, unillm_head=1.0, ftype=2, gguf="Q4_0",
+                 llama=18 / 32, llama_head=210 / 256),  # llama-quantize keeps output at Q6_K
+}
+
+
+def quant_bytes_per_token(s, layer_bpw, head_bpw):
+    C, F, V, L = s["dim"], s["hidden"], s["vocab"], s["layers"]
+    hd = C // s["heads"]
+    per_layer = C * s["heads"] * hd * 2 + C * s["kv_heads"] * hd * 2 + 3 * C * F
+    return L * per_layer * layer_bpw + V * C * head_bpw + (2 * L + 1) * C * 4
+
+
+def llama_quantize(gguf_path, quant, threads):
+    """llama.cpp's own quantiser on the f32 GGUF (what llama-quantize runs); cached beside it."""
+    import ctypes
+    import llama_cpp
+    out = Path(str(gguf_path).replace(".gguf", f"-{QUANT[quant]['gguf']}.gguf"))
+    if not out.exists():
+        p = llama_cpp.llama_model_quantize_default_params()
+        p.ftype = QUANT[quant]["ftype"]
+        p.nthread = threads
+        rc = llama_cpp.llama_model_quantize(str(gguf_path).encode(), str(out).encode(), ctypes.byref(p))
+        if rc != 0:
+            sys.exit(f"decode_bench: llama_model_quantize failed ({rc})")
+    return out
+
+
+def unillm_run(binary, model_dir, prompt, n, threads, extra=()):
     cmd = [str(binary), "generate", "--model", str(model_dir), "--prompt-ids", ",".join(map(str, prompt)),
-           "--max-new-tokens", str(n + 1), "--temperature", "0", "--threads", str(threads), "--ignore-eos"]
+           "--max-new-tokens", str(n + 1), "--temperature", "0", "--threads", str(threads), "--ignore-eos",
+           *extra]
     r = subprocess.run(cmd, capture_output=True, text=True)
     m = LINE.search(r.stderr)
     if r.returncode != 0 or not m:
@@ -115,6 +155,7 @@ def main():
     ap.add_argument("--models", default=str(HERE / "models"))
     ap.add_argument("--build", default=str(HERE.parent / "build-bench"))
     ap.add_argument("--skip-check", action="store_true", help="skip the greedy-token agreement check")
+    ap.add_argument("--quant", choices=sorted(QUANT), help="weight-only int8 / int4 on both sides")
     a = ap.parse_args()
     binary, stream_bin = Path(a.build) / "unillm", Path(a.build) / "bench/stream_bench"
     s = make_models.SHAPES[a.shape]
@@ -125,8 +166,11 @@ def main():
                                 (model_dir, gguf_path))
 
     prompt = [1] + [int(x) for x in np.random.default_rng(7).integers(3, s["vocab"], a.prompt - 1)]
+    extra = ["--quant_type", QUANT[a.quant]["flag"]] if a.quant else []
+    if a.quant:
+        gguf_path = llama_quantize(gguf_path, a.quant, a.threads)
     llm = make_models.llama_cpp_open(gguf_path, a.threads, n_ctx=a.prompt + a.decode + 16)
-    u, g = interleaved_medians(lambda: unillm_run(binary, model_dir, prompt, a.decode, a.threads),
+    u, g = interleaved_medians(lambda: unillm_run(binary, model_dir, prompt, a.decode, a.threads, extra),
                                lambda: llama_cpp_run(llm, prompt, a.decode), a.runs)
     bw = stream(stream_bin, a.threads)
     print(f"load after: {sh(['uptime']).split('load average:')[-1].strip()}")
@@ -134,6 +178,18 @@ def main():
     wb = weight_bytes_per_token(s, a.dtype)
     kv = kv_bytes_per_token(s, a.prompt + a.decode // 2)
     tag = f"{a.shape} {a.dtype}{' untied' if a.untied else ''}, {a.threads} threads, median of {a.runs}"
+    if a.quant:
+        q = QUANT[a.quant]
+        ub = quant_bytes_per_token(s, q["unillm"], q["unillm_head"])
+        lb = quant_bytes_per_token(s, q["llama"], q["llama_head"])
+        print(f"\n{tag}; unillm {q['flag']} vs llama.cpp {q['gguf']}")
+        print(f"{'':22}{'unillm':>10}{'llama.cpp':>11}{'ratio':>8}")
+        print(f"{'prefill-' + str(a.prompt) + ' tok/s':22}{u[0]:10.1f}{g[0]:11.1f}{u[0] / g[0]:8.2f}")
+        print(f"{'decode-' + str(a.decode) + ' tok/s':22}{u[1]:10.1f}{g[1]:11.1f}{u[1] / g[1]:8.2f}")
+        print(f"{'weights MB per token':22}{ub / 1e6:10.1f}{lb / 1e6:11.1f}")
+        print(f"{'decode GB/s (weights)':22}{u[1] * ub / 1e9:10.2f}{g[1] * lb / 1e9:11.2f}")
+        print("STREAM (same run): " + ", ".join(f"{k} {v:.1f}" for k, v in bw.items()) + " GB/s")
+        return
     print(f"\n{tag}")
     print(f"{'':22}{'unillm':>10}{'llama.cpp':>11}{'ratio':>8}")
     print(f"{'prefill-' + str(a.prompt) + ' tok/s':22}{u[0]:10.1f}{g[0]:11.1f}{u[0] / g[0]:8.2f}")

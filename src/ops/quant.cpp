@@ -3,6 +3,7 @@
 #include "ops/quant.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "autograd/node.h"
@@ -163,6 +164,13 @@ class LinearQNode : public autograd::Node {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_int8_activations{true};
+}  // namespace
+
+bool linear_q_int8_activations() { return g_int8_activations.load(std::memory_order_relaxed); }
+void set_linear_q_int8_activations(bool on) { g_int8_activations.store(on, std::memory_order_relaxed); }
+
 QuantType quant_type_from_name(const std::string& name) {
   if (name == "weight_only_int8" || name == "int8") return QuantType::int8;
   if (name == "weight_only_int4" || name == "int4") return QuantType::int4;
@@ -265,7 +273,7 @@ Tensor linear_q(const Tensor& x_in, const QuantizedWeight& w, const Tensor& bias
     QLinearArgs a{x.data<float>(), w.data.raw_data(), w.scales.data<float>(),
                   w.mins.defined() ? w.mins.data<float>() : nullptr,
                   bias.defined() ? bias.data<float>() : nullptr, y.data<float>(), m, w.k, w.n, w.group,
-                  w.data.dtype()};
+                  w.data.dtype(), linear_q_int8_activations()};
     KernelCall<QLinearArgs>(kOp, w.data.device(), w.data.dtype(), a)
         .in(x, &a.x).in(w.data, &a.w).in(w.scales, &a.scales).in(w.mins, &a.mins).in(bias, &a.bias)
         .out(y, &a.y).run(linear_q_reference);

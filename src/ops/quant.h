@@ -69,7 +69,16 @@ struct QLinearArgs {
   float* y;  // [M, N] (overwritten)
   int64_t m, k, n, group;
   DType w_dtype;
+  // The kernel may quantise x to int8 (per block of 32, scale max|x| / 127) and multiply codes
+  // by codes (VNNI) where the CPU has it: linear_q_int8_activations().
+  bool int8_activations = false;
 };
+
+// Whether linear_q lets kernels quantise the activations to int8 (default on: on CPUs with
+// AVX512-VNNI it makes the int4 decode GEMV several times cheaper, within the quality bound of
+// docs/export.md). Tests that compare against an exact product turn it off.
+bool linear_q_int8_activations();
+void set_linear_q_int8_activations(bool on);
 using QLinearKernel = void(const QLinearArgs&);
 // Dequantises each row of W and accumulates in double: the fallback and the tests' reference.
 void linear_q_reference(const QLinearArgs& a);

@@ -99,7 +99,15 @@ struct Shape3 {
 const Shape3 kShapes[] = {{1, 172, 33}, {2, 256, 64}, {3, 100, 65}, {4, 768, 40}, {5, 172, 70},
                           {17, 300, 131}, {1, 1, 3}};
 
+// Exact activations (the kernels may not quantise x) for the comparisons with an exact product.
+struct ExactActivations {
+  bool prev = ops::linear_q_int8_activations();
+  ExactActivations() { ops::set_linear_q_int8_activations(false); }
+  ~ExactActivations() { ops::set_linear_q_int8_activations(prev); }
+};
+
 TEST_F(QuantTest, LinearQMatchesTheDequantisedProduct) {
+  ExactActivations exact;
   uint64_t seed = 10;
   for (const Format& f : kFormats)
     for (const Shape3& s : kShapes)
@@ -131,7 +139,49 @@ TEST_F(QuantTest, LinearQMatchesTheDequantisedProduct) {
       }
 }
 
+// With int8 activations allowed (the default), a kernel may quantise x per block of 32
+// (scale max|x| / 127, round to nearest: the VNNI int4 GEMV does at avx512_bf16 and above). The
+// result then stays within the exact product's rounding plus Σ_k |w_k| · |x_k − x̂_k|, the
+// activation rounding error computed here; kernels that keep x exact meet it too.
+TEST_F(QuantTest, Int8ActivationsStayWithinTheirRoundingError) {
+  ASSERT_TRUE(ops::linear_q_int8_activations()) << "on by default";
+  uint64_t seed = 50;
+  for (const Format& f : kFormats)
+    for (const Shape3& s : {Shape3{1, 768, 40}, Shape3{3, 256, 33}, Shape3{4, 128, 17}}) {
+      SCOPED_TRACE(::testing::Message() << f.name << " M=" << s.m << " K=" << s.k);
+      Tensor x = optest::randn({s.m, s.k}, DType::f32, seed++);
+      const QuantizedWeight q = ops::quantize_weight(optest::randn({s.n, s.k}, DType::f32, seed++, 0.1), f.type,
+                                                     f.group, f.symmetric);
+      std::vector<double> want(s.m * s.n), bound(s.m * s.n);
+      for (int64_t i = 0; i < s.m; ++i) {
+        std::vector<double> xr(s.k);  // x rounded to int8 per block of 32
+        for (int64_t b = 0; b * 32 < s.k; ++b) {
+          double amax = 0;
+          for (int64_t p = b * 32; p < std::min(s.k, b * 32 + 32); ++p) amax = std::max(amax, std::fabs(x.item({i, p})));
+          const double sc = static_cast<float>(amax) / 127.0f;
+          for (int64_t p = b * 32; p < std::min(s.k, b * 32 + 32); ++p)
+            xr[p] = sc > 0 ? sc * std::nearbyint(x.item({i, p}) / sc) : 0;
+        }
+        for (int64_t j = 0; j < s.n; ++j) {
+          double acc = 0, mag = 0, rounding = 0;
+          for (int64_t p = 0; p < s.k; ++p) {
+            const double w = dequant(q, j, p), v = x.item({i, p});
+            acc += v * w;
+            mag += std::fabs(v * w);
+            rounding += std::fabs(w) * std::fabs(v - xr[p]);
+          }
+          want[i * s.n + j] = acc;
+          bound[i * s.n + j] = 1e-5 * mag + 1.01 * rounding + 1e-6;
+        }
+      }
+      const std::vector<double> got = optest::doubles(ops::linear_q(x, q));
+      for (size_t e = 0; e < got.size(); ++e)
+        ASSERT_LE(std::fabs(got[e] - want[e]), bound[e]) << "element " << e;
+    }
+}
+
 TEST_F(QuantTest, BackwardGivesDxThroughTheFrozenWeight) {
+  ExactActivations exact;
   for (const Format& f : {kFormats[0], kFormats[2]}) {
     SCOPED_TRACE(f.name);
     Tensor x = optest::randn({3, 172}, DType::f32, 5);

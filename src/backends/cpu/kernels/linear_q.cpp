@@ -130,6 +130,12 @@ void linear_q_kernel(const QLinearArgs& a) {
   linear_q_panels(a);
 }
 
+// At avx512_bf16 and above (VNNI): int4 decode with int8 activations when the args allow it.
+void linear_q_kernel_vnni(const QLinearArgs& a) {
+  if (a.m <= kGemvMaxRows && avx512_bf16::linear_q_u4_vnni(a)) return;
+  linear_q_kernel<avx512::kQDots>(a);
+}
+
 constexpr QDots kPortableDots{&portable::dot_i8, &portable::row_u4};
 
 }  // namespace
@@ -139,7 +145,9 @@ void register_linear_q() {
   ops::QLinearKernel* k = by_level(&linear_q_kernel<kPortableDots>, &linear_q_kernel<avx2::kQDots>,
                                    &linear_q_kernel<avx512::kQDots>);
   reg.add<ops::QLinearKernel>("linear_q", DeviceKind::cpu, DType::i8, k, "", level_label());
-  reg.add<ops::QLinearKernel>("linear_q", DeviceKind::cpu, DType::u4x2, k, "", level_label());
+  const bool vnni = isa_at_least(IsaLevel::avx512_bf16);
+  reg.add<ops::QLinearKernel>("linear_q", DeviceKind::cpu, DType::u4x2, vnni ? &linear_q_kernel_vnni : k, "",
+                              vnni ? "avx512_vnni" : level_label());
 }
 
 }  // namespace unillm::cpu

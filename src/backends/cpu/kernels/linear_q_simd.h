@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "ops/quant.h"
+
 namespace unillm::cpu {
 
 struct QDots {
@@ -29,5 +31,10 @@ extern const QDots kQDots;
 namespace avx512 {
 extern const QDots kQDots;
 }
+namespace avx512_bf16 {
+// The int4 GEMV with int8 activations (VNNI), when args allow it (int8_activations, int4 codes,
+// group % 32 == 0, K % 64 == 0); false (nothing written) otherwise.
+bool linear_q_u4_vnni(const ops::QLinearArgs& a);
+}  // namespace avx512_bf16
 
 }  // namespace unillm::cpu

@@ -1,0 +1,90 @@
+// linear_q's int4 decode GEMV with int8 activations, for CPUs at the avx512_bf16 level (every
+// such CPU also has AVX512-VNNI; this file is compiled with both, CMakeLists.txt). x is quantised
+// per block of 32 (scale max|x| / 127, round to nearest); each pair of blocks multiplies 64 codes
+// by 64 activations in one vpdpbusd (u8 codes x s8 activations -> s32), instead of widening every
+// code to f32. The codes of a block are its 16 bytes' low nibbles (even k) then high nibbles (odd
+// k), so the activations are stored in that order: [A even, B even, A odd, B odd] per pair.
+#include "backends/cpu/kernels/linear_q_simd.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/simd/vec_avx512.h"
+#include "core/parallel.h"
+
+namespace unillm::cpu::avx512_bf16 {
+namespace {
+
+constexpr __mmask16 kAll = 0xffff;
+
+// x [K] → per block of 32 a scale and 32 int8 activations, laid out per pair of blocks as the
+// codes come out of their bytes.
+void quantize_x(const float* x, int64_t k, int8_t* xq, float* sx) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float* xb = x + b * 32;
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
+    sx[b] = s;
+    int8_t* pair = xq + (b / 2) * 64;
+    const int half = static_cast<int>(b % 2) * 16;  // A: bytes 0-15 / 32-47, B: 16-31 / 48-63
+    for (int i = 0; i < 16; ++i) {
+      pair[half + i] = static_cast<int8_t>(std::nearbyint(xb[2 * i] * inv));
+      pair[32 + half + i] = static_cast<int8_t>(std::nearbyint(xb[2 * i + 1] * inv));
+    }
+  }
+}
+
+// Σ_g scale_g Σ_{k in g} x_k c_k over one row, with x as quantised by quantize_x.
+float row_u4_vnni(const uint8_t* row, const int8_t* xq, const float* sx, const float* scales, int64_t k,
+                  int64_t group) {
+  const __m512i lanes = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+  const __m256i low = _mm256_set1_epi8(15);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k / 64; ++p) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + p * 32));
+    const __m256i even = _mm256_and_si256(v, low), odd = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    const __m512i codes = _mm512_maskz_inserti64x4(0xff, _mm512_castsi256_si512(even), odd, 1);
+    const __m512i xv = _mm512_loadu_si512(xq + p * 64);
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, xv);
+    const int64_t b0 = 2 * p, b1 = 2 * p + 1;
+    const float s0 = scales[b0 * 32 / group] * sx[b0], s1 = scales[b1 * 32 / group] * sx[b1];
+    const __m512 sv = _mm512_maskz_permutexvar_ps(kAll, lanes, _mm512_castps128_ps512(_mm_setr_ps(s0, s1, 0, 0)));
+    acc = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, dot), sv, acc);
+  }
+  return avx512::hsum16(acc);
+}
+
+}  // namespace
+
+bool linear_q_u4_vnni(const ops::QLinearArgs& a) {
+  if (!a.int8_activations || a.w_dtype != DType::u4x2 || a.group % 32 != 0 || a.k % 64 != 0) return false;
+  const int64_t G = (a.k + a.group - 1) / a.group, rb = (a.k + 1) / 2, nb = a.k / 32;
+  std::vector<int8_t> xq(a.m * a.k);
+  std::vector<float> sx(a.m * nb), xsum(a.m * G);
+  for (int64_t i = 0; i < a.m; ++i) {
+    quantize_x(a.x + i * a.k, a.k, xq.data() + i * a.k, sx.data() + i * nb);
+    for (int64_t g = 0; g < G; ++g) {  // the code offsets' share, from the exact activations
+      float s = 0;
+      for (int64_t j = g * a.group; j < std::min(a.k, (g + 1) * a.group); ++j) s += a.x[i * a.k + j];
+      xsum[i * G + g] = s;
+    }
+  }
+  parallel_for(a.n, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) {
+      const auto* row = static_cast<const uint8_t*>(a.w) + j * rb;
+      const float* scales = a.scales + j * G;
+      for (int64_t i = 0; i < a.m; ++i) {
+        float s = (a.bias ? a.bias[j] : 0.0f) + row_u4_vnni(row, xq.data() + i * a.k, sx.data() + i * nb, scales, a.k, a.group);
+        for (int64_t g = 0; g < G; ++g) s += (a.mins ? a.mins[j * G + g] : -8.0f * scales[g]) * xsum[i * G + g];
+        a.y[i * a.n + j] = s;
+      }
+    }
+  });
+  return true;
+}
+
+}  // namespace unillm::cpu::avx512_bf16
