@@ -121,12 +121,17 @@ void Engine::finish(int64_t id, FinishReason reason) {
       }
   if (!sched_.find(id)) return;
   sched_.remove(id);
-  // Choices that were to fork from this one compute their prompt themselves now.
-  if (auto it = forks_.find(id); it != forks_.end()) {
+  orphan_forks(id);
+  pending_.push_back(o);
+}
+
+void Engine::orphan_forks(int64_t parent) {
+  // Choices that were to fork from a sequence that ended before its prefill did compute their
+  // prompt themselves.
+  if (auto it = forks_.find(parent); it != forks_.end()) {
     for (auto& f : it->second) sched_.add(std::move(f));
     forks_.erase(it);
   }
-  pending_.push_back(o);
 }
 
 void Engine::start_forks(Sequence& s, const float* logits, int64_t vocab, std::vector<StepOutput>& out) {
@@ -305,7 +310,10 @@ std::vector<StepOutput> Engine::step() {
     if (out.back().finished != FinishReason::none) done.push_back(s.id);
     if (s.generated() == 1) start_forks(s, logits_row, vocab, out);
   }
-  for (int64_t id : done) sched_.remove(id);
+  for (int64_t id : done) {
+    sched_.remove(id);
+    orphan_forks(id);  // ended without a first token (the grammar admitted none): its forks go on
+  }
   ++stats_.steps;
   return out;
 }

@@ -72,6 +72,7 @@ class Engine {
   void copy_blocks(const std::vector<BlockCopy>& copies);
   // Starts the pending forks of s (its prefill just ended, its first token sampled from logits).
   void start_forks(Sequence& s, const float* logits, int64_t vocab, std::vector<StepOutput>& out);
+  void orphan_forks(int64_t parent);  // queues the pending forks of a sequence that ended
   StepOutput sample(Sequence& s, const float* logits, int64_t vocab);
 
   models::CausalLM& model_;

@@ -393,5 +393,29 @@ TEST(Engine, StructuredOutputIsJsonAndDoesNotDependOnTheBatch) {
   EXPECT_EQ(stopped, 6) << "bounded fields: every object ends within 120 tokens";
 }
 
+// A grammar that no token of the vocabulary can start ends the request at once (stop, no
+// token); the other choices of the request, waiting to fork from it, end the same way instead
+// of being left behind.
+TEST(Engine, AGrammarThatAdmitsNothingEndsEveryChoice) {
+  Engine e(model(), config(64, 64, true));
+  e.set_vocabulary(std::vector<std::string>(model().config().vocab_size, "x"));
+  Request q;
+  q.prompt = prompts()[0];
+  q.max_tokens = 5;
+  q.stop_ids = {2};
+  q.grammar = json_object_grammar();
+  const std::vector<int64_t> ids = e.add_requests({q, q, q});
+  std::map<int64_t, int> ends;
+  for (int guard = 0; e.has_work() && guard < 1000; ++guard)
+    for (const StepOutput& o : e.step()) {
+      EXPECT_EQ(o.token, -1);
+      EXPECT_EQ(o.finished, FinishReason::stop);
+      ++ends[o.request];
+    }
+  for (int64_t id : ids) EXPECT_EQ(ends[id], 1) << "request " << id << " ends once";
+  EXPECT_FALSE(e.has_work());
+  EXPECT_EQ(e.blocks().used(), 0);
+}
+
 }  // namespace
 }  // namespace unillm::infer
