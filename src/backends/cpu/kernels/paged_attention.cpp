@@ -14,7 +14,9 @@
 namespace unillm::cpu {
 
 std::vector<AttnTile> attention_tiles(const ops::AttentionArgs& a, int64_t rows_per_tile) {
-  const int64_t group = a.num_seqs >= 2 * num_threads() ? a.kv_heads : 1;
+  // Enough tiles for every thread, each taking as many adjacent kv heads as that allows.
+  const int64_t per_seq = std::max<int64_t>(1, num_threads() / std::max<int64_t>(1, a.num_seqs));
+  const int64_t group = a.num_seqs >= 2 * num_threads() ? a.kv_heads : std::max<int64_t>(1, (a.kv_heads + per_seq - 1) / per_seq);
   std::vector<AttnTile> tiles;
   for (int64_t s = 0; s < a.num_seqs; ++s) {
     const int64_t q_len = a.q_start[s + 1] - a.q_start[s];
