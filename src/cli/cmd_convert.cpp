@@ -32,7 +32,7 @@ int convert_llama2c_cmd(const std::vector<std::string>& args) {
 int convert_gguf_cmd(const std::vector<std::string>& args) {
   io::GgufConvertOptions o;
   bool force = false;
-  ArgParser p("convert gguf", "Convert a llama.cpp GGUF (llama, qwen2, qwen3) to an HF dir (docs/gguf.md).");
+  ArgParser p("convert gguf", "Convert a llama.cpp GGUF (llama, qwen2, qwen3) to an HF dir (docs/export.md).");
   p.option("input", "the .gguf file", &o.input);
   p.option("out", "output dir", &o.out_dir);
   p.flag("force", "overwrite a non-empty output dir", &force);

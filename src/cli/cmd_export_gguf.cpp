@@ -1,5 +1,5 @@
 // `unillm export --format gguf --model DIR --output FILE.gguf [--quant_type
-// f32|f16|bf16|q8_0|q4_0]`: an HF model dir as the GGUF llama.cpp loads (docs/gguf.md). The weights
+// f32|f16|bf16|q8_0|q4_0]`: an HF model dir as the GGUF llama.cpp loads (docs/export.md). The weights
 // come from the loaded model's named_parameters(), the HF names save_pretrained writes (q/k/v split
 // out of the fused matrix), so the export sees exactly what unillm runs.
 #include <cstdio>
@@ -86,7 +86,7 @@ std::string model_name(const std::string& dir) {
 
 int export_gguf(const std::vector<std::string>& args) {
   std::string format, model_dir, output, quant, outtype;
-  ArgParser p("export --format gguf", "Write an HF model dir as a llama.cpp GGUF (docs/gguf.md).");
+  ArgParser p("export --format gguf", "Write an HF model dir as a llama.cpp GGUF (docs/export.md).");
   p.option("format", "gguf", &format);
   p.option("model", "HF model dir (llama, mistral, qwen2, qwen3)", &model_dir);
   p.option("output", "the .gguf file to write", &output);

@@ -1,18 +1,14 @@
 // GGUF reading: the validating header parser (works on bytes in memory, for tests and fuzzers)
 // and GgufFile (mmap, typed metadata lookups, dequantisation to f32).
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <unordered_set>
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "io/mapped_file.h"
 #include "io/safetensors.h"  // host_tensor
 
 namespace unillm::io {
@@ -260,27 +256,12 @@ GgufHeader parse_gguf_header(const uint8_t* bytes, size_t n, size_t file_size,
 }
 
 std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file");
-  }
-  const auto size = static_cast<size_t>(st.st_size);
+  MappedFile m = map_file(path, "[gguf]");
+  const size_t size = m.size;
   std::shared_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   f->file_size_ = size;
-  if (size > 0) {
-    void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int mmap_errno = errno;
-    ::close(fd);
-    if (base == MAP_FAILED)
-      fail(path, std::string("mmap failed (") + std::strerror(mmap_errno) + ")");
-    f->mapping_ = std::shared_ptr<void>(base, [size](void* p) { ::munmap(p, size); });
-  } else {
-    ::close(fd);
-  }
+  f->mapping_ = std::move(m.data);
   f->header_ = parse_gguf_header(static_cast<const uint8_t*>(f->mapping_.get()), size, size, path);
   for (size_t i = 0; i < f->header_.tensors.size(); ++i) f->index_[f->header_.tensors[i].name] = i;
   for (size_t i = 0; i < f->header_.metadata.size(); ++i)

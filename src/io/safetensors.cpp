@@ -1,14 +1,11 @@
 // Safetensors header validation and the mmap-backed reader (zero-copy CPU tensors).
 #include "io/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <new>
 #include <set>
@@ -16,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/mapped_file.h"
 
 namespace unillm::io {
 
@@ -220,28 +218,14 @@ Tensor host_tensor(const Shape& shape, DType dtype) {
 }
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file");
-  }
-  size_t size = static_cast<size_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    parse_safetensors_header(nullptr, 0, size, path);  // throws the "shorter than 8 bytes" error
-  }
-  // Private + writable: writes through a tensor go to copy-on-write pages, never to the file.
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  int mmap_errno = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) fail(path, std::string("mmap failed (") + std::strerror(mmap_errno) + ")");
+  // Writable (private): writes through a tensor go to copy-on-write pages, never to the file.
+  MappedFile m = map_file(path, "[safetensors]", /*writable=*/true);
+  if (m.size < 8) parse_safetensors_header(nullptr, 0, m.size, path);  // the "shorter than 8 bytes" error
   std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  f->file_size_ = size;
-  f->mapping_ = std::shared_ptr<void>(base, [size](void* p) { ::munmap(p, size); });
-  f->header_ = parse_safetensors_header(static_cast<const uint8_t*>(base), size, size, path);
+  f->file_size_ = m.size;
+  f->mapping_ = std::move(m.data);
+  f->header_ = parse_safetensors_header(static_cast<const uint8_t*>(f->mapping_.get()), m.size, m.size, path);
   for (size_t i = 0; i < f->header_.tensors.size(); ++i) f->index_[f->header_.tensors[i].name] = i;
   return f;
 }
