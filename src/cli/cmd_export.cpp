@@ -8,8 +8,12 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
+#include "data/calibration.h"
+#include "io/tokenizer.h"
 #include "models/adapter.h"
+#include "models/calibration.h"
 #include "models/inference_bundle.h"
+#include "models/passes.h"
 #include "models/save.h"
 #include "train/args.h"
 #include "train/output_dir.h"
@@ -81,15 +85,23 @@ int cmd_export(const std::vector<std::string>& args) {
     std::fprintf(stderr, "[export] merged %s\n", a.adapter_name_or_path[i].c_str());
   }
   if (a.export_quantization_bit != 0) {
-    // LLaMA-Factory quantises with GPTQ on export_quantization_dataset; unillm rounds to nearest
-    // (no calibration yet) and writes an inference bundle, which its own commands load.
+    // LLaMA-Factory writes a GPTQ checkpoint for its own loader; unillm writes an inference
+    // bundle (docs/export.md), with GPTQ when export_quantization_dataset is set.
     models::PassPlan plan;
     plan.passes = {"quantize_weights"};
     plan.quantize.type = a.export_quantization_bit == 8 ? ops::QuantType::int8 : ops::QuantType::int4;
-    std::fprintf(stderr,
-                 "[export] export_quantization_bit %lld: writing an inference bundle (weight-only %s, round to "
-                 "nearest; docs/export.md), not a GPTQ checkpoint; export_quantization_dataset is not used\n",
-                 static_cast<long long>(a.export_quantization_bit), a.export_quantization_bit == 8 ? "int8" : "int4 g32");
+    std::fprintf(stderr, "[export] export_quantization_bit %lld: writing an inference bundle (weight-only %s, %s)\n",
+                 static_cast<long long>(a.export_quantization_bit), a.export_quantization_bit == 8 ? "int8" : "int4 g32",
+                 a.export_quantization_dataset.empty() ? "round to nearest" : "GPTQ");
+    if (!a.export_quantization_dataset.empty()) {
+      auto tok = io::Tokenizer::load(base);
+      const auto samples = data::calibration_samples(a.export_quantization_dataset, a.dataset_dir,
+                                                     a.export_quantization_nsamples, a.export_quantization_maxlen, *tok);
+      auto h = std::make_shared<models::InputHessians>(models::collect_input_hessians(*model, samples));
+      h->source = a.export_quantization_dataset + ": " + std::to_string(samples.size()) + " × " +
+                  std::to_string(a.export_quantization_maxlen) + " tokens";
+      plan.quantize.hessians = std::move(h);
+    }
     models::run_passes(*model, plan, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     models::BundleOptions bo;
     bo.source_dir = base;

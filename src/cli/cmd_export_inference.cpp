@@ -47,14 +47,18 @@ int export_inference_model(const std::vector<std::string>& args) {
   if (fs::exists(output, ec) && fs::equivalent(output, model, ec))
     UNILLM_THROW(ConfigError, "[export] --output is the source model dir; writing there would destroy it");
   const Device device = setup_runtime(runtime);
-  const models::PassPlan plan = inference_plan(inference);
-  auto [tok, loaded] = load_model(model, {}, device, &inference);
+  models::PassPlan plan;
+  auto [tok, loaded] = load_model(model, {}, device, &inference, &plan);
   models::BundleOptions bo;
   bo.source_dir = model;
   bo.dense_dtype = dense;
   models::save_inference_bundle(*loaded, plan, output, bo);
-  std::printf("exported %s -> %s (inference bundle, %s dense%s%s)\n", model.c_str(), output.c_str(), dtype_name(dense),
-              plan.passes.empty() ? "" : ", ", plan.passes.empty() ? "" : ops::quant_type_name(plan.quantize.type));
+  std::string passes;
+  for (const auto& name : plan.passes)
+    passes += (passes.empty() ? "" : ", ") +
+              (name == "quantize_weights" ? name + " " + ops::quant_type_name(plan.quantize.type) : name);
+  std::printf("exported %s -> %s (inference bundle, %s dense; passes: %s)\n", model.c_str(), output.c_str(),
+              dtype_name(dense), passes.empty() ? "none" : passes.c_str());
   return 0;
 }
 

@@ -40,7 +40,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   p.flag("ignore-eos", "keep generating after EOS", &f.ignore_eos);
   p.flag("output-ids", "print the generated ids as a JSON list on the last line", &f.output_ids);
   p.flag("parse-special", "treat special-token strings in --prompt as special tokens", &f.parse_special);
-  p.flag("quiet", "no timing line on stderr", &f.quiet);
+  p.flag("quiet", "no timing or pass lines on stderr", &f.quiet);
   add_runtime_options(p, f.runtime);
   add_inference_options(p, f.inference);
   if (!p.parse(args)) return print_help(p);
@@ -49,6 +49,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     UNILLM_THROW(ConfigError, "[generate] give exactly one of --prompt and --prompt-ids");
   const Device device = setup_runtime(f.runtime);
 
+  f.inference.quiet = f.quiet;
   auto [tok, model] = load_model(f.model, f.adapters, device, &f.inference);
   const auto& cfg = model->config();
   std::vector<int32_t> eos = cfg.eos_token_ids;

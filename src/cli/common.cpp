@@ -2,6 +2,7 @@
 #include "cli/common.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,7 +15,9 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/registry.h"
+#include "data/calibration.h"
 #include "models/adapter.h"
+#include "models/calibration.h"
 #include "models/passes.h"
 #include "ops/matmul_compute.h"
 
@@ -207,9 +210,16 @@ void add_inference_options(ArgParser& p, InferenceOptions& o) {
   p.flag("quant-symmetric", "int4: symmetric codes (default asymmetric: a scale and a minimum per group)",
          &o.symmetric);
   p.option("keep-f32", "keep these dense: lm_head (quantised to int8 otherwise), embed (always dense)", &o.keep_f32);
-  p.option("passes", "run exactly these inference passes, comma-separated (default: those the flags ask for)",
+  p.option("passes", "run exactly these inference passes, comma-separated (default: quantize_weights when --quant_type is set, then the exact fusions fuse_residual_rms_norm, fuse_rope_into_qk)",
            &o.passes);
   p.repeated("no-pass", "skip this inference pass (repeatable)", &o.no_pass);
+  p.option("calibration-data",
+           "GPTQ: quantise with error compensation on this calibration text, a dataset name in --dataset_dir's "
+           "dataset_info.json or a .txt/.json/.jsonl file with \"text\" records (LLaMA-Factory's export_quantization_dataset)",
+           &o.calibration_data);
+  p.option("calibration-samples", "GPTQ: calibration samples (default 128)", &o.calibration_samples);
+  p.option("calibration-len", "GPTQ: tokens per calibration sample (default 1024)", &o.calibration_len);
+  p.option("dataset_dir", "where --calibration-data names a dataset (default data)", &o.dataset_dir);
 }
 
 namespace {
@@ -246,7 +256,7 @@ models::PassPlan inference_plan(const InferenceOptions& o) {
 }
 
 LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs,
-                       Device device, const InferenceOptions* inference) {
+                       Device device, const InferenceOptions* inference, models::PassPlan* plan_out) {
   require_model_dir(dir);
   LoadedModel out;
   out.tokenizer = io::Tokenizer::load(dir);
@@ -263,14 +273,33 @@ LoadedModel load_model(const std::string& dir, const std::vector<std::string>& a
   }
   model->set_active_adapters(names);
   if (inference) {
-    const models::PassPlan plan = inference_plan(*inference);
-    if (!plan.passes.empty()) {
+    models::PassPlan plan = inference_plan(*inference);
+    const bool quantize = std::find(plan.passes.begin(), plan.passes.end(), "quantize_weights") != plan.passes.end();
+    if (!inference->calibration_data.empty() && !quantize)
+      UNILLM_THROW(ConfigError, "[cli] --calibration-data calibrates a quantisation: it needs --quant_type");
+    if (quantize) {
       for (size_t i = 0; i < names.size(); ++i) {  // quantised weights take no adapters: merge them
         models::merge_adapter(*model, names[i]);
         std::fprintf(stderr, "[passes] merged adapter %s into the base weights\n", adapter_dirs[i].c_str());
       }
-      models::run_passes(*model, plan, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     }
+    if (quantize && !inference->calibration_data.empty()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto samples = data::calibration_samples(inference->calibration_data, inference->dataset_dir,
+                                                     inference->calibration_samples, inference->calibration_len,
+                                                     *out.tokenizer);
+      auto h = std::make_shared<models::InputHessians>(models::collect_input_hessians(*model, samples));
+      h->source = inference->calibration_data + ": " + std::to_string(samples.size()) + " × " +
+                  std::to_string(inference->calibration_len) + " tokens";
+      std::fprintf(stderr, "[calibration] %s; input statistics of %zu layers in %.1f s\n", h->source.c_str(),
+                   h->by_module.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      plan.quantize.hessians = std::move(h);
+    }
+    const bool quiet = inference->quiet;
+    models::run_passes(*model, plan, [quiet](const std::string& line) {
+      if (!quiet) std::fprintf(stderr, "%s\n", line.c_str());
+    });
+    if (plan_out) *plan_out = plan;
   }
   // A bf16 model computes its GEMMs in bf16, as it would on a GPU (ops/matmul_compute.h).
   bool bf16 = false;

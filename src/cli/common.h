@@ -60,6 +60,12 @@ struct InferenceOptions {
   std::string keep_f32;  // --keep-f32 lm_head,embed: left dense (the embedding always is)
   std::string passes;  // --passes a,b: exactly these
   std::vector<std::string> no_pass;  // --no-pass NAME (repeatable)
+  // GPTQ calibration (LLaMA-Factory's export_quantization_dataset / _nsamples / _maxlen).
+  std::string calibration_data;  // --calibration-data NAME|FILE
+  int64_t calibration_samples = 128;  // --calibration-samples
+  int64_t calibration_len = 1024;  // --calibration-len
+  std::string dataset_dir = "data";  // --dataset_dir, where NAME is looked up
+  bool quiet = false;  // no pass log (generate --quiet)
 };
 void add_inference_options(ArgParser& p, InferenceOptions& o);
 // --kv-cache-dtype: f32, bf16 or f16 (ConfigError naming the flag otherwise).
@@ -74,9 +80,12 @@ struct LoadedModel {
 // The tokenizer and model of dir (checked to fit each other before the weights are read), with
 // the PEFT LoRA adapters of adapter_dirs loaded and all of them active (named adapter0,
 // adapter1, … in the order given).
-// With inference options that ask for passes, the adapters are merged into the base first
-// (quantised weights take no adapters) and the passes run, each logged on stderr.
+// With inference options the plan's passes run, each logged on stderr; when it quantises, the
+// adapters are merged into the base first (quantised weights take no adapters) and a calibration
+// source, if given, is run through the dense model for GPTQ. plan_out receives the plan as run
+// (with its calibration statistics).
 LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs,
-                       Device device, const InferenceOptions* inference = nullptr);
+                       Device device, const InferenceOptions* inference = nullptr,
+                       models::PassPlan* plan_out = nullptr);
 
 }  // namespace unillm::cli

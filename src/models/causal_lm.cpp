@@ -8,6 +8,7 @@
 
 #include "io/checkpoint.h"
 #include "models/inference_bundle.h"
+#include "models/passes.h"
 #include "models/llama.h"
 
 namespace unillm::models {
@@ -82,8 +83,14 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptio
   auto model = build_causal_lm(config, pick_weight_dtype(ckpt, options), options.device);
   // An inference bundle: its quantised layers take their codes from the checkpoint as they are.
   std::set<std::string> attached;
-  if (const auto plan = read_inference_plan(dir)) attached = attach_quantized_weights(*model, ckpt, *plan, dir);
+  const auto plan = read_inference_plan(dir);
+  if (plan) attached = attach_quantized_weights(*model, ckpt, *plan, dir);
   load_weights(*model, ckpt, dir, attached);
+  if (plan) {  // and its fusions (quantize_weights is done: the codes came from the checkpoint)
+    PassPlan fusions = *plan;
+    std::erase(fusions.passes, "quantize_weights");
+    run_passes(*model, fusions, [](const std::string&) {});
+  }
   return model;
 }
 

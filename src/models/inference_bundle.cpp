@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "io/safetensors_writer.h"
+#include "models/calibration.h"
 #include "models/save.h"
 #include "nn/linear.h"
 
@@ -32,6 +33,9 @@ ordered_json plan_json(const PassPlan& plan, DType dense) {
         p["symmetric"] = plan.quantize.symmetric;
       }
       p["keep_f32"] = plan.quantize.keep_lm_head ? ordered_json::array({"lm_head", "embed"}) : ordered_json::array({"embed"});
+      // Informational: the codes are in the checkpoint, a load does not calibrate again.
+      p["method"] = plan.quantize.hessians ? "gptq" : "round_to_nearest";
+      if (plan.quantize.hessians) p["calibration"] = plan.quantize.hessians->source;
     }
     passes.push_back(p);
   }

@@ -40,21 +40,22 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, nn::ParamPlacement wd)
   register_module("mlp", &mlp_);
 }
 
-Tensor DecoderLayer::forward(const Tensor& x, const nn::AttentionInputs& in,
-                             nn::LayerCache cache) const {
-  constexpr ops::OutputUse kValue = ops::OutputUse::kValue;
-  return mlp_block(attention_block(x, in, kValue, nullptr, cache), in, kValue);
-}
-
 Tensor DecoderLayer::attention_block(const Tensor& x, const nn::AttentionInputs& in,
-                                     ops::OutputUse use, nn::AttentionStash* stash,
-                                     nn::LayerCache cache) const {
-  return ops::add(x, attn_.forward(input_norm_.forward(x), in, cache, use, stash));
+                                     ops::OutputUse use, nn::AttentionStash* stash) const {
+  return ops::add(x, attn_.forward(input_norm_.forward(x), in, {}, use, stash));
 }
 
 Tensor DecoderLayer::mlp_block(const Tensor& h, const nn::AttentionInputs& in,
                                ops::OutputUse use) const {
   return ops::add(h, mlp_.forward(post_attn_norm_.forward(h), in.lora.get(), use));
+}
+
+DecoderLayer::Stream DecoderLayer::forward(const Stream& x, const nn::AttentionInputs& in,
+                                           nn::LayerCache cache) const {
+  ops::AddRmsNormResult a =
+      x.delta.defined() ? input_norm_.add_forward(x.sum, x.delta) : ops::AddRmsNormResult{x.sum, input_norm_.forward(x.sum)};
+  ops::AddRmsNormResult h = post_attn_norm_.add_forward(a.sum, attn_.forward(a.y, in, cache));
+  return {h.sum, mlp_.forward(h.y, in.lora.get())};
 }
 
 namespace {
@@ -91,17 +92,15 @@ Llama::Llama(const ModelConfig& c, nn::ParamPlacement wd)
   }
 }
 
-Tensor Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute) {
+DecoderLayer::Stream Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute) {
+  if (!recompute) {
+    DecoderLayer::Stream stream{x, Tensor()};
+    for (size_t i = 0; i < layers_.size(); ++i)
+      stream = layers_[i]->forward(stream, in, caches ? nn::LayerCache{&caches->k[i], &caches->v[i]} : nn::LayerCache{});
+    return stream;
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     DecoderLayer* l = layers_[i].get();
-    if (caches) {
-      x = l->forward(x, in, nn::LayerCache{&caches->k[i], &caches->v[i]});
-      continue;
-    }
-    if (!recompute) {
-      x = l->forward(x, in);
-      continue;
-    }
     // Two segments per layer, saving x and h (2 × [N, C] per layer instead of 1): the re-run of
     // each then ends in a projection whose output value backward never reads, and skips its GEMM
     // (o_proj, down_proj: ~30% of a layer's re-run GEMM FLOPs at Llama shapes). The attention
@@ -117,7 +116,7 @@ Tensor Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, 
         [l, in](const Tensor& h, ops::OutputUse use) { return l->mlp_block(h, in, use); }, x,
         l->mlp_params_need_grad());
   }
-  return x;
+  return {x, Tensor()};
 }
 
 Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
@@ -128,11 +127,17 @@ Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
   in.lora = b.adapter_rows.empty() ? lora_run(b.adapters, nullptr) : lora_run(b.adapter_rows);
   in.slot_mapping = b.slot_mapping;
   in.batch = &b.attn;
-  Tensor x = layers(ops::embedding(b.ids, embed_), in, &caches, false);  // [N, C]
-  if (b.logit_rows.defined()) x = ops::gather_rows(x, b.logit_rows);  // [M, C]
-  x = norm_.forward(x);
+  Tensor x = final_norm(layers(ops::embedding(b.ids, embed_), in, &caches, false), b.logit_rows);  // [M, C]
   if (lm_head_q_.defined()) return ops::linear_q(x, lm_head_q_);  // [M, V]
   return ops::linear(x, lm_head());  // [M, V]
+}
+
+Tensor Llama::final_norm(DecoderLayer::Stream stream, const Tensor& rows) const {
+  if (rows.defined()) {  // only the sampled rows go on: gather both parts of the stream
+    stream.sum = ops::gather_rows(stream.sum, rows);
+    if (stream.delta.defined()) stream.delta = ops::gather_rows(stream.delta, rows);
+  }
+  return stream.delta.defined() ? norm_.add_forward(stream.sum, stream.delta).y : norm_.forward(stream.sum);
 }
 
 void Llama::set_lm_head_quantized(ops::QuantizedWeight q) {
@@ -173,9 +178,8 @@ LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scal
   in.tokens = t;
   // Once per call on the model's device (the attention of every layer reads them).
   in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
-  Tensor x = layers(ops::embedding(batch.input_ids.contiguous().view({b * t}), embed_), in,
-                    nullptr, recompute);  // [N, C]
-  x = norm_.forward(x);
+  Tensor x = final_norm(layers(ops::embedding(batch.input_ids.contiguous().view({b * t}), embed_), in, nullptr, recompute),
+                        Tensor());  // [N, C]
   auto ce = ops::linear_cross_entropy_eager_grad(x, lm_head(), shifted_labels(batch.labels), grad_scale_hint);
   return {ce.loss_sum, ce.count};
 }

@@ -15,16 +15,23 @@ namespace unillm::models {
 class DecoderLayer : public nn::Module {
  public:
   DecoderLayer(const ModelConfig& c, nn::ParamPlacement weights);
-  // x [N, C] → [N, C]: attention_block then mlp_block, with the layer's cache for inference
-  // (none for training). The two blocks are also the training recompute segments
-  // (nn/recompute.h):
-  //   attention_block: h = x + o_proj(attn(input_layernorm(x)))
-  //   mlp_block:     out = h + down_proj(swiglu(gate_up(post_attention_layernorm(h))))
-  // use = kGradOnly (recompute's backward re-run) skips the last projection's GEMM; the returned
-  // value is then meaningless, its graph exact.
-  Tensor forward(const Tensor& x, const nn::AttentionInputs& in, nn::LayerCache cache = {}) const;
+  // The layer's one forward, in residual-stream form: the stream is sum + delta (delta undefined:
+  // just sum) and the layer returns its output as {h, mlp(...)} unadded, so that each residual
+  // add meets the norm that reads its sum (one fused op under the fuse_residual_rms_norm pass):
+  //   h   = x + o_proj(attn(input_layernorm(x)))           x = stream.sum + stream.delta
+  //   out = {h, down_proj(swiglu(gate_up(post_attention_layernorm(h))))}
+  // With the layer's cache for inference (written and read through the paged K/V), none for
+  // training.
+  struct Stream {
+    Tensor sum, delta;
+  };
+  Stream forward(const Stream& x, const nn::AttentionInputs& in, nn::LayerCache cache = {}) const;
+  // The same layer as the two training recompute segments (nn/recompute.h), each ending in its
+  // residual add: attention_block gives h from x, mlp_block h + mlp(...) from h. use = kGradOnly
+  // (recompute's backward re-run) skips the last projection's GEMM; the returned value is then
+  // meaningless, its graph exact.
   Tensor attention_block(const Tensor& x, const nn::AttentionInputs& in, ops::OutputUse use,
-                         nn::AttentionStash* stash = nullptr, nn::LayerCache cache = {}) const;
+                         nn::AttentionStash* stash = nullptr) const;
   Tensor mlp_block(const Tensor& h, const nn::AttentionInputs& in, ops::OutputUse use) const;
   // Whether a segment's parameters need gradients (freeze may train one block of a layer only).
   bool attention_params_need_grad();
@@ -59,10 +66,11 @@ class Llama : public CausalLM, public nn::Module {
   Tensor lm_head_;  // [V, C]; undefined when tied (embed_ serves) or quantised
   ops::QuantizedWeight lm_head_q_;  // the quantised lm_head (inference), when set
   const Tensor& lm_head() const { return c_.tie_word_embeddings ? embed_ : lm_head_; }
-  // The decoder layers over x [N, C] (before the final norm), shared by forward and loss: with
-  // caches each layer writes and reads its paged K/V; without, recompute (training only) runs
-  // each layer as two recompute segments.
-  Tensor layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute);
+  // The decoder layers over x [N, C], shared by forward and loss: with caches each layer writes
+  // and reads its paged K/V; recompute (training only) runs each layer as its two segments.
+  DecoderLayer::Stream layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute);
+  // The final norm of the stream's rows (all when rows is undefined).
+  Tensor final_norm(DecoderLayer::Stream stream, const Tensor& rows) const;
   nn::Scope model_;  // the "model." scope of HF names
 };
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 
 namespace unillm::models {
 
+struct InputHessians;  // models/calibration.h
+
 struct QuantizeOptions {
   ops::QuantType type = ops::QuantType::int8;
   int64_t group = 32;  // int4 only
@@ -23,6 +26,9 @@ struct QuantizeOptions {
   // bits than Q4_0), unless kept dense. The embedding is always dense: its rows are gathered,
   // not multiplied.
   bool keep_lm_head = false;
+  // GPTQ (models/calibration.h, ops/gptq.h): each decoder linear with statistics here is
+  // quantised by GPTQ instead of rounding to nearest; the lm_head stays round-to-nearest int8.
+  std::shared_ptr<const InputHessians> hessians = nullptr;
 };
 
 struct PassPlan {
@@ -32,13 +38,17 @@ struct PassPlan {
 
 // The passes a plan may name, in their default order.
 const std::vector<std::string>& known_passes();
-// The plan that the inference flags ask for: quantize_weights when quant is set; then
+// The fusions (exact rewrites, on by default for inference).
+const std::vector<std::string>& fusion_passes();
+// The plan that the inference flags ask for: quantize_weights when quant is set, then the
+// fusions; then
 // `only` (--passes a,b: exactly these, in this order) replaces the list and `skip` (--no-pass)
 // removes names. Unknown names are a ConfigError naming them and the known ones.
 PassPlan make_pass_plan(const std::optional<QuantizeOptions>& quant, const std::vector<std::string>& only,
                         const std::vector<std::string>& skip);
 // Runs the plan's passes on model in order; each logs one line through log ("[pass] NAME: ...").
-// A model with adapters attached is refused by the weight passes (merge them first).
+// A model with adapters attached is refused by the weight passes (merge them first). The fusions
+// are switches: one the plan leaves out is turned off.
 void run_passes(CausalLM& model, const PassPlan& plan,
                 const std::function<void(const std::string&)>& log);
 

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/rope_qkv.h"
 #include "ops/attention.h"
 #include "ops/shape.h"
 
@@ -32,16 +33,24 @@ Attention::Attention(const AttentionConfig& c)
 Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, LayerCache cache,
                           ops::OutputUse use, AttentionStash* stash) const {
   const int64_t n = x.size(0), h = c_.heads, hkv = c_.kv_heads, d = c_.head_dim;
-  auto qkv = ops::split_last(qkv_.forward(x, in.lora.get()), {h * d, hkv * d, hkv * d});
-  Tensor q = ops::reshape(qkv[0], {n, h, d});
-  Tensor k = ops::reshape(qkv[1], {n, hkv, d});
-  Tensor v = ops::reshape(qkv[2], {n, hkv, d});
-  if (c_.qk_norm) {  // Qwen3: RMSNorm over each head vector before RoPE
-    q = q_norm_->forward(q);
-    k = k_norm_->forward(k);
+  Tensor q, k, v;
+  if (fused_rope_) {
+    auto heads = ops::rope_qkv(qkv_.forward(x, in.lora.get()), in.positions, *in.inv_freq, h, hkv, d);
+    q = heads.q;
+    k = heads.k;
+    v = heads.v;
+  } else {
+    auto qkv = ops::split_last(qkv_.forward(x, in.lora.get()), {h * d, hkv * d, hkv * d});
+    q = ops::reshape(qkv[0], {n, h, d});
+    k = ops::reshape(qkv[1], {n, hkv, d});
+    v = ops::reshape(qkv[2], {n, hkv, d});
+    if (c_.qk_norm) {  // Qwen3: RMSNorm over each head vector before RoPE
+      q = q_norm_->forward(q);
+      k = k_norm_->forward(k);
+    }
+    q = ops::rope(q, in.positions, *in.inv_freq);
+    k = ops::rope(k, in.positions, *in.inv_freq);
   }
-  q = ops::rope(q, in.positions, *in.inv_freq);
-  k = ops::rope(k, in.positions, *in.inv_freq);
   ops::AttentionLayout layout;
   if (cache.k) {
     layout.k_cache = cache.k;
@@ -66,6 +75,11 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, LayerCache
   if (stash && saves.mode == ops::AttentionSaves::kRecord && use == ops::OutputUse::kValue)
     *stash = AttentionStash{autograd::SavedTensor::activation(saves.out), autograd::SavedTensor(saves.lse)};
   return o_proj_.forward(ops::reshape(o, {n, h * d}), in.lora.get(), use);
+}
+
+bool Attention::set_fused_rope(bool on) {
+  fused_rope_ = on && !c_.qk_norm;
+  return fused_rope_ == on;
 }
 
 }  // namespace unillm::nn

@@ -62,9 +62,15 @@ class Attention : public Module {
   // empties it.
   Tensor forward(const Tensor& x, const AttentionInputs& in, LayerCache cache = {},
                  ops::OutputUse use = ops::OutputUse::kValue, AttentionStash* stash = nullptr) const;
+  // The fuse_rope_into_qk pass: q/k/v come out of the projection through one ops::rope_qkv
+  // instead of a split and two ropes (same values). Layers with q/k norms (Qwen3) normalise
+  // between the split and the rotation, so they keep the separate ops; returns whether it applies.
+  bool set_fused_rope(bool on);
+  bool fused_rope() const { return fused_rope_; }
 
  private:
   AttentionConfig c_;
+  bool fused_rope_ = false;
   FusedLinear qkv_;
   Linear o_proj_;
   std::unique_ptr<RMSNorm> q_norm_, k_norm_;

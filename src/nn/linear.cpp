@@ -38,6 +38,7 @@ int64_t FusedLinear::part_begin(size_t i) const {
 }
 
 Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse use) const {
+  if (observer_) observer_(x);
   std::vector<ops::LoraAdapterInput> adapters;
   for (size_t i = 0; lora && i < lora->active.size(); ++i) {
     auto it = lora_.find(lora->active[i]);

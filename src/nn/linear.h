@@ -3,6 +3,7 @@
 // LoRA adapters attach to parts of it by name; the adapters a call applies come with the call.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,7 +59,12 @@ class FusedLinear : public Module {
   bool is_quantized() const { return qweight_.defined(); }
   const Tensor& bias() const { return bias_; }
 
+  // Calibration (GPTQ's input statistics): forward hands each input x [N, in] to the observer
+  // before multiplying. Empty: none (the default).
+  void set_input_observer(std::function<void(const Tensor& x)> observer) { observer_ = std::move(observer); }
+
  private:
+  std::function<void(const Tensor&)> observer_;
   std::vector<LinearPart> parts_;
   Tensor weight_;  // [sum(out), in]; undefined once quantised
   Tensor bias_;  // [sum(out)] f32 or undefined

@@ -1,6 +1,7 @@
 // RMSNorm module.
 #include "nn/norm.h"
 
+#include "ops/elementwise.h"
 #include "ops/rms_norm.h"
 
 namespace unillm::nn {
@@ -12,5 +13,11 @@ RMSNorm::RMSNorm(int64_t dim, double eps, Device device) : eps_(static_cast<floa
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const { return ops::rms_norm(x, weight_, eps_); }
+
+ops::AddRmsNormResult RMSNorm::add_forward(const Tensor& x, const Tensor& delta) const {
+  if (fused_residual_) return ops::add_rms_norm(x, delta, weight_, eps_);
+  Tensor sum = ops::add(x, delta);
+  return {sum, forward(sum)};
+}
 
 }  // namespace unillm::nn

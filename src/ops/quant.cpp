@@ -10,18 +10,10 @@
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
 #include "ops/linear.h"
+#include "ops/quant_codes.h"
 
 namespace unillm::ops {
-namespace {
-
-constexpr const char* kOp = "linear_q";
-
-DType code_dtype(QuantType t) { return t == QuantType::int8 ? DType::i8 : DType::u4x2; }
-
-// One group's scale (and low end), by the formulas of quant.h.
-struct GroupScale {
-  float scale = 0, lo = 0;
-};
+namespace quant_detail {
 
 int code_of(float w, const GroupScale& g, QuantType t, bool symmetric) {
   if (t == QuantType::int8) {
@@ -36,7 +28,7 @@ int code_of(float w, const GroupScale& g, QuantType t, bool symmetric) {
   return static_cast<int>(std::clamp(std::nearbyint((w - g.lo) / g.scale), 0.0f, 15.0f));
 }
 
-float value_of(int code, float scale, float lo, QuantType t, bool symmetric);
+namespace {
 
 double group_error(const float* w, int64_t len, const GroupScale& g, QuantType t, bool symmetric) {
   double e = 0;
@@ -78,6 +70,8 @@ GroupScale refine_int4(const float* w, int64_t len, GroupScale g, bool symmetric
   return best;
 }
 
+}  // namespace
+
 GroupScale group_scale(const float* w, int64_t len, QuantType t, bool symmetric) {
   float amax = 0, lo = w[0], hi = w[0];
   for (int64_t i = 0; i < len; ++i) {
@@ -106,6 +100,19 @@ float value_of(int code, float scale, float lo, QuantType t, bool symmetric) {
   if (symmetric) return scale * static_cast<float>(code - 8);
   return scale * static_cast<float>(code) + lo;
 }
+
+}  // namespace quant_detail
+
+namespace {
+
+using quant_detail::code_of;
+using quant_detail::group_scale;
+using quant_detail::GroupScale;
+using quant_detail::value_of;
+
+constexpr const char* kOp = "linear_q";
+
+DType code_dtype(QuantType t) { return t == QuantType::int8 ? DType::i8 : DType::u4x2; }
 
 int code_at(const QuantizedWeight& q, const void* data, int64_t r, int64_t j) {
   if (q.type == QuantType::int8) return static_cast<const int8_t*>(data)[r * q.k + j];
@@ -230,13 +237,7 @@ QuantizedWeight quantize_weight(const Tensor& w_in, QuantType type, int64_t grou
       scales.data<float>()[r * G + g] = s.scale;
       if (mins.defined()) mins.data<float>()[r * G + g] = s.lo;
       for (int64_t j = 0; j < len; ++j) {
-        const int c = code_of(row[j], s, type, q.symmetric);
-        if (type == QuantType::int8) {
-          data.data<int8_t>()[r * q.k + k0 + j] = static_cast<int8_t>(c);
-        } else {
-          const int64_t at = k0 + j;
-          static_cast<uint8_t*>(data.raw_data())[r * cols + at / 2] |= static_cast<uint8_t>(c << ((at & 1) * 4));
-        }
+        quant_detail::store_code(data.raw_data(), type, q.k, r, k0 + j, code_of(row[j], s, type, q.symmetric));
       }
     }
   q.data = data.to(device);

@@ -78,9 +78,13 @@ struct TrainArgs {
   // export (`unillm export`)
   std::string export_dir;
   double export_size = 5;  // GB per safetensors shard (LLaMA-Factory's default)
-  // 8 or 4: `unillm export` writes an inference bundle with weight-only int8 / int4 (g32,
-  // round to nearest) instead of an HF dir; 0: dense.
+  // 8 or 4: `unillm export` writes an inference bundle with weight-only int8 / int4 (g32)
+  // instead of an HF dir; 0: dense. GPTQ on export_quantization_dataset when it is set (a
+  // dataset name in dataset_dir or a text file), round to nearest otherwise.
   int64_t export_quantization_bit = 0;
+  std::string export_quantization_dataset;
+  int64_t export_quantization_nsamples = 128;
+  int64_t export_quantization_maxlen = 1024;
   bool disable_shuffling = false;
   bool plot_loss = false;
   // --- trainer (HF TrainingArguments)

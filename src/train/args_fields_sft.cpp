@@ -52,6 +52,14 @@ const std::map<std::string, Setter>& finetune_setters() {
            UNILLM_THROW(NotImplemented, "[config] ", f.where, ": export_quantization_bit ", a.export_quantization_bit,
                         " is not supported (8 or 4: weight-only int8 / int4)");
        }},
+      {"export_quantization_dataset",
+       [](TrainArgs& a, const Field& f) {
+         if (!f.node.IsNull()) a.export_quantization_dataset = get_string(f);
+       }},
+      {"export_quantization_nsamples",
+       [](TrainArgs& a, const Field& f) { a.export_quantization_nsamples = get_int(f, 1); }},
+      {"export_quantization_maxlen",
+       [](TrainArgs& a, const Field& f) { a.export_quantization_maxlen = get_int(f, 2); }},
       {"export_size",
        [](TrainArgs& a, const Field& f) {
          a.export_size = get_number_in(f, 0, INFINITY, true, false);

@@ -24,7 +24,8 @@ constexpr Group kGroups[] = {
     // ---- LLaMA-Factory ModelArguments (base, quantization, processor, export, vllm, sglang, kt)
     {"model", S::kImplemented,
      "model_name_or_path disable_gradient_checkpointing adapter_name_or_path export_dir "
-     "export_size export_quantization_bit train_from_scratch"},
+     "export_size export_quantization_bit export_quantization_dataset export_quantization_nsamples "
+     "export_quantization_maxlen train_from_scratch"},
     {"model", S::kIgnored,
      "cache_dir use_fast_tokenizer model_revision low_cpu_mem_usage flash_attn use_unsloth_gc "
      "enable_liger_kernel use_reentrant_gc upcast_layernorm upcast_lmhead_output infer_backend "
@@ -32,8 +33,7 @@ constexpr Group kGroups[] = {
      "om_hub_token print_param_status trust_remote_code image_max_pixels image_min_pixels "
      "image_do_pan_and_scan crop_to_patches video_max_pixels video_min_pixels video_fps "
      "video_maxlen use_audio_in_video audio_sampling_rate image_resolution video_resolution "
-     "export_device export_quantization_dataset "
-     "export_quantization_nsamples export_quantization_maxlen export_legacy_format "
+     "export_device export_legacy_format "
      "export_hub_model_id vllm_maxlen vllm_gpu_util vllm_enforce_eager vllm_max_lora_rank "
      "vllm_config sglang_maxlen sglang_mem_fraction sglang_tp_size sglang_config "
      "sglang_lora_backend kt_maxlen kt_use_cuda_graph kt_mode kt_force_think cpu_infer chunk_size "

@@ -104,9 +104,9 @@ TEST(CliErrors, UnknownFlagSuggests) {
 }
 
 TEST(CliErrors, BadPromptIds) {
-  auto r = run_unillm("generate --model " + shell_quote(source_path("assets/stories260K")) + " --prompt-ids 1,x,3");
+  auto r = run_unillm("generate --model " + shell_quote(source_path("assets/stories260K")) + " --prompt-ids 1,x,3 --quiet");
   expect_one_line_error(r, "prompt-ids");
-  auto r2 = run_unillm("generate --model " + shell_quote(source_path("assets/stories260K")) + " --prompt-ids 1,9999");
+  auto r2 = run_unillm("generate --model " + shell_quote(source_path("assets/stories260K")) + " --prompt-ids 1,9999 --quiet");
   expect_one_line_error(r2, "outside the vocabulary");
 }
 

@@ -1,7 +1,10 @@
 // `--quant_type` at load (the quantize_weights pass): perplexity of the bundled stories260K on a
 // held-out story written for these tests (tests/data/heldout) within the bounds of the
-// f32 model — int8 within 0.5 %, int4 g32 (asymmetric, round to nearest) within 8 % — generation
-// on the quantised model, the pass flags' errors, and `export --inference_model`.
+// f32 model — int8 within 0.5 %, int4 g32 (asymmetric, round to nearest) within 8 %, GPTQ int4
+// calibrated on other hand-written stories (tests/data/calibration) below round to nearest (the
+// issue's 4 % is not reached on this model: docs/export.md) — the fusion
+// passes changing nothing, generation on the quantised model, the pass flags' errors, and
+// `export --inference_model` (also from a LLaMA-Factory export YAML, with GPTQ).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +21,9 @@ using testing::run_unillm;
 
 const std::string kModel = testing::source_path("assets/stories260K");
 const std::string kText = testing::source_path("tests/data/heldout/story.txt");
+const std::string kCalib = testing::source_path("tests/data/calibration");
+const std::string kCalibFlags = " --calibration-data stories_calib --dataset_dir " + kCalib +
+                                " --calibration-samples 64 --calibration-len 128";
 
 double ppl(const std::string& flags, std::string* log = nullptr, const std::string& model = kModel) {
   auto r = run_unillm("eval ppl --model " + model + " --file " + kText + " --json --threads 1 " + flags);
@@ -37,6 +43,39 @@ TEST(Quantize, PerplexityStaysWithinTheBounds) {
   EXPECT_GT(int4, int8) << "int4 loses more than int8";
   // --no-pass turns the quantisation off again: exactly the f32 figure.
   EXPECT_EQ(ppl("--quant_type weight_only_int8 --no-pass quantize_weights"), f32);
+}
+
+TEST(Quantize, CalibratedInt4BeatsRoundToNearest) {
+  const double f32 = ppl("");
+  const double rtn = ppl("--quant_type weight_only_int4");
+  std::string log;
+  const double gptq = ppl("--quant_type weight_only_int4" + kCalibFlags, &log);
+  EXPECT_NE(log.find("[calibration] stories_calib: "), std::string::npos) << log;
+  EXPECT_NE(log.find("GPTQ on 20 (calibration: stories_calib: "), std::string::npos) << log;
+  // Measured 6.34 % here (round to nearest: 6.81 %); 3.9-7.4 % over calibration lengths.
+  EXPECT_LE(gptq / f32 - 1, 0.08) << "GPTQ int4 g32 " << gptq << " vs f32 " << f32;
+  EXPECT_LT(gptq, rtn) << "GPTQ " << gptq << " vs round to nearest " << rtn;
+  // A calibration without quantisation, or from nowhere, is a clear error.
+  auto r = run_unillm("eval ppl --model " + kModel + " --file " + kText + kCalibFlags);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--calibration-data calibrates a quantisation: it needs --quant_type"), std::string::npos) << r.err;
+  r = run_unillm("eval ppl --model " + kModel + " --file " + kText +
+                 " --quant_type weight_only_int4 --calibration-data no_such --dataset_dir " + kCalib);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no_such"), std::string::npos) << r.err;
+  r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --quant_type weight_only_int4" + kCalibFlags +
+                 " --calibration-len 100000");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("fewer than one sample of 100000"), std::string::npos) << r.err;
+}
+
+TEST(Quantize, FusionPassesChangeNothing) {
+  std::string log;
+  const double fused = ppl("", &log);
+  EXPECT_NE(log.find("[pass] fuse_residual_rms_norm: 11 norms"), std::string::npos) << log;
+  EXPECT_NE(log.find("[pass] fuse_rope_into_qk: 5 attention layers"), std::string::npos) << log;
+  EXPECT_EQ(ppl("--no-pass fuse_residual_rms_norm --no-pass fuse_rope_into_qk", &log), fused);
+  EXPECT_EQ(log.find("[pass]"), std::string::npos) << log;
 }
 
 TEST(Quantize, GenerateRunsOnQuantisedWeights) {
@@ -83,17 +122,30 @@ TEST(Quantize, ExportInferenceModelWritesWhatGenerateLoads) {
 }
 
 // LLaMA-Factory's `export_quantization_bit` in an export YAML: an inference bundle (said on
-// stderr, with the unused calibration dataset), which loads to the in-memory quantised model.
+// stderr), which loads to the in-memory quantised model; with export_quantization_dataset (a
+// file path, as LLaMA-Factory's example gives it) GPTQ, the same codes as --calibration-data.
 TEST(Quantize, ExportYamlWithQuantizationBitWritesABundle) {
   const std::string dir = testing::temp_dir("export_qbit");
   const std::string yaml = dir + "/export.yaml";
   std::ofstream(yaml) << "model_name_or_path: " << kModel << "\nexport_dir: " << dir << "/out\n"
-                      << "export_quantization_bit: 4\nexport_quantization_dataset: data/c4_demo.jsonl\n";
+                      << "export_quantization_bit: 4\n";
   auto r = run_unillm("export " + yaml + " --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("export_quantization_bit 4: writing an inference bundle"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("'export_quantization_dataset' is accepted and ignored"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("export_quantization_bit 4: writing an inference bundle (weight-only int4 g32, round to nearest)"),
+            std::string::npos) << r.err;
   EXPECT_EQ(ppl("", nullptr, dir + "/out"), ppl("--quant_type weight_only_int4"));
+  std::ofstream(yaml) << "model_name_or_path: " << kModel << "\nexport_dir: " << dir << "/gptq\n"
+                      << "export_quantization_bit: 4\nexport_quantization_dataset: " << kCalib << "/stories.txt\n"
+                      << "export_quantization_nsamples: 64\nexport_quantization_maxlen: 128\n";
+  r = run_unillm("export " + yaml + " --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("(weight-only int4 g32, GPTQ)"), std::string::npos) << r.err;
+  EXPECT_EQ(ppl("", nullptr, dir + "/gptq"),
+            ppl("--quant_type weight_only_int4 --calibration-data " + kCalib +
+                "/stories.txt --calibration-samples 64 --calibration-len 128"));
+  std::ifstream plan(dir + "/gptq/inference_plan.json");
+  const auto j = nlohmann::json::parse(plan);
+  EXPECT_EQ(j["passes"][0]["method"], "gptq");
   std::ofstream(yaml) << "model_name_or_path: " << kModel << "\nexport_dir: " << dir << "/out3\n"
                       << "export_quantization_bit: 3\n";
   r = run_unillm("export " + yaml);

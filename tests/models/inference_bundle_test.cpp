@@ -78,7 +78,7 @@ TEST(InferenceBundle, QuantisedBundlesLoadTheirCodesAsTheyAre) {
     // The plan says what was applied.
     const auto plan = models::read_inference_plan(dir);
     ASSERT_TRUE(plan.has_value());
-    EXPECT_EQ(plan->passes, std::vector<std::string>{"quantize_weights"});
+    EXPECT_EQ(plan->passes, (std::vector<std::string>{"quantize_weights", "fuse_residual_rms_norm", "fuse_rope_into_qk"}));
     EXPECT_EQ(plan->quantize.type, q.type);
   }
 }

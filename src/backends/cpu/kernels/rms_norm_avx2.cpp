@@ -43,6 +43,13 @@ void scale_row(const float* x, const float* w, float inv, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = x[i] * inv * w[i];
 }
 
+void add_row(const float* x, const float* d, float* s, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(s + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(d + i)));
+  for (; i < n; ++i) s[i] = x[i] + d[i];
+}
+
 }  // namespace
 
 void rms_norm_f32(const ops::RmsNormArgs& a) {
@@ -55,6 +62,20 @@ void rms_norm_f32(const ops::RmsNormArgs& a) {
       float ms = sum_squares(x + r * a.dim, a.dim) / static_cast<float>(a.dim);
       float inv = 1.0f / std::sqrt(ms + a.eps);
       scale_row(x + r * a.dim, w.data(), inv, y + r * a.dim, a.dim);
+    }
+  });
+}
+
+void add_rms_norm_f32(const ops::AddRmsNormArgs& a) {
+  std::vector<float> w(static_cast<size_t>(a.dim));
+  to_f32(a.w, a.w_dtype, w.data(), a.dim);
+  parallel_for(a.rows, std::max<int64_t>(1, 16384 / a.dim), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      float* s = a.sum + r * a.dim;
+      add_row(a.x + r * a.dim, a.delta + r * a.dim, s, a.dim);  // the row stays in L1 for the norm
+      float ms = sum_squares(s, a.dim) / static_cast<float>(a.dim);
+      float inv = 1.0f / std::sqrt(ms + a.eps);
+      scale_row(s, w.data(), inv, a.y + r * a.dim, a.dim);
     }
   });
 }

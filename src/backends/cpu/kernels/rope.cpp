@@ -11,6 +11,7 @@
 #include "core/parallel.h"
 #include "core/registry.h"
 #include "ops/rope.h"
+#include "ops/rope_qkv.h"
 
 namespace unillm::cpu {
 namespace {
@@ -43,6 +44,32 @@ void rope_portable(const RopeArgs& a) {
   });
 }
 
+// rope_portable<float>'s rotation for q and k heads read from the fused projection row.
+void rope_qkv_portable(const ops::RopeQkvArgs& a) {
+  const int64_t half = a.rot_dim / 2, d = a.head_dim, width = (a.heads + 2 * a.kv_heads) * d;
+  parallel_for(a.n, std::max<int64_t>(1, 4096 / width), [&](int64_t lo, int64_t hi) {
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    auto rotate = [&](const float* xr, float* yr) {
+      for (int64_t i = 0; i < half; ++i) {
+        yr[i] = xr[i] * cs[i] - xr[i + half] * sn[i];
+        yr[i + half] = xr[i + half] * cs[i] + xr[i] * sn[i];
+      }
+      if (a.rot_dim < d) std::memcpy(yr + a.rot_dim, xr + a.rot_dim, (d - a.rot_dim) * sizeof(float));
+    };
+    for (int64_t t = lo; t < hi; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        float ang = static_cast<float>(a.positions[t]) * a.inv_freq[i];
+        cs[i] = std::cos(ang);
+        sn[i] = std::sin(ang);
+      }
+      const float* row = a.qkv + t * width;
+      for (int64_t h = 0; h < a.heads; ++h) rotate(row + h * d, a.q + (t * a.heads + h) * d);
+      for (int64_t h = 0; h < a.kv_heads; ++h) rotate(row + (a.heads + h) * d, a.k + (t * a.kv_heads + h) * d);
+      std::memcpy(a.v + t * a.kv_heads * d, row + (a.heads + a.kv_heads) * d, a.kv_heads * d * sizeof(float));
+    }
+  });
+}
+
 }  // namespace
 
 void register_rope() {
@@ -52,6 +79,8 @@ void register_rope() {
                            avx2_or_portable());
   reg.add<ops::RopeKernel>("rope", DeviceKind::cpu, DType::f64, &rope_portable<double>, "",
                            kPortable);
+  reg.add<ops::RopeQkvKernel>("rope_qkv", DeviceKind::cpu, DType::f32,
+                              has_avx2() ? &avx2::rope_qkv_f32 : &rope_qkv_portable, "", avx2_or_portable());
 }
 
 }  // namespace unillm::cpu

@@ -53,4 +53,26 @@ void rope_f32(const ops::RopeArgs& a) {
   });
 }
 
+void rope_qkv_f32(const ops::RopeQkvArgs& a) {
+  const int64_t half = a.rot_dim / 2, d = a.head_dim, width = (a.heads + 2 * a.kv_heads) * d;
+  parallel_for(a.n, std::max<int64_t>(1, 8192 / width), [&](int64_t lo, int64_t hi) {
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    auto head = [&](const float* xr, float* yr) {
+      rotate_head(xr, cs.data(), sn.data(), yr, half);
+      if (a.rot_dim < d) std::memcpy(yr + a.rot_dim, xr + a.rot_dim, (d - a.rot_dim) * sizeof(float));
+    };
+    for (int64_t t = lo; t < hi; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        float ang = static_cast<float>(a.positions[t]) * a.inv_freq[i];
+        cs[i] = std::cos(ang);
+        sn[i] = std::sin(ang);
+      }
+      const float* row = a.qkv + t * width;
+      for (int64_t h = 0; h < a.heads; ++h) head(row + h * d, a.q + (t * a.heads + h) * d);
+      for (int64_t h = 0; h < a.kv_heads; ++h) head(row + (a.heads + h) * d, a.k + (t * a.kv_heads + h) * d);
+      std::memcpy(a.v + t * a.kv_heads * d, row + (a.heads + a.kv_heads) * d, a.kv_heads * d * sizeof(float));
+    }
+  });
+}
+
 }  // namespace unillm::cpu::avx2
