@@ -9,12 +9,12 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "ops/gptq.h"
 #include "models/calibration.h"
 #include "models/inference_bundle.h"
 #include "nn/attention.h"
 #include "nn/linear.h"
 #include "nn/norm.h"
+#include "ops/gptq.h"
 
 namespace unillm::models {
 namespace {
