@@ -8,10 +8,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
-#include "data/calibration.h"
 #include "io/tokenizer.h"
 #include "models/adapter.h"
-#include "models/calibration.h"
 #include "models/inference_bundle.h"
 #include "models/passes.h"
 #include "models/save.h"
@@ -93,15 +91,9 @@ int cmd_export(const std::vector<std::string>& args) {
     std::fprintf(stderr, "[export] export_quantization_bit %lld: writing an inference bundle (weight-only %s, %s)\n",
                  static_cast<long long>(a.export_quantization_bit), a.export_quantization_bit == 8 ? "int8" : "int4 g32",
                  a.export_quantization_dataset.empty() ? "round to nearest" : "GPTQ");
-    if (!a.export_quantization_dataset.empty()) {
-      auto tok = io::Tokenizer::load(base);
-      const auto samples = data::calibration_samples(a.export_quantization_dataset, a.dataset_dir,
-                                                     a.export_quantization_nsamples, a.export_quantization_maxlen, *tok);
-      auto h = std::make_shared<models::InputHessians>(models::collect_input_hessians(*model, samples));
-      h->source = a.export_quantization_dataset + ": " + std::to_string(samples.size()) + " × " +
-                  std::to_string(a.export_quantization_maxlen) + " tokens";
-      plan.quantize.hessians = std::move(h);
-    }
+    if (!a.export_quantization_dataset.empty())
+      plan.quantize.hessians = calibrate(*model, *io::Tokenizer::load(base), a.export_quantization_dataset, a.dataset_dir,
+                                         a.export_quantization_nsamples, a.export_quantization_maxlen, false);
     models::run_passes(*model, plan, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     models::BundleOptions bo;
     bo.source_dir = base;

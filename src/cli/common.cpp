@@ -255,6 +255,19 @@ models::PassPlan inference_plan(const InferenceOptions& o) {
   return models::make_pass_plan(quant, split_commas(o.passes), o.no_pass);
 }
 
+std::shared_ptr<models::InputHessians> calibrate(models::CausalLM& model, const io::Tokenizer& tok,
+                                                 const std::string& source, const std::string& dataset_dir,
+                                                 int64_t samples, int64_t len, bool quiet) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto ids = data::calibration_samples(source, dataset_dir, samples, len, tok);
+  auto h = std::make_shared<models::InputHessians>(models::collect_input_hessians(model, ids));
+  h->source = source + ": " + std::to_string(ids.size()) + " × " + std::to_string(len) + " tokens";
+  if (!quiet)
+    std::fprintf(stderr, "[calibration] %s; input statistics of %zu layers in %.1f s\n", h->source.c_str(),
+                 h->by_module.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return h;
+}
+
 LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs,
                        Device device, const InferenceOptions* inference, models::PassPlan* plan_out) {
   require_model_dir(dir);
@@ -283,18 +296,9 @@ LoadedModel load_model(const std::string& dir, const std::vector<std::string>& a
         std::fprintf(stderr, "[passes] merged adapter %s into the base weights\n", adapter_dirs[i].c_str());
       }
     }
-    if (quantize && !inference->calibration_data.empty()) {
-      const auto t0 = std::chrono::steady_clock::now();
-      const auto samples = data::calibration_samples(inference->calibration_data, inference->dataset_dir,
-                                                     inference->calibration_samples, inference->calibration_len,
-                                                     *out.tokenizer);
-      auto h = std::make_shared<models::InputHessians>(models::collect_input_hessians(*model, samples));
-      h->source = inference->calibration_data + ": " + std::to_string(samples.size()) + " × " +
-                  std::to_string(inference->calibration_len) + " tokens";
-      std::fprintf(stderr, "[calibration] %s; input statistics of %zu layers in %.1f s\n", h->source.c_str(),
-                   h->by_module.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      plan.quantize.hessians = std::move(h);
-    }
+    if (quantize && !inference->calibration_data.empty())
+      plan.quantize.hessians = calibrate(*model, *out.tokenizer, inference->calibration_data, inference->dataset_dir,
+                                         inference->calibration_samples, inference->calibration_len, inference->quiet);
     const bool quiet = inference->quiet;
     models::run_passes(*model, plan, [quiet](const std::string& line) {
       if (!quiet) std::fprintf(stderr, "%s\n", line.c_str());

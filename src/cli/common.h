@@ -77,6 +77,11 @@ struct LoadedModel {
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::unique_ptr<models::CausalLM> model;
 };
+// GPTQ's input statistics of model's linear layers on calibration text (a dataset name in
+// dataset_dir or a file, data/calibration.h), logged on stderr unless quiet.
+std::shared_ptr<models::InputHessians> calibrate(models::CausalLM& model, const io::Tokenizer& tok,
+                                                 const std::string& source, const std::string& dataset_dir,
+                                                 int64_t samples, int64_t len, bool quiet);
 // The tokenizer and model of dir (checked to fit each other before the weights are read), with
 // the PEFT LoRA adapters of adapter_dirs loaded and all of them active (named adapter0,
 // adapter1, … in the order given).
