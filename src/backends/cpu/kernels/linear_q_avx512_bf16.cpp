@@ -20,21 +20,27 @@ namespace {
 
 constexpr __mmask16 kAll = 0xffff;
 
+// One block of 32 activations to int8 (scale max|x| / 127, round to nearest): the 16 even ones
+// to even[0..15], the 16 odd ones to odd[0..15] (the order the codes come out of their bytes).
+// Returns the scale.
+float quantize_block(const float* xb, int8_t* even, int8_t* odd) {
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+  const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
+  for (int i = 0; i < 16; ++i) {
+    even[i] = static_cast<int8_t>(std::nearbyint(xb[2 * i] * inv));
+    odd[i] = static_cast<int8_t>(std::nearbyint(xb[2 * i + 1] * inv));
+  }
+  return s;
+}
+
 // x [K] → per block of 32 a scale and 32 int8 activations, laid out per pair of blocks as the
 // codes come out of their bytes.
 void quantize_x(const float* x, int64_t k, int8_t* xq, float* sx) {
   for (int64_t b = 0; b < k / 32; ++b) {
-    const float* xb = x + b * 32;
-    float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
-    sx[b] = s;
     int8_t* pair = xq + (b / 2) * 64;
     const int half = static_cast<int>(b % 2) * 16;  // A: bytes 0-15 / 32-47, B: 16-31 / 48-63
-    for (int i = 0; i < 16; ++i) {
-      pair[half + i] = static_cast<int8_t>(std::nearbyint(xb[2 * i] * inv));
-      pair[32 + half + i] = static_cast<int8_t>(std::nearbyint(xb[2 * i + 1] * inv));
-    }
+    sx[b] = quantize_block(x + b * 32, pair + half, pair + 32 + half);
   }
 }
 
@@ -66,16 +72,9 @@ float row_u4_vnni(const uint8_t* row, const int8_t* xq, const float* sx, const f
 // x is laid out per step as 64 bytes in the low-nibble order, then 64 in the high-nibble order.
 void quantize_x_wide(const float* x, int64_t k, int8_t* xq, float* sxv) {
   for (int64_t b = 0; b < k / 32; ++b) {
-    const float* xb = x + b * 32;
-    float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
     int8_t* step = xq + (b / 4) * 128;
     const int64_t at = (b % 4) * 16;
-    for (int i = 0; i < 16; ++i) {
-      step[at + i] = static_cast<int8_t>(std::nearbyint(xb[2 * i] * inv));
-      step[64 + at + i] = static_cast<int8_t>(std::nearbyint(xb[2 * i + 1] * inv));
-    }
+    const float s = quantize_block(x + b * 32, step + at, step + 64 + at);
     for (int l = 0; l < 4; ++l) sxv[(b / 4) * 16 + (b % 4) * 4 + l] = s;  // its four int32 lanes
   }
 }
