@@ -115,6 +115,21 @@ ForwardBatch single_sequence_batch(const std::vector<int32_t>& ids, int64_t past
   return b;
 }
 
+Tensor CausalLM::hidden_states(const TrainBatch&, bool) {
+  UNILLM_THROW(NotImplemented, "[models] this model has no hidden-state forward");
+}
+
+Tensor shifted_labels(const Tensor& labels) {
+  const int64_t b = labels.size(0), t = labels.size(1);
+  Tensor src = labels.contiguous();
+  Tensor out = Tensor::empty({b * t}, DType::i32);
+  const int32_t* l = src.data<int32_t>();
+  int32_t* o = out.data<int32_t>();
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t i = 0; i < t; ++i) o[r * t + i] = i + 1 < t ? l[r * t + i + 1] : -100;
+  return out;
+}
+
 const Tensor& CausalLM::lm_head_weight() const {
   UNILLM_THROW(NotImplemented, "[models] this model has no lm_head weight to quantise");
 }

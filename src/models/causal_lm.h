@@ -82,6 +82,10 @@ class CausalLM {
   // grad_scale_hint (the d(loss_sum) backward will get) lets the lm_head + cross-entropy compute
   // its gradients in the forward pass (one lm_head GEMM fewer); results are the same.
   virtual LossResult loss(const TrainBatch& batch, bool recompute, double grad_scale_hint = 0) = 0;
+  // The training forward up to the final norm: [B·T, C] hidden states of every position,
+  // recorded for backward (what loss() feeds its lm_head + cross-entropy; the preference stages
+  // feed ops::sequence_logprobs with lm_head_weight()). recompute and LoRA dropout as loss().
+  virtual Tensor hidden_states(const TrainBatch& batch, bool recompute);
   // The output projection [V, C] (the embedding when tied), and its quantised form for
   // inference (the quantize_weights pass, models/passes.h): forward then multiplies by q; a
   // separate lm_head's dense weight is dropped, a tied embedding stays for the lookup. Training
@@ -126,6 +130,10 @@ class CausalLM {
   std::map<std::string, nn::LoraConfig> adapters_;
   std::vector<std::string> active_;
 };
+
+// A batch's labels [B, T] shifted left by one within each row, flattened to [B·T]: position t is
+// scored against labels[t + 1]; the last position of each row gets −100.
+Tensor shifted_labels(const Tensor& labels);
 
 // Builds the model named by dir/config.json (`model_type` / `architectures`) with zero weights.
 std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weight_dtype,

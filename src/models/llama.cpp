@@ -152,23 +152,16 @@ void Llama::set_lm_head_quantized(ops::QuantizedWeight q) {
   }
 }
 
-namespace {
-// Labels shifted left by one within each row: row t is scored against labels[t + 1].
-Tensor shifted_labels(const Tensor& labels) {
-  const int64_t b = labels.size(0), t = labels.size(1);
-  Tensor src = labels.contiguous();
-  Tensor out = Tensor::empty({b * t}, DType::i32);
-  const int32_t* l = src.data<int32_t>();
-  int32_t* o = out.data<int32_t>();
-  for (int64_t r = 0; r < b; ++r)
-    for (int64_t i = 0; i < t; ++i) o[r * t + i] = i + 1 < t ? l[r * t + i + 1] : -100;
-  return out;
-}
-}  // namespace
 
 LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scale_hint) {
   if (lm_head_q_.defined())
     UNILLM_THROW(ConfigError, "[llama] training through a quantised lm_head is not supported (load the model without --quant_type)");
+  Tensor x = hidden_states(batch, recompute);  // [N, C]
+  auto ce = ops::linear_cross_entropy_eager_grad(x, lm_head(), shifted_labels(batch.labels), grad_scale_hint);
+  return {ce.loss_sum, ce.count};
+}
+
+Tensor Llama::hidden_states(const TrainBatch& batch, bool recompute) {
   const int64_t b = batch.input_ids.size(0), t = batch.input_ids.size(1);
   nn::AttentionInputs in;
   in.positions = batch.position_ids.contiguous().view({b * t});
@@ -178,10 +171,8 @@ LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scal
   in.tokens = t;
   // Once per call on the model's device (the attention of every layer reads them).
   in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
-  Tensor x = final_norm(layers(ops::embedding(batch.input_ids.contiguous().view({b * t}), embed_), in, nullptr, recompute),
-                        Tensor());  // [N, C]
-  auto ce = ops::linear_cross_entropy_eager_grad(x, lm_head(), shifted_labels(batch.labels), grad_scale_hint);
-  return {ce.loss_sum, ce.count};
+  return final_norm(layers(ops::embedding(batch.input_ids.contiguous().view({b * t}), embed_), in, nullptr, recompute),
+                    Tensor());  // [N, C]
 }
 
 }  // namespace unillm::models

@@ -52,6 +52,7 @@ class Llama : public CausalLM, public nn::Module {
   nn::NamedTensors named_parameters() const override { return nn::Module::named_parameters(); }
   nn::Module& module() override { return *this; }
   LossResult loss(const TrainBatch& batch, bool recompute, double grad_scale_hint = 0) override;
+  Tensor hidden_states(const TrainBatch& batch, bool recompute) override;
   const Tensor& lm_head_weight() const override { return lm_head(); }
   void set_lm_head_quantized(ops::QuantizedWeight q) override;
   const ops::QuantizedWeight& lm_head_quantized() const override { return lm_head_q_; }

@@ -12,6 +12,7 @@
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
 #include "ops/plugin_args.h"
+#include "ops/sequence_logprobs.h"
 
 namespace unillm::ops {
 namespace {
@@ -161,24 +162,27 @@ int64_t cross_entropy_auto_chunk(int64_t vocab, DType x_dtype) {
   return std::max<int64_t>(1, (int64_t{32} << 20) / bytes);
 }
 
-CrossEntropyResult linear_cross_entropy(const Tensor& x_in, const Tensor& w_in,
-                                        const Tensor& labels_in, int64_t chunk_rows) {
+CrossEntropyRows linear_cross_entropy_rows(const Tensor& x_in, const Tensor& w_in,
+                                           const Tensor& labels_in, int64_t chunk_rows) {
   check_cross_entropy(x_in, w_in, labels_in);
-  Tensor x = x_in.contiguous(), w = w_in.contiguous(), labels = labels_in.contiguous();
+  CrossEntropyRows r;
+  r.x = x_in.contiguous();
+  r.w = w_in.contiguous();
+  r.labels = labels_in.contiguous();
+  const Tensor &x = r.x, &w = r.w, &labels = r.labels;
   const int64_t n = x.size(0), c = x.size(1), v = w.size(0);
-  CrossEntropyResult r;
   r.count = check_labels(labels, v);
-  if (chunk_rows <= 0) chunk_rows = cross_entropy_auto_chunk(v, x.dtype());
+  r.chunk_rows = chunk_rows <= 0 ? cross_entropy_auto_chunk(v, x.dtype()) : chunk_rows;
   Tensor lse = Tensor::zeros({n}, x.dtype());
-  std::vector<double> loss(static_cast<size_t>(n), 0.0);
+  r.loss.assign(static_cast<size_t>(n), 0.0);
   if (r.count > 0 && c > 0) {
     // Per-row losses come back to the host (n doubles: the loss is logged) and are summed there.
     const Tensor lab = labels.to(w.device());
-    Tensor row_loss = Tensor::from_blob(loss.data(), {n}, DType::f64, nullptr);
+    Tensor row_loss = Tensor::from_blob(r.loss.data(), {n}, DType::f64, nullptr);
     Tensor lse_dev = Tensor::empty({n}, x.dtype(), x.device());
     Tensor loss_dev = w.device().is_cpu() ? row_loss : Tensor::empty({n}, DType::f64, w.device());
     LinearCrossEntropyArgs a{x.raw_data(), w.raw_data(), nullptr, nullptr,
-                             nullptr, n, c, v, chunk_rows, x.dtype(), w.dtype()};
+                             nullptr, n, c, v, r.chunk_rows, x.dtype(), w.dtype()};
     KernelCall<LinearCrossEntropyArgs>(kOp, w.device(), w.dtype(), a)
         .in(x, &a.x).in(w, &a.w).in(lab, &a.labels).out(lse_dev, &a.lse).out(loss_dev, &a.loss)
         .run(linear_cross_entropy_reference);
@@ -188,18 +192,26 @@ CrossEntropyResult linear_cross_entropy(const Tensor& x_in, const Tensor& w_in,
     const int32_t* lp = labels.data<int32_t>();
     for (int64_t i = 0; i < n; ++i)
       if (lp[i] != kIgnoreIndex) {
-        loss[i] = std::log(static_cast<double>(v));
-        store_scalar(lse.raw_data(), lse.dtype(), i, loss[i]);
+        r.loss[i] = std::log(static_cast<double>(v));
+        store_scalar(lse.raw_data(), lse.dtype(), i, r.loss[i]);
       }
   }
   // The backward kernel reads lse on x's device (host-made for no labelled rows or C = 0).
-  if (lse.device() != x.device()) lse = lse.to(x.device());
+  r.lse = lse.device() != x.device() ? lse.to(x.device()) : lse;
+  return r;
+}
+
+CrossEntropyResult linear_cross_entropy(const Tensor& x_in, const Tensor& w_in,
+                                        const Tensor& labels_in, int64_t chunk_rows) {
+  CrossEntropyRows rows = linear_cross_entropy_rows(x_in, w_in, labels_in, chunk_rows);
+  CrossEntropyResult r;
+  r.count = rows.count;
   double sum = 0;
-  for (double l : loss) sum += l;  // row order: deterministic
-  r.loss_sum = Tensor::empty({}, x.dtype(), x.device());
+  for (double l : rows.loss) sum += l;  // row order: deterministic
+  r.loss_sum = Tensor::empty({}, rows.x.dtype(), rows.x.device());
   r.loss_sum.fill(sum);
   if (autograd::needs_grad({x_in, w_in})) {
-    auto node = std::make_shared<CrossEntropyNode>(x, w, labels, lse, chunk_rows);
+    auto node = std::make_shared<CrossEntropyNode>(rows.x, rows.w, rows.labels, rows.lse, rows.chunk_rows);
     autograd::record(node, {x_in, w_in, labels_in}, {&r.loss_sum});
   }
   return r;
@@ -241,16 +253,20 @@ void linear_cross_entropy_reference(const LinearCrossEntropyArgs& a) {
   }
 }
 
-void linear_cross_entropy_backward_reference(const LinearCrossEntropyBackwardArgs& a) {
+namespace {
+
+// The backward reference with dlogits of labelled row i scaled by scale(i).
+template <typename Scale>
+void backward_reference(const LinearCrossEntropyBackwardArgs& a, Scale scale) {
   const DType gw = master_grad_dtype(a.w_dtype);
   std::vector<double> dw(a.dw ? static_cast<size_t>(a.v * a.c) : 0, 0.0), logits;
   for (int64_t i = 0; i < a.n; ++i) {
     const bool labelled = a.labels[i] != kIgnoreIndex;
     if (labelled) {
       row_logits(a.x, a.x_dtype, a.w, a.w_dtype, i, a.c, a.v, logits);
-      const double lse = load_scalar(a.lse, a.x_dtype, i);
-      for (int64_t j = 0; j < a.v; ++j) logits[j] = std::exp(logits[j] - lse) * a.grad_scale;
-      logits[a.labels[i]] -= a.grad_scale;  // now dlogits
+      const double lse = load_scalar(a.lse, a.x_dtype, i), s = scale(i);
+      for (int64_t j = 0; j < a.v; ++j) logits[j] = std::exp(logits[j] - lse) * s;
+      logits[a.labels[i]] -= s;  // now dlogits
     }
     for (int64_t p = 0; a.dx && p < a.c; ++p) {
       double s = 0;
@@ -261,6 +277,16 @@ void linear_cross_entropy_backward_reference(const LinearCrossEntropyBackwardArg
       for (int64_t p = 0; p < a.c; ++p) dw[j * a.c + p] += logits[j] * load_scalar(a.x, a.x_dtype, i * a.c + p);
   }
   for (int64_t e = 0; a.dw && e < a.v * a.c; ++e) store_scalar(a.dw, gw, e, dw[e]);
+}
+
+}  // namespace
+
+void linear_cross_entropy_backward_reference(const LinearCrossEntropyBackwardArgs& a) {
+  backward_reference(a, [&](int64_t) { return a.grad_scale; });
+}
+
+void linear_cross_entropy_backward_rows_reference(const LinearCrossEntropyRowsBackwardArgs& a) {
+  backward_reference(a.base, [&](int64_t i) { return a.row_scale[i]; });
 }
 
 }  // namespace unillm::ops

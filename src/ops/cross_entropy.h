@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -25,6 +26,17 @@ struct CrossEntropyResult {
 // The loss is accumulated in double in row order; results are deterministic for a thread count.
 CrossEntropyResult linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& labels,
                                         int64_t chunk_rows = 0);
+
+// The forward of linear_cross_entropy without the autograd record (sequence_logprobs builds its
+// own): the checked, contiguous inputs, each row's loss in double (0 for ignored rows, on the
+// host) and the per-row logsumexp on x's device (what the backward kernels read).
+struct CrossEntropyRows {
+  Tensor x, w, labels, lse;
+  std::vector<double> loss;
+  int64_t count = 0, chunk_rows = 0;
+};
+CrossEntropyRows linear_cross_entropy_rows(const Tensor& x, const Tensor& w, const Tensor& labels,
+                                           int64_t chunk_rows = 0);
 
 // The same loss, with the gradients computed eagerly in the forward pass, assuming backward will
 // receive d(loss_sum) = grad_scale (a trainer knows 1 / scored tokens before the forward). Each

@@ -22,6 +22,7 @@
 #include "backends/cpu/simd/simd.h"
 #include "core/registry.h"
 #include "ops/cross_entropy.h"
+#include "ops/sequence_logprobs.h"
 
 namespace unillm::cpu {
 namespace {
@@ -157,6 +158,18 @@ void cross_entropy_backward(const ops::LinearCrossEntropyBackwardArgs& a) {
   });
 }
 
+// The backward with one scale per row (sequence_logprobs: each sequence's own upstream gradient).
+template <typename T, bool kAvx2>
+void cross_entropy_backward_rows(const ops::LinearCrossEntropyRowsBackwardArgs& ra) {
+  const auto& a = ra.base;
+  const auto* lse = static_cast<const T*>(a.lse);
+  gradient_pass<T>(a, [&](T* l, int64_t row) {
+    const T scale = static_cast<T>(ra.row_scale[row]);
+    row_softmax_scaled<T, kAvx2>(l, a.v, lse[row], scale);
+    l[a.labels[row]] -= scale;
+  });
+}
+
 // Forward and backward in one pass: each chunk's logits give lse/loss, then become dlogits in
 // place. The same arithmetic as forward + backward, minus one GEMM.
 template <typename T, bool kAvx2>
@@ -188,6 +201,10 @@ void register_linear_cross_entropy() {
         "linear_cross_entropy_backward", DeviceKind::cpu, w,
         v ? &cross_entropy_backward<float, true> : &cross_entropy_backward<float, false>, "",
         avx2_or_portable());
+    reg.add<ops::LinearCrossEntropyRowsBackwardKernel>(
+        "linear_cross_entropy_backward_rows", DeviceKind::cpu, w,
+        v ? &cross_entropy_backward_rows<float, true> : &cross_entropy_backward_rows<float, false>, "",
+        avx2_or_portable());
     reg.add<ops::LinearCrossEntropyFusedKernel>(
         "linear_cross_entropy_fused", DeviceKind::cpu, w,
         v ? &cross_entropy_fused<float, true> : &cross_entropy_fused<float, false>, "",
@@ -198,6 +215,10 @@ void register_linear_cross_entropy() {
   reg.add<ops::LinearCrossEntropyBackwardKernel>("linear_cross_entropy_backward", DeviceKind::cpu,
                                                  DType::f64, &cross_entropy_backward<double, false>,
                                                  "", kPortable);
+  reg.add<ops::LinearCrossEntropyRowsBackwardKernel>("linear_cross_entropy_backward_rows",
+                                                     DeviceKind::cpu, DType::f64,
+                                                     &cross_entropy_backward_rows<double, false>, "",
+                                                     kPortable);
 }
 
 }  // namespace unillm::cpu
