@@ -37,6 +37,20 @@ void check_row_fields(const TokenizedDataset& d, const std::vector<int64_t>& row
   }
 }
 
+// Row indices of grouped data must be group_rows' layout: B/g example rows per member, member k
+// of the same examples in the same order.
+void check_group_layout(const TokenizedDataset& d, const std::vector<int64_t>& rows) {
+  const int64_t g = d.group, n = static_cast<int64_t>(rows.size());
+  if (g == 1) return;
+  bool ok = n % g == 0;
+  for (int64_t i = 0; ok && i < n / g; ++i)
+    for (int64_t k = 0; ok && k < g; ++k)
+      ok = rows[k * (n / g) + i] == rows[i] + k && rows[i] % g == 0;
+  if (!ok)
+    UNILLM_THROW(ConfigError, "[data] rows of grouped data (", g,
+                 " rows per example) must come in group_rows' layout");
+}
+
 void fill_row(const TokenizedDataset& d, int64_t r, int64_t i, const LoaderOptions& opts,
               Batch& b) {
   const int64_t base = i * b.seq_len;
@@ -69,18 +83,23 @@ BatchLoader::BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts
     : data_(data), opts_(opts) {
   if (opts.batch_size < 1) UNILLM_THROW(ConfigError, "[data] batch size must be >= 1");
   if (data.num_rows() == 0) UNILLM_THROW(ConfigError, "[data] the training dataset is empty");
+  if (data.group != 1 && data.group != 2)
+    UNILLM_THROW(ConfigError, "[data] dataset group ", data.group, " (expected 1 or 2)");
+  if (data.num_rows() % data.group != 0)
+    throw DataError(
+        UNILLM_MSG("[data] ", data.num_rows(), " rows do not form whole groups of ", data.group));
   std::vector<int64_t> all(data.source ? 0 : data.rows.size());  // a corpus has no row fields
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   check_row_fields(data, all);
 }
 
 int64_t BatchLoader::batches_per_epoch() const {
-  const int64_t n = data_.num_rows();
+  const int64_t n = data_.num_examples();
   return (n + opts_.batch_size - 1) / opts_.batch_size;
 }
 
 std::vector<int64_t> BatchLoader::epoch_order(int64_t epoch) const {
-  const int64_t n = data_.num_rows();
+  const int64_t n = data_.num_examples();
   std::vector<int64_t> a(n);
   for (int64_t i = 0; i < n; ++i) a[i] = i;
   if (!opts_.shuffle) return a;
@@ -100,9 +119,9 @@ Batch BatchLoader::next() {
   const int64_t n = static_cast<int64_t>(order_.size());
   const int64_t begin = state_.batch_index * opts_.batch_size;
   const int64_t end = std::min(n, begin + opts_.batch_size);
-  std::vector<int64_t> idx(order_.begin() + begin, order_.begin() + end);
+  std::vector<int64_t> examples(order_.begin() + begin, order_.begin() + end);
   if (++state_.batch_index == batches_per_epoch()) state_ = {state_.epoch + 1, 0};
-  return make_batch(data_, idx, opts_);
+  return make_batch(data_, group_rows(data_, examples), opts_);
 }
 
 void BatchLoader::restore(const LoaderState& s) {
@@ -118,8 +137,10 @@ Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& row_i
     if (r < 0 || r >= data.num_rows())
       UNILLM_THROW(ConfigError, "[data] row ", r, " out of range (", data.num_rows(), " rows)");
   check_row_fields(data, row_indices);
+  check_group_layout(data, row_indices);
   Batch b;
   b.rows = static_cast<int64_t>(row_indices.size());
+  b.group = data.group;
   for (int64_t r : row_indices) {
     b.lengths.push_back(static_cast<int32_t>(data.row_length(r)));
     b.seq_len = std::max<int64_t>(b.seq_len, b.lengths.back());
@@ -131,6 +152,29 @@ Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& row_i
   b.row_indices = row_indices;
   for (int64_t i = 0; i < b.rows; ++i) fill_row(data, row_indices[i], i, opts, b);
   return b;
+}
+
+std::vector<int64_t> group_rows(const TokenizedDataset& data,
+                                const std::vector<int64_t>& examples) {
+  const int64_t g = data.group, n = data.num_examples();
+  for (int64_t e : examples)
+    if (e < 0 || e >= n)
+      UNILLM_THROW(ConfigError, "[data] example ", e, " out of range (", n, " examples)");
+  std::vector<int64_t> rows;
+  rows.reserve(examples.size() * static_cast<size_t>(g));
+  for (int64_t k = 0; k < g; ++k)
+    for (int64_t e : examples) rows.push_back(e * g + k);
+  return rows;
+}
+
+std::vector<int64_t> group_rows(const TokenizedDataset& data, int64_t first_example,
+                                int64_t count) {
+  if (first_example < 0 || count < 0 || first_example + count > data.num_examples())
+    UNILLM_THROW(ConfigError, "[data] examples [", first_example, ", ", first_example + count,
+                 ") out of range (", data.num_examples(), " examples)");
+  std::vector<int64_t> examples(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) examples[i] = first_example + i;
+  return group_rows(data, examples);
 }
 
 }  // namespace unillm::data

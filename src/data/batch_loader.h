@@ -12,6 +12,12 @@
 // segment 0, so a pad is never scored and no real token attends to it.
 // Rows are read through TokenizedDataset::row_length / read_row, so a dataset backed by a token
 // corpus (input_dir; rows computed on demand) batches exactly like the same rows in memory.
+// Grouped rows (TokenizedDataset::group == 2, pairwise data: rows 2e, 2e+1 are example e's chosen
+// and rejected): everything above counts examples instead of rows — the permutation runs over the
+// num_rows/2 examples, batch_size is examples per batch, the last partial batch is kept — and a
+// batch of examples e_0 … e_{B−1} lays out member 0 of every example, then member 1 (rows 2e_0,
+// …, 2e_{B−1}, 2e_0+1, …, 2e_{B−1}+1: LLaMA-Factory's PairwiseDataCollator, chosen rows 0..B−1
+// and rejected rows B..2B−1), so a pair never spans two batches. group == 1 is the row loader.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +28,14 @@
 
 namespace unillm::data {
 
-
 struct Batch {
-  int64_t rows = 0;                   // B
-  int64_t seq_len = 0;                // T, the longest row of the batch
-  std::vector<int32_t> input_ids;     // [B, T] row-major; pad_id after each row's end
-  std::vector<int32_t> labels;        // [B, T] the dataset's labels (default: input_ids),
-                                      // kIgnoreIndex on padding (unshifted: the loss shifts, as
-                                      // HF's causal-LM loss does)
+  int64_t rows = 0;                // B (rows; group × examples)
+  int64_t group = 1;               // the dataset's group: 2 = rows [0, B/2) chosen, then rejected
+  int64_t seq_len = 0;             // T, the longest row of the batch
+  std::vector<int32_t> input_ids;  // [B, T] row-major; pad_id after each row's end
+  std::vector<int32_t> labels;     // [B, T] the dataset's labels (default: input_ids),
+                                   // kIgnoreIndex on padding (unshifted: the loss shifts, as
+                                   // HF's causal-LM loss does)
   std::vector<int32_t> position_ids;  // [B, T] or empty (= 0 … T−1 in every row) when the
                                       // dataset has none
   std::vector<int32_t> segment_ids;   // [B, T] or empty (attention within the whole row); a
@@ -40,7 +46,7 @@ struct Batch {
 };
 
 struct LoaderOptions {
-  int64_t batch_size = 8;  // per_device_train_batch_size
+  int64_t batch_size = 8;  // per_device_train_batch_size (examples when the data is grouped)
   bool shuffle = true;     // false: dataset order (disable_shuffling)
   uint64_t seed = 42;
   int32_t pad_id = 0;  // value of padded input_ids (labels there are always kIgnoreIndex)
@@ -62,15 +68,17 @@ struct LoaderState {
 class BatchLoader {
  public:
   // Keeps a reference to data, which must outlive the loader. Throws ConfigError when the data
-  // is empty or batch_size < 1, DataError when its labels / position_ids / segment_ids are not
-  // empty or one per row of the row's length.
+  // is empty, batch_size < 1 or group is not 1 or 2, DataError when its labels / position_ids /
+  // segment_ids are not empty or one per row of the row's length, or the rows do not form whole
+  // groups.
   BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts);
 
-  int64_t batches_per_epoch() const;
-  Batch next();  // the batch at state(), then advances
+  int64_t batches_per_epoch() const;  // ceil(examples / batch_size)
+  Batch next();                       // the batch at state(), then advances
   LoaderState state() const { return state_; }
   void restore(const LoaderState& s);  // throws ConfigError when batch_index is out of range
-  // The row order of an epoch (the permutation described above).
+  // The order of an epoch (the permutation described above): row indices, or example indices
+  // when the data is grouped.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
  private:
@@ -82,8 +90,18 @@ class BatchLoader {
 };
 
 // Pads rows [B] into a Batch (used by the loader; also for evaluation batches in dataset order).
-// Throws DataError when a selected row's labels/positions/segments do not match its length.
+// Batch::group = data.group; for grouped data row_indices must be in group_rows' layout
+// (ConfigError otherwise). Throws DataError when a selected row's labels/positions/segments do not
+// match its length.
 Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& row_indices,
                  const LoaderOptions& opts);
+
+// The rows of examples first_example … first_example + count − 1, in the loader's batch layout:
+// member 0 of each example, then member 1, … (group 1: the rows themselves). For evaluation
+// batches in dataset order: make_batch(data, group_rows(data, e, n), opts). Throws ConfigError
+// when the range is outside [0, data.num_examples()].
+std::vector<int64_t> group_rows(const TokenizedDataset& data, int64_t first_example, int64_t count);
+// The same layout for any list of examples (the loader's batches).
+std::vector<int64_t> group_rows(const TokenizedDataset& data, const std::vector<int64_t>& examples);
 
 }  // namespace unillm::data

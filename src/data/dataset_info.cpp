@@ -14,6 +14,9 @@ using nlohmann::json;
 
 namespace {
 
+// Stages whose datasets are pairwise (ranking: true).
+bool ranking_stage(const std::string& stage) { return stage == "rm" || stage == "dpo"; }
+
 // LLaMA-Factory's FILEEXT2TYPE, restricted to the types we read; "" for the others.
 std::string file_type_of(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
@@ -75,10 +78,12 @@ void read_pt_columns(const json& entry, DatasetAttr& attr, const std::string& wh
   attr.query_column = optional_string(cols, "query", where, "columns");
 }
 
-// Stage sft: LLaMA-Factory's parser. A `columns` map sets every column its formatting names
-// (alpaca: prompt, query, response, history; sharegpt: messages; both: system, tools), absent
-// ones to "none"; a `tags` map (sharegpt only) sets every tag the same way.
-void read_sft_columns(const json& entry, DatasetAttr& attr, const std::string& where) {
+// Stages sft, rm, dpo: LLaMA-Factory's parser. A `columns` map sets every column its formatting
+// names (alpaca: prompt, query, response, history; sharegpt: messages; both: system, tools,
+// chosen, rejected), absent ones to "none"; a `tags` map (sharegpt only) sets every tag the same
+// way.
+void read_sft_columns(const json& entry, DatasetAttr& attr, const std::string& where,
+                      const std::string& stage) {
   if (entry.contains("columns")) {
     const json& cols = entry["columns"];
     if (!cols.is_object())
@@ -90,6 +95,8 @@ void read_sft_columns(const json& entry, DatasetAttr& attr, const std::string& w
     SftColumns& c = attr.columns;
     c.system = optional_string(cols, "system", where, "columns");
     c.tools = optional_string(cols, "tools", where, "columns");
+    c.chosen = optional_string(cols, "chosen", where, "columns");
+    c.rejected = optional_string(cols, "rejected", where, "columns");
     if (attr.formatting == "alpaca") {
       c.prompt = optional_string(cols, "prompt", where, "columns");
       c.query = optional_string(cols, "query", where, "columns");
@@ -111,7 +118,10 @@ void read_sft_columns(const json& entry, DatasetAttr& attr, const std::string& w
     g.function_tag = optional_string(t, "function_tag", where, "tags");
     g.system_tag = optional_string(t, "system_tag", where, "tags");
   }
-  if (attr.formatting == "alpaca" && !attr.columns.response)
+  if (attr.ranking && (!attr.columns.chosen || !attr.columns.rejected))
+    UNILLM_THROW(ConfigError, "[data] ", where, ": a ranking dataset needs columns.chosen and ",
+                 "columns.rejected (stage ", stage, ")");
+  if (attr.formatting == "alpaca" && !attr.ranking && !attr.columns.response)
     UNILLM_THROW(ConfigError, "[data] ", where,
                  ": 'columns' has no 'response' (nothing to train on in stage sft)");
   if (attr.formatting == "sharegpt" &&
@@ -159,17 +169,23 @@ DatasetAttr resolve_one(const std::string& name, const json& info, const std::st
                  "(unillm never downloads); download it and point 'file_name' at the local file");
   }
   if (!has_file) UNILLM_THROW(ConfigError, "[data] ", where, ": no 'file_name'");
-  const auto ranking = entry.find("ranking");
-  if (ranking != entry.end() && !ranking->is_null() && !ranking->is_boolean())
+  const auto ranking_it = entry.find("ranking");
+  if (ranking_it != entry.end() && !ranking_it->is_null() && !ranking_it->is_boolean())
     UNILLM_THROW(ConfigError, "[data] ", where, ": 'ranking' must be true or false");
-  if (ranking != entry.end() && ranking->is_boolean() && ranking->get<bool>())
+  const bool ranking =
+      ranking_it != entry.end() && ranking_it->is_boolean() && ranking_it->get<bool>();
+  if (ranking && !ranking_stage(stage))
     UNILLM_THROW(ConfigError, "[data] ", where, ": ranking datasets are not applicable to stage ",
                  stage);
+  if (!ranking && ranking_stage(stage))
+    UNILLM_THROW(ConfigError, "[data] ", info_path, ": dataset '", name,
+                 "' is not a ranking dataset; stage ", stage, " needs ranking: true");
   if (entry.contains("num_samples") && !entry["num_samples"].is_null())
     UNILLM_THROW(NotImplemented, "[data] ", where, ": 'num_samples' is not implemented yet");
 
   DatasetAttr attr;
   attr.name = name;
+  attr.ranking = ranking;
   attr.formatting = read_formatting(entry, stage, where);
   const std::string local =
       (fs::path(dataset_dir) / string_field(entry, "file_name", where)).string();
@@ -185,9 +201,9 @@ DatasetAttr resolve_one(const std::string& name, const json& info, const std::st
     read_pt_columns(entry, attr, where);
   } else {
     if (attr.file_type != "json")
-      UNILLM_THROW(ConfigError, "[data] ", where, ": ", attr.files[0],
-                   ": stage sft reads .json or .jsonl files");
-    read_sft_columns(entry, attr, where);
+      UNILLM_THROW(ConfigError, "[data] ", where, ": ", attr.files[0], ": stage ", stage,
+                   " reads .json or .jsonl files");
+    read_sft_columns(entry, attr, where, stage);
   }
   return attr;
 }
@@ -202,7 +218,7 @@ std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
 std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
                                           const std::string& dataset_dir,
                                           const std::string& stage) {
-  if (stage != "pt" && stage != "sft")
+  if (stage != "pt" && stage != "sft" && !ranking_stage(stage))
     UNILLM_THROW(NotImplemented, "[data] datasets for stage '", stage, "' are not implemented");
   if (names.empty()) return {};
   if (dataset_dir == "ONLINE" || dataset_dir.rfind("REMOTE:", 0) == 0)

@@ -1,6 +1,6 @@
 // dataset_info.json: the name → file table of a LLaMA-Factory dataset_dir, read as LLaMA-Factory's
 // parser.py reads it (file_name, formatting, ranking, columns, tags, hub urls): the pretraining
-// text column and the SFT columns/tags of the alpaca and sharegpt formats.
+// text column and the SFT / preference columns and tags of the alpaca and sharegpt formats.
 #pragma once
 
 #include <optional>
@@ -24,6 +24,11 @@ struct SftColumns {
   // both
   std::optional<std::string> system;
   std::optional<std::string> tools;  // read only to reject non-empty tools (not implemented)
+  // both, ranking datasets (stages rm and dpo): the preferred and the dispreferred response
+  // (alpaca: strings; sharegpt: one message object each). LLaMA-Factory's default is None: only a
+  // `columns` map names them.
+  std::optional<std::string> chosen;
+  std::optional<std::string> rejected;
 };
 
 struct SharegptTags {
@@ -41,22 +46,27 @@ struct DatasetAttr {
   std::vector<std::string> files;     // resolved local files (a directory lists its files, sorted)
   std::string file_type;              // "txt" | "json" (json covers .json and .jsonl)
   std::string formatting = "alpaca";  // "alpaca" | "sharegpt"
+  bool ranking = false;               // pairwise data (chosen/rejected): stages rm and dpo only
   // Stage pt: the text of a record.
   std::string prompt_column = "text";  // LLaMA-Factory `columns.prompt` (unillm default "text")
   std::optional<std::string> query_column;  // `columns.query`: appended after "\n" when non-empty
-  // Stage sft.
+  // Stages sft, rm, dpo.
   SftColumns columns;
   SharegptTags tags;
 };
 
-// Reads DATASET_DIR/dataset_info.json and resolves each name for a training stage ("pt" or
-// "sft"). Throws ConfigError naming the file and the dataset for: a missing/invalid
+// Reads DATASET_DIR/dataset_info.json and resolves each name for a training stage ("pt", "sft",
+// "rm" or "dpo"). Throws ConfigError naming the file and the dataset for: a missing/invalid
 // dataset_info.json, an undefined name, a hub/script entry with no local file ("not available
-// offline"), a missing file, an unsupported file type or formatting, `ranking: true`, a column
-// or tag that is not a string; NotImplemented for `num_samples`, multimodal columns (images,
-// videos, audios), kto_tag, formatting "openai", and sharegpt for stage pt.
+// offline"), a missing file, an unsupported file type or formatting, a column or tag that is not
+// a string, `ranking: true` for stages pt and sft ("not applicable"), and its absence for rm and
+// dpo ("dataset X is not a ranking dataset; stage dpo needs ranking: true"); NotImplemented for
+// `num_samples`, multimodal columns (images, videos, audios), kto_tag, formatting "openai",
+// sharegpt for stage pt, and any other stage (kto).
 // Stage pt reads `columns.prompt` (default "text") and `columns.query`; stage sft reads the
-// SftColumns / SharegptTags above and accepts only .json/.jsonl files.
+// SftColumns / SharegptTags above and accepts only .json/.jsonl files. Stages rm and dpo (LLaMA-
+// Factory's dpo workflow loads its data as stage rm) read the same plus columns.chosen and
+// columns.rejected, which must both be named; alpaca needs no response column there.
 std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
                                           const std::string& dataset_dir, const std::string& stage);
 // Stage pt.

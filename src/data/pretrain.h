@@ -73,11 +73,16 @@ struct TokenizedDataset {
   std::vector<std::vector<int32_t>> labels;
   std::vector<std::vector<int32_t>> position_ids;
   std::vector<std::vector<int32_t>> segment_ids;
+  // Rows per example: 1, or 2 for pairwise data (stages rm, dpo; data/pairwise.h), where rows 2e
+  // and 2e+1 are example e's chosen and rejected rows. The loader (data/batch_loader.h) and the
+  // val_size split keep an example's rows together and count examples, not rows.
+  int64_t group = 1;
   int64_t documents = 0;                   // documents that went in (after max_samples)
   int64_t skipped_records = 0;             // bad records skipped (skip_bad_records only)
   std::vector<std::string> skip_messages;  // the first few reasons, for the log
   int64_t num_tokens() const;
   int64_t num_rows() const;
+  int64_t num_examples() const { return num_rows() / group; }  // groups of `group` rows
   int64_t row_length(int64_t r) const;
   void read_row(int64_t r, int32_t* out) const;  // row_length(r) ids
 };

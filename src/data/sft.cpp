@@ -134,20 +134,28 @@ TokenizedDataset pack(TokenizedDataset&& d, const SftOptions& o, bool paddle) {
   return std::move(p.data);
 }
 
-void split_val(TokenizedDataset& train, TokenizedDataset& eval, double val_size, uint64_t seed) {
-  const int64_t n = static_cast<int64_t>(train.rows.size());
+}  // namespace
+
+void split_val_examples(TokenizedDataset& train, TokenizedDataset& eval, double val_size,
+                        uint64_t seed) {
+  const int64_t g = train.group;
+  UNILLM_CHECK(g >= 1 && train.num_rows() % g == 0, "[data] ", train.num_rows(),
+               " rows do not form groups of ", g);
+  const int64_t n = train.num_examples();
   SplitSizes sz = split_sizes(val_size, n);
   std::vector<int64_t> perm = numpy_permutation(seed, n);
-  std::vector<int64_t> te(perm.begin(), perm.begin() + sz.test), tr(perm.begin() + sz.test, perm.end());
+  std::vector<int64_t> te, tr;  // row indices, an example's rows together
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < g; ++k) (i < sz.test ? te : tr).push_back(perm[i] * g + k);
   eval = select_rows(train, te);
+  eval.group = g;
   TokenizedDataset kept = select_rows(train, tr);
+  kept.group = g;
   kept.documents = train.documents;
   kept.skipped_records = train.skipped_records;
   kept.skip_messages = std::move(train.skip_messages);
   train = std::move(kept);
 }
-
-}  // namespace
 
 std::pair<std::vector<int32_t>, std::vector<int32_t>> encode_src_tgt_plain(
     const std::string& src, const std::string& tgt, const io::Tokenizer& tok, int64_t src_length,
@@ -191,7 +199,7 @@ std::pair<TokenizedDataset, TokenizedDataset> load_sft_data(const SftOptions& o,
     if (!o.data.eval_dataset.empty()) eval = pack(read_lf(o.data.eval_dataset, o, *tmpl), o, false);
   }
   if (train.rows.empty()) UNILLM_THROW(DataError, "[data] the training data holds no usable sample");
-  if (o.data.val_size > 1e-6) split_val(train, eval, o.data.val_size, o.data.seed);
+  if (o.data.val_size > 1e-6) split_val_examples(train, eval, o.data.val_size, o.data.seed);
   return {std::move(train), std::move(eval)};
 }
 

@@ -16,6 +16,9 @@ struct SftOptions {
   // datasets, dataset_dir, cutoff_len (the training::data_cutoff_len()), packing, max_samples,
   // val_size, seed, preprocessing_batch_size, skip_bad_records.
   DataOptions data;
+  // "sft" for load_sft_data; "rm" or "dpo" for load_pairwise_data (data/pairwise.h), which
+  // resolves its datasets for that stage. load_sft_data does not read it.
+  std::string stage = "sft";
   bool train_on_prompt = false;
   bool mask_history = false;
   bool neat_packing = false;  // with packing: samples kept apart (segment ids)
@@ -33,6 +36,14 @@ struct SftOptions {
 std::pair<TokenizedDataset, TokenizedDataset> load_sft_data(const SftOptions& opts,
                                                             const io::Tokenizer& tok,
                                                             const ChatTemplate* tmpl);
+
+// LLaMA-Factory's val_size split of processed data (split_dataset → train_test_split, split.h),
+// by examples: the permutation runs over train.num_examples() and an example's train.group rows
+// move together, in order. eval gets the first n_test examples of the permutation and train the
+// rest, both in permutation order; eval.group = train.group; train keeps documents and the skip
+// counters. Throws DataError as split_sizes does (an empty part).
+void split_val_examples(TokenizedDataset& train, TokenizedDataset& eval, double val_size,
+                        uint64_t seed);
 
 struct TemplateChoice {
   std::string name;

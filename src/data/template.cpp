@@ -298,6 +298,19 @@ const KnownJinja kKnownJinja[] = {
 
 }  // namespace
 
+EncodedTurn ChatTemplate::encode_oneturn(const std::vector<Message>& messages,
+                                         const std::string& system) const {
+  std::vector<EncodedTurn> turns = encode_multiturn(messages, system, true);
+  EncodedTurn out;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    out.prompt.insert(out.prompt.end(), turns[i].prompt.begin(), turns[i].prompt.end());
+    if (i + 1 < turns.size())
+      out.prompt.insert(out.prompt.end(), turns[i].response.begin(), turns[i].response.end());
+  }
+  out.response = std::move(turns.back().response);
+  return out;
+}
+
 std::unique_ptr<ChatTemplate> ChatTemplate::from_def(const TemplateDef& def,
                                                      const io::Tokenizer& tok,
                                                      const TemplateOptions& options) {

@@ -97,6 +97,12 @@ class ChatTemplate {
                                             const std::string& system) const {
     return encode_multiturn(messages, system, false);
   }
+  // LLaMA-Factory's Template.encode_oneturn (ReasoningTemplate's for reasoning templates): the
+  // messages (as encode_multiturn's) through encode_multiturn with discard_history_thought;
+  // prompt = every turn's ids laid end to end except the last response (earlier responses are
+  // part of the prompt), response = the last response's ids. The pairwise (rm/dpo) encoder uses
+  // it for prompt + chosen and prompt + rejected.
+  EncodedTurn encode_oneturn(const std::vector<Message>& messages, const std::string& system) const;
   // The prompt for generating the next assistant turn: messages has an odd count and ends with
   // a user message (LLaMA-Factory's encode_oneturn with an empty response, prompt part; reasoning
   // templates strip the thoughts of earlier responses, and append the empty thought unless

@@ -1,0 +1,96 @@
+// What the LLaMA-Factory record readers share (sft_reader.cpp, preference_reader.cpp): the record
+// loop over .json / .jsonl files with "[data] FILE line N: ..." errors, skipping and max_samples,
+// and the common parts of its converters (data/converter.py: alpaca prompt, sharegpt turns).
+// Internal to src/data.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "data/dataset_info.h"
+#include "data/record_reader.h"  // ReadOptions
+#include "data/template.h"       // Message
+
+namespace unillm::data {
+
+// Thrown by a converter for a bad record; the loop adds file and line.
+struct BadRecord {
+  std::string what;
+};
+[[noreturn]] void bad(std::string what);
+
+std::string quoted(const std::string& s);  // 'key'
+
+// obj[key] or nullptr when absent.
+const nlohmann::json* find_key(const nlohmann::json& obj, const std::string& key);
+
+// A text value: a string, or null / absent ("" then) unless required (BadRecord otherwise).
+std::string text_or_empty(const nlohmann::json& obj, const std::string& key, bool required);
+
+// A response text: present, not null, a string, non-empty (BadRecord naming the key otherwise).
+std::string response_text(const nlohmann::json& obj, const std::string& key);
+
+// Tool definitions are not rendered yet: only an absent/null/empty tools value is accepted.
+void check_no_tools(const nlohmann::json& obj, const std::optional<std::string>& key);
+
+// LLaMA-Factory's AlpacaDatasetConverter prompt: history pairs (user, assistant)… + user(prompt
+// ["\n" + query], each part only when non-empty).
+std::vector<Message> alpaca_prompt(const nlohmann::json& obj, const SftColumns& c);
+
+// One sharegpt message's (role, content) strings; `where` names it in errors ("sharegpt turn 3").
+std::pair<std::string, std::string> sharegpt_message(const nlohmann::json& m, const SharegptTags& t,
+                                                     const std::string& where);
+
+// The messages list of a sharegpt record as LLaMA-Factory's SharegptDatasetConverter aligns it:
+// a first message whose role is tags.system_tag becomes the system (else the system column); the
+// rest must alternate user|observation (1st, 3rd, …) and assistant|function (2nd, 4th, …).
+// The count is not checked here (sft wants it even, ranking odd).
+struct SharegptTurns {
+  std::vector<Message> messages;
+  std::string system;
+  bool had_system_message = false;
+  size_t list_size = 0;  // entries of the record's list, the system message included
+};
+SharegptTurns sharegpt_turns(const nlohmann::json& obj, const DatasetAttr& attr);
+
+// The Role of an assistant-side sharegpt role string (assistant or function tag), or BadRecord
+// "<where> has role 'x', expected an assistant turn".
+Role sharegpt_response_role(const SharegptTags& t, const std::string& role,
+                            const std::string& where);
+
+// Bad-record bookkeeping shared by the readers.
+struct RecordTally {
+  int64_t rows = 0;             // records seen (what max_samples counts), bad ones included
+  int64_t skipped_records = 0;  // bad records skipped (skip_bad_records only)
+  std::vector<std::string> skip_messages;  // the first few skip reasons
+};
+
+// Reads .json arrays / JSON lines record by record. For each record that parses as an object,
+// visit(obj, source) runs with source = "FILE line N" (N: the line where the record starts); a
+// BadRecord it throws, invalid JSON, a non-object, a malformed array or an empty file becomes
+// DataError "[data] FILE line N: ..." or, with skip_bad_records, a counted skip. visit keeps
+// what it converts; it must throw before keeping anything of a bad record.
+class RecordLoop {
+ public:
+  using Visit = std::function<void(const nlohmann::json& obj, const std::string& source)>;
+  explicit RecordLoop(const ReadOptions& opts) : opts_(opts) {}
+
+  bool full() const { return opts_.max_samples && tally_.rows >= *opts_.max_samples; }
+  void read_file(const std::string& file, const Visit& visit);
+  RecordTally& tally() { return tally_; }
+
+ private:
+  void bad_record(const std::string& file, int64_t line, const std::string& what);
+  void add(const std::string& file, std::string_view text, int64_t line, const Visit& visit);
+
+  const ReadOptions& opts_;
+  RecordTally tally_;
+};
+
+}  // namespace unillm::data
