@@ -61,7 +61,7 @@ struct TrainArgs {
   std::string input_dir;
   std::string split = "949,50,1";  // PaddleNLP's default
   // --- fine-tuning
-  std::string stage = "sft";             // LLaMA-Factory's default; pt and sft are implemented
+  std::string stage = "sft";             // LLaMA-Factory's default; pt, sft and dpo are implemented
   std::string finetuning_type = "lora";  // LLaMA-Factory's default; lora, freeze, full
   // freeze (LLaMA-Factory FinetuningArguments)
   int64_t freeze_trainable_layers = 2;  // > 0: the last N layers; < 0: the first |N|
@@ -75,6 +75,12 @@ struct TrainArgs {
   bool use_rslora = false;
   bool create_new_adapter = false;
   std::vector<std::string> adapter_name_or_path;  // existing adapters (model key)
+  // preference training (stage dpo; LLaMA-Factory's RLHF arguments and defaults)
+  std::string pref_loss = "sigmoid";  // sigmoid | hinge | ipo | kto_pair | orpo | simpo
+  double pref_beta = 0.1;
+  double pref_ftx = 0;
+  double dpo_label_smoothing = 0;
+  double simpo_gamma = 0.5;
   // export (`unillm export`)
   std::string export_dir;
   double export_size = 5;  // GB per safetensors shard (LLaMA-Factory's default)

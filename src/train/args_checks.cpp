@@ -102,13 +102,33 @@ void check_predict(const TrainArgs& a, const std::string& where) {
                  ": do_predict needs a test weight in split (its third part), got '", a.split, "'");
 }
 
+// Stage dpo: its reference is the LoRA policy with the adapters off, so far (a frozen copy for
+// full/freeze fine-tuning comes next); pairs are never packed; PaddleNLP data has no pairs.
+void check_preference(const TrainArgs& a, const std::string& where) {
+  if (a.stage != "dpo") return;
+  if (a.finetuning_type != "lora")
+    UNILLM_THROW(NotImplemented, "[config] ", where, ": stage dpo with finetuning_type ", a.finetuning_type,
+                 " (its reference model is a frozen copy) is not implemented yet; finetuning_type lora is");
+  if (!a.dataset_name_or_path.empty() || !a.input_dir.empty())
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": stage dpo reads LLaMA-Factory ranking datasets (dataset + dataset_dir), not "
+                 "dataset_name_or_path or input_dir");
+  if (a.dpo_label_smoothing > 0 && a.pref_loss != "sigmoid")
+    UNILLM_THROW(ConfigError, "[config] ", where, ": dpo_label_smoothing is only valid with pref_loss: sigmoid (got ",
+                 a.pref_loss, ")");
+  if (a.pref_ftx > 1e-6 && a.pref_loss == "kto_pair")
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": pref_ftx with pref_loss kto_pair (LLaMA-Factory cannot add its 2B losses to the B sft terms)");
+}
+
 }  // namespace
 
 void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given) {
   if (a.model_name_or_path.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": model_name_or_path is required");
-  check_implemented(where, given, "stage", a.stage, {"pt", "sft"});
+  check_implemented(where, given, "stage", a.stage, {"pt", "sft", "dpo"});
   check_implemented(where, given, "finetuning_type", a.finetuning_type, {"lora", "freeze", "full"});
+  check_preference(a, where);
   finish_finetune_args(a, where);
   if (!a.packing_given) a.packing = a.stage == "pt";  // LLaMA-Factory's parser
   if (a.data_cutoff_len() < 1)

@@ -188,6 +188,15 @@ const std::map<std::string, Setter>& setters() {
        [](TrainArgs& a, const Field& f) {
          a.stage = get_choice(f, {"pt", "sft", "rm", "ppo", "dpo", "kto"});
        }},
+      {"pref_loss",
+       [](TrainArgs& a, const Field& f) {
+         a.pref_loss = get_choice(f, {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"});
+       }},
+      {"pref_beta", [](TrainArgs& a, const Field& f) { a.pref_beta = get_number_in(f, 0, 1e9, true, false); }},
+      {"pref_ftx", [](TrainArgs& a, const Field& f) { a.pref_ftx = get_number_in(f, 0, 1e9, false, false); }},
+      {"dpo_label_smoothing",
+       [](TrainArgs& a, const Field& f) { a.dpo_label_smoothing = get_number_in(f, 0, 0.5, false, false); }},
+      {"simpo_gamma", [](TrainArgs& a, const Field& f) { a.simpo_gamma = get_number(f, ""); }},
       {"finetuning_type",
        [](TrainArgs& a, const Field& f) {
          a.finetuning_type = get_choice(f, {"lora", "oft", "freeze", "full"});

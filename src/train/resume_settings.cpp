@@ -16,6 +16,7 @@ json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(
 json must_match(const TrainArgs& a) {
   return {
       {"stage", a.stage},
+      {"pref_loss", a.pref_loss},
       {"finetuning_type", a.finetuning_type},
       {"train_from_scratch", a.train_from_scratch},
       {"template", a.template_name},
@@ -79,6 +80,10 @@ json may_change(const TrainArgs& a) {
       {"adam_beta2", a.adam_beta2},
       {"adam_epsilon", a.adam_epsilon},
       {"max_grad_norm", a.max_grad_norm},
+      {"pref_beta", a.pref_beta},
+      {"pref_ftx", a.pref_ftx},
+      {"dpo_label_smoothing", a.dpo_label_smoothing},
+      {"simpo_gamma", a.simpo_gamma},
   };
 }
 

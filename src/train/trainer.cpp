@@ -11,7 +11,6 @@
 
 #include "data/corpus_data.h"
 #include "data/error.h"
-#include "data/sft.h"
 #include "models/save.h"
 #include "ops/matmul_compute.h"
 #include "io/json_file.h"
@@ -113,44 +112,19 @@ void Run::load(const std::string& from) {
   opt_ = std::make_unique<AdamW>(*arena_, AdamWConfig{a_.adam_beta1, a_.adam_beta2, a_.adam_epsilon, a_.weight_decay});
 }
 
-// The pad id: the tokenizer's pad token, else EOS (LLaMA-Factory sets pad = eos).
-static int32_t pad_id_of(const io::Tokenizer& tok, int32_t eos) {
-  for (const char* t : {"<pad>", "<|endoftext|>", "<|finetune_right_pad_id|>"})
-    if (auto id = tok.token_to_id(t); id && *id != eos) return *id;
-  return eos;
-}
-
 void Run::setup_data() {
-  int32_t pad = -1;
-  if (a_.stage == "sft") {
-    const bool paddle = !a_.dataset_name_or_path.empty();
-    // PaddleNLP renders through the model's chat template when it has one, else src + tgt + EOS.
-    if (!paddle || !a_.template_name.empty() || data::has_chat_template(tokenizer_dir_)) {
-      auto choice = data::choose_template(a_.template_name, tokenizer_dir_);
-      template_ = data::ChatTemplate::by_name(choice.name, *tok_, choice.options);
-    }
-    data::SftOptions so = sft_options(a_);
-    pad = so.pad_id = pad_id_of(*tok_, template_ ? template_->eos_id() : tok_->eos_id());
-    auto [train, eval] = data::load_sft_data(so, *tok_, template_.get());
-    train_ = std::move(train);
-    eval_ = std::move(eval);
-    say("data: " + std::string(paddle ? "{src,tgt} " : "") + "sft, template '" +
-        (template_ ? template_->name() : "none (src + tgt + EOS)") + "'");
-  } else {
-    auto [train, eval] = data::load_pretrain_data(data_options(a_), *tok_);
-    train_ = std::move(train);
-    eval_ = std::move(eval);
-    pad = tok_->token_to_id("<pad>").value_or(-1);
-    if (pad < 0) pad = data::pretrain_eos_id(data_options(a_), *tok_);  // LLaMA-Factory: pad = eos
-    // HF's DataCollatorForLanguageModeling (stage pt) masks every label equal to the pad id.
-    loader_opts_.mask_label_id = pad;
-  }
+  stage_ = make_stage(a_);
+  StageData d = stage_->load_data(*tok_, tokenizer_dir_);
+  train_ = std::move(d.train);
+  eval_ = std::move(d.eval);
+  say("data: " + d.description);
+  loader_opts_.mask_label_id = d.mask_label_id;
+  loader_opts_.pad_id = d.pad_id;
   if (train_.skipped_records > 0) say("skipped " + std::to_string(train_.skipped_records) + " bad records");
   for (const auto& m : train_.skip_messages) say("  " + m);
   loader_opts_.batch_size = a_.per_device_train_batch_size;
   loader_opts_.shuffle = !a_.disable_shuffling;
   loader_opts_.seed = static_cast<uint64_t>(a_.seed);
-  loader_opts_.pad_id = pad;
   loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
   if (a_.do_predict) test_ = data::load_corpus_test_rows(data_options(a_), *tok_);
   if (a_.do_predict && test_.num_rows() == 0)
@@ -163,9 +137,13 @@ void Run::setup_data() {
     UNILLM_THROW(NotImplemented,
                  "[train] metric_for_best_model 'accuracy' on packed evaluation rows "
                  "(packing, neat_packing, zero_padding) is not implemented yet");
-  say("data: " + std::to_string(train_.num_rows()) + " train rows (" +
+  // Pairwise data: rows come in chosen/rejected pairs, which the batch size counts.
+  auto pairs = [](const data::TokenizedDataset& d) {
+    return d.group == 2 ? " (" + std::to_string(d.num_examples()) + " pairs)" : std::string();
+  };
+  say("data: " + std::to_string(train_.num_rows()) + " train rows" + pairs(train_) + " (" +
       std::to_string(train_.num_tokens()) + " tokens), " + std::to_string(eval_.num_rows()) +
-      " eval rows" + (a_.do_predict ? ", " + std::to_string(test_.num_rows()) + " test rows" : ""));
+      " eval rows" + pairs(eval_) + (a_.do_predict ? ", " + std::to_string(test_.num_rows()) + " test rows" : ""));
 }
 
 void Run::setup_schedule() {
@@ -263,8 +241,6 @@ TrainResult Run::go() {
 }  // namespace detail
 
 TrainResult run_training(const TrainArgs& args, const TrainerHooks& hooks) {
-  if (args.stage != "pt" && args.stage != "sft")
-    UNILLM_THROW(NotImplemented, "[train] stage '", args.stage, "' is not implemented yet (pt and sft are)");
   detail::Run run(args, hooks);
   return run.go();
 }

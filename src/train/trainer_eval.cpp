@@ -3,6 +3,7 @@
 // the test part of split (run_pretrain.py).
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "autograd/grad_mode.h"
 #include "train/trainer_run.h"
@@ -63,13 +64,16 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   int64_t items = 0, right = 0, scored = 0;
   data::LoaderOptions eo = loader_opts_;
   eo.batch_size = a_.per_device_eval_batch_size;
-  for (int64_t r = 0; r < ds.num_rows(); r += eo.batch_size) {
-    std::vector<int64_t> idx;
-    for (int64_t i = r; i < std::min(ds.num_rows(), r + eo.batch_size); ++i) idx.push_back(i);
+  std::vector<std::tuple<std::string, double, int64_t>> metrics;
+  const int64_t examples = ds.num_rows() / ds.group;
+  for (int64_t e = 0; e < examples; e += eo.batch_size) {
+    // Dataset order; the rows of an example (a pair) stay in one batch, laid out as the loader's.
+    const std::vector<int64_t> idx = data::group_rows(ds, e, std::min(examples - e, eo.batch_size));
     data::Batch b = data::make_batch(ds, idx, eo);
-    auto out = model_->loss(to_train_batch(b), false);
-    loss_sum += out.loss_sum.item_flat(0);
-    items += out.count;
+    EvalPart part = stage_->eval_batch(*model_, b);
+    loss_sum += part.loss_sum;
+    items += part.count;
+    accumulate_metrics(metrics, part.metrics);
     if (accuracy) {
       auto [ok, n] = token_accuracy_counts(*model_, b);
       right += ok;
@@ -84,6 +88,7 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
                  " (NaN/inf weights, or a config value such as rms_norm_eps)");
   if (accuracy)
     res.accuracy = scored > 0 ? static_cast<double>(right) / static_cast<double>(scored) : 0.0;
+  for (const auto& [name, sum, count] : metrics) res.metrics.emplace_back(name, sum / static_cast<double>(count));
   return res;
 }
 
@@ -92,17 +97,22 @@ void Run::run_eval() {
   last_eval_ = evaluate(eval_, a_.metric_for_best_model == "accuracy");
   last_eval_step_ = state_.global_step;
   const double loss = last_eval_.loss;
-  nlohmann::json j = {{"eval_loss", loss},
-                      {"eval_perplexity", std::exp(loss)},
-                      {"eval_runtime", since(t0)},
-                      {"eval_step", state_.global_step}};
+  nlohmann::json j = {{"eval_loss", loss}};
+  if (stage_->token_loss()) j["eval_perplexity"] = std::exp(loss);
+  j["eval_runtime"] = since(t0);
+  j["eval_step"] = state_.global_step;
   nlohmann::json h = {{"step", state_.global_step}, {"eval_loss", loss}};
   if (last_eval_.accuracy >= 0) j["eval_accuracy"] = h["eval_accuracy"] = last_eval_.accuracy;
+  std::string figures;
+  for (const auto& [name, v] : last_eval_.metrics) {
+    j["eval_" + name] = h["eval_" + name] = v;
+    figures += ", " + name + " " + std::to_string(v);
+  }
   log_->write(j);
   state_.log_history.push_back(h);
   say("eval at step " + std::to_string(state_.global_step) + ": loss " + std::to_string(loss) +
-      ", perplexity " + std::to_string(std::exp(loss)) +
-      (last_eval_.accuracy >= 0 ? ", accuracy " + std::to_string(last_eval_.accuracy) : ""));
+      (stage_->token_loss() ? ", perplexity " + std::to_string(std::exp(loss)) : "") +
+      (last_eval_.accuracy >= 0 ? ", accuracy " + std::to_string(last_eval_.accuracy) : "") + figures);
 }
 
 // HF's _determine_best_metric at a save, here also at the end (the final weights).

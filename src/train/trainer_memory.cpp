@@ -39,7 +39,9 @@ void Run::plan_memory_and_check(const std::string& from) {
   const std::string weights_dir = from.empty() || lora ? model_dir_ : from;
   in.model = models::load_model_config((fs::path(model_dir_) / "config.json").string());
   in.params = summarize_params(in.model, a_);
-  in.rows = std::max<int64_t>(1, std::min<int64_t>(a_.per_device_train_batch_size, train_.num_rows()));
+  // A micro-batch holds batch-size examples of `group` rows each (a preference pair: 2).
+  in.rows = std::max<int64_t>(1, std::min<int64_t>(a_.per_device_train_batch_size, train_.num_rows() / train_.group)) *
+            train_.group;
   in.seq_len = longest_row(train_);
   in.recompute = !a_.disable_gradient_checkpointing;
   const bool low = low_precision_dtype(a_) != DType::f32;

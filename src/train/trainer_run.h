@@ -7,16 +7,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "core/rng.h"
 #include "data/batch_loader.h"
-#include "data/template.h"
 #include "models/causal_lm.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/memory_plan.h"
+#include "train/stages/stage.h"
 #include "train/trainer.h"
 #include "train/trainer_log.h"
 
@@ -25,9 +27,6 @@ namespace unillm::train::detail {
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Labels scored by the model's shifted loss: positions 1.. of each row that are not ignored.
-int64_t scored_labels(const data::Batch& b);
-models::TrainBatch to_train_batch(const data::Batch& b);
 int64_t real_tokens(const data::Batch& b);
 // Token accuracy counts (right, scored) of one batch, as PaddleNLP's compute_metrics with
 // eval_with_do_generation false and LLaMA-Factory's ComputeAccuracy: position t of a row predicts
@@ -37,11 +36,15 @@ int64_t real_tokens(const data::Batch& b);
 // time (at most 64 MiB of logits).
 std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const data::Batch& b);
 
-// One evaluation: token-weighted loss, and token accuracy when asked (else -1).
+// One evaluation: the loss (weighted by the stage's units: tokens or pairs), token accuracy when
+// asked (else -1), and the stage's metrics as means over the evaluation batches.
 struct EvalResult {
   double loss = 0;
   double accuracy = -1;
+  StageMetrics metrics;
 };
+// Adds a batch's metrics to running (name, sum, count) entries, keeping first-seen order.
+void accumulate_metrics(std::vector<std::tuple<std::string, double, int64_t>>& acc, const StageMetrics& m);
 
 class Run {
  public:
@@ -93,7 +96,7 @@ class Run {
   std::string model_dir_;
   std::string tokenizer_dir_;  // model_dir_ unless tokenizer_name_or_path
   std::unique_ptr<io::Tokenizer> tok_;
-  std::unique_ptr<data::ChatTemplate> template_;  // stage sft
+  std::unique_ptr<Stage> stage_;  // the loss, data and metrics of a.stage
   std::unique_ptr<models::CausalLM> model_;
   std::unique_ptr<ParamArena> arena_;
   std::unique_ptr<AdamW> opt_;
@@ -111,6 +114,9 @@ class Run {
   // The current logging interval.
   double interval_loss_ = 0, interval_seconds_ = 0;
   int64_t interval_steps_ = 0, interval_tokens_ = 0;
+  // The stage's metrics of the interval's micro-batches: (name, sum, count), in first-seen order
+  // (logged as means, as LLaMA-Factory's stored metrics).
+  std::vector<std::tuple<std::string, double, int64_t>> interval_metrics_;
   Clock::time_point start_ = Clock::now();
 };
 

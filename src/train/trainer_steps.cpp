@@ -1,4 +1,5 @@
 // The optimizer step, checkpoints, logging and results of a training run.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -15,34 +16,22 @@ namespace unillm::train::detail {
 
 namespace fs = std::filesystem;
 
-// Labels scored by the model's shifted loss: positions 1.. of each row that are not ignored.
-int64_t scored_labels(const data::Batch& b) {
-  int64_t n = 0;
-  for (int64_t r = 0; r < b.rows; ++r)
-    for (int64_t t = 1; t < b.seq_len; ++t) n += b.labels[r * b.seq_len + t] != data::kIgnoreIndex;
-  return n;
-}
-
-models::TrainBatch to_train_batch(const data::Batch& b) {
-  models::TrainBatch tb;
-  tb.input_ids = Tensor::from_ints(b.input_ids, {b.rows, b.seq_len});
-  tb.labels = Tensor::from_ints(b.labels, {b.rows, b.seq_len});
-  std::vector<int32_t> pos = b.position_ids;  // packed rows bring their own
-  if (pos.empty()) {
-    pos.resize(static_cast<size_t>(b.rows * b.seq_len));
-    for (int64_t r = 0; r < b.rows; ++r)
-      for (int64_t t = 0; t < b.seq_len; ++t) pos[r * b.seq_len + t] = static_cast<int32_t>(t);
-  }
-  tb.position_ids = Tensor::from_ints(pos, {b.rows, b.seq_len});
-  // neat_packing: segment ids keep the packed samples from attending to each other.
-  if (!b.segment_ids.empty()) tb.segment_ids = Tensor::from_ints(b.segment_ids, {b.rows, b.seq_len});
-  return tb;
-}
-
 int64_t real_tokens(const data::Batch& b) {
   int64_t n = 0;
   for (auto l : b.lengths) n += l;
   return n;
+}
+
+void accumulate_metrics(std::vector<std::tuple<std::string, double, int64_t>>& acc, const StageMetrics& m) {
+  for (const auto& [name, v] : m) {
+    auto it = std::find_if(acc.begin(), acc.end(), [&](const auto& e) { return std::get<0>(e) == name; });
+    if (it == acc.end()) {
+      acc.emplace_back(name, v, 1);
+    } else {
+      std::get<1>(*it) += v;
+      ++std::get<2>(*it);
+    }
+  }
 }
 
 double Run::train_step() {
@@ -50,31 +39,30 @@ double Run::train_step() {
   std::vector<data::Batch> group;
   const int64_t left = loader_->batches_per_epoch() - loader_->state().batch_index;
   for (int64_t i = 0; i < std::min<int64_t>(a_.gradient_accumulation_steps, left); ++i) group.push_back(loader_->next());
-  int64_t items = 0, tokens = 0;
-  for (auto& b : group) {
-    items += scored_labels(b);
-    tokens += real_tokens(b);
-  }
+  int64_t tokens = 0;
+  for (auto& b : group) tokens += real_tokens(b);
+  // The step's loss is Σ weight · (micro-batch loss): token-weighted for pt/sft, the mean of the
+  // micro-batches for the preference stages.
+  const double weight = stage_->micro_weight(group);
   double loss_sum = 0;
   {
     // Mixed precision: the activations saved for backward are kept in bf16/f16.
     std::optional<nn::LowPrecisionSaves> low_saves;
     if (const DType low = low_precision_dtype(a_); low != DType::f32) low_saves.emplace(low);
+    MicroOptions mo;
     // fp16 scales the loss gradient (and so every gradient) by the loss scale.
-    const float seed = items > 0 ? static_cast<float>((scaler_ ? scaler_->scale : 1.0) / static_cast<double>(items)) : 0.0f;
+    mo.seed = (scaler_ ? scaler_->scale : 1.0) * weight;
+    mo.recompute = !a_.disable_gradient_checkpointing;
+    mo.rng = &rng_;  // dropout (checkpointed with the run's RNG state)
     for (auto& b : group) {
-      // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
-      models::TrainBatch tb = to_train_batch(b);
-      tb.dropout_rng = &rng_;  // LoRA dropout (checkpointed with the run's RNG state)
-      auto out = model_->loss(tb, !a_.disable_gradient_checkpointing, static_cast<double>(seed));
-      const double micro_loss = out.loss_sum.item_flat(0);
+      MicroResult r = stage_->train_micro(*model_, b, mo);
       // Checked on the reduced loss: a NaN or inf here would train every weight into NaN.
-      if (!std::isfinite(micro_loss)) stop_non_finite("the loss", micro_loss);
-      loss_sum += micro_loss;
-      if (items > 0) autograd::backward(out.loss_sum, Tensor::from_vector({seed}, {}));
+      if (!std::isfinite(r.loss)) stop_non_finite("the loss", r.loss);
+      loss_sum += r.loss;
+      accumulate_metrics(interval_metrics_, r.metrics);
     }
   }
-  const double loss = items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
+  const double loss = loss_sum * weight;
   const bool finite = !scaler_ || scaler_->unscale(*arena_);
   const double grad_norm = clip_grad_norm(*arena_, a_.max_grad_norm);
   // fp16's scaler skips a step whose gradients overflowed (the scale backs off); otherwise a
@@ -156,10 +144,12 @@ void Run::log_step(double loss, double grad_norm, double lr) {
   j["step"] = state_.global_step;
   j["grad_norm"] = grad_norm;
   j["tokens_per_s"] = std::round(interval_tokens_ / std::max(interval_seconds_, 1e-9) * 10) / 10;
-  log_->write(j);
   nlohmann::json h = {{"step", state_.global_step}, {"epoch", j["epoch"]}, {"loss", j["loss"]},
                       {"learning_rate", lr}, {"grad_norm", grad_norm}};
+  for (const auto& [name, sum, count] : interval_metrics_) j[name] = h[name] = sum / static_cast<double>(count);
+  log_->write(j);
   state_.log_history.push_back(h);
+  interval_metrics_.clear();
   interval_loss_ = interval_seconds_ = 0;
   interval_steps_ = interval_tokens_ = 0;
 }
@@ -219,7 +209,7 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
     save_trained(*model_, a_, staging, model_dir_, tokenizer_dir_);
     write_results(staging, r, runtime);
     if (a_.plot_loss)  // LLaMA-Factory plots loss and eval_loss from the log history
-      plots = plot_loss(staging, state_.log_history, {"loss", "eval_loss"}, a_.output_dir);
+      plots = plot_loss(staging, state_.log_history, stage_->plot_keys(), a_.output_dir);
     if (h_.before_output_commit) h_.before_output_commit();
   } catch (const IoError& e) {
     remove_staging_dir(staging);
@@ -250,10 +240,10 @@ void Run::write_results(const std::string& dir, const TrainResult& r, double run
   write_json((out / "train_results.json").string(), tr);
   nlohmann::json all = tr;
   if (last_eval_.loss >= 0) {
-    nlohmann::json ev = {{"eval_loss", last_eval_.loss},
-                         {"eval_perplexity", std::exp(last_eval_.loss)},
-                         {"epoch", state_.epoch}};
+    nlohmann::json ev = {{"eval_loss", last_eval_.loss}, {"epoch", state_.epoch}};
+    if (stage_->token_loss()) ev["eval_perplexity"] = std::exp(last_eval_.loss);
     if (last_eval_.accuracy >= 0) ev["eval_accuracy"] = last_eval_.accuracy;
+    for (const auto& [name, v] : last_eval_.metrics) ev["eval_" + name] = v;
     write_json((out / "eval_results.json").string(), ev);
     all.update(ev);
   }

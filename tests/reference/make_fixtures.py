@@ -8,6 +8,9 @@ Training fixtures (train_fixtures.py, for train_parity_test.cpp): DIR/<name>/gra
 per tiny model, DIR/llama_gqa/grad_packed.{json,f32} and DIR/train_steps/ (five AdamW steps).
 LoRA fixtures (lora_fixtures.py, for lora_parity_test.cpp): DIR/lora_<case>/ (a PEFT-layout
 adapter, its A/B gradients, one AdamW step and the adapted logits).
+Preference-loss fixtures (pref_fixtures.py, for pref_loss_parity_test.cpp): DIR/pref/pref_loss.json
+DPO fixtures (dpo_fixtures.py, for dpo_parity_test.cpp): DIR/dpo_<case>/ (a LoRA policy over a tiny
+model, one micro-batch of pairs: loss, metrics and the adapter's gradients).
 Expected values come from hf_llama_reference.py, an independent PyTorch forward (float32, as HF
 runs it). Run: /usr/bin/python3 tests/reference/make_fixtures.py --out DIR [--stories MODEL_DIR]
 [--selftest]. Needs Debian's python3-torch (apt-get install python3-torch).
@@ -31,6 +34,8 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_llama_reference as ref  # noqa: E402
 import lora_fixtures  # noqa: E402
+import pref_fixtures  # noqa: E402
+import dpo_fixtures  # noqa: E402
 import safetensors_py  # noqa: E402
 import train_fixtures  # noqa: E402
 
@@ -320,6 +325,7 @@ def selftest():
     fails += _selftest_rope() + _selftest_safetensors(check) + _selftest_perplexity(check)
     train_fixtures.selftest(check, MODELS, random_state)
     lora_fixtures.selftest(check, MODELS, random_state)
+    pref_fixtures.selftest(check)
     return fails
 
 
@@ -404,6 +410,8 @@ def main():
         make_stories_fixture(args.out, args.stories)
     train_fixtures.make_all(args.out, MODELS, random_state, packed_model="llama_gqa")
     lora_fixtures.make_all(args.out, MODELS, random_state)
+    pref_fixtures.make_all(args.out)
+    dpo_fixtures.make_all(args.out, MODELS, random_state)
     print(f"fixtures written to {args.out} in {time.time() - start:.1f}s")
     return 0
 

@@ -166,8 +166,11 @@ TEST(TrainArgs, NotImplementedKeysAndValues) {
   EXPECT_EQ(error_of<NotImplemented>(kBase, {"finetuning_type=oft"}),
             "[config] cfg.yaml: finetuning_type 'oft' is not implemented yet; implemented: lora | "
             "freeze | full");
-  EXPECT_EQ(error_of<NotImplemented>("model_name_or_path: m\n", {"stage=dpo"}),
-            "[config] cfg.yaml: stage 'dpo' is not implemented yet; implemented: pt | sft");
+  EXPECT_EQ(error_of<NotImplemented>("model_name_or_path: m\n", {"stage=kto"}),
+            "[config] cfg.yaml: stage 'kto' is not implemented yet; implemented: pt | sft | dpo");
+  EXPECT_EQ(error_of<NotImplemented>("model_name_or_path: m\n", {"stage=dpo", "finetuning_type=full"}),
+            "[config] cfg.yaml: stage dpo with finetuning_type full (its reference model is a frozen copy) "
+            "is not implemented yet; finetuning_type lora is");
   EXPECT_NE(
       error_of<NotImplemented>(kBase + "lr_scheduler_type: polynomial\n").find("not implemented"),
       std::string::npos);

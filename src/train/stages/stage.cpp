@@ -1,0 +1,43 @@
+// make_stage and the helpers the stages share.
+#include "train/stages/stage.h"
+
+#include "core/error.h"
+
+namespace unillm::train {
+
+std::unique_ptr<Stage> make_stage(const TrainArgs& args) {
+  if (args.stage == "pt" || args.stage == "sft") return make_lm_stage(args);
+  if (args.stage == "dpo") return make_dpo_stage(args);
+  UNILLM_THROW(NotImplemented, "[train] stage '", args.stage, "' is not implemented yet (pt, sft and dpo are)");
+}
+
+int32_t pad_id_of(const io::Tokenizer& tok, int32_t eos) {
+  for (const char* t : {"<pad>", "<|endoftext|>", "<|finetune_right_pad_id|>"})
+    if (auto id = tok.token_to_id(t); id && *id != eos) return *id;
+  return eos;
+}
+
+int64_t scored_labels(const data::Batch& b) {
+  int64_t n = 0;
+  for (int64_t r = 0; r < b.rows; ++r)
+    for (int64_t t = 1; t < b.seq_len; ++t) n += b.labels[r * b.seq_len + t] != data::kIgnoreIndex;
+  return n;
+}
+
+models::TrainBatch to_train_batch(const data::Batch& b) {
+  models::TrainBatch tb;
+  tb.input_ids = Tensor::from_ints(b.input_ids, {b.rows, b.seq_len});
+  tb.labels = Tensor::from_ints(b.labels, {b.rows, b.seq_len});
+  std::vector<int32_t> pos = b.position_ids;  // packed rows bring their own
+  if (pos.empty()) {
+    pos.resize(static_cast<size_t>(b.rows * b.seq_len));
+    for (int64_t r = 0; r < b.rows; ++r)
+      for (int64_t t = 0; t < b.seq_len; ++t) pos[r * b.seq_len + t] = static_cast<int32_t>(t);
+  }
+  tb.position_ids = Tensor::from_ints(pos, {b.rows, b.seq_len});
+  // neat_packing: segment ids keep the packed samples from attending to each other.
+  if (!b.segment_ids.empty()) tb.segment_ids = Tensor::from_ints(b.segment_ids, {b.rows, b.seq_len});
+  return tb;
+}
+
+}  // namespace unillm::train

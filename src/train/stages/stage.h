@@ -1,0 +1,83 @@
+// A training stage (docs/ARCHITECTURE.md, "Preference training"): what a stage owns of a run —
+// its data, the loss of one micro-batch with its backward, evaluation and metrics. The trainer
+// (trainer.cpp) keeps everything else: the step loop, accumulation, loss scaling, clipping, the
+// optimizer, logging, checkpoints and resume. make_stage is the one place that compares stage
+// names.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/rng.h"
+#include "data/batch_loader.h"
+#include "io/tokenizer.h"
+#include "models/causal_lm.h"
+#include "train/args.h"
+
+namespace unillm::train {
+
+// Named figures of one micro-batch or evaluation batch, in the order they are logged.
+using StageMetrics = std::vector<std::pair<std::string, double>>;
+
+struct StageData {
+  data::TokenizedDataset train, eval;
+  int32_t pad_id = 0;
+  std::optional<int32_t> mask_label_id;  // LoaderOptions::mask_label_id
+  std::string description;  // for the log: "sft, template 'llama2'"
+};
+
+struct MicroOptions {
+  // d(step loss)/d(this micro-batch's loss) × the fp16 loss scale: what backward is seeded with.
+  double seed = 1;
+  bool recompute = true;
+  Rng* rng = nullptr;  // dropout (checkpointed with the run)
+};
+
+struct MicroResult {
+  double loss = 0;  // this micro-batch's loss (its share of the step's is micro_weight × loss)
+  StageMetrics metrics;
+};
+
+// One evaluation batch: the loss summed over `count` units (tokens, or pairs) and its metrics.
+struct EvalPart {
+  double loss_sum = 0;
+  int64_t count = 0;
+  StageMetrics metrics;
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  virtual std::string name() const = 0;
+  // The training and evaluation rows (tok: the run's tokenizer, tokenizer_dir where it lives).
+  virtual StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) = 0;
+  // The weight of each micro-batch's loss in the step's loss: the step loss is
+  // Σ micro_weight · MicroResult::loss over the step's micro-batches.
+  virtual double micro_weight(const std::vector<data::Batch>& group) const = 0;
+  // Forward, loss and backward (seeded with o.seed) of one micro-batch.
+  virtual MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) = 0;
+  // One evaluation batch, without gradients.
+  virtual EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) = 0;
+  // Whether the loss is a token cross-entropy (eval_perplexity = exp(eval_loss) is logged then).
+  virtual bool token_loss() const { return false; }
+  // The log keys plot_loss draws (LLaMA-Factory's workflow for the stage).
+  virtual std::vector<std::string> plot_keys() const = 0;
+};
+
+// pt and sft (token cross-entropy), dpo. Throws NotImplemented for the others.
+std::unique_ptr<Stage> make_stage(const TrainArgs& args);
+// The units (one file each): lm_stage.cpp (pt, sft), dpo_stage.cpp.
+std::unique_ptr<Stage> make_lm_stage(const TrainArgs& args);
+std::unique_ptr<Stage> make_dpo_stage(const TrainArgs& args);
+
+// Shared by the stages.
+// The pad id: the tokenizer's pad token, else eos (LLaMA-Factory sets pad = eos).
+int32_t pad_id_of(const io::Tokenizer& tok, int32_t eos);
+// The model's view of a batch (positions 0.. per row unless the rows bring their own).
+models::TrainBatch to_train_batch(const data::Batch& b);
+// Labels scored by the model's shifted loss: positions 1.. of each row that are not ignored.
+int64_t scored_labels(const data::Batch& b);
+
+}  // namespace unillm::train

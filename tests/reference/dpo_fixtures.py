@@ -1,0 +1,114 @@
+"""DPO-through-the-model fixtures for tests/reference/dpo_parity_test.cpp, made by make_fixtures.py
+in its process: one micro-batch of preference pairs through a tiny random model with a LoRA
+adapter (the policy) and the same model without it (the reference, PEFT's disable_adapter()),
+LLaMA-Factory's get_batch_logps (labels shifted, -100 masked, log-probs summed per row) and its
+loss and metrics (pref_fixtures.ReferencePrefTrainer), differentiated by torch autograd in float64
+w.r.t. the adapter's A and B.
+
+The batch is laid out as LLaMA-Factory's PairwiseDataCollator lays it out: chosen rows 0..B-1,
+then rejected rows B..2B-1, right-padded with id 0 and label -100. Each row is computed over its
+real tokens only (right padding cannot change them under a causal mask).
+
+Per case, DIR/dpo_<case>/: adapter/ (PEFT layout), dpo.json (batch, lengths, config, loss,
+metrics incl. logits/chosen|rejected as the mean logit over each side's real positions), and
+grads.f32 (d loss / dA, dB).
+"""
+import os
+
+import torch
+
+import hf_llama_reference as ref
+import lora_fixtures
+import pref_fixtures
+import train_fixtures
+
+# name -> (base model fixture, seed, pref_loss, beta, ftx, label_smoothing, lora targets)
+CASES = {
+    "llama_sigmoid": ("llama_gqa", 401, "sigmoid", 0.1, 0.0, 0.0, ["q_proj", "v_proj", "down_proj"]),
+    "llama_sigmoid_smoothed_ftx": ("llama_gqa", 402, "sigmoid", 0.5, 0.3, 0.1, list(lora_fixtures.MODULES)),
+    "qwen2_ipo": ("qwen2", 403, "ipo", 0.3, 0.0, 0.0, list(lora_fixtures.MODULES)),
+    "qwen2_orpo": ("qwen2", 404, "orpo", 0.2, 0.0, 0.0, ["q_proj", "up_proj"]),
+}
+R, ALPHA = 4, 8
+# (prompt, chosen, rejected) lengths of each pair.
+PAIRS = ((4, 5, 3), (6, 2, 4))
+
+
+def pair_batch(seed, vocab):
+    """Chosen rows then rejected rows; a pair shares its prompt; right padding (id 0, label -100)."""
+    g = torch.Generator().manual_seed(seed + 3000)
+    rows = [[], []]  # chosen, rejected: (ids, labels)
+    for p, c, r in PAIRS:
+        prompt = [1] + torch.randint(3, vocab, (p - 1,), generator=g).tolist()
+        for side, n in ((0, c), (1, r)):
+            resp = torch.randint(3, vocab, (n,), generator=g).tolist()
+            rows[side].append((prompt + resp, [-100] * p + resp))
+    ordered = rows[0] + rows[1]
+    t = max(len(ids) for ids, _ in ordered)
+    ids = [i + [0] * (t - len(i)) for i, _ in ordered]
+    labels = [lab + [-100] * (t - len(lab)) for _, lab in ordered]
+    return {"input_ids": ids, "labels": labels, "position_ids": [list(range(t))] * len(ordered),
+            "segment_ids": None, "lengths": [len(i) for i, _ in ordered]}
+
+
+def row_logps(model, batch):
+    """(summed log-probs [2B], valid lengths [2B], per-side (logit sum, count)) over real tokens."""
+    logps, lengths, logit_sums = [], [], [[0.0, 0], [0.0, 0]]
+    half = len(batch["input_ids"]) // 2
+    for b, ids in enumerate(batch["input_ids"]):
+        n = batch["lengths"][b]
+        h = model.hidden_states(ids[:n], list(range(n)), None)
+        logits = h @ model.w["lm_head.weight"].t()  # [n, V]
+        target = torch.tensor(batch["labels"][b][1:n], dtype=torch.int64)
+        mask = target != -100
+        lp = torch.log_softmax(logits[:-1], dim=-1).gather(1, target.clamp(min=0)[:, None])[:, 0]
+        logps.append((lp * mask).sum())
+        lengths.append(float(mask.sum()))
+        side = logit_sums[b >= half]
+        side[0] += float(logits.detach().sum())
+        side[1] += logits.numel()
+    return torch.stack(logps), torch.tensor(lengths, dtype=torch.float64), logit_sums
+
+
+def make_case(out, name, models, random_state):
+    base, seed, loss, beta, ftx, smoothing, targets = CASES[name]
+    bseed, cfg = models[base]
+    state = random_state(cfg, bseed)
+    lora = lora_fixtures.random_lora(cfg, seed, R, targets)
+    scaling = lora_fixtures.scaling_of(R, ALPHA, False)
+    fdir = os.path.join(out, "dpo_" + name)
+    lora_fixtures.write_adapter(os.path.join(fdir, "adapter"), R, ALPHA, False, targets, "../" + base, lora)
+    batch = pair_batch(seed, cfg["vocab_size"])
+    leaves = lora_fixtures.lora_leaves(lora, torch.float64)
+    policy = lora_fixtures.LoraReferenceLM(cfg, state, leaves, scaling, torch.float64)
+    trainer = pref_fixtures.ReferencePrefTrainer(loss, beta, smoothing, ftx)
+    logps, lengths, logit_sums = row_logps(policy, batch)
+    reference = None
+    if trainer.use_ref_model:
+        with torch.no_grad():
+            reference, _, _ = row_logps(ref.ReferenceLM(cfg, state, torch.float64), batch)
+    value, metrics = trainer.get_batch_loss_metrics(logps, lengths, reference)
+    value.backward()
+    metrics = metrics[:6] + [("logits/chosen", logit_sums[0][0] / logit_sums[0][1]),
+                             ("logits/rejected", logit_sums[1][0] / logit_sums[1][1])] + metrics[6:]
+    grads = {}
+    for mod, (a, b) in leaves.items():
+        grads[f"base_model.model.{mod}.lora_A.weight"] = a.grad.detach().clone()
+        grads[f"base_model.model.{mod}.lora_B.weight"] = b.grad.detach().clone()
+    names = sorted(grads)
+    gindex = train_fixtures.write_tensors(os.path.join(fdir, "grads.f32"), names, grads)
+    train_fixtures._write_json(os.path.join(fdir, "dpo.json"), {
+        "name": name, "model_dir": "../" + base, "adapter_dir": "adapter",
+        "pref_loss": loss, "pref_beta": beta, "pref_ftx": ftx, "dpo_label_smoothing": smoothing,
+        "batch": batch, "loss": float(value), "metrics": [[k, float(v)] for k, v in metrics],
+        "logps": logps.tolist(), "reference_logps": None if reference is None else reference.tolist(),
+        "grads_file": "grads.f32", "grads": gindex, "grad_rtol": 1e-4, "loss_rtol": 1e-5,
+        "made_by": "tests/reference/dpo_fixtures.py (LoraReferenceLM, pref_fixtures."
+                   "ReferencePrefTrainer, autograd f64)"})
+    print(f"dpo_{name:26s} {base} {loss} beta={beta} ftx={ftx} smoothing={smoothing}: "
+          f"loss {float(value):.6f}, {len(lora)} LoRA modules")
+
+
+def make_all(out, models, random_state):
+    for name in CASES:
+        make_case(out, name, models, random_state)

@@ -1,0 +1,125 @@
+// Stage dpo on a tiny random model with a fresh LoRA adapter (B = 0): the policy equals the
+// reference bit for bit, so the sigmoid loss is ln 2 and every reward 0 (the issue's step-1
+// check); the reference really runs without the adapter once B moves; eval weights the loss by
+// pairs; a batch that is not pairs is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "core/rng.h"
+#include "models/causal_lm.h"
+#include "models/save.h"
+#include "support/expect.h"
+#include "support/run_cli.h"
+#include "train/stages/stage.h"
+
+namespace unillm::train {
+namespace {
+
+std::unique_ptr<models::CausalLM> tiny_with_adapter() {
+  const std::string path = testing::temp_dir("dpo_stage") + "/config.json";
+  std::ofstream(path) << R"({"model_type": "llama", "vocab_size": 40, "hidden_size": 16, "intermediate_size": 24,
+                             "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1})";
+  auto m = models::build_causal_lm(models::load_model_config(path), DType::f32);
+  models::init_weights(*m, 0.2, 5);
+  nn::LoraConfig c;
+  c.rank = 4;
+  c.alpha = 8;
+  c.target_modules = {"all"};
+  Rng rng(7);
+  m->add_lora("default", c, rng);
+  m->set_active_adapters({"default"});
+  return m;
+}
+
+// Two pairs: chosen rows 0, 1 then rejected rows 2, 3; prompts of 3 tokens are not scored.
+data::Batch two_pairs() {
+  data::Batch b;
+  b.rows = 4;
+  b.seq_len = 7;
+  b.group = 2;
+  const std::vector<std::vector<int32_t>> ids = {
+      {1, 5, 6, 7, 8, 9, 10}, {1, 11, 12, 13, 14, 0, 0}, {1, 5, 6, 20, 21, 0, 0}, {1, 11, 12, 30, 31, 32, 33}};
+  for (int64_t r = 0; r < b.rows; ++r) {
+    int32_t len = 0;
+    for (int64_t t = 0; t < b.seq_len; ++t) {
+      const int32_t id = ids[r][t];
+      const bool pad = t > 0 && id == 0;
+      b.input_ids.push_back(id);
+      b.labels.push_back(pad || t < 3 ? -100 : id);
+      len += !pad;
+    }
+    b.lengths.push_back(len);
+    b.row_indices.push_back(r);
+  }
+  return b;
+}
+
+double metric(const StageMetrics& m, const std::string& name) {
+  for (const auto& [k, v] : m)
+    if (k == name) return v;
+  ADD_FAILURE() << name << " not logged";
+  return NAN;
+}
+
+TEST(DpoStage, FreshAdapterGivesLn2AndZeroRewards) {
+  testing::init_cpu();
+  auto model = tiny_with_adapter();
+  TrainArgs a;
+  a.stage = "dpo";
+  auto stage = make_stage(a);
+  MicroOptions o;
+  o.seed = 1;
+  const MicroResult r = stage->train_micro(*model, two_pairs(), o);
+  EXPECT_NEAR(r.loss, std::log(2.0), 1e-12);
+  for (const char* k : {"rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies"})
+    EXPECT_EQ(metric(r.metrics, k), 0.0) << k;
+  EXPECT_LT(metric(r.metrics, "logps/chosen"), 0.0);
+  // Only the adapter's B gets a gradient at B = 0 (dA = B·… = 0).
+  double b_norm = 0;
+  for (auto& [name, t] : model->module().named_adapter_parameters("default", true))
+    if (name.find("lora_B") != std::string::npos)
+      for (float g : t.contiguous().to_float_vector()) b_norm += double(g) * g;
+  EXPECT_GT(b_norm, 0.0);
+}
+
+TEST(DpoStage, ReferenceRunsWithoutTheAdapter) {
+  testing::init_cpu();
+  auto model = tiny_with_adapter();
+  // Move B away from zero: the policy now differs from the reference.
+  for (auto& [name, t] : model->module().named_adapter_parameters("default"))
+    if (name.find("lora_B") != std::string::npos) {
+      Tensor v = t.contiguous();
+      float* p = v.data<float>();
+      for (int64_t i = 0; i < v.numel(); ++i) p[i] = 0.05f * static_cast<float>((i % 7) - 3);
+      t.copy_from(v);
+    }
+  TrainArgs a;
+  a.stage = "dpo";
+  auto stage = make_stage(a);
+  const data::Batch b = two_pairs();
+  const EvalPart e = stage->eval_batch(*model, b);
+  EXPECT_EQ(e.count, 2);
+  EXPECT_NE(metric(e.metrics, "rewards/chosen"), 0.0);
+  // The same loss as a training micro-batch, weighted by its 2 pairs.
+  MicroOptions o;
+  o.seed = 0;  // no backward
+  EXPECT_NEAR(e.loss_sum, 2 * stage->train_micro(*model, b, o).loss, 1e-9);
+  // Base only: the reference itself, so the loss is ln 2 again.
+  model->set_active_adapters({});
+  EXPECT_NEAR(stage->eval_batch(*model, b).loss_sum, 2 * std::log(2.0), 1e-12);
+}
+
+TEST(DpoStage, RefusesRowsThatAreNotPairs) {
+  testing::init_cpu();
+  auto model = tiny_with_adapter();
+  TrainArgs a;
+  a.stage = "dpo";
+  data::Batch b = two_pairs();
+  b.group = 1;
+  EXPECT_THROW(make_stage(a)->train_micro(*model, b, MicroOptions{}), ShapeError);
+}
+
+}  // namespace
+}  // namespace unillm::train
