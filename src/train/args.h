@@ -81,6 +81,13 @@ struct TrainArgs {
   double pref_ftx = 0;
   double dpo_label_smoothing = 0;
   double simpo_gamma = 0.5;
+  // The reference model: ref_model (+ ref_model_adapters, merged) or, unset, the initial policy;
+  // ref_mode (unillm's key) how it is held: auto (LoRA without ref_model: the adapters switched
+  // off; otherwise a frozen copy when the memory plan fits it, else precomputed log-probs) | model
+  // (a frozen copy) | precompute.
+  std::string ref_model;
+  std::vector<std::string> ref_model_adapters;
+  std::string ref_mode = "auto";
   // export (`unillm export`)
   std::string export_dir;
   double export_size = 5;  // GB per safetensors shard (LLaMA-Factory's default)

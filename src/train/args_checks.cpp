@@ -102,13 +102,19 @@ void check_predict(const TrainArgs& a, const std::string& where) {
                  ": do_predict needs a test weight in split (its third part), got '", a.split, "'");
 }
 
-// Stage dpo: its reference is the LoRA policy with the adapters off, so far (a frozen copy for
-// full/freeze fine-tuning comes next); pairs are never packed; PaddleNLP data has no pairs.
+// Stage dpo: pairs are never packed; PaddleNLP data has no pairs; the reference is the initial
+// policy (or ref_model), which a random model does not have.
 void check_preference(const TrainArgs& a, const std::string& where) {
-  if (a.stage != "dpo") return;
-  if (a.finetuning_type != "lora")
-    UNILLM_THROW(NotImplemented, "[config] ", where, ": stage dpo with finetuning_type ", a.finetuning_type,
-                 " (its reference model is a frozen copy) is not implemented yet; finetuning_type lora is");
+  if (a.stage != "dpo") {
+    if (!a.ref_model.empty() || !a.ref_model_adapters.empty())
+      UNILLM_THROW(ConfigError, "[config] ", where, ": ref_model / ref_model_adapters are used by stage dpo only");
+    return;
+  }
+  if (a.train_from_scratch)
+    UNILLM_THROW(ConfigError, "[config] ", where, ": stage dpo with train_from_scratch (a random policy has no "
+                 "meaningful reference); start from a trained model");
+  if (!a.ref_model_adapters.empty() && a.ref_model.empty())
+    UNILLM_THROW(ConfigError, "[config] ", where, ": ref_model_adapters needs ref_model (LLaMA-Factory)");
   if (!a.dataset_name_or_path.empty() || !a.input_dir.empty())
     UNILLM_THROW(ConfigError, "[config] ", where,
                  ": stage dpo reads LLaMA-Factory ranking datasets (dataset + dataset_dir), not "

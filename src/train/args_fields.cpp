@@ -197,6 +197,10 @@ const std::map<std::string, Setter>& setters() {
       {"dpo_label_smoothing",
        [](TrainArgs& a, const Field& f) { a.dpo_label_smoothing = get_number_in(f, 0, 0.5, false, false); }},
       {"simpo_gamma", [](TrainArgs& a, const Field& f) { a.simpo_gamma = get_number(f, ""); }},
+      {"ref_model", [](TrainArgs& a, const Field& f) { a.ref_model = get_string(f); }},
+      {"ref_model_adapters", [](TrainArgs& a, const Field& f) { a.ref_model_adapters = get_list(f); }},
+      {"ref_mode",
+       [](TrainArgs& a, const Field& f) { a.ref_mode = get_choice(f, {"auto", "model", "precompute"}); }},
       {"finetuning_type",
        [](TrainArgs& a, const Field& f) {
          a.finetuning_type = get_choice(f, {"lora", "oft", "freeze", "full"});

@@ -59,7 +59,8 @@ constexpr Group kGroups[] = {
     {"finetuning", S::kImplemented,
      "stage finetuning_type disable_shuffling plot_loss pure_bf16 freeze_trainable_layers "
      "freeze_trainable_modules freeze_extra_modules lora_rank lora_alpha lora_dropout lora_target "
-     "use_rslora create_new_adapter pref_beta pref_ftx pref_loss dpo_label_smoothing simpo_gamma"},
+     "use_rslora create_new_adapter pref_beta pref_ftx pref_loss dpo_label_smoothing simpo_gamma "
+     "ref_model ref_model_adapters"},
     {"finetuning", S::kIgnored,
      "freeze_vision_tower freeze_multi_modal_projector freeze_language_model compute_accuracy "
      "include_effective_tokens_per_second use_swanlab swanlab_project swanlab_workspace "
@@ -71,7 +72,7 @@ constexpr Group kGroups[] = {
      "use_dora pissa_init pissa_iter pissa_convert module_dropout "
      "oft_rank oft_block_size oft_target pref_bco_weight "
      "kto_chosen_weight kto_rejected_weight ppo_buffer_size "
-     "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards ref_model ref_model_adapters "
+     "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards "
      "ref_model_quantization_bit reward_model reward_model_adapters reward_model_quantization_bit "
      "reward_model_type ld_alpha use_galore galore_target galore_rank galore_update_interval "
      "galore_scale galore_proj_type galore_layerwise use_apollo apollo_target apollo_rank "
@@ -122,7 +123,7 @@ constexpr Group kGroups[] = {
      "eval_delay gradient_checkpointing_kwargs ray_scope dispatch_batches split_batches "
      "use_liger_kernel liger_kernel_config per_gpu_train_batch_size per_gpu_eval_batch_size"},
     // ---- unillm's own
-    {"unillm", S::kImplemented, "skip_bad_records bf16_compute"},
+    {"unillm", S::kImplemented, "skip_bad_records bf16_compute ref_mode"},
     // ---- PaddleNLP llm/ keys for {src,tgt} SFT data (run_finetune.py DataArgument)
     {"paddlenlp", S::kImplemented, "dataset_name_or_path src_length max_length zero_padding"},
     // ---- PaddleNLP llm/ keys for pre-tokenised corpora (run_pretrain.py DataArgument)

@@ -256,7 +256,8 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
                         chunk * (d.V + d.C) * 2;
   }
   p.baseline = in.baseline_bytes;
-  const int64_t state = p.weights + p.gradients + p.optimizer;
+  p.reference = in.reference_weights * in.reference_weight_bytes + in.reference_logps_rows * 8;
+  const int64_t state = p.weights + p.gradients + p.optimizer + p.reference;
   const int64_t working = std::max(p.activations() + std::max(p.loss_transient, p.backward_transient), embed_bwd);
   // The CPU allocator caches freed blocks >= 1 MiB up to 1/8 of their live peak beyond it
   // (core/cpu_allocator.h); counted whole, as an upper bound.
@@ -268,6 +269,9 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   const int64_t frozen_bytes = in.frozen_loaded_f32 ? 4 : in.frozen_weight_bytes;
   const int64_t built = (ps.base - ps.frozen) * 4 + ps.frozen * frozen_bytes;
   p.load_peak = p.baseline + std::max(built + in.largest_tensor_bytes, built + 2 * ps.trainable * 4);
+  // A reference copy loads after the policy (with one tensor's pages of its own).
+  if (in.reference_weights > 0)
+    p.load_peak = std::max(p.load_peak, p.baseline + built + 2 * ps.trainable * 4 + p.reference + in.largest_tensor_bytes);
   p.peak = std::max(p.train_peak, p.load_peak);
   return p;
 }

@@ -55,6 +55,12 @@ struct MemoryPlanInputs {
   bool frozen_loaded_f32 = false;  // freeze under bf16/fp16 loads f32, then casts the frozen ones
   int64_t baseline_bytes = 0;      // process RSS before the model: binary, tokenizer, data
   int64_t threads = 1;
+  // What a preference stage's reference adds (train/stages/reference.h): a frozen copy of the base
+  // (its elements at reference_weight_bytes each, loaded after the policy) or precomputed
+  // log-probs (8 bytes per row); 0 for LoRA's adapters-off reference, which holds nothing.
+  int64_t reference_weights = 0;  // elements of a frozen copy
+  int64_t reference_weight_bytes = 4;
+  int64_t reference_logps_rows = 0;
 };
 
 struct MemoryPlan {
@@ -67,6 +73,7 @@ struct MemoryPlan {
   int64_t runtime = 0;   // BLAS / OpenMP per-thread buffers
   int64_t allocator_cache = 0;  // freed large blocks the CPU allocator may keep (<= 1/8 of the peak)
   int64_t baseline = 0;
+  int64_t reference = 0;  // a preference stage's reference: a frozen copy or precomputed log-probs
   int64_t load_peak = 0;  // loading: the model's weights + one tensor's file pages + baseline
   int64_t train_peak = 0;
   int64_t peak = 0;       // max(load_peak, train_peak)

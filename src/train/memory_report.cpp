@@ -31,6 +31,7 @@ std::string format_plan(const MemoryPlan& p) {
   row("weights", p.weights);
   row("gradients", p.gradients);
   row("optimizer (AdamW, f32)", p.optimizer);
+  if (p.reference > 0) row("reference (copy / log-probs)", p.reference);
   row("activations, recompute on", p.activations_recompute, p.recompute ? "  <- this run" : "");
   row("activations, recompute off", p.activations_no_recompute, p.recompute ? "" : "  <- this run");
   row("loss (CE buffers, lm_head dW)", p.loss_transient);

@@ -17,6 +17,9 @@ json must_match(const TrainArgs& a) {
   return {
       {"stage", a.stage},
       {"pref_loss", a.pref_loss},
+      {"ref_mode", a.ref_mode},
+      {"ref_model", a.ref_model},
+      {"ref_model_adapters", a.ref_model_adapters},
       {"finetuning_type", a.finetuning_type},
       {"train_from_scratch", a.train_from_scratch},
       {"template", a.template_name},

@@ -146,6 +146,21 @@ void Run::setup_data() {
       " eval rows" + pairs(eval_) + (a_.do_predict ? ", " + std::to_string(test_.num_rows()) + " test rows" : ""));
 }
 
+void Run::prepare_stage(const std::string& from) {
+  PrepareContext ctx;
+  ctx.model_dir = model_dir_;
+  ctx.resume_dir = from;
+  ctx.hf_cache_root = h_.hf_cache_root;
+  const DType low = low_precision_dtype(a_);
+  ctx.frozen_load.weight_dtype = dtype_name(low);
+  ctx.frozen_load.device = a_.device;
+  ctx.train = &train_;
+  ctx.eval = &eval_;
+  ctx.loader = loader_opts_;
+  ctx.say = [this](const std::string& s) { say(s); };
+  stage_->prepare(*model_, ctx);
+}
+
 void Run::setup_schedule() {
   const int64_t per_epoch = std::max<int64_t>(loader_->batches_per_epoch() / a_.gradient_accumulation_steps, 1);
   total_steps_ = a_.max_steps > 0 ? a_.max_steps
@@ -209,6 +224,7 @@ TrainResult Run::go() {
   plan_memory_and_check(from);  // before the output dir is touched and the weights allocated
   prepare_output_dir();
   load(from);
+  prepare_stage(from);
   setup_schedule();
   rng_.reseed(static_cast<uint64_t>(a_.seed));
   if (a_.fp16) scaler_.emplace();

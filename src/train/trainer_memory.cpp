@@ -56,11 +56,12 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.frozen_loaded_f32 = low && a_.finetuning_type == "freeze";
   in.baseline_bytes = read_process_memory().rss;
   in.threads = num_threads();
+  const std::string stage_advice = stage_->plan_memory(in, h_.memory_limit);
   plan_ = plan_memory(in);
   say(format_plan(plan_));
   const int64_t limit = h_.memory_limit;
   if (limit <= 0 || plan_.peak <= limit) return;
-  std::string advice = memory_fit_advice(in, a_, limit);
+  std::string advice = stage_advice.empty() ? memory_fit_advice(in, a_, limit) : stage_advice;
   if (advice.empty()) advice = "no single knob brings it under; use a smaller model or a larger machine";
   UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": the expected memory peak ", format_bytes(plan_.peak),
                " (weights ", format_bytes(plan_.weights), ", gradients + optimizer ",

@@ -77,6 +77,8 @@ class Run {
   void check_resume(const std::string& from);
   std::string resume_dir() const;
   void load(const std::string& from);
+  // The stage's set-up after the policy is loaded (a preference stage's reference).
+  void prepare_stage(const std::string& from);
   double train_step();
   // Throws NumericError naming the step (what: "the loss", "the gradient norm").
   [[noreturn]] void stop_non_finite(const std::string& what, double value) const;

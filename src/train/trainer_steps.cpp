@@ -181,6 +181,7 @@ void Run::save_now() {
     before = [this] { h_.before_checkpoint_commit(state_.global_step); };
   auto write = [this](const std::string& dir) {
     save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_);
+    stage_->save_extra(dir);
   };
   auto dir =
       save_checkpoint(a_.output_dir, write, *opt_, state_, a_.save_total_limit.value_or(0), before);

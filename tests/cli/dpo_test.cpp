@@ -80,6 +80,46 @@ TEST(Dpo, LlamaFactoryExampleTrainsLogsAndResumesExactly) {
   EXPECT_EQ(slurp(dir + "/a/adapter_model.safetensors"), slurp(dir + "/b/adapter_model.safetensors"));
 }
 
+// Full fine-tuning holds the reference as a frozen copy (ref_mode model) or as log-probs computed
+// before step 1 (ref_mode precompute): the same run either way, and a precomputed run resumes from
+// the table its checkpoint carries.
+TEST(Dpo, FullFineTuningReferenceCopyOrPrecomputedIsTheSameRun) {
+  const std::string dir = testing::temp_dir("dpo_full");
+  const std::string full = std::string(kShort) + " finetuning_type=full bf16=false learning_rate=1.0e-3";
+  auto copy = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/copy ref_mode=model" + full);
+  ASSERT_EQ(copy.exit_code, 0) << copy.err;
+  auto pre = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/pre ref_mode=precompute" + full);
+  ASSERT_EQ(pre.exit_code, 0) << pre.err;
+  EXPECT_TRUE(fs::exists(dir + "/pre/checkpoint-3/reference_logps.json"));
+  EXPECT_FALSE(fs::exists(dir + "/copy/checkpoint-3/reference_logps.json"));
+  const auto a = train_lines(dir + "/copy"), b = train_lines(dir + "/pre");
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u);
+  EXPECT_EQ(a[0]["loss"].get<double>(), 0.6931);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << "step " << i + 1;
+    EXPECT_NEAR(a[i]["rewards/margins"].get<double>(), b[i]["rewards/margins"].get<double>(), 1e-9) << "step " << i + 1;
+  }
+  // Resume the precomputed run from checkpoint-3: the table comes from the checkpoint.
+  auto killed = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/pre2 ref_mode=precompute" +
+                                                   full + " --kill-after-step 3");
+  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.err;
+  auto resumed = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir +
+                                                    "/pre2 ref_mode=precompute resume_from_checkpoint=true" + full);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const auto c = train_lines(dir + "/pre2");
+  ASSERT_EQ(c.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(c[i]["grad_norm"], b[i]["grad_norm"]) << "step " << i + 1;
+  EXPECT_EQ(slurp(dir + "/pre/model.safetensors"), slurp(dir + "/pre2/model.safetensors"));
+  // A resumed precomputed run needs its table.
+  fs::remove(dir + "/pre2/checkpoint-3/reference_logps.json");
+  auto lost = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir +
+                                                 "/pre2 ref_mode=precompute resume_from_checkpoint=" + dir +
+                                                 "/pre2/checkpoint-3" + full);
+  EXPECT_EQ(lost.exit_code, 1);
+  EXPECT_NE(lost.err.find("reference_logps.json"), std::string::npos) << lost.err;
+}
+
 void expect_error(const testing::CliResult& r, const std::string& needle) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << "missing '" << needle << "' in: " << r.err;
@@ -90,7 +130,8 @@ TEST(Dpo, BadConfigsAndMalformedPairsAreClearErrors) {
   const std::string run = std::string(kExample) + " output_dir=" + dir + "/out max_steps=1 --quiet";
   const std::string src = source_path("");
   expect_error(run_unillm_in(src, run + " dataset=alpaca_en_demo"), "not a ranking dataset");
-  expect_error(run_unillm_in(src, run + " finetuning_type=full"), "not implemented yet");
+  expect_error(run_unillm_in(src, run + " ref_model_adapters=x"), "ref_model_adapters needs ref_model");
+  expect_error(run_unillm_in(src, run + " ref_mode=copy"), "ref_mode");
   expect_error(run_unillm_in(src, run + " pref_loss=hinge dpo_label_smoothing=0.1"), "dpo_label_smoothing");
   expect_error(run_unillm_in(src, run + " pref_loss=dpo"), "pref_loss");
   expect_error(run_unillm_in(src, run + " pref_beta=0"), "pref_beta");

@@ -12,6 +12,7 @@
 #include "models/save.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "train/memory_plan.h"
 #include "train/stages/stage.h"
 
 namespace unillm::train {
@@ -109,6 +110,44 @@ TEST(DpoStage, ReferenceRunsWithoutTheAdapter) {
   // Base only: the reference itself, so the loss is ln 2 again.
   model->set_active_adapters({});
   EXPECT_NEAR(stage->eval_batch(*model, b).loss_sum, 2 * std::log(2.0), 1e-12);
+}
+
+// ref_mode auto: full fine-tuning takes a frozen copy when the plan with it fits the memory
+// limit, else precomputed log-probs; LoRA switches its adapters off and adds nothing.
+TEST(DpoStage, MemoryPlanChoosesTheReference) {
+  const std::string path = testing::temp_dir("dpo_plan") + "/config.json";
+  std::ofstream(path) << R"({"model_type": "llama", "vocab_size": 32000, "hidden_size": 768, "intermediate_size": 2048,
+                             "num_hidden_layers": 12, "num_attention_heads": 12})";
+  TrainArgs a;
+  a.stage = "dpo";
+  a.finetuning_type = "full";
+  MemoryPlanInputs in;
+  in.model = models::load_model_config(path);
+  in.params = summarize_params(in.model, a);
+  in.rows = 4;
+  in.seq_len = 128;
+  const int64_t without = plan_memory(in).peak;
+  MemoryPlanInputs copy = in;
+  auto stage = make_stage(a);
+  EXPECT_EQ(stage->plan_memory(copy, 0), "");
+  EXPECT_EQ(copy.reference_weights, in.params.base);
+  EXPECT_EQ(plan_memory(copy).reference, in.params.base * 4);
+  const int64_t with_copy = plan_memory(copy).peak;
+  EXPECT_GT(with_copy, without + in.params.base * 4 - 1);
+  MemoryPlanInputs tight = in;
+  EXPECT_EQ(stage->plan_memory(tight, with_copy - 1), "");
+  EXPECT_EQ(tight.reference_weights, 0);
+  EXPECT_LT(plan_memory(tight).peak, with_copy);
+  a.ref_mode = "model";  // forced: planned as a copy, with advice naming precompute
+  MemoryPlanInputs forced = in;
+  EXPECT_NE(make_stage(a)->plan_memory(forced, with_copy - 1).find("ref_mode: precompute"), std::string::npos);
+  EXPECT_EQ(forced.reference_weights, in.params.base);
+  a.ref_mode = "auto";
+  a.finetuning_type = "lora";
+  MemoryPlanInputs lora = in;
+  EXPECT_EQ(make_stage(a)->plan_memory(lora, 1), "");
+  EXPECT_EQ(lora.reference_weights, 0);
+  EXPECT_EQ(lora.reference_logps_rows, 0);
 }
 
 TEST(DpoStage, RefusesRowsThatAreNotPairs) {

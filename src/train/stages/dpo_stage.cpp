@@ -2,21 +2,26 @@
 // rejected), sequence log-probs of the policy through the fused lm_head, the reference's without
 // gradients, the loss of pref_loss.h with its gradient per sequence seeded into backward.
 //
-// The reference is the initial policy. With LoRA it is the same model with the adapters off
-// (PEFT's disable_adapter(), what TRL does without a ref_model): one copy of the base weights;
-// the adapters' B starts at zero, so at step 1 the policy equals the reference bit for bit.
+// The reference is the initial policy (reference.h). With LoRA it is the same model with the
+// adapters off (PEFT's disable_adapter(), what TRL does without a ref_model): one copy of the base
+// weights; the adapters' B starts at zero, so at step 1 the policy equals the reference bit for
+// bit. Full and freeze fine-tuning (or ref_model) hold a frozen copy, or precomputed log-probs
+// when the memory plan says the copy does not fit (ref_mode).
 // A micro-batch's loss is the mean over its pairs; the step's, the mean over its micro-batches
 // (LLaMA-Factory's trainers do not pass num_items_in_batch to the loss). Dropout is off
 // (LLaMA-Factory's disable_dropout).
+#include <chrono>
 #include <cmath>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "data/pairwise.h"
 #include "data/sft.h"
+#include "models/adapter.h"
 #include "ops/linear.h"
 #include "ops/sequence_logprobs.h"
 #include "train/stages/pref_loss.h"
+#include "train/stages/reference.h"
 #include "train/stages/stage.h"
 
 namespace unillm::train {
@@ -48,9 +53,62 @@ class DpoStage : public Stage {
     StageData d;
     d.pad_id = so.pad_id = pad_id_of(tok, template_->eos_id());
     std::tie(d.train, d.eval) = data::load_pairwise_data(so, tok, *template_);
+    rows_ = d.train.num_rows() + d.eval.num_rows();
     d.description = std::string("dpo (pref_loss ") + pref_loss_name(cfg_.loss) + ", pref_beta " +
                     std::to_string(cfg_.beta) + "), template '" + template_->name() + "'";
     return d;
+  }
+
+  // The reference's kind: LoRA without ref_model switches the adapters off; otherwise a frozen copy
+  // when it fits (ref_mode auto), or as ref_mode forces.
+  std::string plan_memory(MemoryPlanInputs& in, int64_t limit) override {
+    kind_ = RefKind::adapters_off;
+    if (!pref_loss_uses_reference(cfg_.loss)) return "";
+    const bool adapters_off = a_.finetuning_type == "lora" && a_.ref_model.empty();
+    if (adapters_off && a_.ref_mode != "precompute") return "";
+    MemoryPlanInputs copy = in, table = in;
+    copy.reference_weights = in.params.base;  // the copy has the policy's shape
+    copy.reference_weight_bytes = in.frozen_weight_bytes;
+    table.reference_logps_rows = rows_;
+    const bool fits = limit <= 0 || train::plan_memory(copy).peak <= limit;
+    kind_ = a_.ref_mode == "model" || (a_.ref_mode == "auto" && fits) ? RefKind::copy : RefKind::precomputed;
+    in = kind_ == RefKind::copy ? copy : table;
+    if (kind_ == RefKind::copy && a_.ref_mode == "model" && !fits)
+      return "ref_mode: precompute keeps 8 bytes per row instead of the reference copy (" +
+             format_bytes(copy.reference_weights * copy.reference_weight_bytes) + ")";
+    return "";
+  }
+
+  void prepare(models::CausalLM& model, const PrepareContext& ctx) override {
+    if (kind_ == RefKind::adapters_off) {
+      ref_ = Reference::adapters_off();
+      return;
+    }
+    if (kind_ == RefKind::precomputed && !ctx.resume_dir.empty()) {
+      ref_ = Reference::load(ctx.resume_dir, *ctx.train, *ctx.eval);
+      ctx.say("reference: precomputed log-probs from " + ctx.resume_dir);
+      return;
+    }
+    // The initial policy: the policy itself before step 1 when it is the reference's source (full
+    // or freeze from model_name_or_path, LoRA at its initial adapter), else a loaded copy.
+    const bool policy_is_initial = a_.ref_model.empty() && ctx.resume_dir.empty();
+    std::unique_ptr<models::CausalLM> loaded;
+    if (kind_ == RefKind::copy || !policy_is_initial) loaded = load_reference(ctx);
+    if (kind_ == RefKind::copy) {
+      ref_ = Reference::copy(std::move(loaded));
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      ref_ = Reference::precompute(loaded ? *loaded : model, *ctx.train, *ctx.eval, ctx.loader,
+                                   std::max<int64_t>(1, a_.per_device_eval_batch_size));
+      ctx.say(UNILLM_MSG("reference: log-probs of ", ctx.train->num_rows() + ctx.eval->num_rows(),
+                         " rows precomputed in ",
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s"));
+    }
+    ctx.say(std::string("reference: ") + ref_kind_name(ref_->kind()));
+  }
+
+  void save_extra(const std::string& dir) const override {
+    if (ref_) ref_->save(dir);
   }
 
   double micro_weight(const std::vector<data::Batch>& group) const override {
@@ -58,7 +116,7 @@ class DpoStage : public Stage {
   }
 
   MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) override {
-    PairForward f = forward(model, b, o.recompute);
+    PairForward f = forward(model, b, o.recompute, false);
     PrefLossOutput out = pref_loss(cfg_, f.in);
     MicroResult r;
     r.loss = out.loss;
@@ -76,7 +134,7 @@ class DpoStage : public Stage {
 
   EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
     autograd::NoGradGuard no_grad;
-    PairForward f = forward(model, b, false);
+    PairForward f = forward(model, b, false, true);
     PrefLossOutput out = pref_loss(cfg_, f.in);
     const auto pairs = static_cast<int64_t>(f.in.policy_chosen.size());
     // HF's evaluation loop weights each batch's mean loss by its size (pairs here).
@@ -86,7 +144,7 @@ class DpoStage : public Stage {
   std::vector<std::string> plot_keys() const override { return {"loss", "eval_loss", "rewards/accuracies"}; }
 
  private:
-  PairForward forward(models::CausalLM& model, const data::Batch& b, bool recompute) {
+  PairForward forward(models::CausalLM& model, const data::Batch& b, bool recompute, bool eval) {
     if (b.group != 2 || b.rows % 2 != 0)
       UNILLM_THROW(ShapeError, "[dpo] a micro-batch of ", b.rows, " rows is not chosen/rejected pairs");
     const int64_t pairs = b.rows / 2, t = b.seq_len;
@@ -95,12 +153,11 @@ class DpoStage : public Stage {
     const Tensor& w = model.lm_head_weight();
     PairForward f;
     if (pref_loss_uses_reference(cfg_.loss)) {
-      autograd::NoGradGuard no_grad;
-      models::TrainBatch ref = tb;
-      ref.adapters = std::vector<std::string>{};  // the base model: the adapters switched off
-      const ops::SequenceLogprobs r = ops::sequence_logprobs(model.hidden_states(ref, false), w, labels, t);
-      f.in.reference_chosen.assign(r.values.begin(), r.values.begin() + pairs);
-      f.in.reference_rejected.assign(r.values.begin() + pairs, r.values.end());
+      // Before the policy's forward, so its transients are gone when the policy's activations exist.
+      if (!ref_) ref_ = Reference::adapters_off();  // a stage used without prepare (tests)
+      const std::vector<double> r = ref_->logps(model, b, eval);
+      f.in.reference_chosen.assign(r.begin(), r.begin() + pairs);
+      f.in.reference_rejected.assign(r.begin() + pairs, r.end());
     }
     const Tensor x = model.hidden_states(tb, recompute);
     f.policy = ops::sequence_logprobs(x, w, labels, t);
@@ -153,8 +210,25 @@ class DpoStage : public Stage {
     return m;
   }
 
+  // A reference copy: the initial policy's source (model_name_or_path, or ref_model with
+  // ref_model_adapters merged), frozen weights in the run's frozen dtype.
+  std::unique_ptr<models::CausalLM> load_reference(const PrepareContext& ctx) const {
+    const std::string dir = a_.ref_model.empty() ? ctx.model_dir : resolve_model_path(a_.ref_model, ctx.hf_cache_root);
+    ctx.say("reference: loading " + dir + (a_.ref_model_adapters.empty() ? "" : " with ref_model_adapters merged"));
+    auto m = models::load_causal_lm(dir, ctx.frozen_load);
+    for (size_t i = 0; i < a_.ref_model_adapters.size(); ++i) {
+      const std::string name = "ref" + std::to_string(i);
+      models::load_adapter(*m, a_.ref_model_adapters[i], name);
+      models::merge_adapter(*m, name);
+    }
+    return m;
+  }
+
   const TrainArgs& a_;
   PrefLossConfig cfg_;
+  RefKind kind_ = RefKind::adapters_off;
+  std::unique_ptr<Reference> ref_;
+  int64_t rows_ = 0;  // train + eval rows (a precomputed table's size)
   std::unique_ptr<data::ChatTemplate> template_;
   Tensor w_mean_;  // [1, C]: the lm_head's mean row
 };

@@ -5,7 +5,9 @@
 // names.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "io/tokenizer.h"
 #include "models/causal_lm.h"
 #include "train/args.h"
+#include "train/memory_plan.h"
 
 namespace unillm::train {
 
@@ -47,12 +50,34 @@ struct EvalPart {
   StageMetrics metrics;
 };
 
+// What a stage's prepare() may need beyond the model: where the base came from, whether the run
+// resumes, how the trainer loads frozen weights, the data and the log.
+struct PrepareContext {
+  std::string model_dir;   // the resolved model_name_or_path
+  std::string resume_dir;  // the checkpoint being resumed, "" for a fresh run
+  std::string hf_cache_root;
+  models::LoadOptions frozen_load;  // device and dtype of frozen weights (f32, or bf16/f16 mixed)
+  const data::TokenizedDataset* train = nullptr;
+  const data::TokenizedDataset* eval = nullptr;
+  data::LoaderOptions loader;  // pad id (and batch size) of the run's batches
+  std::function<void(const std::string&)> say;
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
   virtual std::string name() const = 0;
   // The training and evaluation rows (tok: the run's tokenizer, tokenizer_dir where it lives).
   virtual StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) = 0;
+  // Adds what the stage holds besides the policy (a reference model) to the memory plan's inputs;
+  // limit: the memory available (0 = unknown), which a stage may choose by. Returns a sentence
+  // for the trainer's refusal when the plan does not fit ("" = nothing stage-specific).
+  virtual std::string plan_memory(MemoryPlanInputs& in, int64_t limit) { return ""; }
+  // After the policy is loaded and set up for fine-tuning, before step 1 (or the resumed step).
+  virtual void prepare(models::CausalLM& model, const PrepareContext& ctx) {}
+  // Writes the stage's own state into a checkpoint dir being written (prepare() reads it back
+  // from PrepareContext::resume_dir).
+  virtual void save_extra(const std::string& dir) const {}
   // The weight of each micro-batch's loss in the step's loss: the step loss is
   // Σ micro_weight · MicroResult::loss over the step's micro-batches.
   virtual double micro_weight(const std::vector<data::Batch>& group) const = 0;

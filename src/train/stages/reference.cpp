@@ -1,0 +1,111 @@
+// The preference stages' reference log-probs (see reference.h).
+#include "train/stages/reference.h"
+
+#include <filesystem>
+
+#include "autograd/grad_mode.h"
+#include "data/error.h"
+#include "io/json_file.h"
+#include "ops/sequence_logprobs.h"
+#include "train/stages/stage.h"
+
+namespace unillm::train {
+
+namespace fs = std::filesystem;
+
+const char* ref_kind_name(RefKind k) {
+  switch (k) {
+    case RefKind::adapters_off: return "the policy with its adapters off";
+    case RefKind::copy: return "a frozen copy";
+    case RefKind::precomputed: return "precomputed log-probs";
+  }
+  return "";
+}
+
+std::vector<double> row_logps(models::CausalLM& model, const data::Batch& b,
+                              const std::optional<std::vector<std::string>>& adapters) {
+  autograd::NoGradGuard no_grad;
+  models::TrainBatch tb = to_train_batch(b);
+  tb.adapters = adapters;
+  const Tensor x = model.hidden_states(tb, false);
+  return ops::sequence_logprobs(x, model.lm_head_weight(), models::shifted_labels(tb.labels), b.seq_len).values;
+}
+
+std::unique_ptr<Reference> Reference::adapters_off() {
+  return std::unique_ptr<Reference>(new Reference(RefKind::adapters_off));
+}
+
+std::unique_ptr<Reference> Reference::copy(std::unique_ptr<models::CausalLM> model) {
+  for (auto& p : model->module().parameters()) p.tensor->set_requires_grad(false);
+  std::unique_ptr<Reference> r(new Reference(RefKind::copy));
+  r->model_ = std::move(model);
+  return r;
+}
+
+namespace {
+
+std::vector<double> all_rows(models::CausalLM& m, const data::TokenizedDataset& ds, const data::LoaderOptions& lo,
+                             int64_t batch_examples) {
+  std::vector<double> out(static_cast<size_t>(ds.num_rows()), 0.0);
+  for (int64_t e = 0; e < ds.num_examples(); e += batch_examples) {
+    const std::vector<int64_t> rows = data::group_rows(ds, e, std::min(batch_examples, ds.num_examples() - e));
+    const std::vector<double> v = row_logps(m, data::make_batch(ds, rows, lo), std::nullopt);
+    for (size_t i = 0; i < rows.size(); ++i) out[rows[i]] = v[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Reference> Reference::precompute(models::CausalLM& initial, const data::TokenizedDataset& train,
+                                                 const data::TokenizedDataset& eval, const data::LoaderOptions& lo,
+                                                 int64_t batch_examples) {
+  std::unique_ptr<Reference> r(new Reference(RefKind::precomputed));
+  r->train_ = all_rows(initial, train, lo, batch_examples);
+  if (eval.num_rows() > 0) r->eval_ = all_rows(initial, eval, lo, batch_examples);
+  return r;
+}
+
+std::unique_ptr<Reference> Reference::load(const std::string& dir, const data::TokenizedDataset& train,
+                                           const data::TokenizedDataset& eval) {
+  const std::string path = (fs::path(dir) / "reference_logps.json").string();
+  if (!fs::exists(path))
+    UNILLM_THROW(IoError, "[train] ", path, " is missing: this checkpoint of a run with precomputed reference "
+                 "log-probs cannot resume without them");
+  const nlohmann::json j = io::read_json_file(path);
+  std::unique_ptr<Reference> r(new Reference(RefKind::precomputed));
+  auto take = [&](const char* key, const data::TokenizedDataset& ds, std::vector<double>& out) {
+    if (!j.contains(key) || !j[key].is_array() || static_cast<int64_t>(j[key].size()) != ds.num_rows())
+      UNILLM_THROW(data::DataError, "[train] ", path, ": '", key, "' does not hold one log-prob per ", key,
+                   " row (", ds.num_rows(), "): the data changed since the checkpoint");
+    out = j[key].get<std::vector<double>>();
+  };
+  take("train", train, r->train_);
+  take("eval", eval, r->eval_);
+  return r;
+}
+
+std::vector<double> Reference::logps(models::CausalLM& policy, const data::Batch& b, bool eval) {
+  switch (kind_) {
+    case RefKind::adapters_off: return row_logps(policy, b, std::vector<std::string>{});
+    case RefKind::copy: return row_logps(*model_, b, std::nullopt);
+    case RefKind::precomputed: break;
+  }
+  const std::vector<double>& table = eval ? eval_ : train_;
+  std::vector<double> out;
+  for (int64_t r : b.row_indices) {
+    if (r < 0 || r >= static_cast<int64_t>(table.size()))
+      UNILLM_THROW(ShapeError, "[train] row ", r, " has no precomputed reference log-prob");
+    out.push_back(table[r]);
+  }
+  return out;
+}
+
+void Reference::save(const std::string& dir) const {
+  if (kind_ != RefKind::precomputed) return;
+  // nlohmann writes doubles with enough digits to read them back exactly.
+  io::write_file_atomic((fs::path(dir) / "reference_logps.json").string(),
+                        nlohmann::json{{"train", train_}, {"eval", eval_}}.dump());
+}
+
+}  // namespace unillm::train

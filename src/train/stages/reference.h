@@ -1,0 +1,57 @@
+// The reference model of the preference stages (docs/ARCHITECTURE.md, "The reference"): per-row
+// summed log-probs of a batch's response tokens under the frozen initial policy, without
+// gradients. Three kinds:
+//   adapters_off — LoRA without ref_model: the policy itself with its adapters switched off (PEFT's
+//                  disable_adapter(); earlier adapters were merged into the base). No memory.
+//   copy         — a frozen second model loaded from the reference's source (model_name_or_path,
+//                  or ref_model + ref_model_adapters merged), all its parameters frozen.
+//   precomputed  — one no-grad pass over every train and eval row before step 1, looked up by the
+//                  batch's row indices; saved into each checkpoint (reference_logps.json), since
+//                  the initial policy is gone when a run resumes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/batch_loader.h"
+#include "models/causal_lm.h"
+
+namespace unillm::train {
+
+enum class RefKind { adapters_off, copy, precomputed };
+const char* ref_kind_name(RefKind k);
+
+// Summed log-probs of every row of b (labels shifted, −100 not scored), no gradient; the
+// adapters of `adapters` (unset: the model's active set, {}: none).
+std::vector<double> row_logps(models::CausalLM& model, const data::Batch& b,
+                              const std::optional<std::vector<std::string>>& adapters);
+
+class Reference {
+ public:
+  static std::unique_ptr<Reference> adapters_off();
+  static std::unique_ptr<Reference> copy(std::unique_ptr<models::CausalLM> model);
+  // The log-probs of every row of train and eval under `initial` (the policy before step 1),
+  // batch_examples examples per forward.
+  static std::unique_ptr<Reference> precompute(models::CausalLM& initial, const data::TokenizedDataset& train,
+                                               const data::TokenizedDataset& eval,
+                                               const data::LoaderOptions& lo, int64_t batch_examples);
+  // A precomputed table saved by save() into a checkpoint dir; IoError/DataError naming the file
+  // when it is missing or does not fit the datasets' row counts.
+  static std::unique_ptr<Reference> load(const std::string& dir, const data::TokenizedDataset& train,
+                                         const data::TokenizedDataset& eval);
+
+  RefKind kind() const { return kind_; }
+  // The reference log-probs of b's rows (eval: b comes from the evaluation rows).
+  std::vector<double> logps(models::CausalLM& policy, const data::Batch& b, bool eval);
+  // precomputed: writes dir/reference_logps.json; the other kinds hold nothing to save.
+  void save(const std::string& dir) const;
+
+ private:
+  explicit Reference(RefKind k) : kind_(k) {}
+  RefKind kind_;
+  std::unique_ptr<models::CausalLM> model_;  // copy
+  std::vector<double> train_, eval_;         // precomputed, by dataset row
+};
+
+}  // namespace unillm::train
