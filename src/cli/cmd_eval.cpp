@@ -1,12 +1,22 @@
 // `unillm eval ppl`: perplexity of a text file with HF's sliding-window rule.
+// `unillm eval reward`: a reward model's accuracy and mean margin on preference pairs.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "cli/common.h"
+#include "autograd/grad_mode.h"
+#include "data/pairwise.h"
+#include "data/preference_reader.h"
+#include "data/sft.h"
 #include "infer/perplexity.h"
+#include "io/json_file.h"
 #include "models/causal_lm.h"
+#include "models/value_head.h"
+#include "train/stages/reward.h"
 
 namespace unillm::cli {
 
@@ -48,14 +58,105 @@ int eval_ppl(const std::vector<std::string>& args) {
     std::printf("ppl=%.6f nll=%.8f tokens=%lld\n", r.ppl, r.nll, static_cast<long long>(r.tokens));
   return 0;
 }
+// A pairs file read as a LLaMA-Factory ranking dataset: sharegpt when its first record has
+// "conversations", else alpaca (instruction/input/history/system + chosen/rejected).
+data::DatasetAttr pairs_file(const std::string& file) {
+  if (!std::filesystem::exists(file)) UNILLM_THROW(ConfigError, "[eval reward] --file ", file, " does not exist");
+  data::DatasetAttr attr;
+  attr.name = file;
+  attr.files = {file};
+  attr.file_type = "json";
+  attr.ranking = true;
+  attr.columns.chosen = "chosen";
+  attr.columns.rejected = "rejected";
+  const std::string head = read_text_file(file).substr(0, 4096);
+  const bool sharegpt = head.find("\"conversations\"") != std::string::npos;
+  attr.formatting = sharegpt ? "sharegpt" : "alpaca";
+  attr.columns.history = sharegpt ? std::nullopt : std::optional<std::string>("history");
+  attr.columns.system = "system";
+  return attr;
+}
+
+int eval_reward(const std::vector<std::string>& args) {
+  std::string model_dir, file, template_name;
+  std::vector<std::string> adapters;
+  int64_t cutoff_len = 2048, batch_size = 8;
+  bool json = false;
+  RuntimeOptions runtime;
+  ArgParser p("eval reward", "A reward model (stage rm's output) on preference pairs: accuracy and mean margin.");
+  p.option("model", "model dir (with value_head.safetensors when trained with full/freeze)", &model_dir);
+  p.repeated("adapter", "a PEFT LoRA adapter dir (the last one holds value_head.safetensors)", &adapters);
+  p.option("file", "pairs: a LLaMA-Factory ranking file (alpaca or sharegpt, .json or .jsonl)", &file);
+  p.option("template", "chat template (default: as training chooses it)", &template_name);
+  p.option("cutoff-len", "cutoff_len of the pairwise encoding (default 2048)", &cutoff_len);
+  p.option("batch-size", "pairs per forward (default 8)", &batch_size);
+  p.flag("json", "print one JSON object", &json);
+  add_runtime_options(p, runtime);
+  if (!p.parse(args)) return print_help(p);
+  p.require("model");
+  p.require("file");
+  if (cutoff_len < 2 || batch_size < 1) UNILLM_THROW(ConfigError, "[eval reward] --cutoff-len must be >= 2 and --batch-size >= 1");
+  const data::DatasetAttr attr = pairs_file(file);  // bad input before the weights are read
+  const Device device = setup_runtime(runtime);
+  auto [tok, model] = load_model(model_dir, adapters, device);
+  const std::string head_dir = !adapters.empty() && models::has_value_head(adapters.back()) ? adapters.back() : model_dir;
+  Rng rng(0);
+  models::ValueHead head(model->config().hidden_size, rng, device);
+  if (!head.load(head_dir))
+    UNILLM_THROW(ConfigError, "[eval reward] no value_head.safetensors in ", head_dir,
+                 " (train a reward model with stage: rm; its output dir holds one)");
+  const auto choice = data::choose_template(template_name, model_dir);
+  const auto tmpl = data::ChatTemplate::by_name(choice.name, *tok, choice.options);
+  const data::PreferenceSet set = data::read_preferences(attr, {});
+  data::TokenizedDataset ds;
+  ds.group = 2;
+  for (const auto& ex : set.examples) {
+    const data::PairwiseExample e = data::encode_pairwise(ex, *tmpl, cutoff_len);
+    ds.rows.push_back(e.chosen_ids);
+    ds.labels.push_back(e.chosen_labels);
+    ds.rows.push_back(e.rejected_ids);
+    ds.labels.push_back(e.rejected_labels);
+  }
+  if (ds.num_examples() == 0) UNILLM_THROW(ConfigError, "[eval reward] ", file, " holds no pair");
+  data::LoaderOptions lo;
+  lo.pad_id = tmpl->eos_id();
+  autograd::NoGradGuard no_grad;
+  int64_t right = 0;
+  double margin = 0;
+  for (int64_t e = 0; e < ds.num_examples(); e += batch_size) {
+    const int64_t n = std::min(batch_size, ds.num_examples() - e);
+    const data::Batch b = data::make_batch(ds, data::group_rows(ds, e, n), lo);
+    const std::vector<float> s =
+        train::reward_scores(*model, head, b, false, nullptr).to(Device{}).contiguous().to_float_vector();
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(s[i]) - static_cast<double>(s[n + i]);
+      right += d > 0;
+      margin += d;
+    }
+  }
+  const int64_t pairs = ds.num_examples();
+  const double accuracy = static_cast<double>(right) / static_cast<double>(pairs);
+  margin /= static_cast<double>(pairs);
+  if (json)
+    std::printf("{\"accuracy\": %.6f, \"mean_margin\": %.6f, \"pairs\": %lld}\n", accuracy, margin,
+                static_cast<long long>(pairs));
+  else
+    std::printf("accuracy=%.6f mean_margin=%.6f pairs=%lld\n", accuracy, margin, static_cast<long long>(pairs));
+  return 0;
+}
+
 }  // namespace
 
 int cmd_eval(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] != "ppl") {
-    std::fprintf(stderr, "usage: unillm eval ppl --model DIR --file TEXT [--max-length N] [--stride S] [--json]\n");
+  const char* usage =
+      "usage: unillm eval ppl --model DIR --file TEXT [--max-length N] [--stride S] [--json]\n"
+      "       unillm eval reward --model DIR [--adapter DIR] --file PAIRS.json [--template NAME] [--json]\n";
+  if (args.empty() || (args[0] != "ppl" && args[0] != "reward")) {
+    std::fputs(usage, stderr);
     return 2;
   }
-  return eval_ppl(std::vector<std::string>(args.begin() + 1, args.end()));
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  return args[0] == "ppl" ? eval_ppl(rest) : eval_reward(rest);
 }
 
 }  // namespace unillm::cli

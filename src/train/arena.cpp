@@ -14,16 +14,18 @@ bool decays(const std::string& n) {
   return true;
 }
 
-ParamArena::ParamArena(nn::Module& m) {
+ParamArena::ParamArena(const std::vector<nn::Module*>& modules) {
   std::vector<nn::ParamRef> refs;
-  for (auto& r : m.parameters())
-    if (r.tensor->requires_grad()) {
+  for (nn::Module* m : modules) {
+    for (auto& r : m->parameters()) {
+      if (!r.tensor->requires_grad()) continue;
       UNILLM_CHECK(r.tensor->dtype() == DType::f32 || r.tensor->dtype() == DType::bf16 || r.tensor->dtype() == DType::f16,
                    "[train] trainable parameter ", r.hf_names.at(0), " is ", dtype_name(r.tensor->dtype()),
                    "; training needs f32, bf16 or f16 parameters");
       refs.push_back(r);
       numel_ += r.tensor->numel();
     }
+  }
   // On the parameters' device (the model's): the optimizer and clipping run there.
   const Device device = refs.empty() ? Device{} : refs.front().tensor->device();
   params_ = Tensor::empty({numel_}, DType::f32, device);

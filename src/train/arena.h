@@ -21,7 +21,10 @@ class ParamArena {
  public:
   // Packs the parameters of m that require grad. bf16/f16 ones are upcast (LLaMA-Factory's
   // upcast of trainable parameters in mixed precision): the module then trains the f32 copy.
-  explicit ParamArena(nn::Module& m);
+  explicit ParamArena(nn::Module& m) : ParamArena(std::vector<nn::Module*>{&m}) {}
+  // The trainable parameters of several modules, in order (the model, then a stage's own, such
+  // as a reward model's value head).
+  explicit ParamArena(const std::vector<nn::Module*>& modules);
   int64_t numel() const { return numel_; }
   const std::vector<ArenaSegment>& segments() const { return segments_; }
   float* params() { return params_.data<float>(); }

@@ -61,7 +61,7 @@ struct TrainArgs {
   std::string input_dir;
   std::string split = "949,50,1";  // PaddleNLP's default
   // --- fine-tuning
-  std::string stage = "sft";             // LLaMA-Factory's default; pt, sft and dpo are implemented
+  std::string stage = "sft";             // LLaMA-Factory's default; pt, sft, rm and dpo are implemented
   std::string finetuning_type = "lora";  // LLaMA-Factory's default; lora, freeze, full
   // freeze (LLaMA-Factory FinetuningArguments)
   int64_t freeze_trainable_layers = 2;  // > 0: the last N layers; < 0: the first |N|

@@ -105,7 +105,10 @@ void Run::load(const std::string& from) {
   }
   prepare_finetuning(*model_, a_, lora ? from : "");
   if (low != DType::f32) cast_frozen_matrices(*model_, low);
-  arena_ = std::make_unique<ParamArena>(model_->module());
+  prepare_stage(from);  // a reference model, a value head
+  std::vector<nn::Module*> trainable{&model_->module()};
+  for (nn::Module* m : stage_->extra_modules()) trainable.push_back(m);
+  arena_ = std::make_unique<ParamArena>(trainable);
   if (arena_->numel() == 0)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": finetuning_type ", a_.finetuning_type,
                  " leaves no trainable parameter (check the freeze_* / lora_* keys)");
@@ -224,7 +227,6 @@ TrainResult Run::go() {
   plan_memory_and_check(from);  // before the output dir is touched and the weights allocated
   prepare_output_dir();
   load(from);
-  prepare_stage(from);
   setup_schedule();
   rng_.reseed(static_cast<uint64_t>(a_.seed));
   if (a_.fp16) scaler_.emplace();

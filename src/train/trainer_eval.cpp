@@ -64,7 +64,7 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   int64_t items = 0, right = 0, scored = 0;
   data::LoaderOptions eo = loader_opts_;
   eo.batch_size = a_.per_device_eval_batch_size;
-  std::vector<std::tuple<std::string, double, int64_t>> metrics;
+  std::vector<std::tuple<std::string, double, int64_t>> metrics, sums;
   const int64_t examples = ds.num_rows() / ds.group;
   for (int64_t e = 0; e < examples; e += eo.batch_size) {
     // Dataset order; the rows of an example (a pair) stay in one batch, laid out as the loader's.
@@ -74,6 +74,7 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
     loss_sum += part.loss_sum;
     items += part.count;
     accumulate_metrics(metrics, part.metrics);
+    accumulate_metrics(sums, part.sums);
     if (accuracy) {
       auto [ok, n] = token_accuracy_counts(*model_, b);
       right += ok;
@@ -89,12 +90,20 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   if (accuracy)
     res.accuracy = scored > 0 ? static_cast<double>(right) / static_cast<double>(scored) : 0.0;
   for (const auto& [name, sum, count] : metrics) res.metrics.emplace_back(name, sum / static_cast<double>(count));
+  for (const auto& [name, sum, count] : sums) {
+    const double v = items > 0 ? sum / static_cast<double>(items) : 0.0;
+    if (name == "accuracy")
+      res.accuracy = v;  // logged as eval_accuracy, and metric_for_best_model's "accuracy"
+    else
+      res.metrics.emplace_back(name, v);
+  }
   return res;
 }
 
 void Run::run_eval() {
   const auto t0 = Clock::now();
-  last_eval_ = evaluate(eval_, a_.metric_for_best_model == "accuracy");
+  // Token accuracy (pt/sft) runs when it decides the best checkpoint; a stage may report its own.
+  last_eval_ = evaluate(eval_, stage_->token_loss() && a_.metric_for_best_model == "accuracy");
   last_eval_step_ = state_.global_step;
   const double loss = last_eval_.loss;
   nlohmann::json j = {{"eval_loss", loss}};

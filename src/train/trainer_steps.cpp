@@ -181,7 +181,7 @@ void Run::save_now() {
     before = [this] { h_.before_checkpoint_commit(state_.global_step); };
   auto write = [this](const std::string& dir) {
     save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_);
-    stage_->save_extra(dir);
+    stage_->save_extra(dir, true);
   };
   auto dir =
       save_checkpoint(a_.output_dir, write, *opt_, state_, a_.save_total_limit.value_or(0), before);
@@ -208,6 +208,7 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   std::vector<std::string> plots;
   try {
     save_trained(*model_, a_, staging, model_dir_, tokenizer_dir_);
+    stage_->save_extra(staging, false);
     write_results(staging, r, runtime);
     if (a_.plot_loss)  // LLaMA-Factory plots loss and eval_loss from the log history
       plots = plot_loss(staging, state_.log_history, stage_->plot_keys(), a_.output_dir);

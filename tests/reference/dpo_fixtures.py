@@ -11,7 +11,8 @@ real tokens only (right padding cannot change them under a causal mask).
 
 Per case, DIR/dpo_<case>/: adapter/ (PEFT layout), dpo.json (batch, lengths, config, loss,
 metrics incl. logits/chosen|rejected as the mean logit over each side's real positions), and
-grads.f32 (d loss / dA, dB).
+grads.f32 (d loss / dA, dB). The reward-model cases (dpo_<name>_rm/: rm.json, a value head in
+adapter/value_head.safetensors) differentiate LLaMA-Factory's pairwise loss of TRL's value head.
 """
 import os
 
@@ -20,6 +21,7 @@ import torch
 import hf_llama_reference as ref
 import lora_fixtures
 import pref_fixtures
+import safetensors_py
 import train_fixtures
 
 # name -> (base model fixture, seed, pref_loss, beta, ftx, label_smoothing, lora targets)
@@ -109,6 +111,63 @@ def make_case(out, name, models, random_state):
           f"loss {float(value):.6f}, {len(lora)} LoRA modules")
 
 
+# Reward model (stage rm): name -> (base model fixture, seed, lora targets). TRL's value head
+# v_head.summary = Linear(hidden, 1) on the final hidden state (after the model's norm) of each
+# row's last real token; loss = -logsigmoid(chosen - rejected).mean() (LLaMA-Factory's
+# PairwiseTrainer.compute_loss); no dropout (the C++ side runs without an RNG).
+RM_CASES = {
+    "llama_rm": ("llama_gqa", 411, ["q_proj", "v_proj", "down_proj"]),
+    "qwen2_rm": ("qwen2", 412, list(lora_fixtures.MODULES)),
+}
+
+
+def make_rm_case(out, name, models, random_state):
+    base, seed, targets = RM_CASES[name]
+    bseed, cfg = models[base]
+    state = random_state(cfg, bseed)
+    lora = lora_fixtures.random_lora(cfg, seed, R, targets)
+    scaling = lora_fixtures.scaling_of(R, ALPHA, False)
+    fdir = os.path.join(out, "dpo_" + name)
+    adir = os.path.join(fdir, "adapter")
+    lora_fixtures.write_adapter(adir, R, ALPHA, False, targets, "../" + base, lora)
+    g = torch.Generator().manual_seed(seed + 5000)
+    c = cfg["hidden_size"]
+    head_w = (torch.rand(1, c, generator=g) * 2 - 1) / c ** 0.5
+    head_b = (torch.rand(1, generator=g) * 2 - 1) / c ** 0.5
+    safetensors_py.save_file({"v_head.summary.weight": head_w, "v_head.summary.bias": head_b},
+                             os.path.join(adir, "value_head.safetensors"), metadata={"format": "pt"})
+    batch = pair_batch(seed, cfg["vocab_size"])
+    leaves = lora_fixtures.lora_leaves(lora, torch.float64)
+    w = head_w.double().clone().requires_grad_(True)
+    b = head_b.double().clone().requires_grad_(True)
+    model = lora_fixtures.LoraReferenceLM(cfg, state, leaves, scaling, torch.float64)
+    scores = []
+    for r, ids in enumerate(batch["input_ids"]):
+        n = batch["lengths"][r]
+        h = model.hidden_states(ids[:n], list(range(n)), None)  # [n, C], after the final norm
+        scores.append((h[n - 1] @ w.t() + b)[0])
+    scores = torch.stack(scores)
+    half = len(scores) // 2
+    chosen, rejected = scores[:half], scores[half:]
+    loss = -torch.nn.functional.logsigmoid(chosen - rejected).mean()
+    loss.backward()
+    grads = {}
+    for mod, (a, bb) in leaves.items():
+        grads[f"base_model.model.{mod}.lora_A.weight"] = a.grad.detach().clone()
+        grads[f"base_model.model.{mod}.lora_B.weight"] = bb.grad.detach().clone()
+    names = sorted(grads)
+    gindex = train_fixtures.write_tensors(os.path.join(fdir, "grads.f32"), names, grads)
+    train_fixtures._write_json(os.path.join(fdir, "rm.json"), {
+        "name": name, "model_dir": "../" + base, "adapter_dir": "adapter", "batch": batch,
+        "loss": float(loss), "scores": scores.tolist(),
+        "head_grad": {"weight": w.grad[0].tolist(), "bias": float(b.grad[0])},
+        "grads_file": "grads.f32", "grads": gindex, "grad_rtol": 1e-4, "loss_rtol": 1e-5,
+        "made_by": "tests/reference/dpo_fixtures.py (LoraReferenceLM + a torch value head, autograd f64)"})
+    print(f"dpo_{name:26s} {base} rm: loss {float(loss):.6f}, scores {[round(float(x), 4) for x in scores]}")
+
+
 def make_all(out, models, random_state):
     for name in CASES:
         make_case(out, name, models, random_state)
+    for name in RM_CASES:
+        make_rm_case(out, name, models, random_state)

@@ -12,6 +12,7 @@
 #include "reference/adapter_fixture.h"
 #include "reference/reference_io.h"
 #include "support/expect.h"
+#include "train/finetune.h"
 #include "train/stages/stage.h"
 
 namespace unillm {
@@ -92,6 +93,52 @@ TEST_P(DpoParity, LossMetricsAndAdapterGradients) {
               << want_loss << ", worst grad ‖Δ‖/‖ref‖ " << worst << " (" << worst_name << ")\n";
   }
 }
+
+// Stage rm: TRL's value head on each row's last real token, LLaMA-Factory's pairwise loss; the
+// loss, the scores and the gradients of the adapter and the value head.
+class RmParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RmParity, LossScoresAndGradients) {
+  testing::init_cpu();
+  const fs::path dir = reference_dir() / ("dpo_" + GetParam());
+  if (!fs::exists(dir / "rm.json")) GTEST_SKIP() << "fixture " << dir << " missing; " << how_to_make();
+  const json fix = read_json(dir / "rm.json");
+  auto model = models::load_causal_lm((dir / fix.at("model_dir").get<std::string>()).string());
+  train::TrainArgs a;
+  a.stage = "rm";
+  a.finetuning_type = "lora";
+  a.adapter_name_or_path = {(dir / "adapter").string()};
+  models::load_adapter(*model, (dir / "adapter").string(), train::kTrainAdapter);
+  for (auto& p : model->module().parameters()) p.tensor->set_requires_grad(p.adapter == train::kTrainAdapter);
+  model->set_active_adapters({train::kTrainAdapter});
+  auto stage = train::make_stage(a);
+  train::PrepareContext ctx;
+  ctx.model_dir = (dir / fix.at("model_dir").get<std::string>()).string();
+  ctx.say = [](const std::string&) {};
+  stage->prepare(*model, ctx);
+  train::MicroOptions o;
+  o.seed = 1;  // no rng: no dropout, as the fixture
+  const train::MicroResult got = stage->train_micro(*model, pair_batch(fix.at("batch")), o);
+  const double want_loss = fix.at("loss").get<double>();
+  EXPECT_LE(std::fabs(got.loss - want_loss), fix.at("loss_rtol").get<double>() * std::fabs(want_loss));
+  std::string worst_name;
+  const auto want = reference::read_tensors(dir / fix.at("grads_file").get<std::string>(), fix.at("grads"));
+  const double worst = reference::worst_rel(model->module().named_adapter_parameters(train::kTrainAdapter, true), want,
+                                            {}, fix.at("grad_rtol").get<double>(), worst_name);
+  // The value head's gradient (its parameters are not in the model).
+  const auto gw = fix.at("head_grad").at("weight").get<std::vector<double>>();
+  const std::vector<float> hw = stage->extra_modules().at(0)->named_grads().at(0).second.to_float_vector();
+  ASSERT_EQ(hw.size(), gw.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < gw.size(); ++i) num += (hw[i] - gw[i]) * (hw[i] - gw[i]), den += gw[i] * gw[i];
+  EXPECT_LE(std::sqrt(num / den), 1e-4);
+  const float hb = stage->extra_modules().at(0)->named_grads().at(1).second.to_float_vector().at(0);
+  EXPECT_NEAR(hb, fix.at("head_grad").at("bias").get<double>(), 1e-4 * (1 + std::fabs(fix.at("head_grad").at("bias").get<double>())));
+  std::cout << "[rm-parity] " << GetParam() << ": loss " << got.loss << " vs " << want_loss << ", worst adapter grad "
+            << worst << " (" << worst_name << "), head grad rel " << std::sqrt(num / den) << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, RmParity, ::testing::Values("llama_rm", "qwen2_rm"));
 
 INSTANTIATE_TEST_SUITE_P(Reference, DpoParity,
                          ::testing::Values("llama_sigmoid", "llama_sigmoid_smoothed_ftx", "qwen2_ipo", "qwen2_orpo"));

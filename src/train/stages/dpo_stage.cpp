@@ -107,8 +107,8 @@ class DpoStage : public Stage {
     ctx.say(std::string("reference: ") + ref_kind_name(ref_->kind()));
   }
 
-  void save_extra(const std::string& dir) const override {
-    if (ref_) ref_->save(dir);
+  void save_extra(const std::string& dir, bool checkpoint) const override {
+    if (ref_ && checkpoint) ref_->save(dir);  // a resume needs the table; the final output does not
   }
 
   double micro_weight(const std::vector<data::Batch>& group) const override {

@@ -7,8 +7,9 @@ namespace unillm::train {
 
 std::unique_ptr<Stage> make_stage(const TrainArgs& args) {
   if (args.stage == "pt" || args.stage == "sft") return make_lm_stage(args);
+  if (args.stage == "rm") return make_reward_stage(args);
   if (args.stage == "dpo") return make_dpo_stage(args);
-  UNILLM_THROW(NotImplemented, "[train] stage '", args.stage, "' is not implemented yet (pt, sft and dpo are)");
+  UNILLM_THROW(NotImplemented, "[train] stage '", args.stage, "' is not implemented yet (pt, sft, rm and dpo are)");
 }
 
 int32_t pad_id_of(const io::Tokenizer& tok, int32_t eos) {

@@ -43,11 +43,15 @@ struct MicroResult {
   StageMetrics metrics;
 };
 
-// One evaluation batch: the loss summed over `count` units (tokens, or pairs) and its metrics.
+// One evaluation batch: the loss summed over `count` units (tokens, or pairs) and its metrics:
+// `metrics` are averaged over the evaluation's batches (LLaMA-Factory's stored metrics), `sums`
+// are summed and divided by the total count (per-unit figures over every prediction, as HF's
+// compute_metrics: the reward model's accuracy).
 struct EvalPart {
   double loss_sum = 0;
   int64_t count = 0;
   StageMetrics metrics;
+  StageMetrics sums;
 };
 
 // What a stage's prepare() may need beyond the model: where the base came from, whether the run
@@ -75,9 +79,11 @@ class Stage {
   virtual std::string plan_memory(MemoryPlanInputs& in, int64_t limit) { return ""; }
   // After the policy is loaded and set up for fine-tuning, before step 1 (or the resumed step).
   virtual void prepare(models::CausalLM& model, const PrepareContext& ctx) {}
-  // Writes the stage's own state into a checkpoint dir being written (prepare() reads it back
-  // from PrepareContext::resume_dir).
-  virtual void save_extra(const std::string& dir) const {}
+  // Trainable modules the stage adds to the model's (the arena packs them after the model's).
+  virtual std::vector<nn::Module*> extra_modules() { return {}; }
+  // Writes the stage's own state into a dir being written: a checkpoint (prepare() reads it back
+  // from PrepareContext::resume_dir) or, checkpoint false, the final output.
+  virtual void save_extra(const std::string& dir, bool checkpoint) const {}
   // The weight of each micro-batch's loss in the step's loss: the step loss is
   // Σ micro_weight · MicroResult::loss over the step's micro-batches.
   virtual double micro_weight(const std::vector<data::Batch>& group) const = 0;
@@ -91,10 +97,11 @@ class Stage {
   virtual std::vector<std::string> plot_keys() const = 0;
 };
 
-// pt and sft (token cross-entropy), dpo. Throws NotImplemented for the others.
+// pt and sft (token cross-entropy), rm, dpo. Throws NotImplemented for the others.
 std::unique_ptr<Stage> make_stage(const TrainArgs& args);
-// The units (one file each): lm_stage.cpp (pt, sft), dpo_stage.cpp.
+// The units (one file each): lm_stage.cpp (pt, sft), reward_stage.cpp, dpo_stage.cpp.
 std::unique_ptr<Stage> make_lm_stage(const TrainArgs& args);
+std::unique_ptr<Stage> make_reward_stage(const TrainArgs& args);
 std::unique_ptr<Stage> make_dpo_stage(const TrainArgs& args);
 
 // Shared by the stages.

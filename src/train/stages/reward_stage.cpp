@@ -1,0 +1,146 @@
+// Stage rm (LLaMA-Factory's PairwiseTrainer over TRL's AutoModelForCausalLMWithValueHead): pairs in
+// one micro-batch, the value head (models/value_head.h) on the final hidden state of each row's
+// last real token (attention_mask.sum(-1) − 1), the pairwise loss −log σ(r_chosen − r_rejected)
+// averaged over the pairs, and eval accuracy = the share of pairs with r_chosen > r_rejected over
+// every evaluation pair (LLaMA-Factory's ComputeAccuracy).
+//
+// The value head trains under every finetuning_type (f32, in the arena after the model), with
+// dropout 0.1 on its input in training (TRL's summary_dropout_prob; LoRA dropout stays as
+// configured: LLaMA-Factory does not disable dropout for rm). No lm_head runs: full fine-tuning
+// freezes an untied lm_head, which would otherwise only take weight decay.
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "data/pairwise.h"
+#include "data/sft.h"
+#include "models/value_head.h"
+#include "ops/gather.h"
+#include "train/stages/reward.h"
+#include "train/stages/stage.h"
+
+namespace unillm::train {
+namespace {
+
+constexpr double kHeadKeepProb = 0.9;  // TRL's ValueHead: nn.Dropout(0.1)
+
+double log_sigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
+
+// The pairwise loss of B pairs of scores (chosen rows 0..B−1, rejected B..2B−1) and its gradient.
+struct PairLoss {
+  double loss = 0;
+  int64_t correct = 0;
+  std::vector<float> grad;  // d loss / d score, [2B]
+};
+
+PairLoss pair_loss(const std::vector<float>& s) {
+  const auto b = static_cast<int64_t>(s.size() / 2);
+  PairLoss p;
+  p.grad.assign(s.size(), 0.0f);
+  for (int64_t i = 0; i < b; ++i) {
+    const double d = static_cast<double>(s[i]) - static_cast<double>(s[b + i]);
+    p.loss -= log_sigmoid(d) / static_cast<double>(b);
+    p.correct += d > 0;
+    const double g = -std::exp(log_sigmoid(-d)) / static_cast<double>(b);  // −σ(−d) / B
+    p.grad[i] = static_cast<float>(g);
+    p.grad[b + i] = static_cast<float>(-g);
+  }
+  return p;
+}
+
+class RewardStage : public Stage {
+ public:
+  explicit RewardStage(const TrainArgs& a) : a_(a) {}
+  std::string name() const override { return "rm"; }
+
+  StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) override {
+    auto choice = data::choose_template(a_.template_name, tokenizer_dir);
+    template_ = data::ChatTemplate::by_name(choice.name, tok, choice.options);
+    data::SftOptions so = sft_options(a_);
+    so.stage = "rm";
+    StageData d;
+    d.pad_id = so.pad_id = pad_id_of(tok, template_->eos_id());
+    std::tie(d.train, d.eval) = data::load_pairwise_data(so, tok, *template_);
+    d.description = "rm (value head), template '" + template_->name() + "'";
+    return d;
+  }
+
+  // The value head from the resumed checkpoint, else the last adapter's or the model's
+  // value_head.safetensors (LLaMA-Factory's load_valuehead_params), else PyTorch's init.
+  void prepare(models::CausalLM& model, const PrepareContext& ctx) override {
+    Rng rng(static_cast<uint64_t>(a_.seed));
+    head_ = std::make_unique<models::ValueHead>(model.config().hidden_size, rng, model.device());
+    const std::string source = !ctx.resume_dir.empty()               ? ctx.resume_dir
+                               : !a_.adapter_name_or_path.empty() ? a_.adapter_name_or_path.back()
+                                                                  : ctx.model_dir;
+    ctx.say(head_->load(source) ? "value head: " + source + "/value_head.safetensors"
+                                : "value head: initialised (seed " + std::to_string(a_.seed) + ")");
+    for (auto& p : head_->parameters()) p.tensor->set_requires_grad(true);
+    if (!model.config().tie_word_embeddings)
+      for (auto& p : model.module().parameters())
+        if (p.hf_names.at(0) == "lm_head.weight") p.tensor->set_requires_grad(false);
+  }
+
+  std::vector<nn::Module*> extra_modules() override { return {head_.get()}; }
+
+  void save_extra(const std::string& dir, bool) const override {
+    if (head_) head_->save(dir);
+  }
+
+  double micro_weight(const std::vector<data::Batch>& group) const override {
+    return group.empty() ? 0.0 : 1.0 / static_cast<double>(group.size());
+  }
+
+  MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) override {
+    const Tensor scores = score(model, b, o.recompute, o.rng);
+    const std::vector<float> s = scores.to(Device{}).contiguous().to_float_vector();
+    PairLoss p = pair_loss(s);
+    MicroResult r;
+    r.loss = p.loss;
+    if (!std::isfinite(p.loss) || o.seed == 0) return r;
+    for (auto& g : p.grad) g = static_cast<float>(g * o.seed);
+    autograd::backward(scores, Tensor::from_vector(p.grad, {b.rows}).to(scores.device()));
+    return r;
+  }
+
+  EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
+    autograd::NoGradGuard no_grad;
+    const PairLoss p = pair_loss(score(model, b, false, nullptr).to(Device{}).contiguous().to_float_vector());
+    const int64_t pairs = b.rows / 2;
+    EvalPart e;
+    e.loss_sum = p.loss * static_cast<double>(pairs);
+    e.count = pairs;
+    e.sums = {{"accuracy", static_cast<double>(p.correct)}};
+    return e;
+  }
+
+  std::vector<std::string> plot_keys() const override { return {"loss", "eval_loss", "eval_accuracy"}; }
+
+ private:
+  Tensor score(models::CausalLM& model, const data::Batch& b, bool recompute, Rng* rng) {
+    if (!head_) UNILLM_THROW(ConfigError, "[rm] the value head is not prepared");
+    return reward_scores(model, *head_, b, recompute, rng);
+  }
+
+  const TrainArgs& a_;
+  std::unique_ptr<data::ChatTemplate> template_;
+  std::unique_ptr<models::ValueHead> head_;
+};
+
+}  // namespace
+
+Tensor reward_scores(models::CausalLM& model, const models::ValueHead& head, const data::Batch& b, bool recompute,
+                     Rng* rng) {
+  if (b.group != 2 || b.rows % 2 != 0)
+    UNILLM_THROW(ShapeError, "[rm] a batch of ", b.rows, " rows is not chosen/rejected pairs");
+  models::TrainBatch tb = to_train_batch(b);
+  tb.dropout_rng = rng;  // LoRA dropout as configured
+  std::vector<int32_t> last(static_cast<size_t>(b.rows));
+  for (int64_t r = 0; r < b.rows; ++r) last[r] = static_cast<int32_t>(r * b.seq_len + b.lengths[r] - 1);
+  const Tensor h = ops::gather_rows(model.hidden_states(tb, recompute), Tensor::from_ints(last, {b.rows}));
+  return head.forward(h, rng ? kHeadKeepProb : 1.0, rng);
+}
+
+std::unique_ptr<Stage> make_reward_stage(const TrainArgs& args) { return std::make_unique<RewardStage>(args); }
+
+}  // namespace unillm::train
