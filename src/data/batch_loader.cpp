@@ -37,6 +37,13 @@ void check_row_fields(const TokenizedDataset& d, const std::vector<int64_t>& row
   }
 }
 
+// Tags are absent or one per example.
+void check_tags(const TokenizedDataset& d) {
+  if (!d.tags.empty() && static_cast<int64_t>(d.tags.size()) != d.num_examples())
+    throw DataError(UNILLM_MSG("[data] ", d.tags.size(), " tags for ", d.num_examples(),
+                               " examples (expected one per example)"));
+}
+
 // Row indices of grouped data must be group_rows' layout: B/g example rows per member, member k
 // of the same examples in the same order.
 void check_group_layout(const TokenizedDataset& d, const std::vector<int64_t>& rows) {
@@ -91,6 +98,7 @@ BatchLoader::BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts
   std::vector<int64_t> all(data.source ? 0 : data.rows.size());  // a corpus has no row fields
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   check_row_fields(data, all);
+  check_tags(data);
 }
 
 int64_t BatchLoader::batches_per_epoch() const {
@@ -138,6 +146,7 @@ Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& row_i
       UNILLM_THROW(ConfigError, "[data] row ", r, " out of range (", data.num_rows(), " rows)");
   check_row_fields(data, row_indices);
   check_group_layout(data, row_indices);
+  check_tags(data);
   Batch b;
   b.rows = static_cast<int64_t>(row_indices.size());
   b.group = data.group;
@@ -150,6 +159,9 @@ Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& row_i
   if (!data.position_ids.empty()) b.position_ids.assign(b.rows * b.seq_len, 0);
   if (!data.segment_ids.empty()) b.segment_ids.assign(b.rows * b.seq_len, 0);
   b.row_indices = row_indices;
+  if (!data.tags.empty())  // member 0 of each example comes first, in example order
+    for (int64_t i = 0; i < b.rows / data.group; ++i)
+      b.tags.push_back(data.tags[row_indices[i] / data.group]);
   for (int64_t i = 0; i < b.rows; ++i) fill_row(data, row_indices[i], i, opts, b);
   return b;
 }

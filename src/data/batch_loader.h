@@ -17,7 +17,9 @@
 // num_rows/2 examples, batch_size is examples per batch, the last partial batch is kept — and a
 // batch of examples e_0 … e_{B−1} lays out member 0 of every example, then member 1 (rows 2e_0,
 // …, 2e_{B−1}, 2e_0+1, …, 2e_{B−1}+1: LLaMA-Factory's PairwiseDataCollator, chosen rows 0..B−1
-// and rejected rows B..2B−1), so a pair never spans two batches. group == 1 is the row loader.
+// and rejected rows B..2B−1; KTO's feedback data: target rows 0..B−1, then KL rows, as
+// LLaMA-Factory's KTODataCollatorWithPadding batches input_ids and kl_input_ids), so a pair never
+// spans two batches. group == 1 is the row loader.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +44,10 @@ struct Batch {
                                       // token attends to earlier tokens of its segment; pad = 0
   std::vector<int32_t> lengths;       // [B] real tokens per row (the caller builds attention)
   std::vector<int64_t> row_indices;   // [B] which dataset rows
-  int64_t num_label_tokens() const;   // labels != kIgnoreIndex
+  // [B / group] the dataset's per-example tags (KTO: 1 = desirable) in the batch's example order
+  // (example i owns rows i, B/group + i, …), or empty when the dataset has none.
+  std::vector<uint8_t> tags;
+  int64_t num_label_tokens() const;  // labels != kIgnoreIndex
 };
 
 struct LoaderOptions {
@@ -69,8 +74,8 @@ class BatchLoader {
  public:
   // Keeps a reference to data, which must outlive the loader. Throws ConfigError when the data
   // is empty, batch_size < 1 or group is not 1 or 2, DataError when its labels / position_ids /
-  // segment_ids are not empty or one per row of the row's length, or the rows do not form whole
-  // groups.
+  // segment_ids are not empty or one per row of the row's length, its tags are not empty or one
+  // per example, or the rows do not form whole groups.
   BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts);
 
   int64_t batches_per_epoch() const;  // ceil(examples / batch_size)
@@ -91,8 +96,9 @@ class BatchLoader {
 
 // Pads rows [B] into a Batch (used by the loader; also for evaluation batches in dataset order).
 // Batch::group = data.group; for grouped data row_indices must be in group_rows' layout
-// (ConfigError otherwise). Throws DataError when a selected row's labels/positions/segments do not
-// match its length.
+// (ConfigError otherwise). Batch::tags = data.tags of the batch's examples when data has tags.
+// Throws DataError when a selected row's labels/positions/segments do not match its length, or
+// data.tags is neither empty nor one per example.
 Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& row_indices,
                  const LoaderOptions& opts);
 

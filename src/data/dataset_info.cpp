@@ -78,21 +78,22 @@ void read_pt_columns(const json& entry, DatasetAttr& attr, const std::string& wh
   attr.query_column = optional_string(cols, "query", where, "columns");
 }
 
-// Stages sft, rm, dpo: LLaMA-Factory's parser. A `columns` map sets every column its formatting
-// names (alpaca: prompt, query, response, history; sharegpt: messages; both: system, tools,
-// chosen, rejected), absent ones to "none"; a `tags` map (sharegpt only) sets every tag the same
-// way.
+// Stages sft, rm, dpo, kto: LLaMA-Factory's parser. A `columns` map sets every column its
+// formatting names (alpaca: prompt, query, response, history; sharegpt: messages; both: system,
+// tools, chosen, rejected, kto_tag), absent ones to "none"; a `tags` map (sharegpt only) sets
+// every tag the same way.
 void read_sft_columns(const json& entry, DatasetAttr& attr, const std::string& where,
                       const std::string& stage) {
   if (entry.contains("columns")) {
     const json& cols = entry["columns"];
     if (!cols.is_object())
       UNILLM_THROW(ConfigError, "[data] ", where, ": 'columns' must be an object");
-    for (const char* mm : {"images", "videos", "audios", "kto_tag"})
+    for (const char* mm : {"images", "videos", "audios"})
       if (optional_string(cols, mm, where, "columns"))
         UNILLM_THROW(NotImplemented, "[data] ", where, ": column '", mm,
                      "' is not implemented (text-only SFT)");
     SftColumns& c = attr.columns;
+    c.kto_tag = optional_string(cols, "kto_tag", where, "columns");
     c.system = optional_string(cols, "system", where, "columns");
     c.tools = optional_string(cols, "tools", where, "columns");
     c.chosen = optional_string(cols, "chosen", where, "columns");
@@ -118,12 +119,21 @@ void read_sft_columns(const json& entry, DatasetAttr& attr, const std::string& w
     g.function_tag = optional_string(t, "function_tag", where, "tags");
     g.system_tag = optional_string(t, "system_tag", where, "tags");
   }
+  // LLaMA-Factory's converters take a record with a bool kto_tag as a KTO example whatever the
+  // stage (sft and rm/dpo would then drop it), and without kto_tag stage kto drops every one.
+  if (attr.columns.kto_tag && stage != "kto")
+    UNILLM_THROW(ConfigError, "[data] ", where, ": kto_tag is only used by stage kto (not stage ",
+                 stage, ")");
+  if (!attr.columns.kto_tag && stage == "kto")
+    UNILLM_THROW(ConfigError, "[data] ", where,
+                 ": stage kto needs columns.kto_tag (a bool column: true = desirable response); "
+                 "without it LLaMA-Factory drops every example");
   if (attr.ranking && (!attr.columns.chosen || !attr.columns.rejected))
     UNILLM_THROW(ConfigError, "[data] ", where, ": a ranking dataset needs columns.chosen and ",
                  "columns.rejected (stage ", stage, ")");
   if (attr.formatting == "alpaca" && !attr.ranking && !attr.columns.response)
     UNILLM_THROW(ConfigError, "[data] ", where,
-                 ": 'columns' has no 'response' (nothing to train on in stage sft)");
+                 ": 'columns' has no 'response' (nothing to train on in stage ", stage, ")");
   if (attr.formatting == "sharegpt" &&
       (!attr.columns.messages || !attr.tags.role_tag || !attr.tags.content_tag))
     UNILLM_THROW(ConfigError, "[data] ", where,
@@ -218,7 +228,7 @@ std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
 std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
                                           const std::string& dataset_dir,
                                           const std::string& stage) {
-  if (stage != "pt" && stage != "sft" && !ranking_stage(stage))
+  if (stage != "pt" && stage != "sft" && stage != "kto" && !ranking_stage(stage))
     UNILLM_THROW(NotImplemented, "[data] datasets for stage '", stage, "' are not implemented");
   if (names.empty()) return {};
   if (dataset_dir == "ONLINE" || dataset_dir.rfind("REMOTE:", 0) == 0)

@@ -29,6 +29,9 @@ struct SftColumns {
   // `columns` map names them.
   std::optional<std::string> chosen;
   std::optional<std::string> rejected;
+  // both, stage kto only: a bool column, true = desirable response (LLaMA-Factory's kto_tag;
+  // default None, named only by a `columns` map).
+  std::optional<std::string> kto_tag;
 };
 
 struct SharegptTags {
@@ -50,23 +53,25 @@ struct DatasetAttr {
   // Stage pt: the text of a record.
   std::string prompt_column = "text";  // LLaMA-Factory `columns.prompt` (unillm default "text")
   std::optional<std::string> query_column;  // `columns.query`: appended after "\n" when non-empty
-  // Stages sft, rm, dpo.
+  // Stages sft, rm, dpo, kto.
   SftColumns columns;
   SharegptTags tags;
 };
 
 // Reads DATASET_DIR/dataset_info.json and resolves each name for a training stage ("pt", "sft",
-// "rm" or "dpo"). Throws ConfigError naming the file and the dataset for: a missing/invalid
+// "rm", "dpo" or "kto"). Throws ConfigError naming the file and the dataset for: a missing/invalid
 // dataset_info.json, an undefined name, a hub/script entry with no local file ("not available
 // offline"), a missing file, an unsupported file type or formatting, a column or tag that is not
-// a string, `ranking: true` for stages pt and sft ("not applicable"), and its absence for rm and
-// dpo ("dataset X is not a ranking dataset; stage dpo needs ranking: true"); NotImplemented for
-// `num_samples`, multimodal columns (images, videos, audios), kto_tag, formatting "openai",
-// sharegpt for stage pt, and any other stage (kto).
+// a string, `ranking: true` for stages pt, sft and kto ("not applicable"), and its absence for rm
+// and dpo ("dataset X is not a ranking dataset; stage dpo needs ranking: true"), columns.kto_tag
+// for any stage but kto ("kto_tag is only used by stage kto") and its absence for kto (LLaMA-
+// Factory would drop every example); NotImplemented for `num_samples`, multimodal columns (images,
+// videos, audios), formatting "openai", sharegpt for stage pt, and any other stage (ppo).
 // Stage pt reads `columns.prompt` (default "text") and `columns.query`; stage sft reads the
 // SftColumns / SharegptTags above and accepts only .json/.jsonl files. Stages rm and dpo (LLaMA-
 // Factory's dpo workflow loads its data as stage rm) read the same plus columns.chosen and
-// columns.rejected, which must both be named; alpaca needs no response column there.
+// columns.rejected, which must both be named; alpaca needs no response column there. Stage kto
+// reads what sft reads plus columns.kto_tag.
 std::vector<DatasetAttr> resolve_datasets(const std::vector<std::string>& names,
                                           const std::string& dataset_dir, const std::string& stage);
 // Stage pt.

@@ -74,9 +74,13 @@ struct TokenizedDataset {
   std::vector<std::vector<int32_t>> position_ids;
   std::vector<std::vector<int32_t>> segment_ids;
   // Rows per example: 1, or 2 for pairwise data (stages rm, dpo; data/pairwise.h), where rows 2e
-  // and 2e+1 are example e's chosen and rejected rows. The loader (data/batch_loader.h) and the
+  // and 2e+1 are example e's chosen and rejected rows, and for feedback data (stage kto;
+  // data/feedback.h), example e's target and KL rows. The loader (data/batch_loader.h) and the
   // val_size split keep an example's rows together and count examples, not rows.
   int64_t group = 1;
+  // One flag per example (num_examples()), or empty: KTO's kto_tag (1 = desirable). Carried by
+  // the val_size split (split_val_examples) and into Batch::tags.
+  std::vector<uint8_t> tags;
   int64_t documents = 0;                   // documents that went in (after max_samples)
   int64_t skipped_records = 0;             // bad records skipped (skip_bad_records only)
   std::vector<std::string> skip_messages;  // the first few reasons, for the log

@@ -151,6 +151,11 @@ void split_val_examples(TokenizedDataset& train, TokenizedDataset& eval, double 
   eval.group = g;
   TokenizedDataset kept = select_rows(train, tr);
   kept.group = g;
+  if (!train.tags.empty()) {  // per example, in the same permutation order
+    UNILLM_CHECK(static_cast<int64_t>(train.tags.size()) == n, "[data] ", train.tags.size(),
+                 " tags for ", n, " examples");
+    for (int64_t i = 0; i < n; ++i) (i < sz.test ? eval : kept).tags.push_back(train.tags[perm[i]]);
+  }
   kept.documents = train.documents;
   kept.skipped_records = train.skipped_records;
   kept.skip_messages = std::move(train.skip_messages);

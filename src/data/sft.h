@@ -40,8 +40,9 @@ std::pair<TokenizedDataset, TokenizedDataset> load_sft_data(const SftOptions& op
 // LLaMA-Factory's val_size split of processed data (split_dataset → train_test_split, split.h),
 // by examples: the permutation runs over train.num_examples() and an example's train.group rows
 // move together, in order. eval gets the first n_test examples of the permutation and train the
-// rest, both in permutation order; eval.group = train.group; train keeps documents and the skip
-// counters. Throws DataError as split_sizes does (an empty part).
+// rest, both in permutation order; eval.group = train.group; train.tags (one per example, when
+// set) follow their examples; train keeps documents and the skip counters. Throws DataError as
+// split_sizes does (an empty part).
 void split_val_examples(TokenizedDataset& train, TokenizedDataset& eval, double val_size,
                         uint64_t seed);
 

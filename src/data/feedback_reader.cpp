@@ -1,0 +1,103 @@
+// alpaca / sharegpt records with a kto_tag → FeedbackExamples (see feedback_reader.h).
+#include "data/feedback_reader.h"
+
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "data/converter.h"
+
+namespace unillm::data {
+using nlohmann::json;
+
+namespace {
+
+using Converter = std::function<void(const json&, FeedbackExample&)>;
+
+// The kto_tag value: a JSON bool (LLaMA-Factory: isinstance(example[kto_tag], bool)).
+bool kto_tag_of(const json& obj, const std::string& key) {
+  const json* v = find_key(obj, key);
+  const std::string where = "key " + quoted(key);
+  if (!v) bad(where + " missing (the kto_tag: true or false)");
+  if (!v->is_boolean())
+    bad(where + " is not a bool (got " + v->type_name() + "), expected true or false");
+  return v->get<bool>();
+}
+
+// LLaMA-Factory's AlpacaDatasetConverter, kto branch.
+void convert_alpaca(const json& obj, const DatasetAttr& attr, FeedbackExample& ex) {
+  const SftColumns& c = attr.columns;
+  ex.prompt = alpaca_prompt(obj, c);
+  ex.response = {Role::kAssistant, response_text(obj, *c.response)};
+  if (c.system) ex.system = text_or_empty(obj, *c.system, false);
+  ex.desirable = kto_tag_of(obj, *c.kto_tag);
+  check_no_tools(obj, c.tools);
+}
+
+// LLaMA-Factory's SharegptDatasetConverter, kto branch: prompt = aligned[:-1], response =
+// aligned[-1:] of a non-ranking (even-length) conversation.
+void convert_sharegpt(const json& obj, const DatasetAttr& attr, FeedbackExample& ex) {
+  SharegptTurns turns = sharegpt_turns(obj, attr);
+  const size_t n = turns.messages.size();
+  if (n == 0) bad("sharegpt conversation has no turns");
+  if (n % 2 != 0)
+    bad("sharegpt conversation has " + std::to_string(n) + " turns" +
+        (turns.had_system_message ? " after the system message" : "") +
+        ", expected an even number ending with an assistant turn");
+  if (turns.messages.back().content.empty())
+    bad("sharegpt turn " + std::to_string(turns.list_size) + " is empty (no response)");
+  ex.response = std::move(turns.messages.back());
+  turns.messages.pop_back();
+  ex.prompt = std::move(turns.messages);
+  ex.system = std::move(turns.system);
+  ex.desirable = kto_tag_of(obj, *attr.columns.kto_tag);
+  check_no_tools(obj, attr.columns.tools);
+}
+
+Converter converter_for(const DatasetAttr& attr) {
+  if (attr.formatting == "alpaca") {
+    if (!attr.columns.response)
+      UNILLM_THROW(ConfigError, "[data] dataset '", attr.name, "': no response column");
+    return [&attr](const json& o, FeedbackExample& e) { convert_alpaca(o, attr, e); };
+  }
+  if (attr.formatting == "sharegpt") {
+    if (!attr.columns.messages || !attr.tags.role_tag || !attr.tags.content_tag)
+      UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
+                   "': sharegpt needs a messages column, a role tag and a content tag");
+    return [&attr](const json& o, FeedbackExample& e) { convert_sharegpt(o, attr, e); };
+  }
+  UNILLM_THROW(NotImplemented, "[data] dataset '", attr.name, "': formatting '", attr.formatting,
+               "' is not implemented");
+}
+
+}  // namespace
+
+FeedbackSet read_feedback(const DatasetAttr& attr, const ReadOptions& opts) {
+  if (attr.file_type != "json")
+    UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
+                 "': feedback data is read from .json or .jsonl files");
+  if (attr.ranking)
+    UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
+                 "' is a ranking dataset: not applicable to stage kto");
+  if (!attr.columns.kto_tag)
+    UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
+                 "': stage kto needs columns.kto_tag (a bool column)");
+  const Converter convert = converter_for(attr);
+  FeedbackSet out;
+  RecordLoop loop(opts);
+  for (const auto& file : attr.files) {
+    if (loop.full()) break;
+    loop.read_file(file, [&](const json& obj, const std::string& source) {
+      FeedbackExample ex;
+      ex.source = source;
+      convert(obj, ex);
+      out.examples.push_back(std::move(ex));
+    });
+  }
+  out.rows = loop.tally().rows;
+  out.skipped_records = loop.tally().skipped_records;
+  out.skip_messages = std::move(loop.tally().skip_messages);
+  return out;
+}
+
+}  // namespace unillm::data
