@@ -61,7 +61,7 @@ struct TrainArgs {
   std::string input_dir;
   std::string split = "949,50,1";  // PaddleNLP's default
   // --- fine-tuning
-  std::string stage = "sft";             // LLaMA-Factory's default; pt, sft, rm and dpo are implemented
+  std::string stage = "sft";             // LLaMA-Factory's default; pt, sft, rm, dpo and kto are implemented
   std::string finetuning_type = "lora";  // LLaMA-Factory's default; lora, freeze, full
   // freeze (LLaMA-Factory FinetuningArguments)
   int64_t freeze_trainable_layers = 2;  // > 0: the last N layers; < 0: the first |N|
@@ -81,6 +81,8 @@ struct TrainArgs {
   double pref_ftx = 0;
   double dpo_label_smoothing = 0;
   double simpo_gamma = 0.5;
+  double kto_chosen_weight = 1.0;    // stage kto: weight of the desirable examples' losses
+  double kto_rejected_weight = 1.0;  // and of the undesirable ones'
   // The reference model: ref_model (+ ref_model_adapters, merged) or, unset, the initial policy;
   // ref_mode (unillm's key) how it is held: auto (LoRA without ref_model: the adapters switched
   // off; otherwise a frozen copy when the memory plan fits it, else precomputed log-probs) | model

@@ -105,22 +105,19 @@ void check_predict(const TrainArgs& a, const std::string& where) {
 // Stage dpo: pairs are never packed; PaddleNLP data has no pairs; the reference is the initial
 // policy (or ref_model), which a random model does not have.
 void check_preference(const TrainArgs& a, const std::string& where) {
-  if (a.stage != "dpo" && (!a.ref_model.empty() || !a.ref_model_adapters.empty()))
-    UNILLM_THROW(ConfigError, "[config] ", where, ": ref_model / ref_model_adapters are used by stage dpo only");
-  if (a.stage == "rm" && (!a.dataset_name_or_path.empty() || !a.input_dir.empty()))
-    UNILLM_THROW(ConfigError, "[config] ", where,
-                 ": stage rm reads LLaMA-Factory ranking datasets (dataset + dataset_dir), not "
-                 "dataset_name_or_path or input_dir");
-  if (a.stage != "dpo") return;
+  const bool reference = a.stage == "dpo" || a.stage == "kto";
+  if (!reference && (!a.ref_model.empty() || !a.ref_model_adapters.empty()))
+    UNILLM_THROW(ConfigError, "[config] ", where, ": ref_model / ref_model_adapters are used by stages dpo and kto only");
+  if ((reference || a.stage == "rm") && (!a.dataset_name_or_path.empty() || !a.input_dir.empty()))
+    UNILLM_THROW(ConfigError, "[config] ", where, ": stage ", a.stage,
+                 " reads LLaMA-Factory datasets (dataset + dataset_dir), not dataset_name_or_path or input_dir");
+  if (!reference) return;
   if (a.train_from_scratch)
-    UNILLM_THROW(ConfigError, "[config] ", where, ": stage dpo with train_from_scratch (a random policy has no "
-                 "meaningful reference); start from a trained model");
+    UNILLM_THROW(ConfigError, "[config] ", where, ": stage ", a.stage, " with train_from_scratch (a random policy "
+                 "has no meaningful reference); start from a trained model");
   if (!a.ref_model_adapters.empty() && a.ref_model.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": ref_model_adapters needs ref_model (LLaMA-Factory)");
-  if (!a.dataset_name_or_path.empty() || !a.input_dir.empty())
-    UNILLM_THROW(ConfigError, "[config] ", where,
-                 ": stage dpo reads LLaMA-Factory ranking datasets (dataset + dataset_dir), not "
-                 "dataset_name_or_path or input_dir");
+  if (a.stage == "kto") return;
   if (a.dpo_label_smoothing > 0 && a.pref_loss != "sigmoid")
     UNILLM_THROW(ConfigError, "[config] ", where, ": dpo_label_smoothing is only valid with pref_loss: sigmoid (got ",
                  a.pref_loss, ")");
@@ -134,7 +131,7 @@ void check_preference(const TrainArgs& a, const std::string& where) {
 void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given) {
   if (a.model_name_or_path.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": model_name_or_path is required");
-  check_implemented(where, given, "stage", a.stage, {"pt", "sft", "rm", "dpo"});
+  check_implemented(where, given, "stage", a.stage, {"pt", "sft", "rm", "dpo", "kto"});
   check_implemented(where, given, "finetuning_type", a.finetuning_type, {"lora", "freeze", "full"});
   check_preference(a, where);
   finish_finetune_args(a, where);

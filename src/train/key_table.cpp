@@ -60,7 +60,7 @@ constexpr Group kGroups[] = {
      "stage finetuning_type disable_shuffling plot_loss pure_bf16 freeze_trainable_layers "
      "freeze_trainable_modules freeze_extra_modules lora_rank lora_alpha lora_dropout lora_target "
      "use_rslora create_new_adapter pref_beta pref_ftx pref_loss dpo_label_smoothing simpo_gamma "
-     "ref_model ref_model_adapters"},
+     "ref_model ref_model_adapters kto_chosen_weight kto_rejected_weight"},
     {"finetuning", S::kIgnored,
      "freeze_vision_tower freeze_multi_modal_projector freeze_language_model compute_accuracy "
      "include_effective_tokens_per_second use_swanlab swanlab_project swanlab_workspace "
@@ -70,8 +70,7 @@ constexpr Group kGroups[] = {
      "additional_target "
      "loraplus_lr_ratio loraplus_lr_embedding "
      "use_dora pissa_init pissa_iter pissa_convert module_dropout "
-     "oft_rank oft_block_size oft_target pref_bco_weight "
-     "kto_chosen_weight kto_rejected_weight ppo_buffer_size "
+     "oft_rank oft_block_size oft_target pref_bco_weight ppo_buffer_size "
      "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards "
      "ref_model_quantization_bit reward_model reward_model_adapters reward_model_quantization_bit "
      "reward_model_type ld_alpha use_galore galore_target galore_rank galore_update_interval "

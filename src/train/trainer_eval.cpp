@@ -64,7 +64,8 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   int64_t items = 0, right = 0, scored = 0;
   data::LoaderOptions eo = loader_opts_;
   eo.batch_size = a_.per_device_eval_batch_size;
-  std::vector<std::tuple<std::string, double, int64_t>> metrics, sums;
+  std::vector<std::tuple<std::string, double, int64_t>> metrics;
+  SumMetrics sums;
   const int64_t examples = ds.num_rows() / ds.group;
   for (int64_t e = 0; e < examples; e += eo.batch_size) {
     // Dataset order; the rows of an example (a pair) stay in one batch, laid out as the loader's.
@@ -74,7 +75,7 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
     loss_sum += part.loss_sum;
     items += part.count;
     accumulate_metrics(metrics, part.metrics);
-    accumulate_metrics(sums, part.sums);
+    add_sums(sums, part.sums);
     if (accuracy) {
       auto [ok, n] = token_accuracy_counts(*model_, b);
       right += ok;
@@ -90,8 +91,7 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   if (accuracy)
     res.accuracy = scored > 0 ? static_cast<double>(right) / static_cast<double>(scored) : 0.0;
   for (const auto& [name, sum, count] : metrics) res.metrics.emplace_back(name, sum / static_cast<double>(count));
-  for (const auto& [name, sum, count] : sums) {
-    const double v = items > 0 ? sum / static_cast<double>(items) : 0.0;
+  for (const auto& [name, v] : stage_->summarize(sums)) {
     if (name == "accuracy")
       res.accuracy = v;  // logged as eval_accuracy, and metric_for_best_model's "accuracy"
     else

@@ -119,6 +119,7 @@ class Run {
   // The stage's metrics of the interval's micro-batches: (name, sum, count), in first-seen order
   // (logged as means, as LLaMA-Factory's stored metrics).
   std::vector<std::tuple<std::string, double, int64_t>> interval_metrics_;
+  SumMetrics interval_sums_;  // the stage's ratio figures of the interval (Stage::summarize)
   Clock::time_point start_ = Clock::now();
 };
 

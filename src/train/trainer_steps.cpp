@@ -60,6 +60,7 @@ double Run::train_step() {
       if (!std::isfinite(r.loss)) stop_non_finite("the loss", r.loss);
       loss_sum += r.loss;
       accumulate_metrics(interval_metrics_, r.metrics);
+      add_sums(interval_sums_, r.sums);
     }
   }
   const double loss = loss_sum * weight;
@@ -147,9 +148,11 @@ void Run::log_step(double loss, double grad_norm, double lr) {
   nlohmann::json h = {{"step", state_.global_step}, {"epoch", j["epoch"]}, {"loss", j["loss"]},
                       {"learning_rate", lr}, {"grad_norm", grad_norm}};
   for (const auto& [name, sum, count] : interval_metrics_) j[name] = h[name] = sum / static_cast<double>(count);
+  for (const auto& [name, v] : stage_->summarize(interval_sums_)) j[name] = h[name] = v;
   log_->write(j);
   state_.log_history.push_back(h);
   interval_metrics_.clear();
+  interval_sums_.clear();
   interval_loss_ = interval_seconds_ = 0;
   interval_steps_ = interval_tokens_ = 0;
 }

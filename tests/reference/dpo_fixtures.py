@@ -19,6 +19,7 @@ import os
 import torch
 
 import hf_llama_reference as ref
+import kto_fixtures
 import lora_fixtures
 import pref_fixtures
 import safetensors_py
@@ -166,8 +167,71 @@ def make_rm_case(out, name, models, random_state):
     print(f"dpo_{name:26s} {base} rm: loss {float(loss):.6f}, scores {[round(float(x), 4) for x in scores]}")
 
 
+# KTO (stage kto): name -> (base model fixture, seed, beta, (desirable weight, undesirable), ftx).
+# Example i's target row is prompt_i + response_i, its KL row prompt_i + response_{i-1} (the first
+# takes the last: LLaMA-Factory's rotation); the micro-batch holds the target rows, then the KL rows.
+KTO_CASES = {
+    "llama_kto": ("llama_gqa", 421, 0.1, (1.0, 1.0), 0.0),
+    "qwen2_kto_weighted_ftx": ("qwen2", 422, 0.3, (1.5, 0.7), 0.4),
+}
+KTO_EXAMPLES = ((4, 5, True), (6, 2, False), (3, 4, True), (5, 3, False))  # prompt, response, desirable
+
+
+def kto_batch(seed, vocab):
+    g = torch.Generator().manual_seed(seed + 7000)
+    prompts = [[1] + torch.randint(3, vocab, (p - 1,), generator=g).tolist() for p, _, _ in KTO_EXAMPLES]
+    responses = [torch.randint(3, vocab, (n,), generator=g).tolist() for _, n, _ in KTO_EXAMPLES]
+    rows = [(prompts[i], responses[i]) for i in range(len(prompts))]
+    rows += [(prompts[i], responses[i - 1]) for i in range(len(prompts))]
+    t = max(len(p) + len(r) for p, r in rows)
+    ids = [p + r + [0] * (t - len(p) - len(r)) for p, r in rows]
+    labels = [[-100] * len(p) + r + [-100] * (t - len(p) - len(r)) for p, r in rows]
+    return {"input_ids": ids, "labels": labels, "position_ids": [list(range(t))] * len(rows),
+            "segment_ids": None, "lengths": [len(p) + len(r) for p, r in rows],
+            "tags": [int(d) for _, _, d in KTO_EXAMPLES]}
+
+
+def make_kto_case(out, name, models, random_state):
+    base, seed, beta, (wd, wu), ftx = KTO_CASES[name]
+    bseed, cfg = models[base]
+    state = random_state(cfg, bseed)
+    targets = list(lora_fixtures.MODULES)
+    lora = lora_fixtures.random_lora(cfg, seed, R, targets)
+    scaling = lora_fixtures.scaling_of(R, ALPHA, False)
+    fdir = os.path.join(out, "dpo_" + name)
+    lora_fixtures.write_adapter(os.path.join(fdir, "adapter"), R, ALPHA, False, targets, "../" + base, lora)
+    batch = kto_batch(seed, cfg["vocab_size"])
+    n = len(KTO_EXAMPLES)
+    leaves = lora_fixtures.lora_leaves(lora, torch.float64)
+    policy = lora_fixtures.LoraReferenceLM(cfg, state, leaves, scaling, torch.float64)
+    logps, lengths, _ = row_logps(policy, batch)
+    with torch.no_grad():
+        reference, _, _ = row_logps(ref.ReferenceLM(cfg, state, torch.float64), batch)
+    trainer = kto_fixtures.ReferenceKtoTrainer(beta, wd, wu, ftx)
+    tb = {"length": lengths[:n], "kl_length": lengths[n:],
+          "kto_tags": torch.tensor([bool(x) for x in batch["tags"]])}
+    loss, metrics = trainer.get_batch_loss_metrics(tb, logps[:n], logps[n:].detach(), reference[:n], reference[n:])
+    loss.backward()
+    grads = {}
+    for mod, (a, b) in leaves.items():
+        grads[f"base_model.model.{mod}.lora_A.weight"] = a.grad.detach().clone()
+        grads[f"base_model.model.{mod}.lora_B.weight"] = b.grad.detach().clone()
+    names = sorted(grads)
+    gindex = train_fixtures.write_tensors(os.path.join(fdir, "grads.f32"), names, grads)
+    train_fixtures._write_json(os.path.join(fdir, "kto.json"), {
+        "name": name, "model_dir": "../" + base, "adapter_dir": "adapter", "pref_beta": beta,
+        "kto_chosen_weight": wd, "kto_rejected_weight": wu, "pref_ftx": ftx, "batch": batch,
+        "loss": float(loss), "stored_metrics": [[k, float(v)] for k, v in metrics],
+        "grads_file": "grads.f32", "grads": gindex, "grad_rtol": 1e-4, "loss_rtol": 1e-5,
+        "made_by": "tests/reference/dpo_fixtures.py (LoraReferenceLM, kto_fixtures.ReferenceKtoTrainer, "
+                   "autograd f64)"})
+    print(f"dpo_{name:26s} {base} kto beta={beta} weights={wd},{wu} ftx={ftx}: loss {float(loss):.6f}")
+
+
 def make_all(out, models, random_state):
     for name in CASES:
         make_case(out, name, models, random_state)
     for name in RM_CASES:
         make_rm_case(out, name, models, random_state)
+    for name in KTO_CASES:
+        make_kto_case(out, name, models, random_state)

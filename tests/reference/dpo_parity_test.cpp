@@ -140,6 +140,70 @@ TEST_P(RmParity, LossScoresAndGradients) {
 
 INSTANTIATE_TEST_SUITE_P(Reference, RmParity, ::testing::Values("llama_rm", "qwen2_rm"));
 
+// Stage kto: target rows with gradients, KL rows without, the reference without the adapter;
+// LLaMA-Factory's stored sums (rewards/logps per split with their counts, kl) and the gradients.
+class KtoParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KtoParity, LossStoredSumsAndAdapterGradients) {
+  testing::init_cpu();
+  const fs::path dir = reference_dir() / ("dpo_" + GetParam());
+  if (!fs::exists(dir / "kto.json")) GTEST_SKIP() << "fixture " << dir << " missing; " << how_to_make();
+  const json fix = read_json(dir / "kto.json");
+  auto model = models::load_causal_lm((dir / fix.at("model_dir").get<std::string>()).string());
+  models::load_adapter(*model, (dir / "adapter").string(), "default");
+  model->set_active_adapters({"default"});
+  train::TrainArgs a;
+  a.stage = "kto";
+  a.pref_beta = fix.at("pref_beta").get<double>();
+  a.kto_chosen_weight = fix.at("kto_chosen_weight").get<double>();
+  a.kto_rejected_weight = fix.at("kto_rejected_weight").get<double>();
+  a.pref_ftx = fix.at("pref_ftx").get<double>();
+  data::Batch b = pair_batch(fix.at("batch"));
+  for (const auto& t : fix.at("batch").at("tags")) b.tags.push_back(static_cast<uint8_t>(t.get<int>()));
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "recompute" : "no recompute");
+    for (auto& r : model->module().parameters()) r.tensor->set_grad(Tensor());
+    train::MicroOptions o;
+    o.seed = 1;
+    o.recompute = recompute;
+    const train::MicroResult got = train::make_stage(a)->train_micro(*model, b, o);
+    const double want_loss = fix.at("loss").get<double>();
+    EXPECT_LE(std::fabs(got.loss - want_loss), fix.at("loss_rtol").get<double>() * std::fabs(want_loss));
+    // LLaMA-Factory's stored "<key>_sum" / "count/<split>" / "kl" against the stage's sums.
+    auto sum_of = [&](const std::string& name) -> const train::SumMetric* {
+      for (const auto& m : got.sums)
+        if (m.name == name) return &m;
+      return nullptr;
+    };
+    for (const auto& e : fix.at("stored_metrics")) {
+      const auto key = e.at(0).get<std::string>();
+      const double v = e.at(1).get<double>();
+      const train::SumMetric* m = nullptr;
+      double have = NAN;
+      if (key == "kl") {
+        m = sum_of("kl");
+        if (m) have = m->sum;
+      } else if (key.rfind("count/", 0) == 0) {
+        m = sum_of("rewards/" + key.substr(6));
+        if (m) have = m->count;
+      } else {
+        m = sum_of(key.substr(0, key.size() - 4));  // "rewards/chosen_sum" -> "rewards/chosen"
+        if (m) have = m->sum;
+      }
+      ASSERT_NE(m, nullptr) << key;
+      EXPECT_NEAR(have, v, 1e-5 * (1 + std::fabs(v))) << key;
+    }
+    std::string worst_name;
+    const auto want = reference::read_tensors(dir / fix.at("grads_file").get<std::string>(), fix.at("grads"));
+    const double worst = reference::worst_rel(model->module().named_adapter_parameters("default", true), want, {},
+                                              fix.at("grad_rtol").get<double>(), worst_name);
+    std::cout << "[kto-parity] " << GetParam() << (recompute ? " recompute" : "") << ": loss " << got.loss << " vs "
+              << want_loss << ", worst grad " << worst << " (" << worst_name << ")\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, KtoParity, ::testing::Values("llama_kto", "qwen2_kto_weighted_ftx"));
+
 INSTANTIATE_TEST_SUITE_P(Reference, DpoParity,
                          ::testing::Values("llama_sigmoid", "llama_sigmoid_smoothed_ftx", "qwen2_ipo", "qwen2_orpo"));
 

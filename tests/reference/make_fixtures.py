@@ -9,6 +9,7 @@ per tiny model, DIR/llama_gqa/grad_packed.{json,f32} and DIR/train_steps/ (five 
 LoRA fixtures (lora_fixtures.py, for lora_parity_test.cpp): DIR/lora_<case>/ (a PEFT-layout
 adapter, its A/B gradients, one AdamW step and the adapted logits).
 Preference-loss fixtures (pref_fixtures.py, for pref_loss_parity_test.cpp): DIR/pref/pref_loss.json
+KTO-loss fixtures (kto_fixtures.py, for kto_loss_parity_test.cpp): DIR/kto/kto_loss.json
 DPO fixtures (dpo_fixtures.py, for dpo_parity_test.cpp): DIR/dpo_<case>/ (a LoRA policy over a tiny
 model, one micro-batch of pairs: loss, metrics and the adapter's gradients).
 Expected values come from hf_llama_reference.py, an independent PyTorch forward (float32, as HF
@@ -35,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_llama_reference as ref  # noqa: E402
 import lora_fixtures  # noqa: E402
 import pref_fixtures  # noqa: E402
+import kto_fixtures  # noqa: E402
 import dpo_fixtures  # noqa: E402
 import safetensors_py  # noqa: E402
 import train_fixtures  # noqa: E402
@@ -326,6 +328,7 @@ def selftest():
     train_fixtures.selftest(check, MODELS, random_state)
     lora_fixtures.selftest(check, MODELS, random_state)
     pref_fixtures.selftest(check)
+    kto_fixtures.selftest(check)
     return fails
 
 
@@ -411,6 +414,7 @@ def main():
     train_fixtures.make_all(args.out, MODELS, random_state, packed_model="llama_gqa")
     lora_fixtures.make_all(args.out, MODELS, random_state)
     pref_fixtures.make_all(args.out)
+    kto_fixtures.make_all(args.out)
     dpo_fixtures.make_all(args.out, MODELS, random_state)
     print(f"fixtures written to {args.out} in {time.time() - start:.1f}s")
     return 0

@@ -166,8 +166,8 @@ TEST(TrainArgs, NotImplementedKeysAndValues) {
   EXPECT_EQ(error_of<NotImplemented>(kBase, {"finetuning_type=oft"}),
             "[config] cfg.yaml: finetuning_type 'oft' is not implemented yet; implemented: lora | "
             "freeze | full");
-  EXPECT_EQ(error_of<NotImplemented>("model_name_or_path: m\n", {"stage=kto"}),
-            "[config] cfg.yaml: stage 'kto' is not implemented yet; implemented: pt | sft | rm | dpo");
+  EXPECT_EQ(error_of<NotImplemented>("model_name_or_path: m\n", {"stage=ppo"}),
+            "[config] cfg.yaml: stage 'ppo' is not implemented yet; implemented: pt | sft | rm | dpo | kto");
 
   EXPECT_NE(
       error_of<NotImplemented>(kBase + "lr_scheduler_type: polynomial\n").find("not implemented"),

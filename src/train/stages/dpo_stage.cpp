@@ -10,16 +10,14 @@
 // A micro-batch's loss is the mean over its pairs; the step's, the mean over its micro-batches
 // (LLaMA-Factory's trainers do not pass num_items_in_batch to the loss). Dropout is off
 // (LLaMA-Factory's disable_dropout).
-#include <chrono>
 #include <cmath>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "data/pairwise.h"
 #include "data/sft.h"
-#include "models/adapter.h"
-#include "ops/linear.h"
 #include "ops/sequence_logprobs.h"
+#include "train/stages/logit_mean.h"
 #include "train/stages/pref_loss.h"
 #include "train/stages/reference.h"
 #include "train/stages/stage.h"
@@ -59,52 +57,13 @@ class DpoStage : public Stage {
     return d;
   }
 
-  // The reference's kind: LoRA without ref_model switches the adapters off; otherwise a frozen copy
-  // when it fits (ref_mode auto), or as ref_mode forces.
   std::string plan_memory(MemoryPlanInputs& in, int64_t limit) override {
-    kind_ = RefKind::adapters_off;
     if (!pref_loss_uses_reference(cfg_.loss)) return "";
-    const bool adapters_off = a_.finetuning_type == "lora" && a_.ref_model.empty();
-    if (adapters_off && a_.ref_mode != "precompute") return "";
-    MemoryPlanInputs copy = in, table = in;
-    copy.reference_weights = in.params.base;  // the copy has the policy's shape
-    copy.reference_weight_bytes = in.frozen_weight_bytes;
-    table.reference_logps_rows = rows_;
-    const bool fits = limit <= 0 || train::plan_memory(copy).peak <= limit;
-    kind_ = a_.ref_mode == "model" || (a_.ref_mode == "auto" && fits) ? RefKind::copy : RefKind::precomputed;
-    in = kind_ == RefKind::copy ? copy : table;
-    if (kind_ == RefKind::copy && a_.ref_mode == "model" && !fits)
-      return "ref_mode: precompute keeps 8 bytes per row instead of the reference copy (" +
-             format_bytes(copy.reference_weights * copy.reference_weight_bytes) + ")";
-    return "";
+    return plan_reference(a_, in, limit, rows_, kind_);
   }
 
   void prepare(models::CausalLM& model, const PrepareContext& ctx) override {
-    if (kind_ == RefKind::adapters_off) {
-      ref_ = Reference::adapters_off();
-      return;
-    }
-    if (kind_ == RefKind::precomputed && !ctx.resume_dir.empty()) {
-      ref_ = Reference::load(ctx.resume_dir, *ctx.train, *ctx.eval);
-      ctx.say("reference: precomputed log-probs from " + ctx.resume_dir);
-      return;
-    }
-    // The initial policy: the policy itself before step 1 when it is the reference's source (full
-    // or freeze from model_name_or_path, LoRA at its initial adapter), else a loaded copy.
-    const bool policy_is_initial = a_.ref_model.empty() && ctx.resume_dir.empty();
-    std::unique_ptr<models::CausalLM> loaded;
-    if (kind_ == RefKind::copy || !policy_is_initial) loaded = load_reference(ctx);
-    if (kind_ == RefKind::copy) {
-      ref_ = Reference::copy(std::move(loaded));
-    } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      ref_ = Reference::precompute(loaded ? *loaded : model, *ctx.train, *ctx.eval, ctx.loader,
-                                   std::max<int64_t>(1, a_.per_device_eval_batch_size));
-      ctx.say(UNILLM_MSG("reference: log-probs of ", ctx.train->num_rows() + ctx.eval->num_rows(),
-                         " rows precomputed in ",
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s"));
-    }
-    ctx.say(std::string("reference: ") + ref_kind_name(ref_->kind()));
+    if (pref_loss_uses_reference(cfg_.loss)) ref_ = make_reference(kind_, a_, model, ctx);
   }
 
   void save_extra(const std::string& dir, bool checkpoint) const override {
@@ -170,22 +129,9 @@ class DpoStage : public Stage {
     return f;
   }
 
-  // The mean logit over the chosen (rejected) rows' real positions: x_i·(Σ_v w_v)/V per position,
-  // one dot per row instead of [tokens × V] logits.
+  // The mean logit over the chosen (rejected) rows' real positions.
   void logit_means(const Tensor& x, const Tensor& w, const data::Batch& b, PairForward& f) {
-    autograd::NoGradGuard no_grad;
-    if (!w_mean_.defined() || w.requires_grad()) {  // a frozen lm_head's mean is computed once
-      const Tensor host = w.to(Device{}).contiguous();  // no copy on the CPU: W can be large
-      const int64_t v = host.size(0), c = host.size(1);
-      std::vector<double> sum(static_cast<size_t>(c), 0.0);
-      for (int64_t j = 0; j < v; ++j)
-        for (int64_t p = 0; p < c; ++p) sum[p] += load_scalar(host.raw_data(), host.dtype(), j * c + p);
-      std::vector<float> mean(sum.size());
-      for (size_t p = 0; p < sum.size(); ++p) mean[p] = static_cast<float>(sum[p] / static_cast<double>(v));
-      w_mean_ = Tensor::from_vector(mean, {1, c}).to(x.dtype()).to(x.device());
-    }
-    const Tensor per_pos = ops::linear(x.detach(), w_mean_).to(Device{}).to(DType::f64);  // [N, 1]
-    const double* p = per_pos.data<double>();
+    const std::vector<double> p = logit_means_.per_position(x, w);
     const int64_t pairs = b.rows / 2;
     double sum[2] = {0, 0}, count[2] = {0, 0};
     for (int64_t r = 0; r < b.rows; ++r)
@@ -210,27 +156,13 @@ class DpoStage : public Stage {
     return m;
   }
 
-  // A reference copy: the initial policy's source (model_name_or_path, or ref_model with
-  // ref_model_adapters merged), frozen weights in the run's frozen dtype.
-  std::unique_ptr<models::CausalLM> load_reference(const PrepareContext& ctx) const {
-    const std::string dir = a_.ref_model.empty() ? ctx.model_dir : resolve_model_path(a_.ref_model, ctx.hf_cache_root);
-    ctx.say("reference: loading " + dir + (a_.ref_model_adapters.empty() ? "" : " with ref_model_adapters merged"));
-    auto m = models::load_causal_lm(dir, ctx.frozen_load);
-    for (size_t i = 0; i < a_.ref_model_adapters.size(); ++i) {
-      const std::string name = "ref" + std::to_string(i);
-      models::load_adapter(*m, a_.ref_model_adapters[i], name);
-      models::merge_adapter(*m, name);
-    }
-    return m;
-  }
-
   const TrainArgs& a_;
   PrefLossConfig cfg_;
   RefKind kind_ = RefKind::adapters_off;
   std::unique_ptr<Reference> ref_;
   int64_t rows_ = 0;  // train + eval rows (a precomputed table's size)
   std::unique_ptr<data::ChatTemplate> template_;
-  Tensor w_mean_;  // [1, C]: the lm_head's mean row
+  LogitMeans logit_means_;
 };
 
 }  // namespace

@@ -1,11 +1,13 @@
 // The preference stages' reference log-probs (see reference.h).
 #include "train/stages/reference.h"
 
+#include <chrono>
 #include <filesystem>
 
 #include "autograd/grad_mode.h"
 #include "data/error.h"
 #include "io/json_file.h"
+#include "models/adapter.h"
 #include "ops/sequence_logprobs.h"
 #include "train/stages/stage.h"
 
@@ -106,6 +108,68 @@ void Reference::save(const std::string& dir) const {
   // nlohmann writes doubles with enough digits to read them back exactly.
   io::write_file_atomic((fs::path(dir) / "reference_logps.json").string(),
                         nlohmann::json{{"train", train_}, {"eval", eval_}}.dump());
+}
+
+std::string plan_reference(const TrainArgs& a, MemoryPlanInputs& in, int64_t limit, int64_t rows, RefKind& kind) {
+  kind = RefKind::adapters_off;
+  const bool adapters_off = a.finetuning_type == "lora" && a.ref_model.empty();
+  if (adapters_off && a.ref_mode != "precompute") return "";
+  MemoryPlanInputs copy = in, table = in;
+  copy.reference_weights = in.params.base;  // the copy has the policy's shape
+  copy.reference_weight_bytes = in.frozen_weight_bytes;
+  table.reference_logps_rows = rows;
+  const bool fits = limit <= 0 || plan_memory(copy).peak <= limit;
+  kind = a.ref_mode == "model" || (a.ref_mode == "auto" && fits) ? RefKind::copy : RefKind::precomputed;
+  in = kind == RefKind::copy ? copy : table;
+  if (kind == RefKind::copy && !fits)
+    return "ref_mode: precompute keeps 8 bytes per row instead of the reference copy (" +
+           format_bytes(copy.reference_weights * copy.reference_weight_bytes) + ")";
+  return "";
+}
+
+namespace {
+
+// A reference copy: the initial policy's source (model_name_or_path, or ref_model with
+// ref_model_adapters merged), frozen weights in the run's frozen dtype.
+std::unique_ptr<models::CausalLM> load_reference(const TrainArgs& a, const PrepareContext& ctx) {
+  const std::string dir = a.ref_model.empty() ? ctx.model_dir : resolve_model_path(a.ref_model, ctx.hf_cache_root);
+  ctx.say("reference: loading " + dir + (a.ref_model_adapters.empty() ? "" : " with ref_model_adapters merged"));
+  auto m = models::load_causal_lm(dir, ctx.frozen_load);
+  for (size_t i = 0; i < a.ref_model_adapters.size(); ++i) {
+    const std::string name = "ref" + std::to_string(i);
+    models::load_adapter(*m, a.ref_model_adapters[i], name);
+    models::merge_adapter(*m, name);
+  }
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<Reference> make_reference(RefKind kind, const TrainArgs& a, models::CausalLM& policy,
+                                          const PrepareContext& ctx) {
+  if (kind == RefKind::adapters_off) return Reference::adapters_off();
+  if (kind == RefKind::precomputed && !ctx.resume_dir.empty()) {
+    ctx.say("reference: precomputed log-probs from " + ctx.resume_dir);
+    return Reference::load(ctx.resume_dir, *ctx.train, *ctx.eval);
+  }
+  // The initial policy: the policy itself before step 1 when it is the reference's source (full
+  // or freeze from model_name_or_path, LoRA at its initial adapter), else a loaded copy.
+  const bool policy_is_initial = a.ref_model.empty() && ctx.resume_dir.empty();
+  std::unique_ptr<models::CausalLM> loaded;
+  if (kind == RefKind::copy || !policy_is_initial) loaded = load_reference(a, ctx);
+  std::unique_ptr<Reference> ref;
+  if (kind == RefKind::copy) {
+    ref = Reference::copy(std::move(loaded));
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    ref = Reference::precompute(loaded ? *loaded : policy, *ctx.train, *ctx.eval, ctx.loader,
+                                std::max<int64_t>(1, a.per_device_eval_batch_size));
+    ctx.say(UNILLM_MSG("reference: log-probs of ", ctx.train->num_rows() + ctx.eval->num_rows(),
+                       " rows precomputed in ",
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s"));
+  }
+  ctx.say(std::string("reference: ") + ref_kind_name(kind));
+  return ref;
 }
 
 }  // namespace unillm::train

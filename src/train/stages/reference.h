@@ -16,6 +16,9 @@
 
 #include "data/batch_loader.h"
 #include "models/causal_lm.h"
+#include "train/args.h"
+#include "train/memory_plan.h"
+#include "train/stages/stage.h"
 
 namespace unillm::train {
 
@@ -53,5 +56,17 @@ class Reference {
   std::unique_ptr<models::CausalLM> model_;  // copy
   std::vector<double> train_, eval_;         // precomputed, by dataset row
 };
+
+// The reference a stage holds (dpo with a reference loss, kto): LoRA without ref_model switches
+// the adapters off (ref_mode precompute excepted); otherwise a frozen copy when ref_mode is model,
+// or auto and the plan with the copy fits `limit` (0 = unknown: fits), else precomputed log-probs
+// of `rows` rows. Sets kind and in's reference fields; returns the advice for a refusal when a
+// forced copy does not fit ("" otherwise).
+std::string plan_reference(const TrainArgs& a, MemoryPlanInputs& in, int64_t limit, int64_t rows, RefKind& kind);
+// Builds the reference of `kind` for `policy`: a precomputed table is read from ctx.resume_dir when
+// the run resumes, else computed with the initial policy (the policy itself before step 1 when it
+// is the reference's source, otherwise a loaded copy, freed afterwards).
+std::unique_ptr<Reference> make_reference(RefKind kind, const TrainArgs& a, models::CausalLM& policy,
+                                          const PrepareContext& ctx);
 
 }  // namespace unillm::train

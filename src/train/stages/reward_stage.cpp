@@ -110,7 +110,7 @@ class RewardStage : public Stage {
     EvalPart e;
     e.loss_sum = p.loss * static_cast<double>(pairs);
     e.count = pairs;
-    e.sums = {{"accuracy", static_cast<double>(p.correct)}};
+    e.sums = {{"accuracy", static_cast<double>(p.correct), static_cast<double>(pairs)}};
     return e;
   }
 

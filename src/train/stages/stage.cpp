@@ -1,6 +1,8 @@
 // make_stage and the helpers the stages share.
 #include "train/stages/stage.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace unillm::train {
@@ -9,7 +11,26 @@ std::unique_ptr<Stage> make_stage(const TrainArgs& args) {
   if (args.stage == "pt" || args.stage == "sft") return make_lm_stage(args);
   if (args.stage == "rm") return make_reward_stage(args);
   if (args.stage == "dpo") return make_dpo_stage(args);
-  UNILLM_THROW(NotImplemented, "[train] stage '", args.stage, "' is not implemented yet (pt, sft, rm and dpo are)");
+  if (args.stage == "kto") return make_kto_stage(args);
+  UNILLM_THROW(NotImplemented, "[train] stage '", args.stage, "' is not implemented yet (pt, sft, rm, dpo and kto are)");
+}
+
+void add_sums(SumMetrics& a, const SumMetrics& b) {
+  for (const auto& m : b) {
+    auto it = std::find_if(a.begin(), a.end(), [&](const SumMetric& e) { return e.name == m.name; });
+    if (it == a.end()) {
+      a.push_back(m);
+    } else {
+      it->sum += m.sum;
+      it->count += m.count;
+    }
+  }
+}
+
+StageMetrics Stage::summarize(const SumMetrics& sums) const {
+  StageMetrics out;
+  for (const auto& m : sums) out.emplace_back(m.name, m.count > 0 ? m.sum / m.count : 0.0);
+  return out;
 }
 
 int32_t pad_id_of(const io::Tokenizer& tok, int32_t eos) {

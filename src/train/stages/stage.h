@@ -23,6 +23,16 @@ namespace unillm::train {
 
 // Named figures of one micro-batch or evaluation batch, in the order they are logged.
 using StageMetrics = std::vector<std::pair<std::string, double>>;
+// A figure logged as a ratio of sums over the logging interval (or the evaluation): its sums and
+// counts are added up over the micro-batches (batches), then Stage::summarize turns them into
+// what is logged (by default Σsum / Σcount: rm's accuracy over every pair, KTO's per-split means).
+struct SumMetric {
+  std::string name;
+  double sum = 0, count = 0;
+};
+using SumMetrics = std::vector<SumMetric>;
+// Adds b's entries to a's by name, keeping first-seen order.
+void add_sums(SumMetrics& a, const SumMetrics& b);
 
 struct StageData {
   data::TokenizedDataset train, eval;
@@ -40,18 +50,19 @@ struct MicroOptions {
 
 struct MicroResult {
   double loss = 0;  // this micro-batch's loss (its share of the step's is micro_weight × loss)
-  StageMetrics metrics;
+  StageMetrics metrics;  // averaged over the logging interval's micro-batches
+  SumMetrics sums;       // summed over the interval, then summarize()d
 };
 
 // One evaluation batch: the loss summed over `count` units (tokens, or pairs) and its metrics:
 // `metrics` are averaged over the evaluation's batches (LLaMA-Factory's stored metrics), `sums`
-// are summed and divided by the total count (per-unit figures over every prediction, as HF's
+// added up over them and summarize()d (per-unit figures over every prediction, as HF's
 // compute_metrics: the reward model's accuracy).
 struct EvalPart {
   double loss_sum = 0;
   int64_t count = 0;
   StageMetrics metrics;
-  StageMetrics sums;
+  SumMetrics sums;
 };
 
 // What a stage's prepare() may need beyond the model: where the base came from, whether the run
@@ -91,18 +102,22 @@ class Stage {
   virtual MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) = 0;
   // One evaluation batch, without gradients.
   virtual EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) = 0;
+  // What is logged of an interval's (an evaluation's) added-up SumMetrics.
+  virtual StageMetrics summarize(const SumMetrics& sums) const;
   // Whether the loss is a token cross-entropy (eval_perplexity = exp(eval_loss) is logged then).
   virtual bool token_loss() const { return false; }
   // The log keys plot_loss draws (LLaMA-Factory's workflow for the stage).
   virtual std::vector<std::string> plot_keys() const = 0;
 };
 
-// pt and sft (token cross-entropy), rm, dpo. Throws NotImplemented for the others.
+// pt and sft (token cross-entropy), rm, dpo, kto. Throws NotImplemented for the others.
 std::unique_ptr<Stage> make_stage(const TrainArgs& args);
-// The units (one file each): lm_stage.cpp (pt, sft), reward_stage.cpp, dpo_stage.cpp.
+// The units (one file each): lm_stage.cpp (pt, sft), reward_stage.cpp, dpo_stage.cpp,
+// kto_stage.cpp.
 std::unique_ptr<Stage> make_lm_stage(const TrainArgs& args);
 std::unique_ptr<Stage> make_reward_stage(const TrainArgs& args);
 std::unique_ptr<Stage> make_dpo_stage(const TrainArgs& args);
+std::unique_ptr<Stage> make_kto_stage(const TrainArgs& args);
 
 // Shared by the stages.
 // The pad id: the tokenizer's pad token, else eos (LLaMA-Factory sets pad = eos).
