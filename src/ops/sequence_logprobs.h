@@ -26,8 +26,11 @@ struct SequenceLogprobs {
 
 // x f32 [B·T, C] with W f32/bf16/f16, or f64 with f64; labels i32 [B·T] on the CPU (checked as
 // linear_cross_entropy checks them); seq_len = T divides the rows of x (ShapeError otherwise).
+// token_weight: empty, or one weight per position: logps[b] = Σ_i weight_i·log p(label_i) (and
+// the backward scales row i by weight_i too); tokens still counts the scored positions.
 SequenceLogprobs sequence_logprobs(const Tensor& x, const Tensor& w, const Tensor& labels,
-                                   int64_t seq_len, int64_t chunk_rows = 0);
+                                   int64_t seq_len, int64_t chunk_rows = 0,
+                                   const std::vector<double>& token_weight = {});
 
 // The backward kernel with one scale per row (key "linear_cross_entropy_backward_rows" by W's
 // dtype): base as LinearCrossEntropyBackwardArgs with base.grad_scale ignored; labelled row i

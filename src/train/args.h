@@ -81,6 +81,9 @@ struct TrainArgs {
   double pref_ftx = 0;
   double dpo_label_smoothing = 0;
   double simpo_gamma = 0.5;
+  // LD-DPO (LLaMA-Factory's ld_alpha): the policy's log-probs weight response tokens past the
+  // shorter response of the pair by ld_alpha; unset = plain sums.
+  std::optional<double> ld_alpha;
   double kto_chosen_weight = 1.0;    // stage kto: weight of the desirable examples' losses
   double kto_rejected_weight = 1.0;  // and of the undesirable ones'
   // The reference model: ref_model (+ ref_model_adapters, merged) or, unset, the initial policy;

@@ -117,7 +117,10 @@ void check_preference(const TrainArgs& a, const std::string& where) {
                  "has no meaningful reference); start from a trained model");
   if (!a.ref_model_adapters.empty() && a.ref_model.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": ref_model_adapters needs ref_model (LLaMA-Factory)");
-  if (a.stage == "kto") return;
+  if (a.stage == "kto") {
+    if (a.ld_alpha) UNILLM_THROW(ConfigError, "[config] ", where, ": ld_alpha is used by stage dpo only");
+    return;
+  }
   if (a.dpo_label_smoothing > 0 && a.pref_loss != "sigmoid")
     UNILLM_THROW(ConfigError, "[config] ", where, ": dpo_label_smoothing is only valid with pref_loss: sigmoid (got ",
                  a.pref_loss, ")");

@@ -60,7 +60,7 @@ constexpr Group kGroups[] = {
      "stage finetuning_type disable_shuffling plot_loss pure_bf16 freeze_trainable_layers "
      "freeze_trainable_modules freeze_extra_modules lora_rank lora_alpha lora_dropout lora_target "
      "use_rslora create_new_adapter pref_beta pref_ftx pref_loss dpo_label_smoothing simpo_gamma "
-     "ref_model ref_model_adapters kto_chosen_weight kto_rejected_weight"},
+     "ref_model ref_model_adapters kto_chosen_weight kto_rejected_weight ld_alpha"},
     {"finetuning", S::kIgnored,
      "freeze_vision_tower freeze_multi_modal_projector freeze_language_model compute_accuracy "
      "include_effective_tokens_per_second use_swanlab swanlab_project swanlab_workspace "
@@ -73,7 +73,7 @@ constexpr Group kGroups[] = {
      "oft_rank oft_block_size oft_target pref_bco_weight ppo_buffer_size "
      "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards "
      "ref_model_quantization_bit reward_model reward_model_adapters reward_model_quantization_bit "
-     "reward_model_type ld_alpha use_galore galore_target galore_rank galore_update_interval "
+     "reward_model_type use_galore galore_target galore_rank galore_update_interval "
      "galore_scale galore_proj_type galore_layerwise use_apollo apollo_target apollo_rank "
      "apollo_update_interval apollo_scale apollo_proj apollo_proj_type apollo_scale_type "
      "apollo_layerwise apollo_scale_front use_badam badam_mode badam_start_block "

@@ -18,6 +18,7 @@ json must_match(const TrainArgs& a) {
       {"stage", a.stage},
       {"pref_loss", a.pref_loss},
       {"ref_mode", a.ref_mode},
+      {"ld_alpha", optional_json(a.ld_alpha)},
       {"ref_model", a.ref_model},
       {"ref_model_adapters", a.ref_model_adapters},
       {"finetuning_type", a.finetuning_type},

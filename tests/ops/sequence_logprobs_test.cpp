@@ -98,6 +98,29 @@ TEST_F(SequenceLogprobsTest, MatchesFiniteDifferencesInF64) {
   optest::check_grads([&] { return ops::sequence_logprobs(x, w, lab, t).logps; }, {x, w}, 5);
 }
 
+// Token weights (LD-DPO): the sums and the gradient weight each position.
+TEST_F(SequenceLogprobsTest, TokenWeightsScaleSumsAndGradients) {
+  const int64_t t = 3, n = 6, c = 4, v = 5;
+  const Tensor lab = Tensor::from_ints({1, 2, 4, 0, 3, -100}, {n});
+  const std::vector<double> weight = {1, 0.5, 0.25, 1, 1, 0.7};
+  Tensor x = optest::leaf({n, c}, DType::f64, 8), w = optest::leaf({v, c}, DType::f64, 9);
+  const ops::SequenceLogprobs plain = ops::sequence_logprobs(x.detach(), w.detach(), lab, t);
+  const ops::SequenceLogprobs one = ops::sequence_logprobs(x.detach(), w.detach(), lab, t, 0, std::vector<double>(n, 1.0));
+  EXPECT_EQ(plain.values, one.values);
+  // Row 0 by hand: Σ weight_i · log p_i from unit-weight rows of one position each.
+  double want = 0;
+  for (int64_t i = 0; i < t; ++i) {
+    std::vector<int32_t> only(n, -100);
+    only[i] = lab.data<int32_t>()[i];
+    want += weight[i] * ops::sequence_logprobs(x.detach(), w.detach(), Tensor::from_ints(only, {n}), t).values[0];
+  }
+  const ops::SequenceLogprobs weighted = ops::sequence_logprobs(x.detach(), w.detach(), lab, t, 0, weight);
+  EXPECT_NEAR(weighted.values[0], want, 1e-12);
+  EXPECT_EQ(weighted.tokens, plain.tokens);
+  optest::check_grads([&] { return ops::sequence_logprobs(x, w, lab, t, 0, weight).logps; }, {x, w}, 10);
+  EXPECT_THROW(ops::sequence_logprobs(x, w, lab, t, 0, {1.0, 2.0}), ShapeError);
+}
+
 TEST_F(SequenceLogprobsTest, RowsReferenceEqualsUniformBackwardForOneScale) {
   const int64_t n = 5, c = 6, v = 9;
   std::vector<int32_t> labels = {3, -100, 8, 0, 2};

@@ -28,11 +28,13 @@ import train_fixtures
 # name -> (base model fixture, seed, pref_loss, beta, ftx, label_smoothing, lora targets)
 CASES = {
     "llama_sigmoid": ("llama_gqa", 401, "sigmoid", 0.1, 0.0, 0.0, ["q_proj", "v_proj", "down_proj"]),
+    "llama_sigmoid_ld": ("llama_gqa", 405, "sigmoid", 0.1, 0.0, 0.0, ["q_proj", "v_proj", "down_proj"]),
     "llama_sigmoid_smoothed_ftx": ("llama_gqa", 402, "sigmoid", 0.5, 0.3, 0.1, list(lora_fixtures.MODULES)),
     "qwen2_ipo": ("qwen2", 403, "ipo", 0.3, 0.0, 0.0, list(lora_fixtures.MODULES)),
     "qwen2_orpo": ("qwen2", 404, "orpo", 0.2, 0.0, 0.0, ["q_proj", "up_proj"]),
 }
 R, ALPHA = 4, 8
+LD_ALPHA = {"llama_sigmoid_ld": 0.5}  # LD-DPO's ld_alpha of a case (policy log-probs only)
 # (prompt, chosen, rejected) lengths of each pair.
 PAIRS = ((4, 5, 3), (6, 2, 4))
 
@@ -54,10 +56,24 @@ def pair_batch(seed, vocab):
             "segment_ids": None, "lengths": [len(i) for i, _ in ordered]}
 
 
-def row_logps(model, batch):
-    """(summed log-probs [2B], valid lengths [2B], per-side (logit sum, count)) over real tokens."""
+def ld_public_lengths(batch):
+    """LLaMA-Factory's get_batch_logps with ld_alpha: per row, start (the first scored shifted
+    position) + min(valid length of the pair's chosen, of its rejected)."""
+    half = len(batch["input_ids"]) // 2
+    starts, valid = [], []
+    for labels in batch["labels"]:
+        mask = [x != -100 for x in labels[1:]]
+        starts.append(mask.index(True) if True in mask else 0)
+        valid.append(sum(mask))
+    return [starts[r] + min(valid[r % half], valid[r % half + half]) for r in range(2 * half)]
+
+
+def row_logps(model, batch, ld_alpha=None):
+    """(summed log-probs [2B], valid lengths [2B], per-side (logit sum, count)) over real tokens;
+    with ld_alpha, tokens from each row's public length on count ld_alpha times (LD-DPO)."""
     logps, lengths, logit_sums = [], [], [[0.0, 0], [0.0, 0]]
     half = len(batch["input_ids"]) // 2
+    public = ld_public_lengths(batch) if ld_alpha is not None else None
     for b, ids in enumerate(batch["input_ids"]):
         n = batch["lengths"][b]
         h = model.hidden_states(ids[:n], list(range(n)), None)
@@ -65,7 +81,11 @@ def row_logps(model, batch):
         target = torch.tensor(batch["labels"][b][1:n], dtype=torch.int64)
         mask = target != -100
         lp = torch.log_softmax(logits[:-1], dim=-1).gather(1, target.clamp(min=0)[:, None])[:, 0]
-        logps.append((lp * mask).sum())
+        weight = mask.to(lp.dtype)
+        if public is not None:
+            weight = weight * torch.tensor([1.0 if j < public[b] else ld_alpha for j in range(n - 1)],
+                                           dtype=lp.dtype)
+        logps.append((lp * weight).sum())
         lengths.append(float(mask.sum()))
         side = logit_sums[b >= half]
         side[0] += float(logits.detach().sum())
@@ -85,7 +105,8 @@ def make_case(out, name, models, random_state):
     leaves = lora_fixtures.lora_leaves(lora, torch.float64)
     policy = lora_fixtures.LoraReferenceLM(cfg, state, leaves, scaling, torch.float64)
     trainer = pref_fixtures.ReferencePrefTrainer(loss, beta, smoothing, ftx)
-    logps, lengths, logit_sums = row_logps(policy, batch)
+    ld_alpha = LD_ALPHA.get(name)
+    logps, lengths, logit_sums = row_logps(policy, batch, ld_alpha)  # the reference never has ld
     reference = None
     if trainer.use_ref_model:
         with torch.no_grad():
@@ -103,6 +124,7 @@ def make_case(out, name, models, random_state):
     train_fixtures._write_json(os.path.join(fdir, "dpo.json"), {
         "name": name, "model_dir": "../" + base, "adapter_dir": "adapter",
         "pref_loss": loss, "pref_beta": beta, "pref_ftx": ftx, "dpo_label_smoothing": smoothing,
+        "ld_alpha": ld_alpha,
         "batch": batch, "loss": float(value), "metrics": [[k, float(v)] for k, v in metrics],
         "logps": logps.tolist(), "reference_logps": None if reference is None else reference.tolist(),
         "grads_file": "grads.f32", "grads": gindex, "grad_rtol": 1e-4, "loss_rtol": 1e-5,

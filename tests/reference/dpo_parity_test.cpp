@@ -56,6 +56,7 @@ class DpoParity : public ::testing::TestWithParam<std::string> {
     args_.pref_beta = fix_.at("pref_beta").get<double>();
     args_.pref_ftx = fix_.at("pref_ftx").get<double>();
     args_.dpo_label_smoothing = fix_.at("dpo_label_smoothing").get<double>();
+    if (fix_.contains("ld_alpha") && !fix_.at("ld_alpha").is_null()) args_.ld_alpha = fix_.at("ld_alpha").get<double>();
   }
   fs::path dir_;
   json fix_;
@@ -205,7 +206,8 @@ TEST_P(KtoParity, LossStoredSumsAndAdapterGradients) {
 INSTANTIATE_TEST_SUITE_P(Reference, KtoParity, ::testing::Values("llama_kto", "qwen2_kto_weighted_ftx"));
 
 INSTANTIATE_TEST_SUITE_P(Reference, DpoParity,
-                         ::testing::Values("llama_sigmoid", "llama_sigmoid_smoothed_ftx", "qwen2_ipo", "qwen2_orpo"));
+                         ::testing::Values("llama_sigmoid", "llama_sigmoid_ld", "llama_sigmoid_smoothed_ftx", "qwen2_ipo",
+                                           "qwen2_orpo"));
 
 }  // namespace
 }  // namespace unillm

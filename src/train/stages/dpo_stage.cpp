@@ -119,7 +119,8 @@ class DpoStage : public Stage {
       f.in.reference_rejected.assign(r.begin() + pairs, r.end());
     }
     const Tensor x = model.hidden_states(tb, recompute);
-    f.policy = ops::sequence_logprobs(x, w, labels, t);
+    f.policy = ops::sequence_logprobs(x, w, labels, t, 0, a_.ld_alpha ? ld_weights(labels, pairs, t, *a_.ld_alpha)
+                                                                       : std::vector<double>{});
     const auto& v = f.policy.values;
     f.in.policy_chosen.assign(v.begin(), v.begin() + pairs);
     f.in.policy_rejected.assign(v.begin() + pairs, v.end());
@@ -127,6 +128,28 @@ class DpoStage : public Stage {
       (i < pairs ? f.in.chosen_len : f.in.rejected_len).push_back(static_cast<double>(f.policy.tokens[i]));
     logit_means(x, w, b, f);
     return f;
+  }
+
+  // LD-DPO's token weights (LLaMA-Factory's get_batch_logps with ld_alpha): 1 from a row's first
+  // scored position up to the length of the pair's shorter response, ld_alpha after it.
+  static std::vector<double> ld_weights(const Tensor& shifted, int64_t pairs, int64_t t, double alpha) {
+    const int32_t* l = shifted.data<int32_t>();
+    const int64_t rows = 2 * pairs;
+    std::vector<int64_t> start(rows, 0), len(rows, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      bool seen = false;
+      for (int64_t i = 0; i < t; ++i) {
+        if (l[r * t + i] == ops::kIgnoreIndex) continue;
+        if (!seen) start[r] = i, seen = true;
+        ++len[r];
+      }
+    }
+    std::vector<double> w(static_cast<size_t>(rows * t));
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t pub = start[r] + std::min(len[r % pairs], len[r % pairs + pairs]);
+      for (int64_t i = 0; i < t; ++i) w[r * t + i] = i < pub ? 1.0 : alpha;
+    }
+    return w;
   }
 
   // The mean logit over the chosen (rejected) rows' real positions.
