@@ -81,7 +81,7 @@ def lf_child(cfg_path, timing_path):
             if ds is not None:
                 n = min(len(ds), args.per_device_train_batch_size * args.gradient_accumulation_steps
                         * max(args.max_steps, 1))
-                rec["rows"] = [list(map(int, ds[i]["input_ids"])) for i in range(n)]
+                rec["rows"] = [dataset_row(ds[i]) for i in range(n)]
             rec["sampler"] = type(getattr(dl, "sampler", None) or getattr(dl, "batch_sampler", None)).__name__
             model = kw.get("model")
             if model is not None:
@@ -98,6 +98,7 @@ def lf_child(cfg_path, timing_path):
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "loss" in logs:
                 rec.setdefault("losses", []).append(logs["loss"])
+                rec.setdefault("logs", []).append(dict(logs))  # with the stage's metrics (DPO rewards etc.)
             if logs and "train_runtime" in logs:
                 rec["train_metrics"] = dict(logs)
 
@@ -111,7 +112,41 @@ def lf_child(cfg_path, timing_path):
         Path(timing_path).write_text(json.dumps(rec))
 
 
+def dataset_row(row):
+    """One row of the Trainer's dataset: the input_ids (pt/sft), or for pairwise data (rm/dpo) a
+    dict of the chosen/rejected input_ids and labels."""
+    if "input_ids" in row:
+        return list(map(int, row["input_ids"]))
+    return {k: list(map(int, v)) for k, v in row.items() if k.endswith(("_input_ids", "_labels"))}
+
+
 # ------------------------------------------------------------------------------- helpers
+def child_env(threads):
+    """The environment of both tools' processes: N OpenMP/BLAS threads, Hugging Face offline."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+               MKL_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false", HF_DATASETS_OFFLINE="1",
+               HF_HUB_OFFLINE="1", TRANSFORMERS_NO_ADVISORY_WARNINGS="1", DISABLE_VERSION_CHECK="0")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def print_header(a, packages="llamafactory transformers torch peft accelerate datasets"):
+    """date, CPU, unillm binary, the peer's package versions, uptime."""
+    print(f"date      {time.strftime('%Y-%m-%d %H:%M')}")
+    cpu = [l.split(":", 1)[1].strip() for l in sh(["lscpu"]).splitlines() if l.startswith("Model name")]
+    print(f"cpu       {cpu[0] if cpu else '?'}, {os.cpu_count()} cpus; threads {a.threads}")
+    print(f"unillm    {a.unillm}")
+    mods = packages.split()
+    print("peer      " + sh([a.lf_python, "-c", f"import {', '.join(mods)}; print(' | '.join(m.__name__ + ' ' + "
+                              f"m.__version__ for m in ({', '.join(mods)},)))"]))
+    print(f"uptime    {sh(['uptime'])}", flush=True)
+
+
+def per_step(tokens_per_step, n):
+    """tokens_per_step as a list of n: a constant (packed pt blocks) or one count per step."""
+    return list(tokens_per_step[:n]) if isinstance(tokens_per_step, (list, tuple)) else [tokens_per_step] * n
+
+
 def sh(cmd):
     return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
 
@@ -231,10 +266,10 @@ def run_unillm(a, cfg_path, out_dir, tokens_per_step, env):
     logs = [json.loads(l) for l in (out_dir / "trainer_log.jsonl").read_text().splitlines() if l.strip()]
     logs = [l for l in logs if "loss" in l]
     tps = [l["tokens_per_s"] for l in logs if "tokens_per_s" in l]
-    res = {"losses": [l["loss"] for l in logs], "steps_tps": tps, "tokens_per_s": steady(tps),
+    tok = per_step(tokens_per_step, len(tps))
+    res = {"losses": [l["loss"] for l in logs], "logs": logs, "steps_tps": tps, "tokens_per_s": steady(tps),
            "peak_rss_mb": peak_rss_mb(p.stderr), "process_wall_s": wall,
-           "loop_tokens_per_s": (tokens_per_step * len(tps) / sum(tokens_per_step / t for t in tps))
-           if tps else None,
+           "loop_tokens_per_s": sum(tok) / sum(n / t for n, t in zip(tok, tps)) if tps else None,
            "notes": sorted({l.strip() for l in (p.stdout + p.stderr).splitlines()
                             if re.search(r"warn|ignor|not implemented|unknown", l, re.I)
                             and "Command being timed" not in l})}
@@ -268,13 +303,13 @@ def run_lf(a, cfg_path, out_dir, tokens_per_step, env, work):
         res["train_results"] = json.loads(tr.read_text())
         rt = res["train_results"].get("train_runtime")
         if rt:
-            res["loop_tokens_per_s"] = tokens_per_step * a.steps / rt
+            res["loop_tokens_per_s"] = sum(per_step(tokens_per_step, a.steps)) / rt
     if timing.exists():
         rec = json.loads(timing.read_text())
         ends = [rec["train_begin"]] + rec["step_end"]
-        tps = [tokens_per_step / (b - e) for e, b in zip(ends, ends[1:])]
-        res.update(steps_tps=tps, tokens_per_s=steady(tps),
-                   loop_tokens_per_s=tokens_per_step * len(tps) / (ends[-1] - ends[0]),
+        tok = per_step(tokens_per_step, len(ends) - 1)
+        tps = [n / (b - e) for n, e, b in zip(tok, ends, ends[1:])]
+        res.update(steps_tps=tps, tokens_per_s=steady(tps), loop_tokens_per_s=sum(tok) / (ends[-1] - ends[0]),
                    rows=rec.pop("rows", []), child={k: v for k, v in rec.items() if k not in ("step_end",)})
     else:
         res.update(steps_tps=[], tokens_per_s=None)
@@ -314,24 +349,12 @@ def main():
     ap.add_argument("--json", help="write every result to this file")
     a = ap.parse_args()
 
-    print(f"date      {time.strftime('%Y-%m-%d %H:%M')}")
-    cpu = [l.split(":", 1)[1].strip() for l in sh(["lscpu"]).splitlines() if l.startswith("Model name")]
-    print(f"cpu       {cpu[0] if cpu else '?'}, {os.cpu_count()} cpus; threads {a.threads}")
-    print(f"unillm    {a.unillm}")
-    lfver = sh([a.lf_python, "-c", "import llamafactory, transformers, torch, peft, accelerate, datasets; "
-                "print('llamafactory', llamafactory.__version__, '| transformers', transformers.__version__, "
-                "'| torch', torch.__version__, '| peft', peft.__version__, '| accelerate', accelerate.__version__, "
-                "'| datasets', datasets.__version__)"])
-    print(f"peer      {lfver}")
-    print(f"uptime    {sh(['uptime'])}", flush=True)
+    print_header(a)
 
     mdir = model_dir(a.shape)
     batch = a.batch or BATCH[a.shape]
     tokens_per_step = batch * a.ga * SEQ  # packed blocks: every position is a real token
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads),
-               MKL_NUM_THREADS=str(a.threads), TOKENIZERS_PARALLELISM="false", HF_DATASETS_OFFLINE="1",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_NO_ADVISORY_WARNINGS="1", DISABLE_VERSION_CHECK="0")
-    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env = child_env(a.threads)
     want_rows = expected_rows(mdir, a.dataset, batch * a.ga * a.steps)
 
     results = {m: [] for m in a.modes.split(",")}
