@@ -78,9 +78,10 @@ PairwiseExample encode_pairwise(const PreferenceExample& ex, const ChatTemplate&
     rejected.push_back(t.eos_id());
   }
   const int64_t longest = static_cast<int64_t>(std::max(chosen.response.size(), rejected.size()));
-  const auto [source_len, target_len] =
-      infer_seqlen(static_cast<int64_t>(prompt.size()), longest, cutoff_len);
-  prompt.resize(source_len);
+  // Plain variables, not a structured binding: clang 14 cannot capture those in the lambda.
+  const std::pair<int64_t, int64_t> lens = infer_seqlen(static_cast<int64_t>(prompt.size()), longest, cutoff_len);
+  const int64_t target_len = lens.second;
+  prompt.resize(lens.first);
   auto row = [&](std::vector<int32_t> response, std::vector<int32_t>& ids,
                  std::vector<int32_t>& labels) {
     if (static_cast<int64_t>(response.size()) > target_len) response.resize(target_len);
