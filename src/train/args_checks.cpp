@@ -1,5 +1,6 @@
 // Cross-key rules of LLaMA-Factory's parser and HF TrainingArguments.__post_init__, and the
 // model path resolution through the local Hugging Face cache.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -84,6 +85,22 @@ void check_best_model(TrainArgs& a, const std::string& where) {
                    ": load_best_model_at_end needs save_steps to be a round multiple of eval_steps "
                    "(as HF), got ",
                    save, " and ", every);
+  }
+  // A preference stage's logged metrics may decide too (HF takes any eval_ key).
+  const std::string& m = a.metric_for_best_model;
+  if ((a.stage == "dpo" || a.stage == "kto") && (m == "accuracy" || m == "perplexity"))
+    UNILLM_THROW(ConfigError, "[config] ", where, ": metric_for_best_model '", m, "' is not evaluated by stage ",
+                 a.stage, " (its metrics: loss, rewards/accuracies, rewards/margins, ...)");
+  if (m.find('/') != std::string::npos || m == "kl") {
+    std::vector<std::string> known;
+    if (a.stage == "dpo" || a.stage == "kto")
+      known = {"rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen", "logps/rejected",
+               "logits/chosen", "logits/rejected"};
+    if (a.stage == "dpo") known.push_back("rewards/accuracies");
+    if (a.stage == "kto") known.push_back("kl");
+    if (std::find(known.begin(), known.end(), m) == known.end())
+      UNILLM_THROW(ConfigError, "[config] ", where, ": metric_for_best_model '", m, "' is not a metric stage ",
+                   a.stage, " evaluates", known.empty() ? std::string(" (loss, perplexity or accuracy)") : "");
   }
   if (!a.metric_for_best_model.empty() && !a.greater_is_better)
     a.greater_is_better = a.metric_for_best_model != "loss";  // HF: true unless loss

@@ -318,7 +318,10 @@ const std::map<std::string, Setter>& setters() {
          std::string m = get_string(f);
          if (m.rfind("eval_", 0) == 0) m = m.substr(5);  // HF accepts both spellings
          Field bare{f.key, YAML::Node(m), f.where};
-         a.metric_for_best_model = get_choice(bare, {"loss", "perplexity", "accuracy"});
+         // The stage's own metrics are checked with the stage (args_checks.cpp).
+         a.metric_for_best_model = m.find('/') != std::string::npos || m == "kl"
+                                       ? m
+                                       : get_choice(bare, {"loss", "perplexity", "accuracy"});
        }},
       {"greater_is_better",
        [](TrainArgs& a, const Field& f) {

@@ -1,6 +1,7 @@
 // Evaluation of a training run: eval loss (and token accuracy) over the evaluation set, the best
 // checkpoint of metric_for_best_model / load_best_model_at_end (HF semantics), and do_predict over
 // the test part of split (run_pretrain.py).
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <tuple>
@@ -128,9 +129,17 @@ void Run::run_eval() {
 void Run::update_best(const std::string& dir) {
   if (a_.metric_for_best_model.empty() || last_eval_step_ != state_.global_step) return;
   const std::string& m = a_.metric_for_best_model;
-  const double v = m == "loss"         ? last_eval_.loss
-                   : m == "perplexity" ? std::exp(last_eval_.loss)
-                                       : last_eval_.accuracy;
+  double v = m == "loss" ? last_eval_.loss : m == "perplexity" ? std::exp(last_eval_.loss) : last_eval_.accuracy;
+  if (m != "loss" && m != "perplexity" && m != "accuracy") {  // a stage metric (args_checks.cpp)
+    auto it = std::find_if(last_eval_.metrics.begin(), last_eval_.metrics.end(),
+                           [&](const auto& e) { return e.first == m; });
+    if (it == last_eval_.metrics.end()) {
+      say("metric_for_best_model " + m + " was not in this evaluation (no example of its split); "
+          "the best checkpoint is unchanged");
+      return;
+    }
+    v = it->second;
+  }
   const auto& best = state_.best_metric;
   if (best && !(a_.greater_is_better.value_or(false) ? v > *best : v < *best)) return;
   state_.best_metric = v;

@@ -120,6 +120,21 @@ TEST(Dpo, FullFineTuningReferenceCopyOrPrecomputedIsTheSameRun) {
   EXPECT_NE(lost.err.find("reference_logps.json"), std::string::npos) << lost.err;
 }
 
+// metric_for_best_model takes the stage's metrics, as HF takes any eval_ key.
+TEST(Dpo, BestCheckpointByRewardAccuracy) {
+  const std::string dir = testing::temp_dir("dpo_best");
+  auto r = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/a" + kShort +
+                                              " save_strategy=steps load_best_model_at_end=true"
+                                              " metric_for_best_model=eval_rewards/accuracies");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto state = nlohmann::json::parse(slurp(dir + "/a/trainer_state.json"));
+  ASSERT_TRUE(state.contains("best_metric") && !state["best_metric"].is_null()) << state.dump();
+  double best = -1;
+  for (auto& j : log_lines(dir + "/a"))
+    if (j.contains("eval_rewards/accuracies")) best = std::max(best, j["eval_rewards/accuracies"].get<double>());
+  EXPECT_EQ(state["best_metric"].get<double>(), best);
+}
+
 void expect_error(const testing::CliResult& r, const std::string& needle) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << "missing '" << needle << "' in: " << r.err;
@@ -135,6 +150,8 @@ TEST(Dpo, BadConfigsAndMalformedPairsAreClearErrors) {
   expect_error(run_unillm_in(src, run + " pref_loss=hinge dpo_label_smoothing=0.1"), "dpo_label_smoothing");
   expect_error(run_unillm_in(src, run + " pref_loss=dpo"), "pref_loss");
   expect_error(run_unillm_in(src, run + " pref_beta=0"), "pref_beta");
+  expect_error(run_unillm_in(src, run + " metric_for_best_model=eval_rewards/nope"), "rewards/nope");
+  expect_error(run_unillm_in(src, run + " metric_for_best_model=accuracy"), "rewards/accuracies");
   fs::create_directories(dir + "/data");
   std::ofstream(dir + "/data/dataset_info.json")
       << R"({"pairs": {"file_name": "pairs.jsonl", "ranking": true, "columns": {"prompt": "instruction",)"
