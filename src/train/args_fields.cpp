@@ -216,10 +216,6 @@ const std::map<std::string, Setter>& setters() {
       {"disable_shuffling",
        [](TrainArgs& a, const Field& f) { a.disable_shuffling = get_bool(f); }},
       {"plot_loss", [](TrainArgs& a, const Field& f) { a.plot_loss = get_bool(f); }},
-      {"pure_bf16",
-       [](TrainArgs&, const Field& f) {
-         if (get_bool(f)) not_implemented(f, "pure_bf16");
-       }},
       {"output_dir", [](TrainArgs& a, const Field& f) { a.output_dir = get_string(f); }},
       {"overwrite_output_dir",
        [](TrainArgs& a, const Field& f) { a.overwrite_output_dir = get_bool(f); }},

@@ -57,7 +57,7 @@ constexpr Group kGroups[] = {
     // ---- LLaMA-Factory FinetuningArguments (freeze, lora, oft, rlhf, galore, apollo, badam,
     // swanlab)
     {"finetuning", S::kImplemented,
-     "stage finetuning_type disable_shuffling plot_loss pure_bf16 freeze_trainable_layers "
+     "stage finetuning_type disable_shuffling plot_loss freeze_trainable_layers "
      "freeze_trainable_modules freeze_extra_modules lora_rank lora_alpha lora_dropout lora_target "
      "use_rslora create_new_adapter pref_beta pref_ftx pref_loss dpo_label_smoothing simpo_gamma "
      "ref_model ref_model_adapters kto_chosen_weight kto_rejected_weight ld_alpha"},
@@ -67,7 +67,7 @@ constexpr Group kGroups[] = {
      "swanlab_run_name swanlab_mode swanlab_api_key swanlab_logdir swanlab_lark_webhook_url "
      "swanlab_lark_secret"},
     {"finetuning", S::kNotImplemented,
-     "additional_target "
+     "pure_bf16 additional_target "
      "loraplus_lr_ratio loraplus_lr_embedding "
      "use_dora pissa_init pissa_iter pissa_convert module_dropout "
      "oft_rank oft_block_size oft_target pref_bco_weight ppo_buffer_size "

@@ -79,7 +79,15 @@ void Run::load_tokenizer() {
                        : resolve_model_path(a_.tokenizer_name_or_path, h_.hf_cache_root);
   tok_ = io::Tokenizer::load(tokenizer_dir_);
   const std::string config_path = (fs::path(model_dir_) / "config.json").string();
-  models::check_tokenizer_fits(*tok_, models::load_model_config(config_path), config_path);
+  const models::ModelConfig cfg = models::load_model_config(config_path);
+  models::check_tokenizer_fits(*tok_, cfg, config_path);
+  // Rows longer than the model's window train positions it never saw (RoPE extrapolates badly);
+  // LLaMA-Factory trains them anyway, so this is a warning, not a refusal.
+  const int64_t longest = a_.dataset_name_or_path.empty() ? a_.cutoff_len : a_.max_length;
+  if (cfg.max_position_embeddings > 0 && longest > cfg.max_position_embeddings)
+    say(UNILLM_MSG("warning: ", a_.dataset_name_or_path.empty() ? "cutoff_len " : "max_length ", longest,
+                   " is beyond the model's max_position_embeddings ", cfg.max_position_embeddings, " (",
+                   config_path, "): rows longer than that train positions the model was never trained on"));
 }
 
 void Run::load(const std::string& from) {

@@ -118,5 +118,16 @@ TEST(Train, BadConfigsAndDataAreClearErrors) {
   expect_error(run_unillm("train " + write_config(dir, dir + "/full")), "overwrite_output_dir");
 }
 
+// cutoff_len beyond the model's max_position_embeddings trains (as LLaMA-Factory) with a warning.
+TEST(Train, CutoffBeyondThePositionWindowWarns) {
+  std::string dir = testing::temp_dir("cutoffwarn");
+  auto r = run_unillm("train " + write_config(dir, dir + "/out", "") + " cutoff_len=1024 max_steps=1 --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("cutoff_len 1024 is beyond the model's max_position_embeddings 512"), std::string::npos) << r.err;
+  auto quiet = run_unillm("train " + write_config(dir, dir + "/out2", "") + " max_steps=1 --quiet");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("max_position_embeddings"), std::string::npos) << quiet.err;
+}
+
 }  // namespace
 }  // namespace unillm
