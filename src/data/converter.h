@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "data/dataset_info.h"
 #include "data/record_reader.h"  // ReadOptions
 #include "data/template.h"       // Message
@@ -65,6 +66,24 @@ Role sharegpt_response_role(const SharegptTags& t, const std::string& role,
                             const std::string& where);
 
 // Bad-record bookkeeping shared by the readers.
+// The converter of attr's formatting: alpaca(obj, attr, example) or sharegpt(obj, attr, example),
+// bound to attr (which must outlive it). Throws ConfigError for a sharegpt dataset without a
+// messages column or role/content tags, NotImplemented for another formatting.
+template <class Example, class Alpaca, class Sharegpt>
+std::function<void(const nlohmann::json&, Example&)> converter_for(const DatasetAttr& attr, Alpaca alpaca,
+                                                                  Sharegpt sharegpt) {
+  if (attr.formatting == "alpaca")
+    return [&attr, alpaca](const nlohmann::json& o, Example& e) { alpaca(o, attr, e); };
+  if (attr.formatting == "sharegpt") {
+    if (!attr.columns.messages || !attr.tags.role_tag || !attr.tags.content_tag)
+      UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
+                   "': sharegpt needs a messages column, a role tag and a content tag");
+    return [&attr, sharegpt](const nlohmann::json& o, Example& e) { sharegpt(o, attr, e); };
+  }
+  UNILLM_THROW(NotImplemented, "[data] dataset '", attr.name, "': formatting '", attr.formatting,
+               "' is not implemented");
+}
+
 struct RecordTally {
   int64_t rows = 0;             // records seen (what max_samples counts), bad ones included
   int64_t skipped_records = 0;  // bad records skipped (skip_bad_records only)

@@ -54,22 +54,6 @@ void convert_sharegpt(const json& obj, const DatasetAttr& attr, FeedbackExample&
   check_no_tools(obj, attr.columns.tools);
 }
 
-Converter converter_for(const DatasetAttr& attr) {
-  if (attr.formatting == "alpaca") {
-    if (!attr.columns.response)
-      UNILLM_THROW(ConfigError, "[data] dataset '", attr.name, "': no response column");
-    return [&attr](const json& o, FeedbackExample& e) { convert_alpaca(o, attr, e); };
-  }
-  if (attr.formatting == "sharegpt") {
-    if (!attr.columns.messages || !attr.tags.role_tag || !attr.tags.content_tag)
-      UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
-                   "': sharegpt needs a messages column, a role tag and a content tag");
-    return [&attr](const json& o, FeedbackExample& e) { convert_sharegpt(o, attr, e); };
-  }
-  UNILLM_THROW(NotImplemented, "[data] dataset '", attr.name, "': formatting '", attr.formatting,
-               "' is not implemented");
-}
-
 }  // namespace
 
 FeedbackSet read_feedback(const DatasetAttr& attr, const ReadOptions& opts) {
@@ -82,7 +66,9 @@ FeedbackSet read_feedback(const DatasetAttr& attr, const ReadOptions& opts) {
   if (!attr.columns.kto_tag)
     UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
                  "': stage kto needs columns.kto_tag (a bool column)");
-  const Converter convert = converter_for(attr);
+  if (attr.formatting == "alpaca" && !attr.columns.response)
+    UNILLM_THROW(ConfigError, "[data] dataset '", attr.name, "': no response column");
+  const Converter convert = converter_for<FeedbackExample>(attr, convert_alpaca, convert_sharegpt);
   FeedbackSet out;
   RecordLoop loop(opts);
   for (const auto& file : attr.files) {

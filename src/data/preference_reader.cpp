@@ -66,19 +66,6 @@ void check_distinct(const PreferenceExample& ex, const SftColumns& c) {
         " are identical (nothing to prefer)");
 }
 
-Converter converter_for(const DatasetAttr& attr) {
-  if (attr.formatting == "alpaca")
-    return [&attr](const json& o, PreferenceExample& e) { convert_alpaca(o, attr, e); };
-  if (attr.formatting == "sharegpt") {
-    if (!attr.columns.messages || !attr.tags.role_tag || !attr.tags.content_tag)
-      UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
-                   "': sharegpt needs a messages column, a role tag and a content tag");
-    return [&attr](const json& o, PreferenceExample& e) { convert_sharegpt(o, attr, e); };
-  }
-  UNILLM_THROW(NotImplemented, "[data] dataset '", attr.name, "': formatting '", attr.formatting,
-               "' is not implemented");
-}
-
 }  // namespace
 
 PreferenceSet read_preferences(const DatasetAttr& attr, const ReadOptions& opts) {
@@ -91,7 +78,7 @@ PreferenceSet read_preferences(const DatasetAttr& attr, const ReadOptions& opts)
   if (!attr.columns.chosen || !attr.columns.rejected)
     UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
                  "': a ranking dataset needs columns.chosen and columns.rejected");
-  const Converter convert = converter_for(attr);
+  const Converter convert = converter_for<PreferenceExample>(attr, convert_alpaca, convert_sharegpt);
   PreferenceSet out;
   RecordLoop loop(opts);
   for (const auto& file : attr.files) {

@@ -17,6 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::log_lines;
+using testing::train_lines;
 using testing::run_unillm_in;
 using testing::slurp;
 using testing::source_path;
@@ -30,13 +31,6 @@ const char* kShort =
 
 const char* kMetrics[] = {"rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
                           "logps/chosen",   "logps/rejected",   "logits/chosen",      "logits/rejected"};
-
-std::vector<nlohmann::json> train_lines(const std::string& out) {
-  std::vector<nlohmann::json> l;
-  for (auto& j : log_lines(out))
-    if (j.contains("loss")) l.push_back(j);
-  return l;
-}
 
 TEST(Dpo, LlamaFactoryExampleTrainsLogsAndResumesExactly) {
   const std::string dir = testing::temp_dir("dpo");

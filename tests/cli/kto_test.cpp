@@ -15,6 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::log_lines;
+using testing::train_lines;
 using testing::run_unillm_in;
 using testing::slurp;
 using testing::source_path;
@@ -24,13 +25,6 @@ const char* kShort =
     " bf16=false cutoff_len=96 max_samples=40 val_size=0.2 per_device_train_batch_size=4 gradient_accumulation_steps=1"
     " learning_rate=5.0e-3 warmup_ratio=0 max_steps=8 logging_steps=1 save_steps=4 eval_strategy=steps"
     " eval_steps=4 per_device_eval_batch_size=4 --quiet";
-
-std::vector<nlohmann::json> train_lines(const std::string& out) {
-  std::vector<nlohmann::json> l;
-  for (auto& j : log_lines(out))
-    if (j.contains("loss")) l.push_back(j);
-  return l;
-}
 
 TEST(Kto, LlamaFactoryExampleTrainsLogsAndResumesExactly) {
   const std::string dir = testing::temp_dir("kto");

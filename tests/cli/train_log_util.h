@@ -26,4 +26,12 @@ inline std::vector<double> train_losses(const std::string& out) {
   return l;
 }
 
+// The training lines (those with a "loss") of a run's trainer_log.jsonl, whole.
+inline std::vector<nlohmann::json> train_lines(const std::string& out) {
+  std::vector<nlohmann::json> l;
+  for (auto& line : log_lines(out))
+    if (line.contains("loss")) l.push_back(line);
+  return l;
+}
+
 }  // namespace unillm::testing

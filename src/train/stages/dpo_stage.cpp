@@ -44,12 +44,9 @@ class DpoStage : public Stage {
   std::string name() const override { return "dpo"; }
 
   StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) override {
-    auto choice = data::choose_template(a_.template_name, tokenizer_dir);
-    template_ = data::ChatTemplate::by_name(choice.name, tok, choice.options);
-    data::SftOptions so = sft_options(a_);
-    so.stage = "dpo";
+    const data::SftOptions so = preference_data_options(a_, "dpo", tok, tokenizer_dir, &template_);
     StageData d;
-    d.pad_id = so.pad_id = pad_id_of(tok, template_->eos_id());
+    d.pad_id = so.pad_id;
     std::tie(d.train, d.eval) = data::load_pairwise_data(so, tok, *template_);
     rows_ = d.train.num_rows() + d.eval.num_rows();
     d.description = std::string("dpo (pref_loss ") + pref_loss_name(cfg_.loss) + ", pref_beta " +

@@ -51,12 +51,9 @@ class KtoStage : public Stage {
   std::string name() const override { return "kto"; }
 
   StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) override {
-    auto choice = data::choose_template(a_.template_name, tokenizer_dir);
-    template_ = data::ChatTemplate::by_name(choice.name, tok, choice.options);
-    data::SftOptions so = sft_options(a_);
-    so.stage = "kto";
+    const data::SftOptions so = preference_data_options(a_, "kto", tok, tokenizer_dir, &template_);
     StageData d;
-    d.pad_id = so.pad_id = pad_id_of(tok, template_->eos_id());
+    d.pad_id = so.pad_id;
     std::tie(d.train, d.eval) = data::load_feedback_data(so, tok, *template_);
     rows_ = d.train.num_rows() + d.eval.num_rows();
     const std::string warning = data::feedback_balance_warning(d.train);

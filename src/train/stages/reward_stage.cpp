@@ -54,12 +54,9 @@ class RewardStage : public Stage {
   std::string name() const override { return "rm"; }
 
   StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) override {
-    auto choice = data::choose_template(a_.template_name, tokenizer_dir);
-    template_ = data::ChatTemplate::by_name(choice.name, tok, choice.options);
-    data::SftOptions so = sft_options(a_);
-    so.stage = "rm";
+    const data::SftOptions so = preference_data_options(a_, "rm", tok, tokenizer_dir, &template_);
     StageData d;
-    d.pad_id = so.pad_id = pad_id_of(tok, template_->eos_id());
+    d.pad_id = so.pad_id;
     std::tie(d.train, d.eval) = data::load_pairwise_data(so, tok, *template_);
     d.description = "rm (value head), template '" + template_->name() + "'";
     return d;

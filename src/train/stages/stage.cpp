@@ -39,6 +39,17 @@ int32_t pad_id_of(const io::Tokenizer& tok, int32_t eos) {
   return eos;
 }
 
+data::SftOptions preference_data_options(const TrainArgs& a, const std::string& stage, const io::Tokenizer& tok,
+                                         const std::string& tokenizer_dir,
+                                         std::unique_ptr<data::ChatTemplate>* tmpl) {
+  const auto choice = data::choose_template(a.template_name, tokenizer_dir);
+  *tmpl = data::ChatTemplate::by_name(choice.name, tok, choice.options);
+  data::SftOptions so = sft_options(a);
+  so.stage = stage;
+  so.pad_id = pad_id_of(tok, (*tmpl)->eos_id());
+  return so;
+}
+
 int64_t scored_labels(const data::Batch& b) {
   int64_t n = 0;
   for (int64_t r = 0; r < b.rows; ++r)

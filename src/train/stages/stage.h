@@ -14,6 +14,7 @@
 
 #include "core/rng.h"
 #include "data/batch_loader.h"
+#include "data/sft.h"
 #include "io/tokenizer.h"
 #include "models/causal_lm.h"
 #include "train/args.h"
@@ -124,6 +125,11 @@ std::unique_ptr<Stage> make_kto_stage(const TrainArgs& args);
 int32_t pad_id_of(const io::Tokenizer& tok, int32_t eos);
 // The model's view of a batch (positions 0.. per row unless the rows bring their own).
 models::TrainBatch to_train_batch(const data::Batch& b);
+// The preference stages' data set-up (rm, dpo, kto): the run's chat template (as training chooses
+// it) into *tmpl, and the SFT options for `stage` with the pad id of that template's EOS.
+data::SftOptions preference_data_options(const TrainArgs& a, const std::string& stage, const io::Tokenizer& tok,
+                                         const std::string& tokenizer_dir,
+                                         std::unique_ptr<data::ChatTemplate>* tmpl);
 // Labels scored by the model's shifted loss: positions 1.. of each row that are not ignored.
 int64_t scored_labels(const data::Batch& b);
 
