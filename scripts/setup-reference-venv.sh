@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Creates the reference venv (default: .venv-ref at the repository root) for the `reference`
 # tests that need Hugging Face libraries: transformers, tokenizers, safetensors, peft and
-# accelerate, the openai client (openai_check.py), llama.cpp's gguf-py (gguf_check.py) and TRL
-# (pref_trl_check.py), pinned by tests/reference/constraints.txt, over Debian's python3-torch (the
-# venv sees the system site-packages). Idempotent: an existing venv that imports them all with the
-# pinned peft, gguf and trl is kept.
+# accelerate, the openai client (openai_check.py), llama.cpp's gguf-py (gguf_check.py), TRL
+# (pref_trl_check.py) and jieba + rouge-chinese + nltk (metrics_check.py), pinned by
+# tests/reference/constraints.txt, over Debian's python3-torch (the venv sees the system
+# site-packages). Idempotent: an existing venv that imports them all with the pinned peft, gguf,
+# trl and nltk is kept.
 #   scripts/setup-reference-venv.sh [VENV_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,14 +15,15 @@ if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "setup-reference-venv: /usr/bin/python3 cannot import torch (apt-get install python3-torch python3-venv)" >&2
   exit 1
 fi
-check='import importlib.metadata, transformers, peft, accelerate, safetensors, jinja2, openai, gguf, trl.trainer.dpo_trainer; print("transformers", transformers.__version__, "peft", peft.__version__, "openai", openai.__version__, "gguf", importlib.metadata.version("gguf"), "trl", trl.__version__)'
+check='import importlib.metadata, transformers, peft, accelerate, safetensors, jinja2, openai, gguf, trl.trainer.dpo_trainer, jieba, rouge_chinese, nltk.translate.bleu_score; print("transformers", transformers.__version__, "peft", peft.__version__, "openai", openai.__version__, "gguf", importlib.metadata.version("gguf"), "trl", trl.__version__)'
 # pip freeze is read whole first: `pip freeze | grep -q` under pipefail fails when grep stops
 # early and pip gets SIGPIPE.
 frozen=$([ -x "$venv/bin/pip" ] && "$venv/bin/pip" freeze 2>/dev/null || true)
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" >/dev/null 2>&1 &&
    grep -qxF "$(grep -E '^peft==' "$constraints")" <<<"$frozen" &&
    grep -qxF "$(grep -E '^gguf==' "$constraints")" <<<"$frozen" &&
-   grep -qxF "$(grep -E '^trl==' "$constraints")" <<<"$frozen"; then
+   grep -qxF "$(grep -E '^trl==' "$constraints")" <<<"$frozen" &&
+   grep -qxF "$(grep -E '^nltk==' "$constraints")" <<<"$frozen"; then
   echo "setup-reference-venv: $venv is ready"
   exit 0
 fi
@@ -32,5 +34,7 @@ pip=("$venv/bin/pip" install --disable-pip-version-check --quiet -c "$constraint
 "${pip[@]}" --no-deps peft accelerate
 # TRL 0.8.6 (torch>=1.4 is met by Debian's) with datasets, and rich, which it imports undeclared.
 "${pip[@]}" trl rich
+# LLaMA-Factory's sft/metric.py packages (metrics_check.py).
+"${pip[@]}" jieba rouge-chinese nltk
 "$venv/bin/python" -c "$check"
 echo "setup-reference-venv: $venv is ready"

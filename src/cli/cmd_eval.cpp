@@ -1,17 +1,25 @@
 // `unillm eval ppl`: perplexity of a text file with HF's sliding-window rule.
 // `unillm eval reward`: a reward model's accuracy and mean margin on preference pairs.
+// `unillm eval bleu|rouge|similarity`: LLaMA-Factory's predict metrics on generated_predictions.jsonl.
+#include <unistd.h>
+
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "cli/common.h"
+#include "cli/eval_support.h"
 #include "autograd/grad_mode.h"
 #include "data/pairwise.h"
 #include "data/preference_reader.h"
 #include "data/sft.h"
+#include "eval/similarity.h"
+#include "eval/text.h"
 #include "infer/perplexity.h"
 #include "io/json_file.h"
 #include "models/causal_lm.h"
@@ -145,18 +153,106 @@ int eval_reward(const std::vector<std::string>& args) {
   return 0;
 }
 
+// `eval bleu|rouge|similarity`: the keys of LLaMA-Factory's predict_results.json, sorted.
+int eval_similarity(const std::string& which, const std::vector<std::string>& args) {
+  std::string predictions, dir;
+  bool per_sample = false;
+  ArgParser p("eval " + which,
+              "LLaMA-Factory's predict metrics (sft/metric.py) on a generated_predictions.jsonl.");
+  p.option("predictions", "generated_predictions.jsonl (one {\"predict\", \"label\"} a line)",
+           &predictions);
+  p.option("jieba-dir", "jieba's dict.txt + hmm.tsv (default: assets/jieba)", &dir);
+  p.flag("per-sample", "first print each sample's scores (x100, rounded), one JSON list a line",
+         &per_sample);
+  if (!p.parse(args)) return print_help(p);
+  p.require("predictions");
+  const auto preds = eval::read_predictions(predictions);
+  std::vector<eval::SampleScores> scores;
+  if (which == "bleu") {
+    for (const auto& x : preds) scores.push_back(eval::score_sample(nullptr, x));
+  } else {
+    const eval::Jieba jieba = eval::Jieba::load(jieba_dir(dir));
+    for (const auto& x : preds) scores.push_back(eval::score_sample(&jieba, x));
+  }
+  for (size_t i = 0; per_sample && i < scores.size(); ++i)
+    std::printf("[%s, %s, %s, %s]\n", py_float(scores[i].bleu4).c_str(),
+                py_float(scores[i].rouge1).c_str(), py_float(scores[i].rouge2).c_str(),
+                py_float(scores[i].rougel).c_str());
+  const eval::SampleScores m = eval::mean_scores(scores);
+  std::vector<std::pair<std::string, double>> out;
+  if (which != "rouge") out.emplace_back("predict_bleu-4", m.bleu4);
+  if (which != "bleu") {
+    out.emplace_back("predict_rouge-1", m.rouge1);
+    out.emplace_back("predict_rouge-2", m.rouge2);
+    out.emplace_back("predict_rouge-l", m.rougel);
+  }
+  std::string line = "{";
+  for (size_t i = 0; i < out.size(); ++i)
+    line += (i ? ", \"" : "\"") + out[i].first + "\": " + py_float(out[i].second);
+  std::printf("%s}\n", line.c_str());
+  return 0;
+}
+
+// `eval segment` (hidden, for tests): jieba.cut of --text, or of each line of --file, as JSON
+// lists.
+int eval_segment(const std::vector<std::string>& args) {
+  std::string text, file, dir;
+  bool json_lines = false;
+  ArgParser p("eval segment",
+              "jieba.cut(s) of --text or of each line of --file, one JSON list a line.");
+  p.option("text", "the text", &text);
+  p.option("file", "a UTF-8 file, one text a line", &file);
+  p.flag("json-lines", "each line of --file is a JSON string (texts with newlines)", &json_lines);
+  p.option("jieba-dir", "jieba's dict.txt + hmm.tsv (default: assets/jieba)", &dir);
+  if (!p.parse(args)) return print_help(p);
+  if (p.given("text") == p.given("file"))
+    UNILLM_THROW(ConfigError, "[eval segment] give one of --text or --file");
+  const eval::Jieba jieba = eval::Jieba::load(jieba_dir(dir));
+  std::vector<std::string> lines;
+  if (p.given("text")) {
+    lines.push_back(text);
+  } else {
+    std::string all = read_text_file(file);
+    for (size_t b = 0; b < all.size();) {
+      const size_t e = all.find('\n', b);
+      lines.push_back(all.substr(b, e == std::string::npos ? std::string::npos : e - b));
+      b = e == std::string::npos ? all.size() : e + 1;
+    }
+  }
+  for (size_t i = 0; json_lines && i < lines.size(); ++i) {
+    try {
+      lines[i] = nlohmann::json::parse(lines[i]).get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+      UNILLM_THROW(ConfigError, "[eval segment] ", file, " line ", i + 1,
+                   ": expected a JSON string (", e.what(), ")");
+    }
+  }
+  for (const auto& l : lines) {
+    nlohmann::json words = nlohmann::json::array();
+    for (auto& w : jieba.cut_utf8(l)) words.push_back(std::move(w));
+    std::printf("%s\n",
+                words.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_eval(const std::vector<std::string>& args) {
   const char* usage =
       "usage: unillm eval ppl --model DIR --file TEXT [--max-length N] [--stride S] [--json]\n"
-      "       unillm eval reward --model DIR [--adapter DIR] --file PAIRS.json [--template NAME] [--json]\n";
-  if (args.empty() || (args[0] != "ppl" && args[0] != "reward")) {
-    std::fputs(usage, stderr);
-    return 2;
-  }
-  const std::vector<std::string> rest(args.begin() + 1, args.end());
-  return args[0] == "ppl" ? eval_ppl(rest) : eval_reward(rest);
+      "       unillm eval reward --model DIR [--adapter DIR] --file PAIRS.json [--template NAME] "
+      "[--json]\n"
+      "       unillm eval bleu|rouge|similarity --predictions generated_predictions.jsonl "
+      "[--jieba-dir DIR]\n";
+  const std::string sub = args.empty() ? "" : args[0];
+  const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  if (sub == "ppl") return eval_ppl(rest);
+  if (sub == "reward") return eval_reward(rest);
+  if (sub == "bleu" || sub == "rouge" || sub == "similarity") return eval_similarity(sub, rest);
+  if (sub == "segment") return eval_segment(rest);
+  std::fputs(usage, stderr);
+  return 2;
 }
 
 }  // namespace unillm::cli
