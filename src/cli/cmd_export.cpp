@@ -70,6 +70,10 @@ int cmd_export(const std::vector<std::string>& args) {
   for (const auto& w : a.warnings) std::fprintf(stderr, "unillm: warning: %s\n", w.c_str());
   if (a.export_dir.empty())
     UNILLM_THROW(ConfigError, "[export] ", args[0], ": export_dir is required");
+  if (a.quantization_bit > 0)  // QLoRA (docs/qlora.md): LLaMA-Factory's export_model refuses it too
+    UNILLM_THROW(ConfigError, "[export] ", args[0], ": quantization_bit ", a.quantization_bit, ": ",
+                 a.adapter_name_or_path.empty() ? "exporting a bitsandbytes-quantised model is not implemented (export_quantization_bit writes a quantised bundle)"
+                                                : "Cannot merge adapters to a quantized model. Drop quantization_bit: the adapter merges into the base loaded unquantised");
   const std::string base = train::resolve_model_path(a.model_name_or_path, hf_cache_root());
   // Writing the merged model over the base (or an adapter) would destroy the input.
   std::vector<std::pair<std::string, std::string>> inputs = {{"model_name_or_path", base}};

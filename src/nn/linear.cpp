@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "ops/elementwise.h"
 #include "ops/linear.h"
 #include "ops/lora_linear.h"
 
@@ -55,8 +56,9 @@ Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse
     adapters.push_back(std::move(in));
   }
   if (qweight_.defined()) {
-    UNILLM_CHECK(adapters.empty(), "[nn] LoRA adapters over quantised weights are not supported yet: merge them before quantising");
-    return ops::linear_q(x, qweight_, bias_);
+    if (adapters.empty()) return ops::linear_q(x, qweight_, bias_);
+    // QLoRA: the frozen quantised base plus the adapters' deltas; each op gives its share of dx.
+    return ops::add(ops::linear_q(x, qweight_, bias_), ops::lora_delta(x, out_, adapters, use));
   }
   if (adapters.empty()) return ops::linear(x, weight_, bias_, use);
   return ops::lora_linear(x, weight_, bias_, adapters, use);
@@ -76,8 +78,6 @@ void FusedLinear::set_quantized(ops::QuantizedWeight q) {
 void FusedLinear::add_lora(const std::string& name, const LoraConfig& c,
                            const std::vector<size_t>& parts, Rng& rng, uint64_t stream) {
   UNILLM_CHECK(!parts.empty() && !lora_.count(name), "[nn] add_lora '", name, "'");
-  if (qweight_.defined())
-    UNILLM_THROW(ConfigError, "[nn] adapter '", name, "' on a quantised linear layer: LoRA over quantised weights is not supported yet");
   auto w = std::make_unique<LoraWeights>();
   w->parts = parts;
   w->rank = c.rank;
@@ -97,9 +97,10 @@ void FusedLinear::add_lora(const std::string& name, const LoraConfig& c,
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
   std::vector<float> a(static_cast<size_t>(static_cast<int64_t>(parts.size()) * r * in));
   for (auto& v : a) v = static_cast<float>((2.0 * rng.uniform_double() - 1.0) * bound);
-  // The adapter lives where the base weight does.
-  w->a = Tensor::from_vector(a, {static_cast<int64_t>(parts.size()) * r, in}).to(weight_.device());
-  w->b = Tensor::zeros({out, r}, DType::f32, weight_.device());
+  // The adapter lives where the base weight (or its codes, QLoRA) does.
+  const Device device = qweight_.defined() ? qweight_.data.device() : weight_.device();
+  w->a = Tensor::from_vector(a, {static_cast<int64_t>(parts.size()) * r, in}).to(device);
+  w->b = Tensor::zeros({out, r}, DType::f32, device);
   w->a.set_requires_grad(true);
   w->b.set_requires_grad(true);
   register_adapter_parameter(name, "lora_A." + name, &w->a, std::move(a_names));
@@ -125,6 +126,9 @@ void FusedLinear::remove_lora(const std::string& name) {
 void FusedLinear::merge_lora(const std::string& name) {
   const LoraWeights* w = lora(name);
   UNILLM_CHECK(w != nullptr, "[nn] merge_lora: no adapter '", name, "'");
+  if (qweight_.defined())
+    UNILLM_THROW(ConfigError, "[nn] cannot merge adapter '", name, "' into a quantised weight: merge into the "
+                 "unquantised base (unillm export loads it unquantised, as LLaMA-Factory)");
   autograd::NoGradGuard no_grad;
   const DType compute = weight_.dtype() == DType::f64 ? DType::f64 : DType::f32;
   const int64_t r = w->rank;

@@ -51,9 +51,10 @@ class FusedLinear : public Module {
   // W's dtype), then removes the adapter.
   void merge_lora(const std::string& name);
 
-  // Inference: replaces the dense weight by q (its codes, ops/quant.h), which forward then
-  // multiplies by through ops::linear_q; the dense weight is dropped (no longer a parameter).
-  // Adapters cannot be applied on top yet (QLoRA): refused while any is attached.
+  // Replaces the dense weight by q (its codes, ops/quant.h), which forward then multiplies by
+  // through ops::linear_q; the dense weight is dropped (no longer a parameter). Adapters added
+  // afterwards train over it (QLoRA: forward adds ops::lora_delta); quantising a layer that
+  // already has adapters, or merging into a quantised weight, is refused.
   void set_quantized(ops::QuantizedWeight q);
   const ops::QuantizedWeight& quantized() const { return qweight_; }
   bool is_quantized() const { return qweight_.defined(); }

@@ -20,7 +20,8 @@ namespace {
 
 constexpr const char* kOp = "lora_linear";
 
-void check_adapter(const Tensor& x, const Tensor& w, const LoraAdapterInput& ad, size_t i) {
+// n: the layer's output columns (W's rows).
+void check_adapter(const Tensor& x, int64_t n, const LoraAdapterInput& ad, size_t i) {
   check_defined(kOp, "A", ad.a);
   check_defined(kOp, "B", ad.b);
   check_ndim(kOp, "A", ad.a, 2);
@@ -35,10 +36,10 @@ void check_adapter(const Tensor& x, const Tensor& w, const LoraAdapterInput& ad,
     UNILLM_THROW(ShapeError, "[lora_linear] adapter ", i, ": A has shape ", shape_str(ad.a.shape()),
                  ", expected [", parts, " parts x rank ", r, ", ", x.size(-1), "]");
   for (const LoraPart& p : ad.parts)
-    if (p.cols <= 0 || p.col_begin < 0 || p.col_begin + p.cols > w.size(0) || p.b_row < 0 ||
+    if (p.cols <= 0 || p.col_begin < 0 || p.col_begin + p.cols > n || p.b_row < 0 ||
         p.b_row + p.cols > ad.b.size(0))
       UNILLM_THROW(ShapeError, "[lora_linear] adapter ", i, ": part [", p.col_begin, ", +", p.cols,
-                   ") with B row ", p.b_row, " is outside W ", shape_str(w.shape()), " or B ",
+                   ") with B row ", p.b_row, " is outside W (", n, " rows) or B ",
                    shape_str(ad.b.shape()));
   if (!(ad.dropout >= 0.0 && ad.dropout < 1.0))
     UNILLM_THROW(ConfigError, "[lora_linear] dropout ", ad.dropout, " outside [0, 1)");
@@ -131,12 +132,13 @@ void adapter_forward(const Tensor& x, const LoraAdapterInput& in, Tensor& y, Ada
 
 class LoraLinearNode : public autograd::Node {
  public:
-  LoraLinearNode(const Tensor& x, const Tensor& w, bool has_bias, std::vector<AdapterSaved> ad)
+  // w undefined: no base (lora_delta), dx comes from the adapters alone.
+  LoraLinearNode(const Tensor& x, const Tensor& w, int64_t n, bool has_bias, std::vector<AdapterSaved> ad)
       : x_(autograd::SavedTensor::activation(x)),
         w_(w),
         x_shape_(x.shape()),
-        w_dtype_(w.dtype()),
-        n_(w.size(0)),
+        w_dtype_(w.defined() ? w.dtype() : x.dtype()),
+        n_(n),
         has_bias_(has_bias),
         ad_(std::move(ad)) {}
   std::string name() const override { return "LoraLinearNode"; }
@@ -168,6 +170,10 @@ void LoraLinearNode::base_backward(const Tensor& dy, Tensor& dx, Tensor& dw, Ten
   if (needs_input_grad(1)) dw = Tensor::empty({n_, k}, master_grad_dtype(w_dtype_), dy.device());
   if (has_bias_ && needs_input_grad(2)) db = Tensor::empty({n_}, x.dtype(), dy.device());
   if (!dx.defined() && !dw.defined() && !db.defined()) return;
+  if (!w_.saved()) {  // lora_delta: no base, the adapters add into dx
+    if (dx.defined()) dx.fill(0.0);
+    return;
+  }
   LinearBackwardArgs a{dy.raw_data(),
                        x.raw_data(),
                        w_.get().raw_data(),
@@ -253,19 +259,17 @@ std::vector<Tensor> LoraLinearNode::backward(const std::vector<Tensor>& g) {
 
 }  // namespace
 
-Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
-                   const std::vector<LoraAdapterInput>& adapters, OutputUse use) {
-  if (adapters.empty()) return linear(x, w, bias, use);
-  Tensor y;
-  {
-    autograd::NoGradGuard no_grad;
-    y = linear(x, w, bias, use);  // checks x, W, b; fresh contiguous [.., N] (zeros: kGradOnly)
-  }
+namespace {
+
+// Adds the adapters into y [.., n] (the base's output, or zeros without a base: w undefined) and
+// records the node.
+Tensor add_adapters(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y, int64_t n,
+                    const std::vector<LoraAdapterInput>& adapters, OutputUse use) {
   const int64_t k = x.size(-1), m = x.numel() / (k > 0 ? k : 1);
   UNILLM_CHECK(k > 0, "[lora_linear] K = 0");
-  for (size_t i = 0; i < adapters.size(); ++i) check_adapter(x, w, adapters[i], i);
+  for (size_t i = 0; i < adapters.size(); ++i) check_adapter(x, n, adapters[i], i);
   Tensor x2 = x.contiguous().view({m, k});  // [M, K]
-  Tensor y2 = y.view({m, w.size(0)});       // [M, N]
+  Tensor y2 = y.view({m, n});               // [M, N]
   std::vector<AdapterSaved> saved(adapters.size());
   std::vector<Tensor> inputs{x, w, bias};
   for (auto& ad : adapters) inputs.push_back(ad.a), inputs.push_back(ad.b);
@@ -290,11 +294,35 @@ Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
     }
   }
   if (m > 0 && autograd::needs_grad(inputs)) {
-    auto node =
-        std::make_shared<LoraLinearNode>(x2, w.contiguous(), bias.defined(), std::move(saved));
+    auto node = std::make_shared<LoraLinearNode>(x2, w.defined() ? w.contiguous() : Tensor(), n,
+                                                 bias.defined(), std::move(saved));
     autograd::record(node, inputs, {&y});
   }
   return y;
+}
+
+}  // namespace
+
+Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
+                   const std::vector<LoraAdapterInput>& adapters, OutputUse use) {
+  if (adapters.empty()) return linear(x, w, bias, use);
+  Tensor y;
+  {
+    autograd::NoGradGuard no_grad;
+    y = linear(x, w, bias, use);  // checks x, W, b; fresh contiguous [.., N] (zeros: kGradOnly)
+  }
+  return add_adapters(x, w, bias, y, w.size(0), adapters, use);
+}
+
+Tensor lora_delta(const Tensor& x, int64_t n, const std::vector<LoraAdapterInput>& adapters,
+                  OutputUse use) {
+  check_defined(kOp, "x", x);
+  if (!is_floating(x.dtype()) || (x.dtype() != DType::f32 && x.dtype() != DType::f64))
+    UNILLM_THROW(DTypeError, "[lora_linear] x has dtype ", dtype_name(x.dtype()), ", expected f32 or f64");
+  if (x.ndim() < 1) UNILLM_THROW(ShapeError, "[lora_linear] x is a scalar");
+  Shape shape = x.shape();
+  shape.back() = n;
+  return add_adapters(x, Tensor(), Tensor(), Tensor::zeros(shape, x.dtype(), x.device()), n, adapters, use);
 }
 
 void lora_gemm_reference(const LoraGemmArgs& g) {

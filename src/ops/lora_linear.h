@@ -46,6 +46,12 @@ Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
                    const std::vector<LoraAdapterInput>& adapters,
                    OutputUse use = OutputUse::kValue);
 
+// The adapters' deltas alone, y [.., n] = Σ_adapters Σ_parts (zeros elsewhere), with the same
+// backward for x, A and B (no W, no bias). QLoRA adds it to linear_q's output over a frozen
+// quantised base (nn::FusedLinear): the base's own node gives its share of dx.
+Tensor lora_delta(const Tensor& x, int64_t n, const std::vector<LoraAdapterInput>& adapters,
+                  OutputUse use = OutputUse::kValue);
+
 // Strided row-major GEMM: C[m, n] (ldc) = alpha · op(A) · op(B) + beta · C, op = transpose when
 // the flag is set (A is then stored [k, m] with lda, B [n, k] with ldb). f32 or f64 throughout.
 struct LoraGemmArgs {

@@ -11,6 +11,8 @@
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
 #include "ops/linear.h"
+#include "ops/lora_linear.h"
+#include "ops/quant_4bit.h"
 #include "ops/quant_codes.h"
 
 namespace unillm::ops {
@@ -134,7 +136,39 @@ void check_linear_q(const Tensor& x, const QuantizedWeight& w, const Tensor& bia
     UNILLM_THROW(ShapeError, "[linear_q] bias has shape ", shape_str(bias.shape()), ", expected [", w.n, "]");
 }
 
-// dx = dy · W with W dequantised (frozen: no dW), db = Σ_rows dy.
+// Rows [r0, r0 + rows) of q's W, dequantised on the host into out [rows, K].
+void dequantize_rows(const QuantizedWeight& q, const Tensor& data, const Tensor& scales, const Tensor& mins,
+                     int64_t r0, int64_t rows, float* out) {
+  const int64_t G = q.groups();
+  for (int64_t r = r0; r < r0 + rows; ++r)
+    for (int64_t j = 0; j < q.k; ++j) {
+      const int64_t g = j / q.group;
+      out[(r - r0) * q.k + j] =
+          value_of(code_at(q, data.raw_data(), r, j), scales.data<float>()[r * G + g],
+                   mins.defined() ? mins.data<float>()[r * G + g] : 0.0f, q.type, q.symmetric);
+    }
+}
+
+// dx [M, K] = dy [M, N] · W, W dequantised a panel of ~8 MiB of rows at a time (QLoRA's 8-bit
+// base: never a whole f32 copy), each panel's product accumulated by the strided GEMM.
+void dx_through_panels(const QuantizedWeight& w, const Tensor& dy, Tensor& dx) {
+  const int64_t m = dx.numel() / w.k, n = w.n, k = w.k;
+  const int64_t panel = std::min(n, std::max<int64_t>(64, (int64_t{1} << 21) / k));
+  const Tensor data = w.data.to(Device{}), scales = w.scales.to(Device{});
+  const Tensor mins = w.mins.defined() ? w.mins.to(Device{}) : Tensor();
+  Tensor host = Tensor::empty({panel, k}, DType::f32);
+  for (int64_t n0 = 0; n0 < n; n0 += panel) {
+    const int64_t rows = std::min(panel, n - n0);
+    dequantize_rows(w, data, scales, mins, n0, rows, host.data<float>());
+    const Tensor wp = host.to(dy.device());
+    LoraGemmArgs g{static_cast<const float*>(dy.raw_data()) + n0, wp.raw_data(), dx.raw_data(), m, k, rows,
+                   n, k, k, false, false, 1.0, n0 == 0 ? 0.0 : 1.0, DType::f32};
+    KernelCall<LoraGemmArgs>("lora_gemm", dx.device(), DType::f32, g)
+        .in(dy, &g.a).in(wp, &g.b).inout(dx, &g.c).run(lora_gemm_reference);
+  }
+}
+
+// dx = dy · W with W dequantised by panels (frozen: no dW), db = Σ_rows dy.
 class LinearQNode : public autograd::Node {
  public:
   LinearQNode(const QuantizedWeight& w, Shape x_shape, bool has_bias)
@@ -149,14 +183,14 @@ class LinearQNode : public autograd::Node {
     if (m * k == 0 || w_.n == 0) {
       for (Tensor* t : {&dx, &db})
         if (t->defined()) t->fill(0.0);
-    } else if (dx.defined() || db.defined()) {
-      const Tensor wd = dx.defined() ? dequantize_weight(w_) : Tensor();
-      LinearBackwardArgs a{dy.raw_data(), nullptr, wd.defined() ? wd.raw_data() : nullptr,
-                           dx.defined() ? dx.raw_data() : nullptr, nullptr,
-                           db.defined() ? db.raw_data() : nullptr, m, k, w_.n, DType::f32, DType::f32};
-      KernelCall<LinearBackwardArgs>("linear_backward", dy.device(), DType::f32, a)
-          .in(dy, &a.dy).in(wd, &a.w).out(dx, &a.dx).out(db, &a.db)
-          .run(linear_backward_reference);
+    } else {
+      if (dx.defined()) dx_through_panels(w_, dy, dx);
+      if (db.defined()) {
+        LinearBackwardArgs a{dy.raw_data(), nullptr, nullptr, nullptr, nullptr, db.raw_data(), m, k, w_.n,
+                             DType::f32, DType::f32};
+        KernelCall<LinearBackwardArgs>("linear_backward", dy.device(), DType::f32, a)
+            .in(dy, &a.dy).out(db, &a.db).run(linear_backward_reference);
+      }
     }
     std::vector<Tensor> out{dx};
     if (has_bias_) out.push_back(db);
@@ -186,15 +220,18 @@ QuantType quant_type_from_name(const std::string& name) {
 }
 
 const char* quant_type_name(QuantType t) {
+  if (is_bnb_4bit(t)) return t == QuantType::nf4 ? "nf4" : "fp4";
   return t == QuantType::int8 ? "weight_only_int8" : "weight_only_int4";
 }
 
 size_t QuantizedWeight::bytes() const {
   return (data.defined() ? data.nbytes() : 0) + (scales.defined() ? scales.nbytes() : 0) +
-         (mins.defined() ? mins.nbytes() : 0);
+         (mins.defined() ? mins.nbytes() : 0) +
+         (absmax_codes.defined() ? absmax_codes.nbytes() + sizeof(absmax_offset) : 0);
 }
 
 void QuantizedWeight::check(const std::string& what) const {
+  if (is_bnb_4bit(type)) return check_4bit(*this, what);
   const int64_t cols = type == QuantType::int8 ? k : (k + 1) / 2;
   if (n <= 0 || k <= 0 || group <= 0 || (type == QuantType::int8 && group != k))
     UNILLM_THROW(ShapeError, "[quant] ", what, ": bad quantised shape n=", n, " k=", k, " group=", group);
@@ -216,6 +253,7 @@ QuantizedWeight quantize_weight(const Tensor& w_in, QuantType type, int64_t grou
   check_ndim("quantize_weight", "w", w_in, 2);
   if (!is_floating(w_in.dtype()) || w_in.dtype() == DType::f64)
     UNILLM_THROW(DTypeError, "[quantize_weight] w has dtype ", dtype_name(w_in.dtype()), ", expected f32, bf16 or f16");
+  if (is_bnb_4bit(type)) return quantize_4bit(w_in, type, {group > 0 ? group : kBnbBlocksize, false});
   QuantizedWeight q;
   q.type = type;
   q.symmetric = type == QuantType::int8 || symmetric;
@@ -250,23 +288,18 @@ QuantizedWeight quantize_weight(const Tensor& w_in, QuantType type, int64_t grou
 }
 
 Tensor dequantize_weight(const QuantizedWeight& q) {
+  if (is_bnb_4bit(q.type)) return dequantize_4bit(q);
   q.check("dequantize_weight");
   const Tensor data = q.data.to(Device{}), scales = q.scales.to(Device{});
   const Tensor mins = q.mins.defined() ? q.mins.to(Device{}) : Tensor();
   Tensor out = Tensor::empty({q.n, q.k}, DType::f32);
-  const int64_t G = q.groups();
-  for (int64_t r = 0; r < q.n; ++r)
-    for (int64_t j = 0; j < q.k; ++j) {
-      const int64_t g = j / q.group;
-      out.data<float>()[r * q.k + j] =
-          value_of(code_at(q, data.raw_data(), r, j), scales.data<float>()[r * G + g],
-                   mins.defined() ? mins.data<float>()[r * G + g] : 0.0f, q.type, q.symmetric);
-    }
+  dequantize_rows(q, data, scales, mins, 0, q.n, out.data<float>());
   return out.to(q.data.device());
 }
 
 Tensor linear_q(const Tensor& x_in, const QuantizedWeight& w, const Tensor& bias_in) {
   check_linear_q(x_in, w, bias_in);
+  if (is_bnb_4bit(w.type)) return linear_4bit(x_in, w, bias_in);
   Shape out_shape = x_in.shape();
   out_shape.back() = w.n;
   Tensor x = x_in.contiguous();

@@ -17,6 +17,10 @@
 //   +9.4 % perplexity with plain min/max to +6.9 %; docs/export.md).
 // A group of zeros (scale 0) has code 0 (int8), 8 (int4 symmetric) or 0 with lo = its value
 // (asymmetric): it dequantises exactly.
+//   nf4 / fp4 (bitsandbytes' 4-bit, QLoRA; ops/quant_4bit.h has the tables and the layout):
+//     blocks of `group` (bnb's blocksize, 64) consecutive elements of the FLATTENED weight, one
+//     absmax per block, code = the nearest of 16 fixed levels to w / absmax; optionally the
+//     absmaxes themselves quantised to 8 bits (bnb's double quantisation).
 #pragma once
 
 #include <cstdint>
@@ -26,31 +30,41 @@
 
 namespace unillm::ops {
 
-enum class QuantType : uint8_t { int8, int4 };
+enum class QuantType : uint8_t { int8, int4, nf4, fp4 };
 
 // "weight_only_int8" / "weight_only_int4" (PaddleNLP's --quant_type; also "int8"/"int4").
 // Throws ConfigError naming the spelling otherwise.
 QuantType quant_type_from_name(const std::string& name);
-const char* quant_type_name(QuantType t);  // "weight_only_int8" / "weight_only_int4"
+const char* quant_type_name(QuantType t);  // "weight_only_int8" / "weight_only_int4" / "nf4" / "fp4"
+inline bool is_bnb_4bit(QuantType t) { return t == QuantType::nf4 || t == QuantType::fp4; }
 
 struct QuantizedWeight {
   QuantType type = QuantType::int8;
   bool symmetric = true;  // int8 always; int4 either
   int64_t n = 0, k = 0, group = 0;  // group = k for int8
-  Tensor data;    // int8: i8 [N, K]; int4: u4x2 [N, ceil(K / 2)], even k in the low nibble
-  Tensor scales;  // f32 [N, G], G = ceil(K / group)
+  Tensor data;    // int8: i8 [N, K]; int4: u4x2 [N, ceil(K / 2)], even k in the low nibble;
+                  // nf4/fp4: u4x2 [ceil(N·K / 2)] flat, bnb's bytes (even element: HIGH nibble)
+  Tensor scales;  // f32 [N, G], G = ceil(K / group); nf4/fp4: f32 [B] absmax per block
+                  // (B = ceil(N·K / group)), or with double quantisation f32 [ceil(B / 256)]
   Tensor mins;    // f32 [N, G] for asymmetric int4, else undefined
+  // nf4/fp4 double quantisation: the block absmaxes minus their mean, as bnb's 8-bit dynamic
+  // codes (i8 [B] holding u8 indices into ops::dynamic_map()) in blocks of 256 with `scales`;
+  // undefined without double quantisation.
+  Tensor absmax_codes;
+  float absmax_offset = 0;  // the mean added back (double quantisation)
 
   bool defined() const { return data.defined(); }
   int64_t groups() const { return group > 0 ? (k + group - 1) / group : 0; }
-  size_t bytes() const;  // data + scales + mins
+  size_t bytes() const;  // data + scales + mins (+ absmax codes and offset)
   // Throws ShapeError/DTypeError naming `what` when the tensors disagree with n, k, group and
   // the type (a bundle whose files do not fit its config).
   void check(const std::string& what) const;
 };
 
 // Quantises w (f32, bf16 or f16 [N, K], any device: computed on the CPU) with the formulas
-// above. group is ignored for int8; for int4 it must be positive (32, 64 and 128 are usual).
+// above. group is ignored for int8; for int4 it must be positive (32, 64 and 128 are usual);
+// nf4/fp4 take it as the blocksize (symmetric ignored, no double quantisation: see
+// ops::quantize_4bit for that).
 QuantizedWeight quantize_weight(const Tensor& w, QuantType type, int64_t group, bool symmetric);
 // The f32 [N, K] the codes stand for (on q's device).
 Tensor dequantize_weight(const QuantizedWeight& q);

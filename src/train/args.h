@@ -103,6 +103,12 @@ struct TrainArgs {
   std::string export_quantization_dataset;
   int64_t export_quantization_nsamples = 128;
   int64_t export_quantization_maxlen = 1024;
+  // QLoRA (docs/qlora.md): 4 or 8 holds the base model's decoder Linear weights quantised while
+  // LoRA trains (bitsandbytes' semantics: nf4/fp4 blocks of 64 with double_quantization of the
+  // block scales, or LLM.int8's per-row int8); 0: off. LoRA only, bitsandbytes only.
+  int64_t quantization_bit = 0;
+  std::string quantization_type = "nf4";  // nf4 | fp4 (4-bit)
+  bool double_quantization = true;
   bool disable_shuffling = false;
   bool plot_loss = false;
   // --- trainer (HF TrainingArguments)

@@ -213,6 +213,28 @@ const std::map<std::string, Setter>& setters() {
        [](TrainArgs& a, const Field& f) {
          a.finetuning_type = get_choice(f, {"lora", "oft", "freeze", "full"});
        }},
+      // QLoRA (train/finetune.cpp quantises the base; the LoRA-only rule is checked there).
+      {"quantization_bit",
+       [](TrainArgs& a, const Field& f) {
+         if (f.node.IsNull()) return;
+         a.quantization_bit = get_int(f, 0);
+         if (a.quantization_bit != 4 && a.quantization_bit != 8) bad_value(f, "4 or 8 (bitsandbytes)");
+       }},
+      {"quantization_type",
+       [](TrainArgs& a, const Field& f) { a.quantization_type = get_choice(f, {"nf4", "fp4"}); }},
+      {"double_quantization", [](TrainArgs& a, const Field& f) { a.double_quantization = get_bool(f); }},
+      {"quantization_method",
+       [](TrainArgs&, const Field& f) {
+         const std::string m = get_string(f);
+         if (m != "bnb" && m != "bitsandbytes")
+           not_implemented(f, "quantization_method " + show(f.node) + " (only bnb: bitsandbytes nf4/fp4/int8)");
+       }},
+      {"quantization_device_map",
+       [](TrainArgs& a, const Field& f) {
+         if (!is_off(f.node))
+           a.warnings.push_back("[config] " + f.where + ": key 'quantization_device_map' is ignored (the quantised "
+                                "model stays on `device`)");
+       }},
       {"disable_shuffling",
        [](TrainArgs& a, const Field& f) { a.disable_shuffling = get_bool(f); }},
       {"plot_loss", [](TrainArgs& a, const Field& f) { a.plot_loss = get_bool(f); }},

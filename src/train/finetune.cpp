@@ -5,7 +5,9 @@
 #include "models/adapter.h"
 #include "models/freeze.h"
 #include "models/save.h"
+#include "nn/linear.h"
 #include "ops/cast.h"
+#include "ops/quant_4bit.h"
 
 namespace unillm::train {
 
@@ -23,9 +25,11 @@ nn::LoraConfig lora_config(const TrainArgs& a) {
 
 void prepare_lora(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir) {
   const auto& adapters = a.adapter_name_or_path;
-  // LLaMA-Factory: a trainable run resumes the last adapter unless create_new_adapter.
-  const size_t merge_count =
-      a.create_new_adapter ? adapters.size() : (adapters.empty() ? 0 : adapters.size() - 1);
+  // LLaMA-Factory: a trainable run resumes the last adapter unless create_new_adapter; over a
+  // quantised base nothing is merged (its one adapter is resumed).
+  const size_t merge_count = a.quantization_bit > 0 ? 0
+                             : a.create_new_adapter ? adapters.size()
+                                                    : (adapters.empty() ? 0 : adapters.size() - 1);
   for (size_t i = 0; i < merge_count; ++i) {
     const std::string name = "merge" + std::to_string(i);
     models::load_adapter(model, adapters[i], name);
@@ -46,7 +50,39 @@ void prepare_lora(models::CausalLM& model, const TrainArgs& a, const std::string
 
 }  // namespace
 
+QloraSummary quantize_base_for_qlora(models::CausalLM& model, const TrainArgs& a) {
+  if (a.finetuning_type != "lora")  // LLaMA-Factory's parser refuses the same
+    UNILLM_THROW(ConfigError, "[config] ", a.config_path, ": quantization_bit ", a.quantization_bit,
+                 " with finetuning_type ", a.finetuning_type, ": Quantization is only compatible with the LoRA method.");
+  if (a.adapter_name_or_path.size() > 1)
+    UNILLM_THROW(ConfigError, "[config] ", a.config_path, ": quantization_bit with ", a.adapter_name_or_path.size(),
+                 " adapters in adapter_name_or_path: Quantized model only accepts a single adapter. Merge them first.");
+  if (!model.adapter_names().empty())
+    UNILLM_THROW(ConfigError, "[train] quantization_bit: the model already has adapters attached");
+  QloraSummary s;
+  const bool four = a.quantization_bit == 4;
+  const ops::QuantType type = !four ? ops::QuantType::int8
+                              : a.quantization_type == "fp4" ? ops::QuantType::fp4 : ops::QuantType::nf4;
+  s.what = !four ? std::string("int8 (LLM.int8 per-row absmax, no outlier decomposition)")
+                 : std::string(ops::quant_type_name(type)) + " blocksize " + std::to_string(ops::kBnbBlocksize) +
+                       (a.double_quantization ? ", double quantization" : "");
+  // Every decoder projection (bitsandbytes replaces each nn.Linear but the lm_head; the
+  // embedding is no Linear): the f32 copy is dropped as each one is quantised.
+  model.module().for_each_module("", [&](const std::string&, nn::Module& m) {
+    auto* lin = dynamic_cast<nn::FusedLinear*>(&m);
+    if (!lin || lin->is_quantized()) return;
+    s.f32_bytes += static_cast<size_t>(lin->weight().numel()) * 4;
+    ops::QuantizedWeight q = four ? ops::quantize_4bit(lin->weight(), type, {ops::kBnbBlocksize, a.double_quantization})
+                                  : ops::quantize_weight(lin->weight(), ops::QuantType::int8, 0, true);
+    s.quantized_bytes += q.bytes();
+    lin->set_quantized(std::move(q));
+    ++s.layers;
+  });
+  return s;
+}
+
 void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir) {
+  if (a.quantization_bit > 0 && a.finetuning_type != "lora") quantize_base_for_qlora(model, a);  // throws
   if (a.finetuning_type == "full") {
     for (auto& p : model.module().parameters()) p.tensor->set_requires_grad(true);
   } else if (a.finetuning_type == "freeze") {
@@ -56,6 +92,7 @@ void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::
     fc.extra_modules = a.freeze_extra_modules;
     models::apply_freeze(model, fc);
   } else if (a.finetuning_type == "lora") {
+    if (a.quantization_bit > 0) quantize_base_for_qlora(model, a);
     prepare_lora(model, a, resume_dir);
   } else {
     UNILLM_THROW(NotImplemented, "[train] finetuning_type '", a.finetuning_type,

@@ -24,6 +24,19 @@ void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::
 void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
                   const std::string& model_dir, const std::string& tokenizer_dir);
 
+// QLoRA (quantization_bit 4 / 8): replaces every decoder FusedLinear's weight by its
+// bitsandbytes-style quantisation (nf4/fp4 + double quantisation, or per-row int8); embeddings,
+// norms and the lm_head stay dense. prepare_finetuning calls it before the adapter is added.
+// Throws ConfigError unless finetuning_type is lora (LLaMA-Factory's rule) and at most one
+// adapter is given.
+struct QloraSummary {
+  int64_t layers = 0;
+  size_t f32_bytes = 0;        // the dense f32 weights replaced
+  size_t quantized_bytes = 0;  // what now holds them (codes, scales, double-quantised scales)
+  std::string what;            // e.g. "nf4 blocksize 64, double quantization"
+};
+QloraSummary quantize_base_for_qlora(models::CausalLM& model, const TrainArgs& a);
+
 // bf16 / f16 under mixed precision (`bf16: true` / `fp16: true`), else f32.
 DType low_precision_dtype(const TrainArgs& a);
 // Casts every frozen base matrix (2-D and larger: embeddings, projections; norms stay f32) to

@@ -25,7 +25,8 @@ constexpr Group kGroups[] = {
     {"model", S::kImplemented,
      "model_name_or_path disable_gradient_checkpointing adapter_name_or_path export_dir "
      "export_size export_quantization_bit export_quantization_dataset export_quantization_nsamples "
-     "export_quantization_maxlen train_from_scratch"},
+     "export_quantization_maxlen train_from_scratch quantization_method quantization_bit "
+     "quantization_type double_quantization quantization_device_map"},
     {"model", S::kIgnored,
      "cache_dir use_fast_tokenizer model_revision low_cpu_mem_usage flash_attn use_unsloth_gc "
      "enable_liger_kernel use_reentrant_gc upcast_layernorm upcast_lmhead_output infer_backend "
@@ -41,8 +42,7 @@ constexpr Group kGroups[] = {
     {"model", S::kNotImplemented,
      "adapter_folder resize_vocab split_special_tokens add_tokens "
      "add_special_tokens new_special_tokens_config init_special_tokens rope_scaling shift_attn "
-     "mixture_of_depths use_unsloth moe_aux_loss_coef quantization_method "
-     "quantization_bit quantization_type double_quantization quantization_device_map fp8 "
+     "mixture_of_depths use_unsloth moe_aux_loss_coef fp8 "
      "fp8_backend fp8_enable_fsdp_float8_all_gather use_kt kt_optimize_rule"},
     // ---- LLaMA-Factory DataArguments
     {"data", S::kImplemented,

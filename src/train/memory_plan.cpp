@@ -108,9 +108,35 @@ void add_lora_layer(const models::ModelConfig& c, const nn::LoraConfig& lc, int6
   }
 }
 
+// The bytes ops::QuantizedWeight holds for a [rows, cols] projection under QLoRA: nf4/fp4 codes
+// at 4 bits, one f32 absmax per 64-block, or with double quantisation one byte per block plus an
+// f32 per 256 blocks and the offset; int8 one byte a weight and an f32 scale per row.
+int64_t qlora_bytes(int64_t rows, int64_t cols, const TrainArgs& a) {
+  const int64_t n = rows * cols;
+  if (a.quantization_bit == 8) return n + 4 * rows;
+  const int64_t blocks = (n + 63) / 64;
+  const int64_t scales = a.double_quantization ? blocks + 4 * ((blocks + 255) / 256) + 4 : 4 * blocks;
+  return (n + 1) / 2 + scales;
+}
+
+// Rows of a projection group (the fused output features).
+int64_t projection_rows(const models::ModelConfig& c, Kind k) {
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  switch (k) {
+    case Kind::kQkv: return q + 2 * kv;
+    case Kind::kGateUp: return 2 * c.intermediate_size;
+    case Kind::kO:
+    case Kind::kDown: return c.hidden_size;
+    default: return 0;
+  }
+}
+
 }  // namespace
 
 ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a) {
+  if (a.quantization_bit > 0 && a.finetuning_type != "lora")  // as finetune.cpp, before loading
+    UNILLM_THROW(ConfigError, "[config] ", a.config_path, ": quantization_bit ", a.quantization_bit,
+                 " with finetuning_type ", a.finetuning_type, ": Quantization is only compatible with the LoRA method.");
   const std::vector<Group> groups = inventory(c);
   const std::vector<bool> trains = base_trainable(groups, c, a);
   ParamSummary s;
@@ -119,6 +145,12 @@ ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a) 
     const Group& g = groups[i];
     s.base += g.numel;
     (trains[i] ? s.trainable : s.frozen) += g.numel;
+    const int64_t rows = projection_rows(c, g.kind);
+    if (!trains[i] && a.quantization_bit > 0 && a.finetuning_type == "lora" && rows > 0) {
+      s.quantized += g.numel;
+      s.quantized_bytes += qlora_bytes(rows, g.numel / rows, a);
+      s.largest_quantized = std::max(s.largest_quantized, g.numel);
+    }
     if (!trains[i]) continue;
     if (g.kind == Kind::kEmbed) s.embed_trainable = true;
     if (g.kind == Kind::kLmHead || (g.kind == Kind::kEmbed && c.tie_word_embeddings)) s.lm_head_trainable = true;
@@ -197,7 +229,9 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
                c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim, in.act_bytes};
   MemoryPlan p;
   p.recompute = in.recompute;
-  p.weights = ps.trainable * 4 + ps.frozen * in.frozen_weight_bytes;
+  p.frozen_weights = (ps.frozen - ps.quantized) * in.frozen_weight_bytes + ps.quantized_bytes;
+  p.weights = ps.trainable * 4 + p.frozen_weights;
+  if (ps.quantized > 0) p.frozen_weights_f32 = ps.frozen * 4;
   p.gradients = ps.trainable * 4;
   p.optimizer = 2 * ps.trainable * 4;
   // A layer keeps activations once a gradient flows through it (a trainable tensor at or below it).
@@ -247,6 +281,9 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     p.runtime += std::min<int64_t>(int64_t{8} << 20, 2 * d.F * std::max(d.C, d.F) * 4);
     if (!ps.lm_head_trainable) p.runtime += std::max<int64_t>(1, in.threads) * (int64_t{1} << 20);
   }
+  // QLoRA: linear_4bit / linear_q dequantise a panel of W rows into f32 (half_panel_rows: at
+  // most 8 MiB) for the GEMM, in forward and in dx.
+  if (ps.quantized > 0) p.runtime += std::min<int64_t>(int64_t{8} << 20, ps.largest_quantized * 4);
   // bf16 compute (backends/cpu/gemm/bf16_compute.h): a linear's GEMM holds bf16 copies of its
   // two operands (at most an [N, max(F, q+2kv)] activation or gradient and the fused gate/up
   // weight), and the cross-entropy a bf16 lm_head (when it is f32) plus the chunk's x and dlogits.

@@ -31,6 +31,11 @@ struct ParamSummary {
   int64_t trainable = 0;  // elements: f32 in the arena, each with an f32 gradient and 2 moments
   int64_t frozen = 0;     // elements left in the model's storage
   int64_t base = 0;       // elements of the base model (what loading allocates)
+  // QLoRA (quantization_bit): frozen decoder projection elements held quantised (part of
+  // frozen) and the bytes they take then (codes + block scales, ops::QuantizedWeight::bytes).
+  int64_t quantized = 0;
+  int64_t quantized_bytes = 0;
+  int64_t largest_quantized = 0;  // elements of the largest quantised matrix (its f32 panel)
   bool embed_trainable = false;    // embedding backward builds a [V, C] f32 dW
   bool lm_head_trainable = false;  // the loss computes a [V, C] f32 dW in its forward
   bool final_norm_trainable = false;
@@ -64,7 +69,9 @@ struct MemoryPlanInputs {
 };
 
 struct MemoryPlan {
-  int64_t weights = 0;    // trainable (f32 arena) + frozen storage
+  int64_t weights = 0;    // trainable (f32 arena) + frozen storage (quantised under QLoRA)
+  int64_t frozen_weights = 0;  // the frozen storage alone
+  int64_t frozen_weights_f32 = 0;  // QLoRA only: what the frozen storage would take in f32
   int64_t gradients = 0;  // the arena's f32 gradients
   int64_t optimizer = 0;  // AdamW exp_avg + exp_avg_sq, f32
   int64_t activations_recompute = 0, activations_no_recompute = 0;  // saved by one micro-batch

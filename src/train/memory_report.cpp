@@ -29,6 +29,13 @@ std::string format_plan(const MemoryPlan& p) {
   };
   o << "memory plan (one micro-batch):";
   row("weights", p.weights);
+  if (p.frozen_weights_f32 > 0) {  // QLoRA: the quantised base against its f32 size
+    char note[96];
+    std::snprintf(note, sizeof note, "  (%lld bytes, %.3f of f32's %lld)", static_cast<long long>(p.frozen_weights),
+                  static_cast<double>(p.frozen_weights) / static_cast<double>(p.frozen_weights_f32),
+                  static_cast<long long>(p.frozen_weights_f32));
+    row("  of which frozen (QLoRA)", p.frozen_weights, note);
+  }
   row("gradients", p.gradients);
   row("optimizer (AdamW, f32)", p.optimizer);
   if (p.reference > 0) row("reference (copy / log-probs)", p.reference);

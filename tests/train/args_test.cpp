@@ -228,7 +228,7 @@ TEST(KeyTable, HoldsKeysFromEveryDataclassWithTheirStatus) {
   const Want wants[] = {
       {"model_name_or_path", KeyStatus::kImplemented, "model"},
       {"flash_attn", KeyStatus::kIgnored, "model"},
-      {"quantization_bit", KeyStatus::kNotImplemented, "model"},
+      {"quantization_bit", KeyStatus::kImplemented, "model"},  // QLoRA (docs/qlora.md)
       {"cutoff_len", KeyStatus::kImplemented, "data"},
       {"preprocessing_num_workers", KeyStatus::kIgnored, "data"},
       {"neat_packing", KeyStatus::kImplemented, "data"},

@@ -18,6 +18,7 @@ namespace {
 void register_kernels() {
   register_linear();
   register_linear_q();
+  register_linear_4bit();
   register_embedding();
   register_rms_norm();
   register_rope();

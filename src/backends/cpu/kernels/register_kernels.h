@@ -6,6 +6,7 @@ namespace unillm::cpu {
 
 void register_linear();
 void register_linear_q();  // weight-only int8 / int4 (ops/quant.h)
+void register_linear_4bit();  // bitsandbytes nf4 / fp4, QLoRA (ops/quant_4bit.h)
 void register_linear_backward();
 void register_lora_gemm();
 void register_embedding();
