@@ -19,77 +19,67 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import all_templates
+import lf_tool_formats as tf
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 IGNORE = -100
 
 # ---- template definitions (LLaMA-Factory's register_template calls, as data) -------------------
+# tests/data/templates/lf_templates.json holds the arguments of every register_template call of
+# LLaMA-Factory's template.py (tools/lf_templates.py reads them with ast); register() applies its
+# defaults.
 BOS, EOS = ("bos",), ("eos",)  # LF's {"bos_token"} / {"eos_token"} slots
-CHATML_USER = "<|im_start|>user\n{{content}}<|im_end|>\n<|im_start|>assistant\n"
-QWEN_OBS = "<|im_start|>user\n<tool_response>\n{{content}}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
-L3_USER = ("<|start_header_id|>user<|end_header_id|>\n\n{{content}}<|eot_id|>"
-           "<|start_header_id|>assistant<|end_header_id|>\n\n")
-L3_OBS = ("<|start_header_id|>ipython<|end_header_id|>\n\n{{content}}<|eot_id|>"
-          "<|start_header_id|>assistant<|end_header_id|>\n\n")
-VICUNA_SYSTEM = ("A chat between a curious user and an artificial intelligence assistant. "
-                 "The assistant gives helpful, detailed, and polite answers to the user's questions.")
+NOTHING = ("nothing",)  # a set slot naming neither: LF emits no id
 
 
-def register(user=None, assistant=None, system=None, observation=None, prefix=None, default_system="",
-             stop_words=(), efficient_eos=False, replace_eos=False, kind="plain"):
+def slots_of(raw):
+    out = []
+    for s in raw:
+        if isinstance(s, str):
+            out.append(s)
+        elif s.get("bos"):
+            out.append(BOS)
+        elif s.get("eos"):
+            out.append(EOS)
+        elif "token" in s:
+            out.append(("token", s["token"]))
+        else:
+            out.append(NOTHING)
+    return out
+
+
+def register(t):
     """LF's register_template defaults: assistant = content (+ eos unless efficient_eos), system =
-    content, observation = user."""
+    content, observation = user, function = the assistant slots as given in the default tool format."""
+    eff = t.get("efficient_eos", False)
+    default_slots = ["{{content}}"] if eff else ["{{content}}", EOS]
+    get = lambda k: slots_of(t[k]) if k in t else None  # noqa: E731
+    user, assistant = get("user"), get("assistant")
     return dict(
-        user=user or ["{{content}}"],
-        assistant=assistant or (["{{content}}"] if efficient_eos else ["{{content}}", EOS]),
-        system=system or ["{{content}}"],
-        observation=observation or user or ["{{content}}"],
-        prefix=prefix or [],
-        default_system=default_system, stop_words=list(stop_words), efficient_eos=efficient_eos,
-        replace_eos=replace_eos, kind=kind, thought=("<think>\n", "\n</think>\n\n"))
+        user=user or ["{{content}}"], assistant=assistant or default_slots, system=get("system") or ["{{content}}"],
+        observation=get("observation") or user or ["{{content}}"], prefix=get("prefix") or [],
+        function=get("function") or assistant or default_slots,
+        function_format=t.get("function_tool_format", "default"), tool_format=t.get("tool_format", "default"),
+        tools_slots=get("tools"), default_system=t.get("default_system", ""), stop_words=t.get("stop_words", []),
+        efficient_eos=eff, replace_eos=t.get("replace_eos", False), kind=t.get("template_class", "plain"),
+        thought=tuple(t.get("thought_words", ("<think>\n", "\n</think>\n\n"))),
+        tool_call=tuple(t.get("tool_call_words", ("<tool_call>", "</tool_call>"))))
 
 
-TEMPLATES = {
-    "alpaca": register(
-        user=["### Instruction:\n{{content}}\n\n### Response:\n"], assistant=["{{content}}", EOS, "\n\n"],
-        default_system="Below is an instruction that describes a task. "
-                       "Write a response that appropriately completes the request.\n\n"),
-    "chatml": register(
-        user=[CHATML_USER], assistant=["{{content}}<|im_end|>\n"], system=["<|im_start|>system\n{{content}}<|im_end|>\n"],
-        observation=["<|im_start|>tool\n{{content}}<|im_end|>\n<|im_start|>assistant\n"],
-        stop_words=["<|im_end|>", "<|im_start|>"], replace_eos=True),
-    "default": register(
-        user=["Human: {{content}}", EOS, "\nAssistant:"], assistant=["{{content}}", EOS, "\n"],
-        system=["System: {{content}}", EOS, "\n"]),
-    "empty": register(assistant=["{{content}}"]),
-    "llama2": register(user=[BOS, "[INST] {{content}} [/INST]"], system=["<<SYS>>\n{{content}}\n<</SYS>>\n\n"],
-                       kind="llama2"),
-    "llama3": register(
-        user=[L3_USER], assistant=["{{content}}<|eot_id|>"],
-        system=["<|start_header_id|>system<|end_header_id|>\n\n{{content}}<|eot_id|>"], observation=[L3_OBS],
-        prefix=[BOS], stop_words=["<|eot_id|>", "<|eom_id|>"], replace_eos=True),
-    "mistral": register(
-        user=["[INST] {{content}}[/INST]"], assistant=[" {{content}}", EOS], system=["{{content}}\n\n"],
-        observation=['[TOOL_RESULTS] {"content": {{content}}}[/TOOL_RESULTS]'], prefix=[BOS], kind="llama2"),
-    "qwen": register(
-        user=[CHATML_USER], assistant=["{{content}}<|im_end|>\n"], system=["<|im_start|>system\n{{content}}<|im_end|>\n"],
-        observation=[QWEN_OBS], default_system="You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
-        stop_words=["<|im_end|>"], replace_eos=True),
-    "qwen3": register(
-        user=[CHATML_USER], assistant=["{{content}}<|im_end|>\n"], system=["<|im_start|>system\n{{content}}<|im_end|>\n"],
-        observation=[QWEN_OBS], stop_words=["<|im_end|>"], replace_eos=True, kind="reasoning"),
-    "solar": register(user=["### User:\n{{content}}\n\n### Assistant:\n"], system=["### System:\n{{content}}\n\n"],
-                      efficient_eos=True),
-    "vicuna": register(user=["USER: {{content}} ASSISTANT:"], default_system=VICUNA_SYSTEM),
-}
+LF_TEMPLATES = json.loads((DATA / "templates" / "lf_templates.json").read_text(encoding="utf-8"))
+TEMPLATES = {t["name"]: register(t) for t in LF_TEMPLATES["templates"]}
+REASONING = ("reasoning", "glm47")
 
 
 # ---- rendering ---------------------------------------------------------------------------------
 class Renderer:
     """One template bound to one HF tokenizer, with LF's fix_special_tokens effect on EOS."""
 
-    def __init__(self, name, tok, enable_thinking=True):
+    def __init__(self, name, tok, enable_thinking=True, preserve_thinking=False):
         self.t, self.tok, self.enable_thinking = TEMPLATES[name], tok, enable_thinking
+        self.preserve_thinking = preserve_thinking
         self.eos = tok.eos_token_id
         if self.t["replace_eos"]:
             self.eos = self.token_id(self.t["stop_words"][0])
@@ -131,19 +121,47 @@ class Renderer:
                 out += [self.tok.bos_token_id] if self.tok.bos_token_id is not None else []
             elif e == EOS:
                 out += [self.eos]
+            elif e[0] == "token":
+                out += [self.token_id(e[1])]
         return out
 
-    def encode_messages(self, messages, system):
+    def tool_text(self, tools):
+        if not tools:
+            return ""
+        if self.t["tools_slots"]:  # a StringFormatter takes the raw JSON
+            return self.apply(self.t["tools_slots"], content=tools)[0]
+        parsed = json.loads(tools)
+        return tf.tool_text(self.t["tool_format"], parsed) if len(parsed) else ""
+
+    def function_text(self, content):
+        """FunctionFormatter.apply's content (Llama2Template passes no thought/tool-call words)."""
+        t, words = self.t, self.t["kind"] != "llama2"
+        fmt = t["function_format"]
+        call = words and re.search(re.escape(t["tool_call"][0]) + "(.*?)" + re.escape(t["tool_call"][1]), content,
+                                   re.DOTALL)
+        if call:
+            return content.replace(call.group(0), "") + tf.function_text(fmt, tf.parse_calls(call.group(1)))
+        thought = words and re.search(re.escape(t["thought"][0]) + "(.*?)" + re.escape(t["thought"][1]), content,
+                                      re.DOTALL)
+        body = content.replace(thought.group(0), "") if thought else content
+        text = tf.function_text(fmt, tf.parse_calls(body))
+        return thought.group(0) + text if thought else text
+
+    def encode_messages(self, messages, system, tools=""):
         t, system = self.t, system or self.t["default_system"]
         encoded = []
         for i, m in enumerate(messages):
             el, sys_text = [], ""
             if i == 0:
                 el += t["prefix"]
-                if system and t["kind"] == "llama2":
-                    sys_text = self.apply(t["system"], content=system)[0]
-                elif system:
-                    el += self.apply(t["system"], content=system)
+                if system or tools:
+                    tt = self.tool_text(tools)
+                    if t["kind"] == "moss_vl" and tools and not system:
+                        tt = tt.lstrip("\n")
+                    if t["kind"] == "llama2":
+                        sys_text = self.apply(t["system"], content=system + tt)[0]
+                    else:
+                        el += self.apply(t["system"], content=system + tt)
             role = m["role"]
             if role == "user":
                 kw = {"content": sys_text + m["content"]}
@@ -154,6 +172,8 @@ class Renderer:
                 el += self.apply(t["assistant"], content=m["content"])
             elif role == "observation":
                 el += self.apply(t["observation"], content=m["content"])
+            elif role == "function":
+                el += self.apply(t["function"], content=self.function_text(m["content"]))
             else:
                 raise SystemExit(f"role {role} not covered")
             encoded.append(self.ids(el))
@@ -168,19 +188,19 @@ class Renderer:
         a, b = self.t["thought"]
         return a.strip() in s or b.strip() in s
 
-    def empty_thought_ids(self):
-        return self.text("".join(self.t["thought"]))
+    def empty_thought_ids(self):  # Glm47ReasoningTemplate.add_thought(""): the close word alone
+        return self.text(self.t["thought"][1] if self.t["kind"] == "glm47" else "".join(self.t["thought"]))
 
-    def multiturn(self, messages, system, discard_history_thought=False):
+    def multiturn(self, messages, system, discard_history_thought=False, tools=""):
         messages = copy.deepcopy(messages)
-        reasoning = self.t["kind"] == "reasoning"
+        reasoning = self.t["kind"] in REASONING
         if reasoning and self.enable_thinking is False:
             for i in range(1, len(messages), 2):
                 messages[i]["content"] = self.remove_thought(messages[i]["content"])
         if reasoning and discard_history_thought:
             for i in range(1, len(messages) - 2, 2):
                 messages[i]["content"] = self.remove_thought(messages[i]["content"])
-        enc = self.encode_messages(messages, system)
+        enc = self.encode_messages(messages, system, tools)
         if reasoning:
             turns = [len(messages) - 2] if discard_history_thought else range(0, len(messages), 2)
             for i in turns:
@@ -191,17 +211,25 @@ class Renderer:
                         enc[i + 1] = self.empty_thought_ids() + enc[i + 1]
         return [(enc[i], enc[i + 1]) for i in range(0, len(enc), 2)]
 
-    def prompt(self, messages, system):  # encode_oneturn(messages + [assistant ""])[0]
-        messages = copy.deepcopy(messages) + [{"role": "assistant", "content": ""}]
-        reasoning = self.t["kind"] == "reasoning"
-        if reasoning:
+    def oneturn(self, messages, system, tools=""):  # Template / ReasoningTemplate.encode_oneturn
+        messages = copy.deepcopy(messages)
+        reasoning = self.t["kind"] in REASONING
+        if reasoning and not self.preserve_thinking:
             for i in range(1, len(messages) - 2, 2):
                 messages[i]["content"] = self.remove_thought(messages[i]["content"])
-        enc = self.encode_messages(messages, system)
-        prompt = [x for e in enc[:-1] for x in e]
-        if reasoning and not self.enable_thinking:
-            prompt += self.empty_thought_ids()
-        return prompt
+        if reasoning and self.enable_thinking is False:
+            messages[-1]["content"] = self.remove_thought(messages[-1]["content"])
+        enc = self.encode_messages(messages, system, tools)
+        prompt, response = [x for e in enc[:-1] for x in e], enc[-1]
+        if reasoning and not self.has_thought(messages[-1]["content"]):
+            if not self.enable_thinking:
+                prompt = prompt + self.empty_thought_ids()
+            else:
+                response = self.empty_thought_ids() + response
+        return prompt, response
+
+    def prompt(self, messages, system, tools=""):  # encode_oneturn(messages + [assistant ""])[0]
+        return self.oneturn(copy.deepcopy(messages) + [{"role": "assistant", "content": ""}], system, tools)[0]
 
 
 def infer_seqlen(source_len, target_len, cutoff_len):
@@ -216,9 +244,9 @@ def infer_seqlen(source_len, target_len, cutoff_len):
     return new_source, new_target
 
 
-def supervised(r, messages, system, cutoff_len, train_on_prompt, mask_history):
+def supervised(r, messages, system, cutoff_len, train_on_prompt, mask_history, tools=""):
     efficient = r.t["efficient_eos"]
-    pairs = r.multiturn(messages, system, discard_history_thought=mask_history)
+    pairs = r.multiturn(messages, system, discard_history_thought=mask_history, tools=tools)
     total = 1 if efficient else 0
     if mask_history:
         pairs = pairs[::-1]
@@ -343,6 +371,20 @@ SFT_CASES = [  # (template, tokenizer, messages, system, cutoff_len, train_on_pr
 ]
 
 
+# Records of data/glaive_toolcall_en_demo.json (sharegpt, from/value, a tools string) encoded as SFT
+# examples: record 0 has one function call and its observation, record 3 three of them, record 1
+# has tools "[]" (LLaMA-Factory then renders the system format even with no system prompt).
+GLAIVE_CASES = [("qwen", "qwen2", 0), ("llama3", "llama3", 0), ("mistral", "llama2", 0),
+                ("default", "llama2", 0), ("glm4", "llama2", 0), ("qwen3", "qwen2_think", 0),
+                ("qwen", "qwen2", 3), ("chatml", "qwen2", 1)]
+GLAIVE_ROLES = {"human": "user", "gpt": "assistant", "function_call": "function", "observation": "observation"}
+
+
+def glaive_record(k):
+    rec = json.loads((ROOT / "data" / "glaive_toolcall_en_demo.json").read_text(encoding="utf-8"))[k]
+    return [{"role": GLAIVE_ROLES[t["from"]], "content": t["value"]} for t in rec["conversations"]], rec["tools"]
+
+
 # Meta Llama 3 Instruct's chat_template (it trims message content; LLaMA-Factory's llama3 does not).
 LLAMA3_JINJA = (
     "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
@@ -373,20 +415,25 @@ def hf_cross_check(name, tok, messages, system, pairs, prompt):
     assert gen == prompt, f"{name} prompt differs from apply_chat_template"
 
 
-def template_entry(toks, name, tk, m, s, enable_thinking=True, discard=False):
-    r = Renderer(name, toks[tk], enable_thinking)
-    pairs = r.multiturn(m, s, discard_history_thought=discard)
-    prompt = r.prompt(m[:-1], s)
+def template_entry(toks, name, tk, m, s, enable_thinking=True, discard=False, tools="", preserve=False):
+    r = Renderer(name, toks[tk], enable_thinking, preserve)
+    pairs = r.multiturn(m, s, discard_history_thought=discard, tools=tools)
+    prompt = r.prompt(m[:-1], s, tools)
     if tk == "llama2":  # the slow (sentencepiece) tokenizer must agree with the fast one
-        slow = Renderer(name, toks["llama2_slow"], enable_thinking)
-        assert slow.multiturn(m, s) == pairs and slow.prompt(m[:-1], s) == prompt, name
+        slow = Renderer(name, toks["llama2_slow"], enable_thinking, preserve)
+        assert (slow.multiturn(m, s, discard_history_thought=discard, tools=tools) == pairs
+                and slow.prompt(m[:-1], s, tools) == prompt), name
     checked = jinja_checkable(name, m, s)
     if checked:
         hf_cross_check(name, toks[tk], m, s, pairs, prompt)
     e = {"template": name, "tokenizer": tk, "system": s, "messages": m,
          "pairs": [[p, q] for p, q in pairs], "prompt": prompt, "eos_id": r.eos, "stop_ids": r.stop_ids()}
-    if TEMPLATES[name]["kind"] == "reasoning":
+    if TEMPLATES[name]["kind"] in REASONING:
         e["enable_thinking"], e["discard_history_thought"] = enable_thinking, discard
+        if preserve:
+            e["preserve_thinking"] = True
+    if tools:
+        e["tools"] = tools
     if checked:
         e["hf_jinja_checked"] = True
     return e
@@ -401,13 +448,23 @@ def main():
         entries = [template_entry(toks, *c) for c in TEMPLATE_CASES]
         entries += [template_entry(toks, "qwen3", tk, m, s, et) for tk, m, s, et in QWEN3_CASES]
         entries += [template_entry(toks, "qwen3", "qwen2_think", COT, "", et, True) for et in (True, False)]
+        entries += [template_entry(toks, "qwen3", "qwen2_think", COT, "", et, preserve=True) for et in (True, False)]
+        every, skipped = all_templates.entries(toks, template_entry, TEMPLATES)
+        entries += every
         sft = []
         for name, tk, m, s, cutoff, top, mh in SFT_CASES:
             ids, labels = supervised(Renderer(name, toks[tk]), m, s, cutoff, top, mh)
             sft.append({"template": name, "tokenizer": tk, "system": s, "messages": m, "cutoff_len": cutoff,
                         "train_on_prompt": top, "mask_history": mh, "input_ids": ids, "labels": labels})
-    doc = {"generator": "tools/make_template_goldens.py", "think_ids": list(THINK_IDS),
-           "templates": entries, "supervised": sft}
+        for name, tk, record in GLAIVE_CASES:  # the bundled glaive_toolcall demo, tools column
+            m, tools = glaive_record(record)
+            ids, labels = supervised(Renderer(name, toks[tk]), m, "", 4096, False, False, tools)
+            sft.append({"template": name, "tokenizer": tk, "system": "", "messages": m, "tools": tools,
+                        "glaive_record": record, "cutoff_len": 4096, "train_on_prompt": False,
+                        "mask_history": False, "input_ids": ids, "labels": labels})
+    doc = {"generator": "tools/make_template_goldens.py", "lf_commit": LF_TEMPLATES["commit"],
+           "think_ids": list(THINK_IDS), "tool_date": tf.TOOL_DATE, "templates": entries, "supervised": sft,
+           "skipped": skipped, "tool_formats": all_templates.tool_format_goldens()}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))

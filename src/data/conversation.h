@@ -17,6 +17,7 @@ struct Conversation {
   // for user/assistant as LLaMA-Factory's sharegpt tags allow.
   std::vector<Message> messages;
   std::string system;  // "" = the template's default system prompt
+  std::string tools;   // "" or a JSON list of tool schemas (LLaMA-Factory's tools column)
   std::string source;  // "FILE line N" for messages about this record
 };
 

@@ -43,7 +43,8 @@ SupervisedExample encode_supervised(const Conversation& c, const ChatTemplate& t
     UNILLM_THROW(ConfigError, "[data] template '", t.name(),
                  "' does not support train_on_prompt (its EOS is added by the data processor)");
   const bool efficient = t.efficient_eos();
-  std::vector<EncodedTurn> turns = t.encode_multiturn(c.messages, c.system, o.mask_history);
+  std::vector<EncodedTurn> turns =
+      t.encode_multiturn(c.messages, c.system, o.mask_history, c.tools);
   if (o.mask_history) std::reverse(turns.begin(), turns.end());  // newest turn first
 
   SupervisedExample ex;

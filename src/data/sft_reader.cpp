@@ -14,13 +14,38 @@ using nlohmann::json;
 
 namespace {
 
+// LLaMA-Factory's _tools: the tools column's JSON list of tool schemas ("" when the column is
+// absent, null or empty). A list value is taken as that JSON (LLaMA-Factory expects the text).
+std::string tools_text(const json& obj, const std::optional<std::string>& key) {
+  if (!key) return "";
+  const json* v = find_key(obj, *key);
+  if (!v || v->is_null()) return "";
+  std::string text;
+  if (v->is_string())
+    text = v->get<std::string>();
+  else if (v->is_array())
+    text = v->empty() ? "" : v->dump();
+  else
+    bad("key '" + *key + "' is not a string or a list of tool schemas (got " + v->type_name() +
+        ")");
+  if (text.empty()) return "";
+  json parsed;
+  try {
+    parsed = json::parse(text);
+  } catch (const json::exception&) {
+    bad("key '" + *key + "' is not valid JSON");
+  }
+  if (!parsed.is_array()) bad("key '" + *key + "' is not a JSON list of tool schemas");
+  return text;
+}
+
 // LLaMA-Factory's AlpacaDatasetConverter.
 void convert_alpaca(const json& obj, const DatasetAttr& attr, Conversation& conv) {
   const SftColumns& c = attr.columns;
   conv.messages = alpaca_prompt(obj, c);
   conv.messages.push_back({Role::kAssistant, response_text(obj, *c.response)});
   if (c.system) conv.system = text_or_empty(obj, *c.system, false);
-  check_no_tools(obj, c.tools);
+  conv.tools = tools_text(obj, c.tools);
 }
 
 // LLaMA-Factory's SharegptDatasetConverter (non-ranking), broken examples reported.
@@ -36,7 +61,7 @@ void convert_sharegpt(const json& obj, const DatasetAttr& attr, Conversation& co
         ", expected an even number ending with an assistant turn");
   if (conv.messages.back().content.empty())
     bad("sharegpt turn " + std::to_string(turns.list_size) + " is empty (no response)");
-  check_no_tools(obj, attr.columns.tools);
+  conv.tools = tools_text(obj, attr.columns.tools);
 }
 
 // src or tgt: a string or a non-empty list of strings.

@@ -26,7 +26,10 @@ namespace unillm::data {
 // pairs, messages not a list of objects with string role and content); a role out of order
 // ("sharegpt turn 3 has role 'human', expected an assistant turn"; turns count from 1 over the
 // record's list, including a leading system message); an odd number of turns or none; a null,
-// missing or empty response; non-empty tools (not implemented). An empty file is an error too.
+// missing or empty response; a tools value that is not a JSON list of tool schemas (a string, as
+// LLaMA-Factory's glaive_toolcall data, or the list itself). An empty file is an error too.
+// Conversation::tools holds the tools JSON ("" when the column is absent, null or empty); function
+// calls are the sharegpt function_call turns, rendered by the template's function format.
 // max_samples counts records read, bad ones included (LLaMA-Factory selects rows before it drops
 // broken ones).
 ConversationSet read_conversations(const DatasetAttr& attr, const ReadOptions& opts);

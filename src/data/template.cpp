@@ -5,9 +5,11 @@
 #include "data/template.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "core/error.h"
 #include "data/error.h"
+#include "data/template_tools.h"
 
 namespace unillm::data {
 namespace {
@@ -37,11 +39,14 @@ class DefinedTemplate final : public ChatTemplate {
   DefinedTemplate(const TemplateDef& def, const io::Tokenizer& tok, const TemplateOptions& o);
 
   using ChatTemplate::encode_multiturn;
+  using ChatTemplate::encode_prompt;
+  const TemplateDef& def() const override { return def_; }
   std::vector<EncodedTurn> encode_multiturn(const std::vector<Message>& messages,
-                                            const std::string& system,
-                                            bool discard_history_thought) const override;
+                                            const std::string& system, bool discard_history_thought,
+                                            const std::string& tools) const override;
   std::vector<int32_t> encode_prompt(const std::vector<Message>& messages,
-                                     const std::string& system) const override;
+                                     const std::string& system,
+                                     const std::string& tools) const override;
   std::vector<int32_t> stop_ids() const override { return stop_ids_; }
   int32_t eos_id() const override { return eos_; }
   bool efficient_eos() const override { return def_.efficient_eos; }
@@ -51,17 +56,27 @@ class DefinedTemplate final : public ChatTemplate {
   int32_t require_token(const std::string& token) const;
   void check_roles(const std::vector<Message>& messages) const;
   // LLaMA-Factory's _encode: one id list per message.
-  std::vector<Ids> encode_messages(const std::vector<Message>& messages,
-                                   const std::string& system) const;
+  std::vector<Ids> encode_messages(const std::vector<Message>& messages, const std::string& system,
+                                   const std::string& tools) const;
+  std::string tool_text(const std::string& tools) const;
+  std::string function_text(const Message& m, size_t index) const;
   // StringFormatter.apply + _convert_elements_to_ids for one formatter, appended to out.
   void append_slots(const TemplateSlots& slots, const std::string& content, const std::string* idx,
                     Ids& out) const;
   void append_text(const std::string& text, Ids& out) const;
-  bool reasoning() const { return def_.template_class == TemplateClass::kReasoning; }
+  bool reasoning() const {
+    return def_.template_class == TemplateClass::kReasoning ||
+           def_.template_class == TemplateClass::kGlm47Reasoning;
+  }
   bool thinking() const { return opt_.enable_thinking.value_or(false); }  // Python truthiness
   std::string remove_thought(const std::string& s) const;
   bool has_thought(const std::string& s) const;
   Ids empty_thought_ids() const;
+  // ReasoningTemplate: the empty thought before a response without one, into the prompt
+  // (enable_thinking false/None) or the scored response.
+  void add_empty_thought(const std::string& response, Ids& prompt, Ids& response_ids) const;
+  EncodedTurn oneturn(const std::vector<Message>& messages, const std::string& system,
+                      const std::string& tools) const override;
 
   TemplateDef def_;
   const io::Tokenizer& tok_;
@@ -76,6 +91,14 @@ DefinedTemplate::DefinedTemplate(const TemplateDef& def, const io::Tokenizer& to
     : def_(def), tok_(tok), opt_(o) {
   name_ = def.name;
   default_system_ = o.default_system.value_or(def.default_system);
+  if (o.tool_format) {  // get_template_and_fix_tokenizer's data_args.tool_format
+    def_.tool_format = def_.function_format = *o.tool_format;
+    def_.format_tools.clear();
+    def_.format_function = {{TemplateSlot::Kind::kText, "{{content}}"}};
+    if (!def_.efficient_eos) def_.format_function.push_back({TemplateSlot::Kind::kEos, ""});
+  }
+  check_tool_format(def_.tool_format, "template '" + name_ + "'");
+  check_tool_format(def_.function_format, "template '" + name_ + "'");
   // fix_special_tokens: the first stop word replaces EOS; a tokenizer without EOS gets
   // <|endoftext|>. We cannot add tokens, so each must already be in the vocabulary.
   if (def.replace_eos) {
@@ -90,8 +113,9 @@ DefinedTemplate::DefinedTemplate(const TemplateDef& def, const io::Tokenizer& to
     if (auto id = tok.token_to_id(w)) stop_ids_.push_back(*id);
   std::sort(stop_ids_.begin(), stop_ids_.end());
   stop_ids_.erase(std::unique(stop_ids_.begin(), stop_ids_.end()), stop_ids_.end());
-  for (const TemplateSlots* slots : {&def.format_user, &def.format_assistant, &def.format_system,
-                                     &def.format_observation, &def.format_prefix})
+  for (const TemplateSlots* slots :
+       {&def_.format_user, &def_.format_assistant, &def_.format_system, &def_.format_observation,
+        &def_.format_prefix, &def_.format_function, &def_.format_tools})
     for (const TemplateSlot& s : *slots)
       if (s.kind == TemplateSlot::Kind::kToken) require_token(s.text);
 }
@@ -140,20 +164,86 @@ void DefinedTemplate::append_slots(const TemplateSlots& slots, const std::string
 void DefinedTemplate::check_roles(const std::vector<Message>& messages) const {
   for (size_t i = 0; i < messages.size(); ++i) {
     Role r = messages[i].role;
-    if (r == Role::kFunction)
-      UNILLM_THROW(NotImplemented, "[template] message ", i + 1,
-                   ": function-call messages are not supported");
     bool prompt_side = i % 2 == 0;
-    bool ok = prompt_side ? (r == Role::kUser || r == Role::kObservation) : r == Role::kAssistant;
+    bool ok = prompt_side ? (r == Role::kUser || r == Role::kObservation)
+                          : (r == Role::kAssistant || r == Role::kFunction);
     if (!ok)
       UNILLM_THROW(DataError, "[template] message ", i + 1, " has the wrong role: expected ",
-                   prompt_side ? "user or observation" : "assistant",
+                   prompt_side ? "user or observation" : "assistant or function",
                    " (messages alternate, starting with user; the system prompt is separate)");
   }
 }
 
+// Today as "%d %b %Y" (the llama3 tool prompt's date, as LLaMA-Factory's datetime.now()).
+std::string today() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%d %b %Y", &tm);
+  return buf;
+}
+
+// Python's str.replace(a, "") (every occurrence).
+std::string erase_all(std::string s, const std::string& a) {
+  if (a.empty()) return s;
+  for (size_t p = s.find(a); p != std::string::npos; p = s.find(a, p)) s.erase(p, a.size());
+  return s;
+}
+
+// re.search(escape(open) + "(.*?)" + escape(close), s, DOTALL): {whole match, group 1}.
+std::optional<std::pair<std::string, std::string>> find_wrapped(const std::string& s,
+                                                                const std::string& open,
+                                                                const std::string& close) {
+  size_t p = s.find(open);
+  if (p == std::string::npos) return std::nullopt;
+  size_t q = s.find(close, p + open.size());
+  if (q == std::string::npos) return std::nullopt;
+  return std::make_pair(s.substr(p, q + close.size() - p),
+                        s.substr(p + open.size(), q - p - open.size()));
+}
+
+}  // namespace
+
+// ToolFormatter.apply(content=tools)[0] (or a StringFormatter's first slot).
+std::string DefinedTemplate::tool_text(const std::string& tools) const {
+  if (tools.empty()) return "";
+  if (!def_.format_tools.empty()) {
+    std::string t = def_.format_tools.at(0).text;
+    replace_first(t, "{{content}}", tools);
+    return t;
+  }
+  nlohmann::ordered_json parsed;
+  try {
+    parsed = nlohmann::ordered_json::parse(tools);
+  } catch (const nlohmann::json::exception&) {
+    UNILLM_THROW(DataError, "[template] invalid JSON in the tools description: ", tools);
+  }
+  if (parsed.empty()) return "";
+  return format_tools(def_.tool_format, parsed, opt_.tool_date.empty() ? today() : opt_.tool_date);
+}
+
+// FunctionFormatter.apply's content: the call JSON (inside tool-call words, or beside a thought)
+// through the function format; Llama2Template passes no thought or tool-call words.
+std::string DefinedTemplate::function_text(const Message& m, size_t index) const {
+  const std::string where = "message " + std::to_string(index + 1);
+  const std::string& c = m.content;
+  const bool words = def_.template_class != TemplateClass::kLlama2;
+  auto call = words ? find_wrapped(c, def_.tool_call_open, def_.tool_call_close) : std::nullopt;
+  if (call) {
+    std::vector<FunctionCall> calls = parse_function_message(call->second, where);
+    return erase_all(c, call->first) + format_function_calls(def_.function_format, calls);
+  }
+  auto thought = words ? find_wrapped(c, def_.thought_open, def_.thought_close) : std::nullopt;
+  const std::string json_part = thought ? erase_all(c, thought->first) : c;
+  std::string text =
+      format_function_calls(def_.function_format, parse_function_message(json_part, where));
+  return thought ? thought->first + text : text;
+}
+
 std::vector<DefinedTemplate::Ids> DefinedTemplate::encode_messages(
-    const std::vector<Message>& messages, const std::string& system_in) const {
+    const std::vector<Message>& messages, const std::string& system_in,
+    const std::string& tools) const {
   const std::string& system = system_in.empty() ? default_system_ : system_in;
   const bool llama2 = def_.template_class == TemplateClass::kLlama2;
   std::vector<Ids> encoded;
@@ -162,13 +252,19 @@ std::vector<DefinedTemplate::Ids> DefinedTemplate::encode_messages(
     std::string system_text;  // Llama2Template: glued before the first user content
     if (i == 0) {
       append_slots(def_.format_prefix, "", nullptr, ids);
-      if (!system.empty() && llama2) {
-        const TemplateSlot& first = def_.format_system.at(0);
-        UNILLM_CHECK(first.kind == TemplateSlot::Kind::kText, "llama2-class system slot");
-        system_text = first.text;
-        replace_first(system_text, "{{content}}", system);
-      } else if (!system.empty()) {
-        append_slots(def_.format_system, system, nullptr, ids);
+      if (!system.empty() || !tools.empty()) {
+        std::string tt = tool_text(tools);
+        if (def_.template_class == TemplateClass::kMossVl && !tools.empty() && system.empty())
+          tt.erase(0, tt.find_first_not_of('\n') == std::string::npos ? tt.size()
+                                                                      : tt.find_first_not_of('\n'));
+        if (llama2) {
+          const TemplateSlot& first = def_.format_system.at(0);
+          UNILLM_CHECK(first.kind == TemplateSlot::Kind::kText, "llama2-class system slot");
+          system_text = first.text;
+          replace_first(system_text, "{{content}}", system + tt);
+        } else {
+          append_slots(def_.format_system, system + tt, nullptr, ids);
+        }
       }
     }
     const Message& m = messages[i];
@@ -177,6 +273,8 @@ std::vector<DefinedTemplate::Ids> DefinedTemplate::encode_messages(
       append_slots(def_.format_user, system_text + m.content, llama2 ? nullptr : &idx, ids);
     else if (m.role == Role::kAssistant)
       append_slots(def_.format_assistant, m.content, nullptr, ids);
+    else if (m.role == Role::kFunction)
+      append_slots(def_.format_function, function_text(m, i), nullptr, ids);
     else
       append_slots(def_.format_observation, m.content, nullptr, ids);
     encoded.push_back(std::move(ids));
@@ -207,15 +305,30 @@ bool DefinedTemplate::has_thought(const std::string& s) const {
          s.find(strip(def_.thought_close)) != std::string::npos;
 }
 
+// add_thought(""): open + close words (Glm47ReasoningTemplate: the close word alone).
 DefinedTemplate::Ids DefinedTemplate::empty_thought_ids() const {
   Ids ids;
-  append_text(def_.thought_open + def_.thought_close, ids);
+  if (def_.template_class == TemplateClass::kGlm47Reasoning)
+    append_text(def_.thought_close, ids);
+  else
+    append_text(def_.thought_open + def_.thought_close, ids);
   return ids;
+}
+
+void DefinedTemplate::add_empty_thought(const std::string& response, Ids& prompt,
+                                        Ids& response_ids) const {
+  if (has_thought(response)) return;
+  Ids thought = empty_thought_ids();
+  if (!thinking())  // not scored: the empty thought ends the prompt
+    prompt.insert(prompt.end(), thought.begin(), thought.end());
+  else  // scored: it starts the response
+    response_ids.insert(response_ids.begin(), thought.begin(), thought.end());
 }
 
 std::vector<EncodedTurn> DefinedTemplate::encode_multiturn(const std::vector<Message>& messages_in,
                                                            const std::string& system,
-                                                           bool discard_history_thought) const {
+                                                           bool discard_history_thought,
+                                                           const std::string& tools) const {
   if (messages_in.empty() || messages_in.size() % 2 != 0)
     UNILLM_THROW(DataError, "[template] encode_multiturn needs an even, non-zero number of ",
                  "messages (user/assistant pairs), got ", messages_in.size());
@@ -227,42 +340,49 @@ std::vector<EncodedTurn> DefinedTemplate::encode_multiturn(const std::vector<Mes
     for (size_t i = 1; i < n; i += 2) messages[i].content = remove_thought(messages[i].content);
   if (discard)  // keep only the last response's thought
     for (size_t i = 1; i + 2 < n; i += 2) messages[i].content = remove_thought(messages[i].content);
-  std::vector<Ids> enc = encode_messages(messages, system);
-  if (reasoning()) {
-    for (size_t i = discard ? n - 2 : 0; i < n; i += 2) {
-      if (has_thought(messages[i + 1].content)) continue;
-      Ids thought = empty_thought_ids();
-      if (!thinking())  // not scored: the empty thought ends the prompt
-        enc[i].insert(enc[i].end(), thought.begin(), thought.end());
-      else  // scored: it starts the response
-        enc[i + 1].insert(enc[i + 1].begin(), thought.begin(), thought.end());
-    }
-  }
+  std::vector<Ids> enc = encode_messages(messages, system, tools);
+  if (reasoning())
+    for (size_t i = discard ? n - 2 : 0; i < n; i += 2)
+      add_empty_thought(messages[i + 1].content, enc[i], enc[i + 1]);
   std::vector<EncodedTurn> turns;
   for (size_t i = 0; i < n; i += 2) turns.push_back({std::move(enc[i]), std::move(enc[i + 1])});
   return turns;
 }
 
+// Template.encode_oneturn / ReasoningTemplate.encode_oneturn.
+EncodedTurn DefinedTemplate::oneturn(const std::vector<Message>& messages_in,
+                                     const std::string& system, const std::string& tools) const {
+  if (messages_in.empty() || messages_in.size() % 2 != 0)
+    UNILLM_THROW(DataError, "[template] encode_oneturn needs an even, non-zero number of ",
+                 "messages (user/assistant pairs), got ", messages_in.size());
+  check_roles(messages_in);
+  std::vector<Message> messages = messages_in;
+  const size_t n = messages.size();
+  if (reasoning() && !opt_.preserve_thinking)
+    for (size_t i = 1; i + 2 < n; i += 2) messages[i].content = remove_thought(messages[i].content);
+  if (reasoning() && opt_.enable_thinking == false)
+    messages[n - 1].content = remove_thought(messages[n - 1].content);
+  std::vector<Ids> enc = encode_messages(messages, system, tools);
+  EncodedTurn out;
+  for (size_t i = 0; i + 1 < n; ++i)
+    out.prompt.insert(out.prompt.end(), enc[i].begin(), enc[i].end());
+  out.response = std::move(enc[n - 1]);
+  if (reasoning()) add_empty_thought(messages[n - 1].content, out.prompt, out.response);
+  return out;
+}
+
 std::vector<int32_t> DefinedTemplate::encode_prompt(const std::vector<Message>& messages_in,
-                                                    const std::string& system) const {
+                                                    const std::string& system,
+                                                    const std::string& tools) const {
   if (messages_in.size() % 2 != 1)
     UNILLM_THROW(DataError, "[template] encode_prompt needs an odd number of messages ending ",
                  "with the user turn, got ", messages_in.size());
   std::vector<Message> messages = messages_in;
   messages.push_back({Role::kAssistant, ""});
-  check_roles(messages);
-  const size_t n = messages.size();
-  if (reasoning())  // ReasoningTemplate.encode_oneturn strips the history's thoughts
-    for (size_t i = 1; i + 2 < n; i += 2) messages[i].content = remove_thought(messages[i].content);
-  std::vector<Ids> enc = encode_messages(messages, system);
-  Ids prompt;
-  for (size_t i = 0; i + 1 < n; ++i) prompt.insert(prompt.end(), enc[i].begin(), enc[i].end());
-  if (reasoning() && !thinking()) {  // the empty response has no thought
-    Ids thought = empty_thought_ids();
-    prompt.insert(prompt.end(), thought.begin(), thought.end());
-  }
-  return prompt;
+  return oneturn(messages, system, tools).prompt;
 }
+
+namespace {
 
 // Jinja chat templates whose rendering a built-in template reproduces.
 struct KnownJinja {
@@ -297,19 +417,6 @@ const KnownJinja kKnownJinja[] = {
 };
 
 }  // namespace
-
-EncodedTurn ChatTemplate::encode_oneturn(const std::vector<Message>& messages,
-                                         const std::string& system) const {
-  std::vector<EncodedTurn> turns = encode_multiturn(messages, system, true);
-  EncodedTurn out;
-  for (size_t i = 0; i < turns.size(); ++i) {
-    out.prompt.insert(out.prompt.end(), turns[i].prompt.begin(), turns[i].prompt.end());
-    if (i + 1 < turns.size())
-      out.prompt.insert(out.prompt.end(), turns[i].response.begin(), turns[i].response.end());
-  }
-  out.response = std::move(turns.back().response);
-  return out;
-}
 
 std::unique_ptr<ChatTemplate> ChatTemplate::from_def(const TemplateDef& def,
                                                      const io::Tokenizer& tok,

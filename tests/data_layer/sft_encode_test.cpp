@@ -37,7 +37,8 @@ TEST(EncodeSupervised, MatchesGoldens) {
     SCOPED_TRACE(c["template"].get<std::string>() + " cutoff " + c["cutoff_len"].dump() +
                  " train_on_prompt " + c["train_on_prompt"].dump() + " mask_history " +
                  c["mask_history"].dump());
-    auto t = ChatTemplate::by_name(c["template"], golden_tokenizer(c["tokenizer"]));
+    auto t =
+        ChatTemplate::by_name(c["template"], golden_tokenizer(c["tokenizer"]), golden_options(c));
     SupervisedOptions o;
     o.cutoff_len = c["cutoff_len"];
     o.train_on_prompt = c["train_on_prompt"];

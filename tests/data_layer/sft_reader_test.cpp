@@ -205,7 +205,7 @@ class BadRecords : public ::testing::Test {
                      "  {\"instruction\": \"i\", \"output\": \"o\", \"history\": [[\"a\"]]},\n"
                      "  {\"output\": \"o\"},\n"                         // 8
                      "  {\"instruction\": \"i\", \"output\": \"\"},\n"  // 9
-                     "  {\"instruction\": \"i\", \"output\": \"o\", \"tools\": \"[{}]\"},\n"
+                     "  {\"instruction\": \"i\", \"output\": \"o\", \"tools\": \"[{\"},\n"
                      "  {\"instruction\": [\"i\"], \"output\": \"o\"},\n"                // 11
                      "  {\"instruction\": \"i\", \"output\": \"o\", \"tools\": \"\"}\n"  // 12 ok
                      "]\n");
@@ -296,9 +296,11 @@ TEST_F(BadRecords, AlpacaEmptyResponseToolsAndTypes) {
   // Make the later ones first by cutting the file.
   dir_.write("al.json", "[{\"instruction\": \"i\", \"output\": \"\"}]");
   EXPECT_EQ(error_of("al"), p + " line 1: key 'output' is empty (no response)");
-  dir_.write("al.json", "[{\"instruction\": \"i\", \"output\": \"o\", \"tools\": \"[{}]\"}]");
+  dir_.write("al.json", "[{\"instruction\": \"i\", \"output\": \"o\", \"tools\": \"[{\"}]");
+  EXPECT_EQ(error_of("al"), p + " line 1: key 'tools' is not valid JSON");
+  dir_.write("al.json", "[{\"instruction\": \"i\", \"output\": \"o\", \"tools\": 3}]");
   EXPECT_EQ(error_of("al"),
-            p + " line 1: key 'tools' is non-empty: tool use is not implemented yet");
+            p + " line 1: key 'tools' is not a string or a list of tool schemas (got number)");
   dir_.write("al.json", "[{\"instruction\": [\"i\"], \"output\": \"o\"}]");
   EXPECT_EQ(error_of("al"), p + " line 1: key 'instruction' is not a string (got array)");
 }
