@@ -26,8 +26,9 @@ const Command kCommands[] = {
     {"preprocess", cmd_preprocess, "tokenise text into a token corpus (input_dir)"},
     {"train", cmd_train, "train from a LLaMA-Factory-style YAML config"},
     {"export", cmd_export, "merge LoRA adapters into the base model and save an HF dir; --format gguf"},
-    {"chat", cmd_chat, "interactive chat through a chat template"},
+    {"chat", cmd_chat, "interactive chat through a chat template; chat CONFIG.yaml as LLaMA-Factory"},
     {"serve", cmd_serve, "serve a model over an OpenAI-compatible HTTP API"},
+    {"api", cmd_api, "serve LLaMA-Factory's inference YAML (llamafactory-cli api cfg.yaml)"},
     {"init", cmd_init, "randomly initialised model from a config.json"},
     {"env", cmd_env, "describe this build and machine"},
 };

@@ -1,6 +1,7 @@
 // `unillm chat`: an interactive, streaming, multi-turn conversation through a chat template
 // (LLaMA-Factory's `llamafactory-cli chat`). One line of stdin is one user turn; `/clear` forgets
-// the history, `/exit` (or end of input) quits.
+// the history, `/exit` (or end of input) quits. `unillm chat cfg.yaml` reads LLaMA-Factory's inference
+// YAML instead of flags (inference_config.h).
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/inference_config.h"
 #include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "data/sft.h"
@@ -19,7 +21,7 @@ namespace unillm::cli {
 namespace {
 
 struct ChatFlags {
-  std::string model, template_name, system;
+  std::string model, template_name, system, enable_thinking;
   std::vector<std::string> adapters;
   SamplingFlags sampling;
   RuntimeOptions runtime;
@@ -40,6 +42,8 @@ std::vector<int32_t> fit_prompt(const data::ChatTemplate& t, std::vector<data::M
 }  // namespace
 
 int cmd_chat(const std::vector<std::string>& args) {
+  // `unillm chat cfg.yaml`: LLaMA-Factory's inference YAML, as `llamafactory-cli chat cfg.yaml`.
+  if (!args.empty() && is_config_file(args[0])) return cmd_chat(inference_flags_from_config(args, false));
   ChatFlags f;
   ArgParser p("chat", "Chat with a model through a chat template (stdin lines are user turns; "
                       "/clear forgets the history, /exit quits).");
@@ -48,6 +52,8 @@ int cmd_chat(const std::vector<std::string>& args) {
   p.option("template", "chat template name (default: from the model's chat_template)",
            &f.template_name);
   p.option("system", "system prompt (default: the template's)", &f.system);
+  p.option("enable-thinking", "reasoning templates: true (default) or false (LLaMA-Factory's enable_thinking)",
+           &f.enable_thinking);
   add_sampling_options(p, f.sampling);
   add_runtime_options(p, f.runtime);
   add_inference_options(p, f.inference);
@@ -59,6 +65,7 @@ int cmd_chat(const std::vector<std::string>& args) {
   if (f.template_name.empty())
     std::fprintf(stderr, "unillm: chat template '%s'%s\n", choice.name.c_str(),
                  choice.name == "empty" ? " (the model has none; give --template, e.g. alpaca)" : " (from the model's chat_template)");
+  apply_enable_thinking(f.enable_thinking, choice.options);
   auto tmpl = data::ChatTemplate::by_name(choice.name, *tok, choice.options);
   std::vector<int32_t> eos = tmpl->stop_ids();
   std::vector<int32_t> unused;

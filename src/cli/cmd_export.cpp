@@ -8,6 +8,9 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
+#include "data/sft.h"
+#include "data/template_export.h"
+#include "io/json_file.h"
 #include "io/tokenizer.h"
 #include "models/adapter.h"
 #include "models/inference_bundle.h"
@@ -31,6 +34,31 @@ std::string format_flag(const std::vector<std::string>& args) {
     if (args[i].rfind("--format=", 0) == 0) return args[i].substr(9);
   }
   return "";
+}
+
+// LLaMA-Factory's export also writes the template: as the Jinja chat_template of
+// tokenizer_config.json (when a template is named and the tokenizer has none, or the template is
+// one that replaces it) and as an Ollama Modelfile.
+void write_template_files(const train::TrainArgs& a, const std::string& tokenizer_dir, const std::string& out) {
+  auto tok = io::Tokenizer::load(tokenizer_dir);
+  const auto choice = data::choose_template(a.template_name, tokenizer_dir);
+  auto tmpl = data::ChatTemplate::by_name(choice.name, *tok, train::template_options(a, choice.options));
+  const fs::path cfg = fs::path(out) / "tokenizer_config.json";
+  if (!a.template_name.empty()) {
+    nlohmann::ordered_json j = fs::exists(cfg) ? nlohmann::ordered_json::parse(io::read_file_bytes(cfg.string()))
+                                               : nlohmann::ordered_json::object();
+    if (!j.contains("chat_template") || data::replaces_jinja_template(choice.name)) {
+      if (auto jinja = data::jinja_chat_template(*tmpl, *tok)) {
+        j["chat_template"] = *jinja;
+        io::write_file_atomic(cfg.string(), j.dump(2) + "\n");
+        std::fprintf(stderr, "[export] chat_template of template '%s' written to %s\n", choice.name.c_str(), cfg.c_str());
+      } else {
+        std::fprintf(stderr, "[export] template '%s' names a token in its slots: no Jinja chat_template written "
+                     "(as LLaMA-Factory)\n", choice.name.c_str());
+      }
+    }
+  }
+  io::write_file_atomic((fs::path(out) / "Modelfile").string(), data::ollama_modelfile(*tmpl, *tok));
 }
 }  // namespace
 
@@ -66,7 +94,7 @@ int cmd_export(const std::vector<std::string>& args) {
       overrides.push_back(args[i].rfind("--", 0) == 0 ? args[i].substr(2) : args[i]);
   }
   setup_runtime(runtime);
-  train::TrainArgs a = train::load_train_args(args[0], overrides);
+  train::TrainArgs a = train::load_train_args(args[0], overrides, train::ConfigUse::kExport);
   for (const auto& w : a.warnings) std::fprintf(stderr, "unillm: warning: %s\n", w.c_str());
   if (a.export_dir.empty())
     UNILLM_THROW(ConfigError, "[export] ", args[0], ": export_dir is required");
@@ -103,6 +131,7 @@ int cmd_export(const std::vector<std::string>& args) {
     bo.source_dir = base;
     bo.max_shard_bytes = static_cast<size_t>(a.export_size * 1e9);
     models::save_inference_bundle(*model, plan, a.export_dir, bo);
+    write_template_files(a, base, a.export_dir);
     std::printf("exported %s%s -> %s (inference bundle)\n", base.c_str(),
                 a.adapter_name_or_path.empty() ? "" : " + adapters", a.export_dir.c_str());
     return 0;
@@ -118,6 +147,7 @@ int cmd_export(const std::vector<std::string>& args) {
   }
   so.generation_config_dir = base;
   models::save_pretrained(*model, a.export_dir, so);
+  write_template_files(a, so.tokenizer_dir, a.export_dir);
   std::printf("exported %s%s -> %s\n", base.c_str(),
               a.adapter_name_or_path.empty() ? "" : " + adapters", a.export_dir.c_str());
   return 0;

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/inference_config.h"
 #include "core/error.h"
 #include "data/sft.h"
 #include "models/adapter.h"
@@ -19,8 +20,8 @@ namespace unillm::cli {
 namespace {
 
 struct ServeFlags {
-  std::string model, host = "127.0.0.1", api_key, served_name, template_name;
-  std::vector<std::string> adapters;
+  std::string model, host = "127.0.0.1", api_key, served_name, template_name, enable_thinking;
+  std::vector<std::string> adapters, base_adapters;
   int64_t port = 8000, max_num_seqs = 32, max_batched = 256, block_size = 16;
   int64_t kv_memory_mib = 0, num_kv_blocks = 0, max_model_len = 0, max_queue = 256;
   bool no_prefix_caching = false;
@@ -55,17 +56,32 @@ std::thread stop_on_signals(serve::Server& server, sigset_t set) {
 
 }  // namespace
 
+// `unillm api cfg.yaml`: LLaMA-Factory's `llamafactory-cli api cfg.yaml` — the inference YAML's
+// model, adapters and template served by `serve` (inference_config.h).
+int cmd_api(const std::vector<std::string>& args) {
+  if (args.empty() || !is_config_file(args[0])) {
+    std::printf("usage: unillm api CONFIG.yaml [key=value ...] [serve flags: --host, --port, ...]\n"
+                "Serves LLaMA-Factory's inference YAML (model_name_or_path, adapter_name_or_path, template)\n"
+                "over the OpenAI-compatible API of `unillm serve` (docs/serving.md).\n");
+    return args.empty() || args[0] != "--help" ? 2 : 0;
+  }
+  return cmd_serve(inference_flags_from_config(args, true));
+}
+
 int cmd_serve(const std::vector<std::string>& args) {
   const sigset_t stop_signals = block_stop_signals();  // before any thread starts
   ServeFlags f;
   ArgParser p("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/serving.md).");
   p.option("model", "model dir (config.json, safetensors, tokenizer files)", &f.model);
   p.repeated("adapter", "NAME=DIR: a PEFT LoRA adapter served as model NAME (repeatable)", &f.adapters);
+  p.repeated("base-adapter", "DIR: a PEFT LoRA adapter applied to the served base model (repeatable)",
+             &f.base_adapters);
   p.option("host", "address to listen on (default 127.0.0.1: this machine only)", &f.host);
   p.option("port", "port (default 8000; 0 = any free one, printed at start)", &f.port);
   p.option("api-key", "require Authorization: Bearer KEY on /v1/* and /tokenize", &f.api_key);
   p.option("served-model-name", "the base model's name in requests (default: the model dir's name)", &f.served_name);
   p.option("template", "chat template for /v1/chat/completions (default: from the model's chat_template)", &f.template_name);
+  p.option("enable-thinking", "reasoning templates: true (default) or false", &f.enable_thinking);
   p.option("max-num-seqs", "sequences per step (default 32)", &f.max_num_seqs);
   p.option("max-num-batched-tokens", "tokens per step: decodes first, prompts chunked to the rest (default 256: bench/serving.md)", &f.max_batched);
   p.option("block-size", "KV cache block size in tokens (default 16)", &f.block_size);
@@ -100,13 +116,14 @@ int cmd_serve(const std::vector<std::string>& args) {
     names.push_back(a.substr(0, eq));
     dirs.push_back(a.substr(eq + 1));
   }
-  auto [tok, model] = load_model(f.model, {}, device, &f.inference);
+  auto [tok, model] = load_model(f.model, f.base_adapters, device, &f.inference);
   for (size_t i = 0; i < names.size(); ++i) models::load_adapter(*model, dirs[i], names[i]);
   model->set_active_adapters({});  // "" in a request = the base model; adapters by name
   const auto& cfg = model->config();
 
   std::unique_ptr<data::ChatTemplate> tmpl;
-  const auto choice = data::choose_template(f.template_name, f.model);
+  auto choice = data::choose_template(f.template_name, f.model);
+  apply_enable_thinking(f.enable_thinking, choice.options);
   if (choice.name != "empty" || !f.template_name.empty())
     tmpl = data::ChatTemplate::by_name(choice.name, *tok, choice.options);
   std::vector<int32_t> eos = cfg.eos_token_ids;

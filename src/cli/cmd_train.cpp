@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/predict.h"
 #include "core/error.h"
 #include "train/key_table.h"
 #include "train/memory_plan.h"
@@ -101,6 +102,13 @@ int cmd_train(const std::vector<std::string>& args) {
       if (step == kill_in_save) raise(SIGKILL);
     };
   if (kill_in_final_save) hooks.before_output_commit = [] { raise(SIGKILL); };
+  // do_predict with predict_with_generate: generation and BLEU/ROUGE after training, or alone
+  // when do_train is off (LLaMA-Factory's nlg_eval example).
+  const bool generate = targs.do_predict && targs.predict_with_generate;
+  if (generate && !targs.do_train) {
+    predict_with_generate(targs, false);
+    return 0;
+  }
   auto r = train::run_training(targs, hooks);
   std::printf(
       "trained %lld steps: train_loss=%.6f%s%s -> %s\n", static_cast<long long>(r.steps),
@@ -108,6 +116,7 @@ int cmd_train(const std::vector<std::string>& args) {
       r.final_eval_loss >= 0 ? (" eval_loss=" + std::to_string(r.final_eval_loss)).c_str() : "",
       r.test_loss >= 0 ? (" test_loss=" + std::to_string(r.test_loss)).c_str() : "",
       r.output_dir.c_str());
+  if (generate) predict_with_generate(targs, true);
   return 0;
 }
 

@@ -22,6 +22,7 @@ int export_gguf(const std::vector<std::string>& args);
 int export_inference_model(const std::vector<std::string>& args);
 int cmd_chat(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
+int cmd_api(const std::vector<std::string>& args);  // cmd_serve.cpp
 int cmd_preprocess(const std::vector<std::string>& args);
 // Prints p.help() to stdout and returns 0.
 int print_help(const ArgParser& p);

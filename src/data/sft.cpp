@@ -10,6 +10,7 @@
 #include "data/dataset_info.h"
 #include "data/error.h"
 #include "data/packing.h"
+#include "data/template_export.h"
 #include "data/sft_encode.h"
 #include "data/sft_reader.h"
 #include "data/split.h"
@@ -215,6 +216,13 @@ TemplateChoice choose_template(const std::string& requested, const std::string& 
   const std::string jinja = read_chat_template(model_dir);
   if (jinja.empty()) return {"empty", {}};  // LLaMA-Factory's fallback
   TemplateChoice c{recognize_jinja_template(jinja), {}};
+  if (c.name.empty()) {  // a template exported by unillm or LLaMA-Factory (template_export.h)
+    try {
+      c.name = template_of_exported_jinja(jinja, *io::Tokenizer::load(model_dir));
+    } catch (const Error&) {  // no loadable tokenizer here: the error below says what to do
+    }
+    if (!c.name.empty()) return c;
+  }
   if (c.name.empty())
     UNILLM_THROW(ConfigError, "[data] ", model_dir,
                  "/tokenizer_config.json: its Jinja chat_template is not one unillm maps to a "

@@ -26,6 +26,21 @@ struct ResumeFrom {
   std::string path;         // kPath
 };
 
+// The command a config is read for. Every command classifies keys by the same table
+// (key_table.h): refused and unknown keys are refused by all; an implemented key that this
+// command does not use is accepted with a warning naming the command (config_use.cpp).
+enum class ConfigUse { kTrain, kExport, kChat };
+const char* config_use_name(ConfigUse use);  // "train", "export", "chat"
+
+// LLaMA-Factory's GeneratingArguments, read by `chat`/`api` configs (nullopt: not given, then
+// LLaMA-Factory's defaults apply: docs/inference-config.md). Training ignores them.
+struct GeneratingKeys {
+  std::optional<bool> do_sample, skip_special_tokens, enable_thinking;
+  std::optional<double> temperature, top_p, repetition_penalty, length_penalty;
+  std::optional<int64_t> top_k, num_beams, max_new_tokens;
+  std::optional<std::string> default_system;
+};
+
 struct TrainArgs {
   // --- model
   std::string model_name_or_path;  // as given; see resolve_model_path()
@@ -38,6 +53,11 @@ struct TrainArgs {
   bool train_from_scratch = false;
   // --- data
   std::string template_name;                       // key `template`
+  // LLaMA-Factory's DataArguments for the template (data::TemplateOptions; template_options()):
+  // tool_format replaces the template's tool/function formats, preserve_thinking keeps earlier
+  // thoughts. default_system and enable_thinking are kept in `generating` (chat reads them too).
+  std::optional<std::string> tool_format;
+  bool preserve_thinking = false;
   std::vector<std::string> dataset, eval_dataset;  // comma lists, trimmed
   std::string dataset_dir = "data";
   int64_t cutoff_len = 2048;
@@ -116,8 +136,12 @@ struct TrainArgs {
   bool overwrite_output_dir = false;
   bool do_train = false;
   bool do_eval = false;              // set when eval_strategy != "no" (as HF)
-  // Evaluate the test part of `split` after training (run_pretrain.py); input_dir only.
+  // input_dir corpora: the loss over the test part of `split` after training (run_pretrain.py).
+  // LLaMA-Factory data with predict_with_generate (stage sft): generate a response for every
+  // eval_dataset prompt, after training or without it (do_train false), and score them
+  // (generated_predictions.jsonl, predict_results.json: BLEU-4, ROUGE-1/2/L; cli/predict.cpp).
   bool do_predict = false;
+  bool predict_with_generate = false;
   bool eval_on_start = false;        // HF: evaluate once before the first step
   std::string eval_strategy = "no";  // no | steps | epoch
   int64_t per_device_train_batch_size = 8;
@@ -166,6 +190,16 @@ struct TrainArgs {
   // arithmetic (ops/matmul_compute.h); false keeps f32 arithmetic (the only path without it).
   bool bf16_compute = true;
 
+  // The last step is also a checkpoint when save_strategy is not "no": HF's DefaultFlowCallback
+  // does so; PaddleNLP's (a copy of an older HF) does not, so its JSON files turn this off.
+  bool save_final_step = true;
+  // HF's save_only_model: checkpoints hold the weights only (no optimizer state: not resumable).
+  bool save_only_model = false;
+
+  ConfigUse use = ConfigUse::kTrain;  // the command it was read for
+  GeneratingKeys generating;           // ConfigUse::kChat only
+  std::string infer_backend;           // ConfigUse::kChat only ("" = not given)
+
   std::string config_path;            // the file it came from
   Device device;                      // where the run trains (the CLI's --device; not a key)
   std::vector<std::string> warnings;  // one line each, for the CLI to print
@@ -187,7 +221,8 @@ int64_t resolve_interval(double steps, int64_t total_steps);
 // YAML syntax with line and column, unknown key with a did-you-mean, wrong type or range) or
 // NotImplemented (a not-implemented key or value), each naming the file (or "command line") and
 // the key.
-TrainArgs load_train_args(const std::string& path, const std::vector<std::string>& overrides);
+TrainArgs load_train_args(const std::string& path, const std::vector<std::string>& overrides,
+                          ConfigUse use = ConfigUse::kTrain);
 // A PaddleNLP JSON argument file through the documented key map (docs/paddlenlp.md): with
 // input_dir, llm/run_pretrain.py's semantics (stage pt from a token corpus, its annealing LR
 // schedule, do_predict on split's test part); otherwise llm/run_finetune.py's (stage sft;
@@ -199,7 +234,12 @@ TrainArgs parse_paddle_args(const std::string& json_text, const std::string& sou
                             const std::vector<std::string>& overrides = {});
 // Same from YAML text; source names it in messages.
 TrainArgs parse_train_args(const std::string& yaml_text, const std::string& source,
-                           const std::vector<std::string>& overrides = {});
+                           const std::vector<std::string>& overrides = {},
+                           ConfigUse use = ConfigUse::kTrain);
+
+// The template options the config asks for (enable_thinking, default_system, tool_format,
+// preserve_thinking) over base (what choose_template found, e.g. a Jinja's default system).
+data::TemplateOptions template_options(const TrainArgs& args, data::TemplateOptions base);
 
 // The data layer's view of the arguments (stage pt; stage sft adds its keys).
 data::DataOptions data_options(const TrainArgs& args);

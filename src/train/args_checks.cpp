@@ -106,14 +106,30 @@ void check_best_model(TrainArgs& a, const std::string& where) {
     a.greater_is_better = a.metric_for_best_model != "loss";  // HF: true unless loss
 }
 
-// do_predict evaluates the test part of split (run_pretrain.py); PaddleNLP's check_data_split
-// refuses a zero test weight.
+// do_predict: on an input_dir corpus, the loss over the test part of split (run_pretrain.py; its
+// check_data_split refuses a zero test weight); on LLaMA-Factory data, generation with
+// predict_with_generate (its parser's rules: stage sft, predictions need it, eval_dataset).
 void check_predict(const TrainArgs& a, const std::string& where) {
-  if (!a.do_predict) return;
-  if (a.input_dir.empty())
+  if (a.predict_with_generate && a.stage != "sft")
+    UNILLM_THROW(ConfigError, "[config] ", where, ": predict_with_generate needs stage: sft (LLaMA-Factory)");
+  if (a.predict_with_generate && a.do_eval)
     UNILLM_THROW(NotImplemented, "[config] ", where,
-                 ": do_predict is implemented for input_dir corpora only (it evaluates the test "
-                 "part of split)");
+                 ": predict_with_generate with evaluation (do_eval / eval_strategy): generating during "
+                 "evaluation is not implemented; do_predict generates and scores the eval_dataset");
+  if (!a.do_predict) return;
+  if (a.input_dir.empty()) {
+    if (!a.predict_with_generate)
+      UNILLM_THROW(ConfigError, "[config] ", where,
+                   ": do_predict on LLaMA-Factory datasets needs predict_with_generate: true (as LLaMA-Factory: "
+                   "\"Please enable `predict_with_generate` to save model predictions\")");
+    if (a.eval_dataset.empty())
+      UNILLM_THROW(ConfigError, "[config] ", where,
+                   ": do_predict needs eval_dataset (the prompts to answer; a val_size split is not predicted)");
+    return;
+  }
+  if (a.predict_with_generate)
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": predict_with_generate answers eval_dataset prompts; an input_dir corpus has none");
   if (data::parse_split(a.split)[2] <= 0)
     UNILLM_THROW(ConfigError, "[config] ", where,
                  ": do_predict needs a test weight in split (its third part), got '", a.split, "'");
@@ -148,27 +164,36 @@ void check_preference(const TrainArgs& a, const std::string& where) {
 
 }  // namespace
 
-void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given) {
-  if (a.model_name_or_path.empty())
-    UNILLM_THROW(ConfigError, "[config] ", where, ": model_name_or_path is required");
-  check_implemented(where, given, "stage", a.stage, {"pt", "sft", "rm", "dpo", "kto"});
-  check_implemented(where, given, "finetuning_type", a.finetuning_type, {"lora", "freeze", "full"});
-  check_preference(a, where);
-  finish_finetune_args(a, where);
+void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given,
+                 Problems& problems) {
+  // Each rule runs even when an earlier one failed, so one run reports them all; a rule that
+  // reads a key which itself failed sees its default instead.
+  auto rule = [&](auto&& fn) { problems.attempt(fn); };
+  if (a.model_name_or_path.empty() && !given.count("model_name_or_path"))
+    problems.add(UNILLM_MSG("[config] ", where, ": model_name_or_path is required"), true);
+  const bool stage_ok = problems.attempt(
+      [&] { check_implemented(where, given, "stage", a.stage, {"pt", "sft", "rm", "dpo", "kto"}); });
+  rule([&] { check_implemented(where, given, "finetuning_type", a.finetuning_type, {"lora", "freeze", "full"}); });
+  if (stage_ok) rule([&] { check_preference(a, where); });
+  finish_finetune_args(a, where, problems);
   if (!a.packing_given) a.packing = a.stage == "pt";  // LLaMA-Factory's parser
   if (a.data_cutoff_len() < 1)
-    UNILLM_THROW(ConfigError, "[config] ", where,
-                 ": cutoff_len must be >= 2 with packing: true "
-                 "(LLaMA-Factory packs blocks of cutoff_len - 1 then)");
-  if (a.do_train && a.dataset.empty() && a.dataset_name_or_path.empty() && a.input_dir.empty())
-    UNILLM_THROW(ConfigError, "[config] ", where, ": do_train needs a training 'dataset'");
-  check_eval(a, where);
-  check_best_model(a, where);
-  check_predict(a, where);
-  check_scheduler(a, where);
+    problems.add(UNILLM_MSG("[config] ", where,
+                            ": cutoff_len must be >= 2 with packing: true "
+                            "(LLaMA-Factory packs blocks of cutoff_len - 1 then)"),
+                 true);
+  if (a.do_train && a.dataset.empty() && a.dataset_name_or_path.empty() && a.input_dir.empty() &&
+      !given.count("dataset"))
+    problems.add(UNILLM_MSG("[config] ", where, ": do_train needs a training 'dataset'"), true);
+  rule([&] { check_eval(a, where); });
+  if (stage_ok) rule([&] { check_best_model(a, where); });
+  rule([&] { check_predict(a, where); });
+  rule([&] { check_scheduler(a, where); });
   if (a.bf16 && a.fp16)
-    UNILLM_THROW(ConfigError, "[config] ", where, ": bf16 and fp16 are both true; set at most one (as HF TrainingArguments)");
-  if (!a.do_train && !a.do_eval)
+    problems.add(UNILLM_MSG("[config] ", where,
+                            ": bf16 and fp16 are both true; set at most one (as HF TrainingArguments)"),
+                 true);
+  if (!a.do_train && !a.do_eval && !a.do_predict && a.use == ConfigUse::kTrain)
     a.warnings.push_back(
         UNILLM_MSG("[config] ", where, ": neither do_train nor do_eval is set: nothing to do"));
 }

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "data/template.h"
 #include "train/args_internal.h"
 #include "train/key_table.h"
 
@@ -154,8 +155,16 @@ const std::map<std::string, Setter>& setters() {
        [](TrainArgs& a, const Field& f) { a.disable_gradient_checkpointing = get_bool(f); }},
       {"train_from_scratch",
        [](TrainArgs& a, const Field& f) { a.train_from_scratch = get_bool(f); }},
-      {"template", [](TrainArgs& a,
-                      const Field& f) { a.template_name = f.node.IsNull() ? "" : get_string(f); }},
+      {"template", [](TrainArgs& a, const Field& f) {
+         a.template_name = f.node.IsNull() ? "" : get_string(f);
+         // Checked here, not when the data is loaded, so `export` and `chat` refuse what `train`
+         // refuses and every problem of the file is listed at once.
+         if (!a.template_name.empty() && !data::find_template_def(a.template_name)) {
+           std::string known;
+           for (const auto& n : data::ChatTemplate::names()) known += (known.empty() ? "" : ", ") + n;
+           bad_value(f, "a template name unillm has (" + known + ")");
+         }
+       }},
       {"dataset", [](TrainArgs& a, const Field& f) { a.dataset = get_list(f); }},
       {"eval_dataset", [](TrainArgs& a, const Field& f) { a.eval_dataset = get_list(f); }},
       {"dataset_dir", [](TrainArgs& a, const Field& f) { a.dataset_dir = get_string(f); }},
@@ -245,6 +254,20 @@ const std::map<std::string, Setter>& setters() {
       {"do_eval", [](TrainArgs& a, const Field& f) { a.do_eval = get_bool(f); }},
       {"eval_on_start", [](TrainArgs& a, const Field& f) { a.eval_on_start = get_bool(f); }},
       {"do_predict", [](TrainArgs& a, const Field& f) { a.do_predict = get_bool(f); }},
+      {"predict_with_generate", [](TrainArgs& a, const Field& f) { a.predict_with_generate = get_bool(f); }},
+      {"save_only_model", [](TrainArgs& a, const Field& f) { a.save_only_model = get_bool(f); }},
+      {"tool_format", [](TrainArgs& a, const Field& f) {
+         if (f.node.IsNull()) return;
+         a.tool_format = get_choice(f, {"default", "glm4", "glm4_moe", "ling", "llama3", "mistral", "qwen",
+                                        "qwen3_5", "seed_oss"});
+       }},
+      {"preserve_thinking", [](TrainArgs& a, const Field& f) { a.preserve_thinking = get_bool(f); }},
+      {"default_system", [](TrainArgs& a, const Field& f) {
+         if (!f.node.IsNull()) a.generating.default_system = get_string(f);
+       }},
+      {"enable_thinking", [](TrainArgs& a, const Field& f) {
+         if (!f.node.IsNull()) a.generating.enable_thinking = get_bool(f);
+       }},
       {"eval_strategy",
        [](TrainArgs& a, const Field& f) {
          a.eval_strategy = get_choice(f, {"no", "steps", "epoch"});

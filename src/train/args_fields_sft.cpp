@@ -130,10 +130,10 @@ bool set_finetune_field(TrainArgs& a, const Field& f) {
   return true;
 }
 
-void finish_finetune_args(TrainArgs& a, const std::string& where) {
+void finish_finetune_args(TrainArgs& a, const std::string& where, Problems& problems) {
+  auto fail = [&](auto&&... parts) { problems.add(UNILLM_MSG("[config] ", where, ": ", parts...), true); };
   if (a.mask_history && a.train_on_prompt)  // LLaMA-Factory's DataArguments
-    UNILLM_THROW(ConfigError, "[config] ", where,
-                 ": mask_history is incompatible with train_on_prompt");
+    fail("mask_history is incompatible with train_on_prompt");
   if (a.neat_packing) {  // LLaMA-Factory: neat_packing implies packing
     a.packing = true;
     a.packing_given = true;
@@ -141,25 +141,17 @@ void finish_finetune_args(TrainArgs& a, const std::string& where) {
   if (!a.lora_alpha) a.lora_alpha = 2.0 * static_cast<double>(a.lora_rank);  // LLaMA-Factory
   if (!a.dataset_name_or_path.empty()) {
     if (!a.dataset.empty())
-      UNILLM_THROW(ConfigError, "[config] ", where,
-                   ": give either dataset (LLaMA-Factory) or dataset_name_or_path (PaddleNLP), "
-                   "not both");
-    if (a.stage != "sft")
-      UNILLM_THROW(ConfigError, "[config] ", where,
-                   ": dataset_name_or_path ({src,tgt} data) needs stage: sft");
+      fail("give either dataset (LLaMA-Factory) or dataset_name_or_path (PaddleNLP), not both");
+    if (a.stage != "sft") fail("dataset_name_or_path ({src,tgt} data) needs stage: sft");
     if (a.src_length >= a.max_length)
-      UNILLM_THROW(ConfigError, "[config] ", where, ": src_length (", a.src_length,
-                   ") must be less than max_length (", a.max_length, ")");
+      fail("src_length (", a.src_length, ") must be less than max_length (", a.max_length, ")");
     if (a.zero_padding) a.neat_packing = a.packing = a.packing_given = true;
   } else if (a.zero_padding) {
-    UNILLM_THROW(ConfigError, "[config] ", where,
-                 ": zero_padding applies to PaddleNLP data (dataset_name_or_path); "
-                 "with LLaMA-Factory datasets use neat_packing");
+    fail("zero_padding applies to PaddleNLP data (dataset_name_or_path); with LLaMA-Factory datasets use neat_packing");
   }
-  if (!a.input_dir.empty()) check_input_dir(a, where);
+  if (!a.input_dir.empty()) problems.attempt([&] { check_input_dir(a, where); });
   if (!a.adapter_name_or_path.empty() && a.finetuning_type != "lora")  // LLaMA-Factory
-    UNILLM_THROW(ConfigError, "[config] ", where,
-                 ": adapter_name_or_path is only valid with finetuning_type: lora");
+    fail("adapter_name_or_path is only valid with finetuning_type: lora");
 }
 
 }  // namespace unillm::train::detail

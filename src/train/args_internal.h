@@ -9,9 +9,41 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "train/args.h"
+#include "train/key_table.h"
 
 namespace unillm::train::detail {
+
+// The problems of one config, collected so that a user sees all of them in one run instead of
+// fixing a file key by key: every key's setter and every cross-key rule runs under attempt(),
+// and raise_if_any() throws one error listing them, each with its file and line.
+class Problems {
+ public:
+  // Runs fn; a ConfigError or NotImplemented it throws is recorded instead of escaping (other
+  // errors are bugs and escape). Returns whether fn finished.
+  template <typename F>
+  bool attempt(F&& fn) {
+    try {
+      fn();
+      return true;
+    } catch (const NotImplemented& e) {
+      add(e.what(), false);
+    } catch (const ConfigError& e) {
+      add(e.what(), true);
+    }
+    return false;
+  }
+  void add(std::string message, bool config_error);
+  bool empty() const { return messages_.empty(); }
+  // One problem: rethrown as it was. Several: a ConfigError (NotImplemented when every one is
+  // that) whose message lists them one per line after "[config] SOURCE: N problems".
+  void raise_if_any(const std::string& source) const;
+
+ private:
+  std::vector<std::string> messages_;
+  bool any_config_error_ = false;
+};
 
 // One key's value and where it came from ("cfg.yaml line 3" or "command line").
 struct Field {
@@ -42,11 +74,17 @@ bool set_finetune_field(TrainArgs& a, const Field& f);
 // before the YAML one does), then finish_args (shared by the YAML and PaddleNLP dialects; source
 // names the config file).
 TrainArgs apply_fields(const std::map<std::string, Field>& fields, const std::string& source,
-                       const std::map<std::string, Field>& direct = {});
+                       const std::map<std::string, Field>& direct = {}, Problems problems = {},
+                       ConfigUse use = ConfigUse::kTrain);
+// Whether the command `use` reads this implemented key (config_use.cpp).
+bool used_by(ConfigUse use, const KeyInfo& key);
+// Sets a GeneratingArguments key (ConfigUse::kChat) or infer_backend; false when key is not one.
+bool set_generating_field(TrainArgs& a, const Field& f);
 // Cross-key rules of those keys (called by finish_args).
-void finish_finetune_args(TrainArgs& a, const std::string& where);
+void finish_finetune_args(TrainArgs& a, const std::string& where, Problems& problems);
 // Cross-key rules and derived values (packing default, eval_steps, do_eval); where names the
 // config file.
-void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given);
+void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given,
+                 Problems& problems);
 
 }  // namespace unillm::train::detail

@@ -323,13 +323,17 @@ TrainArgs parse_paddle_args(const std::string& json_text, const std::string& sou
   for (size_t i = from_file; i < given.size(); ++i) overridden.insert(given[i].first);
   for (const auto& [key, v] : given)
     t.pretrain = key == "input_dir" ? !detail::is_off(v) : t.pretrain;
+  detail::Problems problems;  // every key's problem is reported in one run (args_internal.h)
   for (size_t i = 0; i < given.size(); ++i)
     if (i >= from_file || !overridden.count(given[i].first))
-      translate(given[i].first, given[i].second,
-                i < from_file ? where_in(json_text, source, given[i].first) : "command line", t);
+      problems.attempt([&] {
+        translate(given[i].first, given[i].second,
+                  i < from_file ? where_in(json_text, source, given[i].first) : "command line", t);
+      });
   if (t.pretrain && !t.continue_training_given)
     set_from_scratch(t, true, source + " (run_pretrain.py's default continue_training false)");
-  TrainArgs a = detail::apply_fields(t.fields, source, t.direct);
+  TrainArgs a = detail::apply_fields(t.fields, source, t.direct, std::move(problems));
+  a.save_final_step = false;  // PaddleNLP's DefaultFlowCallback saves no extra final checkpoint
   if (t.pretrain) finish_pretrain(a, t);
   a.warnings.insert(a.warnings.begin(), t.warnings.begin(), t.warnings.end());
   return a;

@@ -105,7 +105,7 @@ void put_best(const TrainerState& s, nlohmann::json& j) {
 
 std::string save_checkpoint(const std::string& output_dir, const ModelWriter& write_model, AdamW& opt,
                             const TrainerState& state, int64_t save_total_limit,
-                            const std::function<void()>& before_commit) {
+                            const std::function<void()>& before_commit, bool model_only) {
   const std::string name = "checkpoint-" + std::to_string(state.global_step);
   const fs::path final_dir = fs::path(output_dir) / name;
   std::error_code ec;
@@ -116,11 +116,13 @@ std::string save_checkpoint(const std::string& output_dir, const ModelWriter& wr
   const std::string tmp = make_staging_dir(output_dir, "tmp-" + name);
   try {
     write_model(tmp);
-    io::save_safetensors((fs::path(tmp) / "optimizer.safetensors").string(),
-                         {{"exp_avg", opt.exp_avg()}, {"exp_avg_sq", opt.exp_avg_sq()}});
+    if (!model_only)
+      io::save_safetensors((fs::path(tmp) / "optimizer.safetensors").string(),
+                           {{"exp_avg", opt.exp_avg()}, {"exp_avg_sq", opt.exp_avg_sq()}});
     // trainer_state.json last: its presence marks a complete checkpoint.
-    io::write_file_atomic((fs::path(tmp) / "trainer_state.json").string(),
-                          state_json(state, opt, opt.arena()).dump(2) + "\n");
+    nlohmann::json sj = state_json(state, opt, opt.arena());
+    if (model_only) sj["unillm"]["save_only_model"] = true;
+    io::write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), sj.dump(2) + "\n");
     if (before_commit) before_commit();
     // An earlier checkpoint of the same step (a rerun with overwrite_output_dir, or a resume
     // from an older checkpoint) is replaced by the new one.
@@ -159,6 +161,9 @@ TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamAren
     s.epoch = j.at("epoch").get<double>();
     s.log_history = j.at("log_history");
     const auto& u = j.at("unillm");
+    if (u.value("save_only_model", false))
+      UNILLM_THROW(ConfigError, "[checkpoint] ", dir, " was saved with save_only_model: true (weights only, no "
+                   "optimizer state), so training cannot resume from it (as HF); load its weights as a model instead");
     s.loader_epoch = u.at("loader_epoch").get<int64_t>();
     s.loader_batch = u.at("loader_batch").get<int64_t>();
     s.tokens_seen = u.value("tokens_seen", int64_t{0});

@@ -47,10 +47,11 @@ constexpr Group kGroups[] = {
     // ---- LLaMA-Factory DataArguments
     {"data", S::kImplemented,
      "template dataset eval_dataset dataset_dir cutoff_len max_samples val_size packing "
-     "preprocessing_batch_size mix_strategy streaming train_on_prompt mask_history neat_packing"},
+     "preprocessing_batch_size mix_strategy streaming train_on_prompt mask_history neat_packing "
+     "tool_format preserve_thinking default_system enable_thinking"},
     {"data", S::kIgnored,
      "media_dir buffer_size overwrite_cache preprocessing_num_workers eval_num_beams "
-     "ignore_pad_token_for_loss tool_format"},
+     "ignore_pad_token_for_loss"},
     {"data", S::kNotImplemented,
      "interleave_probs eval_on_each_dataset "
      "tokenized_path"},
@@ -80,12 +81,15 @@ constexpr Group kGroups[] = {
      "badam_switch_mode badam_switch_interval badam_update_ratio badam_mask_mode badam_verbose "
      "use_llama_pro use_adam_mini use_mca use_muon use_dft_loss early_stopping_steps"},
     // ---- LLaMA-Factory GeneratingArguments (used by chat/eval, not by training)
-    {"generating", S::kIgnored,
+    // do_predict with predict_with_generate (train) and chat/api configs read them
+    // (config_use.cpp); anywhere else they get a warning.
+    {"generating", S::kImplemented,
      "do_sample temperature top_p top_k num_beams max_new_tokens repetition_penalty "
-     "length_penalty default_system system_message skip_special_tokens enable_thinking"},
+     "length_penalty skip_special_tokens"},
+    {"generating", S::kIgnored, "system_message"},
     // ---- HF TrainingArguments / Seq2SeqTrainingArguments, LLaMA-Factory's RayArguments
     {"training", S::kImplemented,
-     "output_dir overwrite_output_dir do_train do_eval do_predict eval_strategy "
+     "output_dir overwrite_output_dir do_train do_eval do_predict predict_with_generate save_only_model eval_strategy "
      "evaluation_strategy per_device_train_batch_size per_device_eval_batch_size "
      "gradient_accumulation_steps learning_rate weight_decay adam_beta1 adam_beta2 adam_epsilon "
      "max_grad_norm num_train_epochs max_steps lr_scheduler_type lr_scheduler_kwargs "
@@ -107,7 +111,7 @@ constexpr Group kGroups[] = {
      "prediction_loss_only eval_accumulation_steps torch_empty_cache_steps full_determinism "
      "gradient_checkpointing average_tokens_across_devices tpu_num_cores tpu_metrics_debug debug "
      "past_index mp_parameters fp16_backend half_precision_backend fp16_opt_level "
-     "use_legacy_prediction_loop predict_with_generate generation_max_length "
+     "use_legacy_prediction_loop generation_max_length "
      "generation_num_beams generation_config sortish_sampler ray_run_name ray_storage_path "
      "ray_storage_filesystem ray_num_workers resources_per_worker placement_strategy "
      "ray_init_kwargs"},
@@ -118,9 +122,34 @@ constexpr Group kGroups[] = {
      "train_sampling_strategy auto_find_batch_size torch_compile torch_compile_backend "
      "torch_compile_mode torchdynamo jit_mode_eval use_ipex bf16_full_eval fp16_full_eval "
      "data_seed ignore_data_skip "
-     "restore_callback_states_from_checkpoint save_only_model enable_jit_checkpoint "
+     "restore_callback_states_from_checkpoint enable_jit_checkpoint "
      "eval_delay gradient_checkpointing_kwargs ray_scope dispatch_batches split_batches "
      "use_liger_kernel liger_kernel_config per_gpu_train_batch_size per_gpu_eval_batch_size"},
+    // ---- added at LLaMA-Factory ff6d4d1 (tests/data/llamafactory_hparams/keys.txt lists every
+    // field of its argument classes; key_table_test checks each one is here)
+    {"data", S::kIgnored, "data_shared_file_system"},
+    {"finetuning", S::kNotImplemented,
+     "use_asft_loss asft_alpha use_eaft_loss eaft_alpha use_megatron_bridge use_hyper_parallel "
+     "hyper_parallel_args hyper_parallel_cp_size"},
+    {"model", S::kIgnored,
+     "kt_cpu_activation kt_weight_path kt_non_expert_weight_path kt_expert_checkpoint_path "
+     "kt_use_lora_experts kt_lora_expert_num kt_lora_expert_intermediate_size kt_config"},
+    {"training", S::kIgnored,
+     "master_addr master_port enable_torch_profiler profiler_output_dir profiler_wait_steps "
+     "profiler_warmup_steps profiler_active_steps profiler_repeat profiler_record_shapes "
+     "profiler_profile_memory profiler_with_stack profile_modules"},
+    // ---- LLaMA-Factory MegatronBridgeArguments (its Megatron training path)
+    {"megatron", S::kNotImplemented,
+     "tensor_model_parallel_size pipeline_model_parallel_size expert_model_parallel_size "
+     "context_parallel_size virtual_pipeline_model_parallel_size sequence_parallel "
+     "recompute_granularity recompute_method recompute_num_layers "
+     "account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
+     "bias_activation_fusion apply_rope_fusion masked_softmax_fusion cross_entropy_loss_fusion "
+     "moe_grouped_gemm moe_token_dispatcher_type calculate_per_token_loss "
+     "use_distributed_optimizer overlap_param_gather overlap_grad_reduce use_packed_sequences "
+     "mixed_precision megatron_pretrained_checkpoint export_hf_on_finish extra_config"},
+    // ---- LLaMA-Factory EvaluationArguments (`llamafactory-cli eval`: MMLU-style benchmarks)
+    {"evaluation", S::kNotImplemented, "task task_dir batch_size lang n_shot save_dir download_mode"},
     // ---- unillm's own
     {"unillm", S::kImplemented, "skip_bad_records bf16_compute ref_mode"},
     // ---- PaddleNLP llm/ keys for {src,tgt} SFT data (run_finetune.py DataArgument)

@@ -137,8 +137,8 @@ void Run::setup_data() {
   loader_opts_.shuffle = !a_.disable_shuffling;
   loader_opts_.seed = static_cast<uint64_t>(a_.seed);
   loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
-  if (a_.do_predict) test_ = data::load_corpus_test_rows(data_options(a_), *tok_);
-  if (a_.do_predict && test_.num_rows() == 0)
+  if (loss_predict()) test_ = data::load_corpus_test_rows(data_options(a_), *tok_);
+  if (loss_predict() && test_.num_rows() == 0)
     UNILLM_THROW(data::DataError, "[data] do_predict: the test part of split ", a_.split,
                  " of input_dir '", a_.input_dir, "' holds no row (", test_.documents,
                  " documents; cutoff_len ", a_.data_cutoff_len(), ")");
@@ -154,7 +154,7 @@ void Run::setup_data() {
   };
   say("data: " + std::to_string(train_.num_rows()) + " train rows" + pairs(train_) + " (" +
       std::to_string(train_.num_tokens()) + " tokens), " + std::to_string(eval_.num_rows()) +
-      " eval rows" + pairs(eval_) + (a_.do_predict ? ", " + std::to_string(test_.num_rows()) + " test rows" : ""));
+      " eval rows" + pairs(eval_) + (loss_predict() ? ", " + std::to_string(test_.num_rows()) + " test rows" : ""));
 }
 
 void Run::prepare_stage(const std::string& from) {

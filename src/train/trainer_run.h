@@ -70,6 +70,8 @@ class Run {
   // load_best_model_at_end: reloads the best checkpoint's weights (and evaluates them again).
   void load_best_at_end();
   void predict();
+  // do_predict on an input_dir corpus: the test loss (predict_with_generate is the CLI's: predict.h).
+  bool loss_predict() const { return a_.do_predict && !a_.predict_with_generate; }
   void say(const std::string& s) const {
     if (h_.info) h_.info(s);
   }

@@ -159,15 +159,18 @@ void Run::log_step(double loss, double grad_norm, double lr) {
 
 // Evaluation and saving after a step: every eval_steps / save_steps, or at each epoch's end
 // (HF's epoch strategies: the step that consumed the epoch's last batch). The last step is always
-// evaluated and is never a checkpoint: finish() writes output_dir instead.
+// evaluated, and is a checkpoint whenever save_strategy is not "no" (HF's DefaultFlowCallback:
+// "save the model at the end if we have a save strategy"; not PaddleNLP's, see save_final_step);
+// finish() writes output_dir too.
 void Run::maybe_eval_and_save() {
   const int64_t step = state_.global_step;
   const bool last = step == total_steps_;
   const bool epoch_end = loader_->state().batch_index == 0;
   if (eval_enabled_ && (last || (eval_by_epoch_ ? epoch_end : step % eval_every_ == 0))) run_eval();
-  if (!last && (save_by_epoch_ ? epoch_end : save_every_ > 0 && step % save_every_ == 0))
-    save_now();
-  if (last) update_best(a_.output_dir);  // the final weights compete as HF's last checkpoint
+  const bool periodic = save_by_epoch_ ? epoch_end : save_every_ > 0 && step % save_every_ == 0;
+  const bool save = periodic || (last && a_.save_final_step && a_.save_strategy != "no");
+  if (save) save_now();
+  if (last && !save) update_best(a_.output_dir);  // the final weights compete as HF's last checkpoint
   if (h_.after_step) h_.after_step(step);
 }
 
@@ -187,7 +190,7 @@ void Run::save_now() {
     stage_->save_extra(dir, true);
   };
   auto dir =
-      save_checkpoint(a_.output_dir, write, *opt_, state_, a_.save_total_limit.value_or(0), before);
+      save_checkpoint(a_.output_dir, write, *opt_, state_, a_.save_total_limit.value_or(0), before, a_.save_only_model);
   last_checkpoint_ = dir;
   say("saved " + dir);
 }
@@ -198,7 +201,7 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   const double runtime = since(start_);
   load_best_at_end();
   check_weights_finite(a_.output_dir);
-  if (a_.do_predict) predict();
+  if (loss_predict()) predict();
   state_.rng = rng_.state();
   state_.elapsed_seconds = runtime;
   TrainResult r;

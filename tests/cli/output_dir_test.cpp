@@ -24,7 +24,8 @@ std::string model_copy(const std::string& dir) {
   return dir + "/model";
 }
 
-// A short full fine-tuning pt config: 6 steps of tinyshakespeare, no checkpoints unless extra asks.
+// A short full fine-tuning pt config: 6 steps of tinyshakespeare; save_steps 100, so the only
+// checkpoint is the final step's (HF's rule) unless extra asks for more.
 std::string config(const std::string& dir, const std::string& model, const std::string& out,
                    const std::string& extra = "") {
   const std::string path = dir + "/cfg.yaml";
@@ -143,24 +144,58 @@ TEST(OutputDir, AFileIsRefused) {
   EXPECT_EQ(slurp(dir + "/out"), "a file the user keeps");
 }
 
+// HF's DefaultFlowCallback saves the last step whenever there is a save strategy (issue 18: unillm
+// once wrote only output_dir then): checkpoint-6 holds the final weights and resumes as done.
+TEST(OutputDir, FinalStepIsACheckpointUnlessSaveStrategyNo) {
+  const std::string dir = testing::temp_dir("outfinal");
+  const std::string model = model_copy(dir);
+  auto r = run_unillm("train " + config(dir, model, dir + "/out") + " --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(dir + "/out/checkpoint-6/trainer_state.json"));
+  EXPECT_FALSE(fs::exists(dir + "/out/checkpoint-5"));
+  EXPECT_EQ(slurp(dir + "/out/checkpoint-6/model.safetensors"), slurp(dir + "/out/model.safetensors"));
+  auto no = run_unillm("train " + config(dir, model, dir + "/no", "save_strategy: \"no\"\n") + " --quiet");
+  ASSERT_EQ(no.exit_code, 0) << no.err;
+  EXPECT_TRUE(fs::exists(dir + "/no/model.safetensors"));
+  for (const auto& e : fs::directory_iterator(dir + "/no"))
+    EXPECT_NE(e.path().filename().string().rfind("checkpoint-", 0), 0u) << e.path();
+}
+
+// HF's save_only_model (LLaMA-Factory's ascend examples set it): checkpoints hold the weights
+// only, and resuming from one is refused with the reason, as HF refuses it.
+TEST(OutputDir, SaveOnlyModelCheckpointsHaveNoOptimizerState) {
+  const std::string dir = testing::temp_dir("outonly");
+  const std::string model = model_copy(dir);
+  auto r = run_unillm("train " + config(dir, model, dir + "/out", "save_steps: 3\nsave_only_model: true\n") + " --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir + "/out/checkpoint-3/model.safetensors"));
+  EXPECT_FALSE(fs::exists(dir + "/out/checkpoint-3/optimizer.safetensors"));
+  auto resume = run_unillm("train " + dir + "/cfg.yaml resume_from_checkpoint=" + dir + "/out/checkpoint-3 --quiet");
+  expect_refused(resume, "was saved with save_only_model: true");
+}
+
 TEST(OutputDir, RotationKeepsAnEarlierRunsCheckpoints) {
   const std::string dir = testing::temp_dir("outrotate");
   const std::string model = model_copy(dir);
   auto first = run_unillm("train " + config(dir, model, dir + "/out", "save_steps: 5\n") + " --quiet");
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_TRUE(fs::exists(dir + "/out/checkpoint-5/trainer_state.json"));
+  const std::string earlier_last = slurp(dir + "/out/checkpoint-6/model.safetensors");  // the final step
   const std::string earlier = slurp(dir + "/out/checkpoint-5/model.safetensors");
-  // A second run into the same dir: its own checkpoints 1..3 rotate down to the newest two; the
-  // first run's checkpoint-5 is neither counted nor removed (HF would sort it among them).
+  // A second run into the same dir: its own checkpoints 1..4 (4: the final step, saved as HF's
+  // DefaultFlowCallback does) rotate down to the newest two; the first run's checkpoint-5 and -6
+  // are neither counted nor removed (HF would sort them among them).
   auto second = run_unillm("train " +
                            config(dir, model, dir + "/out",
                                   "overwrite_output_dir: true\nsave_steps: 1\nsave_total_limit: 2\n") +
                            " max_steps=4 --quiet");
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_FALSE(fs::exists(dir + "/out/checkpoint-1"));
-  EXPECT_TRUE(fs::exists(dir + "/out/checkpoint-2/trainer_state.json"));
+  EXPECT_FALSE(fs::exists(dir + "/out/checkpoint-2"));
   EXPECT_TRUE(fs::exists(dir + "/out/checkpoint-3/trainer_state.json"));
+  EXPECT_TRUE(fs::exists(dir + "/out/checkpoint-4/trainer_state.json"));
   EXPECT_EQ(slurp(dir + "/out/checkpoint-5/model.safetensors"), earlier);
+  EXPECT_EQ(slurp(dir + "/out/checkpoint-6/model.safetensors"), earlier_last);
   // A checkpoint-N dir unillm did not write is never replaced.
   fs::create_directories(dir + "/out2/checkpoint-2");
   std::ofstream(dir + "/out2/checkpoint-2/notes.txt") << "not a checkpoint";

@@ -35,11 +35,13 @@ const std::string kKey = "test-key";
 // end of the test, whatever happened.
 class ServerProcess {
  public:
-  explicit ServerProcess(const std::string& flags) {
+  // head: the command and what selects the model (default `serve --model` the bundled one).
+  explicit ServerProcess(const std::string& flags, const std::string& head = "") {
     log_ = temp_dir("serve") + "/stderr.txt";
     pid_ = fork();
     if (pid_ == 0) {
-      const std::string cmd = std::string(UNILLM_BINARY_DIR) + "/unillm serve --model " + shell_quote(kModel) +
+      const std::string cmd = std::string(UNILLM_BINARY_DIR) + "/unillm " +
+                              (head.empty() ? "serve --model " + shell_quote(kModel) : head) +
                               " --port 0 --threads 1 " + flags + " 2>" + shell_quote(log_);
       execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
       _exit(127);
@@ -448,6 +450,34 @@ TEST(ServeProcess, SigtermStopsWithExitCodeZero) {
   ASSERT_TRUE(r);
   EXPECT_EQ(s.terminate(), 0) << s.read_log();
   EXPECT_NE(s.read_log().find("[serve] stopped"), std::string::npos) << s.read_log();
+}
+
+// `unillm api cfg.yaml` (LLaMA-Factory's `llamafactory-cli api`): the inference YAML's model and
+// template behind the same server; a chat completion equals the flag-started server's. The
+// YAML's sampling keys are per request in the API, which the server says.
+TEST(ServeProcess, ApiServesTheInferenceYaml) {
+  const std::string dir = temp_dir("apiyaml");
+  std::ofstream(dir + "/api.yaml") << "model_name_or_path: " << kModel << "\ntemplate: alpaca\n"
+                                   << "infer_backend: huggingface\ntemperature: 0.5\n";
+  ServerProcess yaml("", "api " + shell_quote(dir + "/api.yaml"));
+  ServerProcess flags("--template alpaca");
+  ASSERT_GT(yaml.port(), 0) << yaml.read_log();
+  ASSERT_GT(flags.port(), 0) << flags.read_log();
+  EXPECT_NE(yaml.read_log().find("template 'alpaca'"), std::string::npos) << yaml.read_log();
+  EXPECT_NE(yaml.read_log().find("sampling keys and default_system are taken per request"), std::string::npos)
+      << yaml.read_log();
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Tell me a story."}}}},
+                     {"max_completion_tokens", 8}, {"temperature", 0}};
+  httplib::Client a("127.0.0.1", yaml.port()), b("127.0.0.1", flags.port());
+  a.set_read_timeout(60, 0);
+  b.set_read_timeout(60, 0);
+  auto ra = a.Post("/v1/chat/completions", body.dump(), "application/json");
+  auto rb = b.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(ra && rb);
+  ASSERT_EQ(ra->status, 200) << ra->body;
+  EXPECT_EQ(json::parse(ra->body)["choices"][0]["message"]["content"],
+            json::parse(rb->body)["choices"][0]["message"]["content"]);
+  EXPECT_EQ(yaml.terminate(), 0) << yaml.read_log();
 }
 
 TEST(ServeProcess, BadFlagsAreClearErrors) {

@@ -91,16 +91,28 @@ TEST(PaddleArgs, ParallelismAndPredictKeys) {
   EXPECT_NE(
       error_of(kPre + R"("do_predict": true, "split": "1,1,0"})").find("test weight in split"),
       std::string::npos);
-  // The YAML key: implemented for input_dir corpora only.
+  // The YAML key: input_dir corpora (loss), or LLaMA-Factory data with predict_with_generate.
   EXPECT_TRUE(parse_train_args("model_name_or_path: m\nstage: pt\ninput_dir: d\ndo_predict: true\n",
                                "c.yaml")
                   .do_predict);
   try {
-    parse_train_args("model_name_or_path: m\nstage: pt\ndataset: a\ndo_predict: true\n", "c.yaml");
+    parse_train_args("model_name_or_path: m\nstage: sft\ndataset: a\ndo_predict: true\n", "c.yaml");
     ADD_FAILURE() << "no error";
-  } catch (const NotImplemented& e) {
-    EXPECT_NE(std::string(e.what()).find("input_dir corpora only"), std::string::npos) << e.what();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs predict_with_generate: true"), std::string::npos) << e.what();
   }
+  TrainArgs g = parse_train_args("model_name_or_path: m\nstage: sft\neval_dataset: a\ndo_predict: true\n"
+                                 "predict_with_generate: true\ndo_sample: false\nmax_new_tokens: 16\n", "c.yaml");
+  EXPECT_TRUE(g.predict_with_generate);
+  EXPECT_EQ(g.generating.do_sample, false);
+  EXPECT_EQ(g.generating.max_new_tokens, 16);
+  EXPECT_TRUE(g.warnings.empty() || g.warnings[0].find("generation key") == std::string::npos);
+  // Generation keys without predict_with_generate: accepted and said to be unused.
+  TrainArgs w = parse_train_args("model_name_or_path: m\nstage: sft\ndataset: a\ndo_train: true\ntemperature: 0.3\n",
+                                 "c.yaml");
+  ASSERT_FALSE(w.warnings.empty());
+  EXPECT_NE(w.warnings[0].find("c.yaml line 5: key 'temperature' is a generation key"), std::string::npos)
+      << w.warnings[0];
   // run_finetune.py loads the tokenizer of model_name_or_path: the key is said to be ignored.
   TrainArgs f = parse_paddle_args(kSft + R"("tokenizer_name_or_path": "t"})", "a.json");
   EXPECT_EQ(f.tokenizer_name_or_path, "");

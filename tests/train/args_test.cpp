@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
 #include <fstream>
 
 #include "core/error.h"
@@ -193,7 +194,11 @@ TEST(TrainArgs, IgnoredKeysWarnOnceUnlessOff) {
                       "report_to: wandb\nddp_timeout: 180000000\nrun_name: x\n"
                       "preprocessing_num_workers: 16\nflash_attn: auto\ntrust_remote_code: true\n");
   ASSERT_EQ(a.warnings.size(), 7u);  // six keys + "nothing to do"
-  EXPECT_NE(a.warnings[0].find("key 'ddp_timeout' is accepted and ignored"), std::string::npos);
+  // In the file's line order.
+  EXPECT_NE(a.warnings[0].find("cfg.yaml line 4: key 'report_to' is accepted and ignored"), std::string::npos)
+      << a.warnings[0];
+  EXPECT_NE(a.warnings[1].find("cfg.yaml line 5: key 'ddp_timeout' is accepted and ignored"), std::string::npos)
+      << a.warnings[1];
   TrainArgs b = parse(kBase + "report_to: none\ndo_train: true\ndataset: d\n");
   EXPECT_TRUE(b.warnings.empty());
 }
@@ -237,7 +242,7 @@ TEST(KeyTable, HoldsKeysFromEveryDataclassWithTheirStatus) {
       {"lora_rank", KeyStatus::kImplemented, "finetuning"},
       {"use_dora", KeyStatus::kNotImplemented, "finetuning"},
       {"src_length", KeyStatus::kImplemented, "paddlenlp"},
-      {"top_p", KeyStatus::kIgnored, "generating"},
+      {"top_p", KeyStatus::kImplemented, "generating"},
       {"learning_rate", KeyStatus::kImplemented, "training"},
       {"report_to", KeyStatus::kIgnored, "training"},
       {"deepspeed", KeyStatus::kNotImplemented, "training"},
@@ -252,6 +257,90 @@ TEST(KeyTable, HoldsKeysFromEveryDataclassWithTheirStatus) {
   EXPECT_GT(key_table().size(), 300u);
   EXPECT_EQ(find_key("no_such_key"), nullptr);
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+}
+
+// Every field of LLaMA-Factory's current argument classes (listed from its source by
+// tools/lf_hparams_keys.py, commit id in the file) is a key the table knows: none falls through to
+// "unknown key".
+TEST(KeyTable, KnowsEveryLlamaFactoryArgument) {
+  const std::string path = std::string(UNILLM_SOURCE_DIR) + "/tests/data/llamafactory_hparams/keys.txt";
+  std::istringstream in(io::read_file_bytes(path));
+  std::string line, missing;
+  int count = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::string key = line.substr(line.find(' ') + 1);
+    ++count;
+    if (!find_key(key)) missing += " " + line;
+  }
+  EXPECT_GT(count, 250);
+  EXPECT_EQ(missing, "") << "add these to src/train/key_table.cpp";
+  for (const char* k : {"asft_alpha", "use_eaft_loss", "preserve_thinking", "tensor_model_parallel_size"})
+    EXPECT_NE(find_key(k), nullptr) << k;
+}
+
+// One run reports every problem of a config, each with its line, in line order (issue 18: users
+// fixed configs key by key).
+TEST(TrainArgs, EveryProblemIsReportedAtOnce) {
+  const std::string yaml =
+      "model_name_or_path: m\n"   // 1
+      "stage: sft\n"              // 2
+      "lora_rank: -3\n"           // 3: bad value
+      "use_dora: true\n"          // 4: not implemented
+      "learnig_rate: 1e-4\n"      // 5: unknown (did you mean)
+      "template: no_such_one\n"   // 6: unknown template
+      "bf16: true\nfp16: true\n"  // 7-8: cross-key rule
+      "lora_rank: 4\n";           // 9: duplicate
+  const std::string e = error_of<ConfigError>(yaml);
+  EXPECT_NE(e.find("[config] cfg.yaml: 6 problems"), std::string::npos) << e;
+  const char* parts[] = {"cfg.yaml line 9: key 'lora_rank' appears twice (first at cfg.yaml line 3)",
+                         "cfg.yaml line 3: key 'lora_rank': expected an integer",
+                         "cfg.yaml line 4: key 'use_dora' is not implemented yet",
+                         "cfg.yaml line 5: unknown key 'learnig_rate' (did you mean 'learning_rate'?)",
+                         "cfg.yaml line 6: key 'template': expected a template name unillm has (",
+                         "bf16 and fp16 are both true"};
+  size_t at = 0;
+  for (const char* p : parts) {
+    const size_t found = e.find(p);
+    EXPECT_NE(found, std::string::npos) << p << "\n" << e;
+    if (found != std::string::npos) {
+      EXPECT_GE(found, at) << "out of order: " << p;
+      at = found;
+    }
+  }
+  // Only not-implemented problems: the error says so by its type.
+  EXPECT_NE(error_of<NotImplemented>(kBase + "use_dora: true\npissa_init: true\n").find("2 problems"),
+            std::string::npos);
+  // One problem is reported as it always was.
+  EXPECT_EQ(error_of<NotImplemented>(kBase + "use_dora: true\n"),
+            "[config] cfg.yaml line 4: key 'use_dora' is not implemented yet");
+}
+
+// `template` is checked with the config, so export and chat (which read the same keys) refuse
+// what train refuses (issue 18: export once accepted any template name).
+TEST(TrainArgs, UnknownTemplateIsRefusedWithTheConfig) {
+  const std::string e = error_of<ConfigError>(kBase + "template: qwen9\n");
+  EXPECT_NE(e.find("cfg.yaml line 4: key 'template': expected a template name unillm has ("), std::string::npos) << e;
+  EXPECT_NE(e.find("llama3"), std::string::npos) << e;
+  EXPECT_EQ(parse(kBase + "template: llama3\n").template_name, "llama3");
+}
+
+// LLaMA-Factory's DataArguments for the template reach the template options of training (and
+// are not "generation keys" there).
+TEST(TrainArgs, TemplateDataArgumentsReachTheTemplateOptions) {
+  TrainArgs a = parse(kBase + "enable_thinking: false\ndefault_system: Be brief.\ntool_format: qwen\n"
+                              "preserve_thinking: true\ndo_train: true\ndataset: d\n");
+  EXPECT_TRUE(a.warnings.empty()) << a.warnings[0];
+  data::TemplateOptions base;
+  base.default_system = "from the Jinja";
+  const data::TemplateOptions o = template_options(a, base);
+  EXPECT_EQ(o.enable_thinking, false);
+  EXPECT_EQ(o.default_system, "Be brief.");
+  EXPECT_EQ(o.tool_format, "qwen");
+  EXPECT_TRUE(o.preserve_thinking);
+  EXPECT_EQ(template_options(parse(kBase), base).default_system, "from the Jinja");
+  EXPECT_NE(error_of<ConfigError>(kBase + "tool_format: nope\n").find("key 'tool_format': expected one of"),
+            std::string::npos);
 }
 
 TEST(KeyTable, EveryImplementedKeyHasASetter) {
