@@ -1,0 +1,138 @@
+// Issue 18's acceptance run (label `slow`: minutes): every example config of LLaMA-Factory
+// (tests/data/llamafactory_examples, vendored with its commit id) given to the command it is
+// written for with only its paths changed and max_steps 2, on a tiny random Qwen2 model with the
+// real Qwen2 tokenizer (its chat templates need <|im_start|>/<|im_end|>), or for the llama3
+// template a tiny Llama with the Llama 3 tokenizer. Each either runs (exit
+// 0) or is refused with every problem of the file in one error (exit 1) — never a crash — and the
+// outcomes must equal OUTCOMES.txt (UNILLM_RECORD_OUTCOMES=1 rewrites it; review the diff).
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "support/expect.h"
+#include "support/run_cli.h"
+
+namespace unillm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_shell;
+using testing::run_unillm;
+using testing::shell_quote;
+using testing::slurp;
+using testing::source_path;
+
+const std::string kExamples = "tests/data/llamafactory_examples";
+
+std::string command_for(const std::string& rel) {
+  if (rel.rfind("inference/", 0) == 0) return "chat";
+  if (rel.rfind("merge_lora/", 0) == 0 || rel == "v1/train_lora/export_lora.yaml") return "export";
+  return "train";
+}
+
+// The config with only its paths changed (and max_steps 2 for training).
+std::string rewrite(const std::string& path, const std::string& cmd, const std::string& model,
+                    const std::string& adapter, const std::string& out) {
+  YAML::Node n = YAML::LoadFile(path);
+  if (!n.IsMap()) return slurp(path);
+  if (n["model_name_or_path"]) n["model_name_or_path"] = model;
+  if (n["adapter_name_or_path"]) n["adapter_name_or_path"] = adapter;
+  if (n["output_dir"]) n["output_dir"] = out;
+  if (n["export_dir"]) n["export_dir"] = out;
+  if (n["export_quantization_dataset"])
+    n["export_quantization_dataset"] = source_path("data/" + fs::path(n["export_quantization_dataset"].as<std::string>()).filename().string());
+  if (cmd == "train" && n["model_name_or_path"]) {
+    n["dataset_dir"] = source_path("data");
+    n["max_steps"] = 2;
+    // Prediction has no steps: its counterpart of "max_steps lowered" is fewer prompts (a random
+    // model rarely stops, so each runs to max_new_tokens).
+    if (n["do_predict"] && n["do_predict"].as<std::string>() == "true") n["max_samples"] = 2;
+  }
+  YAML::Emitter e;
+  e << n;
+  return e.c_str();
+}
+
+// "ran", "refused N" (N problems reported at once), or "crashed CODE".
+std::string outcome(const testing::CliResult& r) {
+  if (r.exit_code == 0) return "ran";
+  if (r.exit_code != 1) return "crashed " + std::to_string(r.exit_code);
+  std::smatch m;
+  static const std::regex many(": (\\d+) problems");
+  if (std::regex_search(r.err, m, many)) return "refused " + m[1].str();
+  return "refused 1";
+}
+
+TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
+  const std::string dir = testing::temp_dir("lfexamples");
+  const std::string model = dir + "/qwen2-tiny";
+  auto init = run_unillm("init --config " + source_path("examples/init/qwen2_tiny_config.json") + " --tokenizer " +
+                         source_path("tests/data/qwen2-tokenizer") + " --out " + model);
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  // The llama3 template's configs get a tiny Llama with the Llama 3 tokenizer (its <|eot_id|>).
+  const std::string llama3 = dir + "/llama3-tiny";
+  std::ofstream(dir + "/llama3.json")
+      << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+            "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 128256, "max_position_embeddings": 1024,
+            "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": true,
+            "hidden_act": "silu", "initializer_range": 0.02, "bos_token_id": 128000,
+            "eos_token_id": 128009, "torch_dtype": "float32"})";
+  init = run_unillm("init --config " + dir + "/llama3.json --tokenizer " + source_path("tests/data/llama3-tokenizer") +
+                    " --out " + llama3);
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  // An adapter for the configs that load one (what their train_lora counterparts would write).
+  std::ofstream(dir + "/adapter.yaml") << "model_name_or_path: " << model << "\nstage: sft\ndo_train: true\n"
+                                       << "finetuning_type: lora\ndataset: alpaca_en_demo\ndataset_dir: "
+                                       << source_path("data") << "\ntemplate: qwen\nmax_samples: 8\nmax_steps: 1\n"
+                                       << "output_dir: " << dir << "/adapter\nsave_strategy: \"no\"\n";
+  auto a = run_unillm("train " + dir + "/adapter.yaml --quiet");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  std::ofstream(dir + "/adapter3.yaml") << "model_name_or_path: " << llama3 << "\nstage: sft\ndo_train: true\n"
+                                        << "finetuning_type: lora\ndataset: alpaca_en_demo\ndataset_dir: "
+                                        << source_path("data") << "\ntemplate: llama3\nmax_samples: 8\nmax_steps: 1\n"
+                                        << "output_dir: " << dir << "/adapter3\nsave_strategy: \"no\"\n";
+  a = run_unillm("train " + dir + "/adapter3.yaml --quiet");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(source_path(kExamples)))
+    if (e.path().extension() == ".yaml") files.push_back(fs::relative(e.path(), source_path(kExamples)).string());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 95u);
+  std::string table;
+  int ran = 0, refused = 0;
+  for (const auto& rel : files) {
+    const std::string cmd = command_for(rel);
+    const std::string out = dir + "/out/" + fs::path(rel).replace_extension().string();
+    const std::string cfg = dir + "/cfg/" + rel;
+    fs::create_directories(fs::path(cfg).parent_path());
+    const YAML::Node raw = YAML::LoadFile(source_path(kExamples + "/" + rel));
+    const bool l3 = raw.IsMap() && raw["template"] && raw["template"].as<std::string>() == "llama3";
+    std::ofstream(cfg) << rewrite(source_path(kExamples + "/" + rel), cmd, l3 ? llama3 : model,
+                                  dir + (l3 ? "/adapter3" : "/adapter"), out);
+    auto r = run_unillm(cmd + " " + shell_quote(cfg) + (cmd == "train" ? " --quiet" : ""));
+    const std::string o = outcome(r);
+    EXPECT_EQ(o.rfind("crashed", 0), std::string::npos) << rel << "\n" << r.err;
+    (o == "ran" ? ran : refused) += 1;
+    table += rel + " " + cmd + " " + o + "\n";
+    std::string first = r.err.substr(r.err.find("unillm: error:") == std::string::npos ? r.err.size() : r.err.find("unillm: error:"));
+    std::fprintf(stderr, "%-60s %-6s %s %s\n", rel.c_str(), cmd.c_str(), o.c_str(),
+                 first.substr(0, std::min<size_t>(first.size(), 200)).c_str());
+  }
+  std::fprintf(stderr, "LLaMA-Factory examples: %d ran, %d refused (of %zu)\n", ran, refused, files.size());
+  const std::string expected_path = source_path(kExamples + "/OUTCOMES.txt");
+  if (const char* rec = std::getenv("UNILLM_RECORD_OUTCOMES"); rec && std::string(rec) == "1") {
+    std::ofstream(expected_path) << table;
+    return;
+  }
+  EXPECT_EQ(slurp(expected_path), table) << "UNILLM_RECORD_OUTCOMES=1 rewrites " << expected_path;
+}
+
+}  // namespace
+}  // namespace unillm
