@@ -80,6 +80,36 @@ std::string message_text(const json& content, const std::string& param) {
   return text;
 }
 
+// An assistant message's tool_calls as a function message's content: the JSON list of
+// {"name", "arguments"}. OpenAI sends arguments as a JSON string; it is decoded back into the
+// JSON value (the call as training data such as glaive_toolcall holds it) when it parses.
+// LLaMA-Factory's api/chat.py keeps the string, so its template renders it quoted a second time.
+std::string function_content(const json& calls, const std::string& p) {
+  if (!calls.is_array()) bad(p, "must be a list of tool calls");
+  json out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string q = p + "[" + std::to_string(k) + "]";
+    const json& c = calls[k];
+    if (!c.is_object()) bad(q, "must be an object");
+    if (present(c, "type") && c["type"] != "function") bad(q + ".type", "must be \"function\"");
+    if (present(c, "id") && !c["id"].is_string()) bad(q + ".id", "must be a string");
+    if (!present(c, "function") || !c["function"].is_object())
+      bad(q + ".function", "is required (an object with 'name' and 'arguments')");
+    const json& f = c["function"];
+    if (!present(f, "name") || !f["name"].is_string())
+      bad(q + ".function.name", "must be a string");
+    if (!present(f, "arguments") || !f["arguments"].is_string())
+      bad(q + ".function.arguments", "must be a string (the arguments as JSON)");
+    const std::string args = f["arguments"].get<std::string>();
+    json value = json::parse(args, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) value = args;
+    out.push_back({{"name", f["name"]}, {"arguments", value}});
+  }
+  return out.dump();
+}
+
+// Turns alternate user|tool and assistant (LLaMA-Factory's api: "u/a/u/a/u"), after an optional
+// system message.
 void parse_messages(const json& j, ParsedRequest& r) {
   if (!present(j, "messages")) bad("messages", "is required");
   const json& ms = j["messages"];
@@ -87,22 +117,95 @@ void parse_messages(const json& j, ParsedRequest& r) {
   for (size_t i = 0; i < ms.size(); ++i) {
     const std::string p = "messages[" + std::to_string(i) + "]";
     const json& m = ms[i];
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) bad(p, "must be an object with a 'role'");
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      bad(p, "must be an object with a 'role'");
     const std::string role = m["role"].get<std::string>();
-    if (!m.contains("content")) bad(p + ".content", "is required");
-    const std::string text = message_text(m["content"], p + ".content");
+    const bool calls = role == "assistant" && present(m, "tool_calls") &&
+                       !(m["tool_calls"].is_array() && m["tool_calls"].empty());
+    std::string text;
+    if (calls) {
+      text = function_content(m["tool_calls"], p + ".tool_calls");
+    } else {
+      if (!m.contains("content")) bad(p + ".content", "is required");
+      text = message_text(m["content"], p + ".content");
+    }
     if (role == "system" || role == "developer") {
       if (i != 0) bad(p, "a system message is only allowed first");
       r.system = text;
       continue;
     }
-    const bool user = role == "user";
-    if (!user && role != "assistant") bad(p + ".role", "must be system, user or assistant (tools are not supported)");
-    const bool want_user = r.messages.size() % 2 == 0;
-    if (user != want_user) bad(p + ".role", want_user ? "must be user: turns alternate, starting with user" : "must be assistant: turns alternate");
-    r.messages.push_back({user ? data::Role::kUser : data::Role::kAssistant, text});
+    if (role == "function")
+      bad(p + ".role",
+          "'function' (the legacy function-call API) is not supported: use 'tool' messages");
+    const bool prompt_side = role == "user" || role == "tool";
+    if (!prompt_side && role != "assistant")
+      bad(p + ".role", "must be system, user, assistant or tool");
+    if (role == "tool" && present(m, "tool_call_id") && !m["tool_call_id"].is_string())
+      bad(p + ".tool_call_id", "must be a string");
+    const bool want_prompt = r.messages.size() % 2 == 0;
+    if (prompt_side != want_prompt)
+      bad(p + ".role",
+          want_prompt ? "must be user or tool: turns alternate, starting with user"
+                      : "must be assistant: turns alternate (one tool result per assistant turn)");
+    const data::Role dr = role == "user"   ? data::Role::kUser
+                          : role == "tool" ? data::Role::kObservation
+                          : calls          ? data::Role::kFunction
+                                           : data::Role::kAssistant;
+    r.messages.push_back({dr, text});
   }
-  if (r.messages.empty() || r.messages.size() % 2 == 0) bad("messages", "must end with a user message");
+  if (r.messages.empty() || r.messages.size() % 2 == 0)
+    bad("messages", "must end with a user or tool message");
+}
+
+// `tools` as the template's tools JSON: the list of each tool's function, as
+// {"name", "description", "parameters"} in that order (LLaMA-Factory's FunctionDefinition;
+// other keys dropped). OpenAI lets description and parameters be left out; they become "" and
+// an object schema without properties, which every tool format can render.
+std::string parse_tools(const json& tools) {
+  if (!tools.is_array())
+    bad("tools", "must be a list of {\"type\": \"function\", \"function\": {...}}");
+  json out = json::array();
+  for (size_t k = 0; k < tools.size(); ++k) {
+    const std::string q = "tools[" + std::to_string(k) + "]";
+    const json& t = tools[k];
+    if (!t.is_object()) bad(q, "must be an object");
+    if (!present(t, "type") || t["type"] != "function")
+      bad(q + ".type", "must be \"function\" (the only tool type supported)");
+    if (!present(t, "function") || !t["function"].is_object())
+      bad(q + ".function", "is required (an object with a 'name')");
+    const json& f = t["function"];
+    if (!present(f, "name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+      bad(q + ".function.name", "must be a non-empty string");
+    if (present(f, "description") && !f["description"].is_string())
+      bad(q + ".function.description", "must be a string");
+    if (present(f, "parameters") && !f["parameters"].is_object())
+      bad(q + ".function.parameters", "must be a JSON Schema object");
+    if (present(f, "strict") && !f["strict"].is_boolean())
+      bad(q + ".function.strict", "must be true or false");
+    json params = present(f, "parameters")
+                      ? f["parameters"]
+                      : json{{"type", "object"}, {"properties", json::object()}};
+    if (params.contains("properties") && !params["properties"].is_object())
+      bad(q + ".function.parameters.properties", "must be an object");
+    out.push_back({{"name", f["name"]},
+                   {"description", present(f, "description") ? f["description"] : json("")},
+                   {"parameters", params}});
+  }
+  return out.empty() ? "" : out.dump();
+}
+
+// tool_choice: "auto" renders the tools, "none" leaves them out; forcing a call is refused (the
+// server does not constrain generation to a call).
+bool tools_wanted(const json& j) {
+  if (!present(j, "tool_choice")) return true;
+  const json& c = j["tool_choice"];
+  if (c == "auto") return true;
+  if (c == "none") return false;
+  if (c == "required" || c.is_object())
+    bad("tool_choice",
+        "forcing a tool call (\"required\" or a named function) is not supported; use \"auto\" or "
+        "\"none\"");
+  bad("tool_choice", "must be \"auto\" or \"none\"");
 }
 
 // {"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict"}}.
@@ -168,8 +271,13 @@ ParsedRequest parse_request(const std::string& body, Endpoint endpoint, const Re
       const int64_t top = integer(j, "top_logprobs", 0, 20, -1);
       if (top >= 0 && !lp) bad("top_logprobs", "needs 'logprobs': true");
       r.logprobs = lp ? static_cast<int>(std::max<int64_t>(top, 0)) : -1;
-      if (present(j, "tools") || present(j, "tool_choice") || present(j, "functions"))
-        bad(present(j, "tools") ? "tools" : present(j, "functions") ? "functions" : "tool_choice", "is not supported");
+      if (present(j, "functions") || present(j, "function_call"))
+        bad(present(j, "functions") ? "functions" : "function_call",
+            "(the legacy function-call API) is not supported: use 'tools'");
+      const std::string tools = present(j, "tools") ? parse_tools(j["tools"]) : "";
+      if (tools_wanted(j)) r.tools = tools;
+      if (present(j, "parallel_tool_calls") && !j["parallel_tool_calls"].is_boolean())
+        bad("parallel_tool_calls", "must be true or false");
     }
     if (present(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
       bad("logit_bias", "is not supported");

@@ -38,9 +38,14 @@ struct ParsedRequest {
   std::string prompt;
   std::vector<int32_t> prompt_ids;
   bool prompt_is_ids = false;
-  // chat: the system prompt (first message, if a system one) and the turns after it
+  // chat: the system prompt (first message, if a system one) and the turns after it. A "tool"
+  // message is a kObservation; an assistant message with tool_calls a kFunction whose content is
+  // the JSON list of its calls, [{"name", "arguments"}] (LLaMA-Factory's api/chat.py).
   std::optional<std::string> system;
   std::vector<data::Message> messages;
+  // chat: the `tools` as the template's tools JSON, [{"name", "description", "parameters"}]
+  // (LLaMA-Factory's list of tool.function); "" when none were given or tool_choice is "none".
+  std::string tools;
   int64_t max_tokens = -1;  // -1: up to the model's length limit
   int n = 1;
   infer::SamplingParams sampling;

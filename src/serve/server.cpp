@@ -11,10 +11,12 @@
 #include <random>
 
 #include "core/error.h"
+#include "data/error.h"
 #include "infer/stop_matcher.h"
 #include "serve/api.h"
 #include "serve/engine_loop.h"
 #include "serve/metrics.h"
+#include "serve/tool_reply.h"
 
 namespace unillm::serve {
 
@@ -95,7 +97,16 @@ struct Server::Impl {
   std::vector<int32_t> encode_prompt(const ParsedRequest& p) const {
     if (p.endpoint == Endpoint::chat) {
       if (!tmpl) throw ApiError(400, "this model has no chat template: start the server with --template NAME", "messages");
-      return tmpl->encode_prompt(p.messages, p.system.value_or(""));
+      try {
+        return tmpl->encode_prompt(p.messages, p.system.value_or(""), p.tools);
+      } catch (const NotImplemented& e) {
+        throw ApiError(400,
+                       "the chat template '" + tmpl->name() +
+                           "' has a tool format unillm does not implement: " + e.what(),
+                       p.tools.empty() ? "messages" : "tools");
+      } catch (const data::DataError& e) {
+        throw ApiError(400, e.what(), p.tools.empty() ? "messages" : "tools");
+      }
     }
     if (p.prompt_is_ids) return p.prompt_ids;
     auto ids = tok.encode(p.prompt);
@@ -263,7 +274,7 @@ struct Server::Impl {
       const ChoiceState& s = job.choices[i];
       json ch = {{"index", i}, {"logprobs", logprobs_json(job, s)}, {"finish_reason", s.finish}};
       if (job.p.endpoint == Endpoint::chat)
-        ch["message"] = {{"role", "assistant"}, {"content", s.text}};
+        ch["message"] = chat_message(job, s, ch["finish_reason"]);
       else
         ch["text"] = s.text;
       choices.push_back(ch);
@@ -274,6 +285,21 @@ struct Server::Impl {
                  {"usage", usage(job)}};
     finish_metrics(job);
     res.set_content(body.dump(), "application/json");
+  }
+
+  // A finished chat choice's message: with tools rendered, the reply read as tool calls when the
+  // template's extractor finds some (finish_reason becomes "tool_calls").
+  json chat_message(const Job& job, const ChoiceState& s, json& finish_reason) const {
+    if (job.p.tools.empty()) return {{"role", "assistant"}, {"content", s.text}};
+    bool called = false;
+    json m;
+    try {
+      m = tool_call_message(tmpl->def(), s.text, &called);
+    } catch (const NotImplemented&) {  // encode_prompt refuses these first; kept for safety
+      m = {{"role", "assistant"}, {"content", s.text}};
+    }
+    if (called) finish_reason = "tool_calls";
+    return m;
   }
 
   json chunk(const Job& job, json choices) const {
@@ -307,6 +333,27 @@ struct Server::Impl {
             ChoiceState& s = job->choices[i];
             const size_t lp_before = s.logprobs.size();
             const std::string delta = apply(*job, e);
+            if (chat && !job->p.tools.empty()) {
+              // With tools the reply may be a call: held back, then sent whole in one delta
+              // (tool_calls, or the text when it is not a call) with its finish_reason.
+              if (s.finish.empty()) continue;
+              json fr = s.finish;
+              json m = chat_message(*job, s, fr);
+              json d = json::object();
+              if (m.contains("tool_calls")) {
+                json calls = m["tool_calls"];
+                for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
+                d["tool_calls"] = calls;
+              } else if (!s.text.empty()) {
+                d["content"] = s.text;
+              }
+              if (!send(chunk(*job, json::array({{{"index", i},
+                                                  {"delta", d},
+                                                  {"logprobs", logprobs_json(*job, s)},
+                                                  {"finish_reason", fr}}}))))
+                return false;
+              continue;
+            }
             json c = {{"index", i}, {"finish_reason", s.finish.empty() ? json(nullptr) : json(s.finish)}};
             json lp = nullptr;
             if (job->p.logprobs >= 0 && s.logprobs.size() > lp_before) {

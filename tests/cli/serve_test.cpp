@@ -1,7 +1,9 @@
 // `unillm serve` end to end: a real server process on a loopback port, spoken to over HTTP
 // (cpp-httplib's client). Greedy completions equal `unillm generate`; chat, streaming (SSE with
-// [DONE] and usage), n > 1 with a seed, logprobs; OpenAI-style errors with the right status; a
-// client that leaves mid-stream frees its blocks; SIGTERM ends the server with exit code 0.
+// [DONE] and usage), n > 1 with a seed, logprobs; tools rendered as the template renders them, a
+// reply that is a call answered as tool_calls, and their errors; OpenAI-style errors with the
+// right status; a client that leaves mid-stream frees its blocks; SIGTERM ends the server with
+// exit code 0.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -16,6 +18,8 @@
 #include <regex>
 #include <thread>
 
+#include "data/template.h"
+#include "io/tokenizer.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
 
@@ -366,6 +370,122 @@ TEST_F(Serve, StopStringsEndTheTextBeforeThem) {
   EXPECT_EQ(streamed, text.substr(0, text.find(stop)));
 }
 
+// Tools, an assistant tool call and a tool result render as LLaMA-Factory's api/chat.py hands
+// them to its template: tools as the list of each tool's function, the call as a function
+// message holding [{"name", "arguments"}], the result as an observation. The expected ids come
+// from the template layer given those strings written out by hand.
+TEST_F(Serve, ToolRequestsRenderThroughTheTemplate) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "description": "Get the weather", "parameters": {"type": "object", "properties":
+      {"city": {"type": "string", "description": "The city"}}, "required": ["city"]}}}])");
+  const json messages = json::parse(R"([
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}])");
+  const std::string lf_tools =
+      R"([{"name": "get_weather", "description": "Get the weather", "parameters": {"type": "object", )"
+      R"("properties": {"city": {"type": "string", "description": "The city"}}, "required": ["city"]}}])";
+  const std::vector<data::Message> lf_messages = {
+      {data::Role::kUser, "Weather in Paris?"},
+      {data::Role::kFunction, R"([{"name": "get_weather", "arguments": {"city": "Paris"}}])"},
+      {data::Role::kObservation, "sunny, 21 C"}};
+  auto tok = io::Tokenizer::load(kModel);
+  auto tmpl = data::ChatTemplate::by_name("alpaca", *tok);
+  const auto want = tmpl->encode_prompt(lf_messages, "Be brief.", lf_tools);
+  const auto want_no_tools = tmpl->encode_prompt(lf_messages, "Be brief.", "");
+  ASSERT_NE(want, want_no_tools);
+  EXPECT_NE(tok->decode(want, false).find("get_weather"), std::string::npos);
+
+  json body = {{"messages", messages}, {"tools", tools}};
+  auto [st, t] = api.post("/tokenize", body.dump());
+  ASSERT_EQ(st, 200) << t.dump();
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), want);
+  body["max_completion_tokens"] = 2;
+  body["temperature"] = 0;
+  auto [st2, r] = api.post("/v1/chat/completions", body.dump());
+  ASSERT_EQ(st2, 200) << r.dump();
+  EXPECT_EQ(r["usage"]["prompt_tokens"], want.size());
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  // The story model does not call tools: its text stays content.
+  EXPECT_TRUE(r["choices"][0]["message"]["content"].is_string()) << r.dump();
+  EXPECT_FALSE(r["choices"][0]["message"].contains("tool_calls"));
+
+  // tool_choice "none" leaves the tools out of the prompt; "auto" is the default.
+  body["tool_choice"] = "none";
+  auto [st3, none] = api.post("/tokenize", body.dump());
+  ASSERT_EQ(st3, 200) << none.dump();
+  EXPECT_EQ(none["tokens"].get<std::vector<int32_t>>(), want_no_tools);
+  body["tool_choice"] = "auto";
+  EXPECT_EQ(api.post("/tokenize", body.dump()).second["tokens"].get<std::vector<int32_t>>(), want);
+}
+
+// With tools the stream holds the reply back and sends it as one delta with its finish_reason:
+// the same text as the whole response.
+TEST_F(Serve, ToolRequestStreamsTheReplyInOneDelta) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  json body = {{"messages", {{{"role", "user"}, {"content", "Tell me a story."}}}},
+               {"tools", json::parse(R"([{"type": "function", "function": {"name": "f"}}])")},
+               {"max_completion_tokens", 8}, {"temperature", 0}};
+  auto [st, whole] = api.post("/v1/chat/completions", body.dump());
+  ASSERT_EQ(st, 200) << whole.dump();
+  body["stream"] = true;
+  auto events = api.stream("/v1/chat/completions", body);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(json::parse(events[0])["choices"][0]["delta"]["role"], "assistant");
+  const json c = json::parse(events[1])["choices"][0];
+  EXPECT_EQ(c["delta"]["content"], whole["choices"][0]["message"]["content"]);
+  EXPECT_EQ(c["finish_reason"], whole["choices"][0]["finish_reason"]);
+  EXPECT_EQ(events[2], "[DONE]");
+}
+
+TEST_F(Serve, BadToolRequestsGetClearErrors) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  auto expect = [&](const std::string& extra, const std::string& param, const std::string& words) {
+    const std::string body = R"({"messages": [{"role": "user", "content": "hi"}], )" + extra + "}";
+    auto [st, r] = api.post("/v1/chat/completions", body);
+    EXPECT_EQ(st, 400) << body << " -> " << r.dump();
+    EXPECT_EQ(r["error"]["param"], param) << body << " -> " << r.dump();
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(words), std::string::npos) << r.dump();
+  };
+  const std::string tool = R"({"type": "function", "function": {"name": "f"}})";
+  expect(R"("tools": {"name": "f"})", "tools", "must be a list");
+  expect(R"("tools": [{"type": "retrieval"}])", "tools[0].type", "function");
+  expect(R"("tools": [{"type": "function"}])", "tools[0].function", "is required");
+  expect(R"("tools": [{"type": "function", "function": {"name": 3}}])", "tools[0].function.name", "string");
+  expect(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])",
+         "tools[0].function.parameters", "JSON Schema");
+  expect(R"("tools": [)" + tool + R"(], "tool_choice": "required")", "tool_choice", "not supported");
+  expect(R"("tools": [)" + tool + R"(], "tool_choice": {"type": "function", "function": {"name": "f"}})",
+         "tool_choice", "not supported");
+  expect(R"("tools": [)" + tool + R"(], "tool_choice": "sometimes")", "tool_choice", "auto");
+  expect(R"("functions": [{"name": "f"}])", "functions", "not supported");
+  expect(R"("parallel_tool_calls": "yes")", "parallel_tool_calls", "true or false");
+  auto expect_messages = [&](const std::string& messages, const std::string& param, const std::string& words) {
+    const std::string body = R"({"messages": )" + messages + "}";
+    auto [st, r] = api.post("/v1/chat/completions", body);
+    EXPECT_EQ(st, 400) << body << " -> " << r.dump();
+    EXPECT_EQ(r["error"]["param"], param) << body << " -> " << r.dump();
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(words), std::string::npos) << r.dump();
+  };
+  const std::string user = R"({"role": "user", "content": "hi"})";
+  expect_messages("[" + user + R"(, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f"}}]}, )" +
+                  R"({"role": "tool", "content": "x"}])", "messages[1].tool_calls[0].function.arguments", "string");
+  expect_messages("[" + user + R"(, {"role": "assistant", "tool_calls": {"x": 1}}, {"role": "tool", "content": "x"}])",
+                  "messages[1].tool_calls", "list");
+  expect_messages("[" + user + R"(, {"role": "tool", "content": "x"}])", "messages[1].role", "assistant");
+  expect_messages("[" + user + R"(, {"role": "function", "name": "f", "content": "x"}])", "messages[1].role", "tool");
+  expect_messages("[" + user + R"(, {"role": "assistant", "content": null}, {"role": "tool", "content": "x"}])",
+                  "messages[1].content", "string");
+  expect_messages(R"([{"role": "tool", "tool_call_id": 5, "content": "x"}])", "messages[0].tool_call_id", "string");
+  expect_messages(R"([{"role": "robot", "content": "x"}])", "messages[0].role", "tool");
+}
+
 // 32 concurrent clients × 20 requests: mixed prompt and output lengths, a quarter streamed and
 // hung up on mid-stream, some malformed. Every request gets an answer (200, or a clean 4xx/503),
 // the server stays up, and at the end nothing runs and no block is held.
@@ -440,6 +560,53 @@ TEST(ServeLoad, ConcurrentClientsMixedAndCancelled) {
   EXPECT_NE(metrics.find("unillm_num_requests_running 0\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("unillm_kv_blocks{state=\"used\"} 0\n"), std::string::npos) << metrics;
   EXPECT_EQ(s.terminate(), 0) << s.read_log();
+}
+
+// A reply that is a call becomes tool_calls, whole and streamed. The story model never writes
+// one by itself: under the mistral template (whose extractor reads {"name", "arguments"} JSON) a
+// response_format schema admitting only the call makes it write exactly that call.
+TEST(ServeProcess, ReplyThatIsACallBecomesToolCalls) {
+  ServerProcess server("--template mistral");
+  ASSERT_GT(server.port(), 0) << server.read_log();
+  Api api(server.port());
+  const json schema = json::parse(R"({"type": "object", "properties": {
+      "name": {"enum": ["get_weather"]},
+      "arguments": {"type": "object", "properties": {"city": {"enum": ["Paris"]}},
+                    "required": ["city"], "additionalProperties": false}},
+      "required": ["name", "arguments"], "additionalProperties": false})");
+  json body = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+               {"tools", json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])")},
+               {"max_completion_tokens", 200}, {"temperature", 0},
+               {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "call"}, {"schema", schema}}}}}};
+  auto [st, r] = api.post("/v1/chat/completions", body.dump());
+  ASSERT_EQ(st, 200) << r.dump();
+  const json& c = r["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "tool_calls") << r.dump();
+  EXPECT_TRUE(c["message"]["content"].is_null()) << r.dump();
+  ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.dump();
+  const json& call = c["message"]["tool_calls"][0];
+  EXPECT_TRUE(std::regex_match(call["id"].get<std::string>(), std::regex("call_[0-9a-f]{32}"))) << call;
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(call["function"]["arguments"], "{\"city\": \"Paris\"}");
+  // Streamed: the role, then the call in one delta (with its index), then [DONE].
+  body["stream"] = true;
+  auto events = api.stream("/v1/chat/completions", body);
+  ASSERT_EQ(events.size(), 3u);
+  const json s = json::parse(events[1])["choices"][0];
+  EXPECT_EQ(s["finish_reason"], "tool_calls");
+  ASSERT_EQ(s["delta"]["tool_calls"].size(), 1u) << events[1];
+  EXPECT_EQ(s["delta"]["tool_calls"][0]["index"], 0);
+  EXPECT_EQ(s["delta"]["tool_calls"][0]["function"], call["function"]);
+  EXPECT_FALSE(s["delta"].contains("content"));
+  // Without tools the same reply is plain text.
+  body.erase("tools");
+  body["stream"] = false;
+  auto [st2, plain] = api.post("/v1/chat/completions", body.dump());
+  ASSERT_EQ(st2, 200) << plain.dump();
+  EXPECT_EQ(plain["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(plain["choices"][0]["message"]["content"].is_string());
 }
 
 TEST(ServeProcess, SigtermStopsWithExitCodeZero) {

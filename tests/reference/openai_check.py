@@ -2,9 +2,10 @@
 """A real OpenAI client against `unillm serve` (the `openai` package from PyPI, pinned in
 tests/reference/constraints.txt): models list, completion, chat completion, streaming, n > 1,
 logprobs, structured output (a pydantic model through the client's `parse`, validated by
-pydantic), and a LoRA adapter served by name whose greedy output equals `unillm generate
---adapter`. Trains that adapter first (a 4-step LoRA SFT of the bundled stories260K). The server
-binds to a free loopback port and is always stopped (SIGTERM, then SIGKILL) before this exits.
+pydantic), a tools request with an earlier call and its result, and a LoRA adapter served by
+name whose greedy output equals `unillm generate --adapter`. Trains that adapter first (a 4-step
+LoRA SFT of the bundled stories260K). The server binds to a free loopback port and is always
+stopped (SIGTERM, then SIGKILL) before this exits.
 
   openai_check.py --unillm build/unillm --work DIR
 """
@@ -162,6 +163,27 @@ def main():
         except openai.BadRequestError as e:
             check("pattern" in str(e), f"the 400 does not name the keyword: {e}")
 
+        # Tools as the client sends them: a tool list, an earlier call and its result. The story
+        # model answers in text (tests/cli/serve_test.cpp checks replies that are calls).
+        weather = {"type": "function", "function": {
+            "name": "get_weather", "description": "Get the weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+        history = [{"role": "user", "content": "Weather in Paris?"},
+                   {"role": "assistant", "content": None, "tool_calls": [{
+                       "id": "call_1", "type": "function",
+                       "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
+                   {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+        tr = c.chat.completions.create(model="tiny", messages=history, tools=[weather], tool_choice="auto",
+                                       max_tokens=6, temperature=0)
+        check(tr.choices[0].finish_reason in ("stop", "length") and isinstance(tr.choices[0].message.content, str)
+              and not tr.choices[0].message.tool_calls, f"tools reply {tr.choices[0]}")
+        try:
+            c.chat.completions.create(model="tiny", messages=history, tools=[weather], tool_choice="required",
+                                      max_tokens=2)
+            fail("tool_choice required was accepted")
+        except openai.BadRequestError as e:
+            check("tool_choice" in str(e), f"the 400 does not name tool_choice: {e}")
+
         try:
             c.completions.create(model="nope", prompt="x", max_tokens=2)
             fail("an unknown model was accepted")
@@ -182,7 +204,7 @@ def main():
             fail("the server did not stop within 30 s of SIGTERM")
     check(rc == 0, f"the server exited {rc} on SIGTERM")
     print("openai_check: ok (models, completions = generate for base and adapter, chat, stream, "
-          "n=3 seeded, logprobs, structured output, 404, 401, SIGTERM)")
+          "n=3 seeded, logprobs, structured output, tools, 404, 401, SIGTERM)")
 
 
 if __name__ == "__main__":
