@@ -28,7 +28,7 @@ struct ResumeFrom {
 
 // The command a config is read for. Every command classifies keys by the same table
 // (key_table.h): refused and unknown keys are refused by all; an implemented key that this
-// command does not use is accepted with a warning naming the command (config_use.cpp).
+// command does not use is accepted with a warning naming the command (args_use.cpp).
 enum class ConfigUse { kTrain, kExport, kChat };
 const char* config_use_name(ConfigUse use);  // "train", "export", "chat"
 

@@ -76,7 +76,7 @@ bool set_finetune_field(TrainArgs& a, const Field& f);
 TrainArgs apply_fields(const std::map<std::string, Field>& fields, const std::string& source,
                        const std::map<std::string, Field>& direct = {}, Problems problems = {},
                        ConfigUse use = ConfigUse::kTrain);
-// Whether the command `use` reads this implemented key (config_use.cpp).
+// Whether the command `use` reads this implemented key (args_use.cpp).
 bool used_by(ConfigUse use, const KeyInfo& key);
 // Sets a GeneratingArguments key (ConfigUse::kChat) or infer_backend; false when key is not one.
 bool set_generating_field(TrainArgs& a, const Field& f);

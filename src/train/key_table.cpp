@@ -82,7 +82,7 @@ constexpr Group kGroups[] = {
      "use_llama_pro use_adam_mini use_mca use_muon use_dft_loss early_stopping_steps"},
     // ---- LLaMA-Factory GeneratingArguments (used by chat/eval, not by training)
     // do_predict with predict_with_generate (train) and chat/api configs read them
-    // (config_use.cpp); anywhere else they get a warning.
+    // (args_use.cpp); anywhere else they get a warning.
     {"generating", S::kImplemented,
      "do_sample temperature top_p top_k num_beams max_new_tokens repetition_penalty "
      "length_penalty skip_special_tokens"},
