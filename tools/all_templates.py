@@ -7,7 +7,25 @@ import json
 import lf_tool_formats as tf
 
 TOKENIZERS = ("llama2", "llama3", "qwen2", "qwen2_think")  # ties go to the earlier one
-IMPLEMENTED = ("default", "glm4", "glm4_moe", "ling", "llama3", "mistral", "qwen", "qwen3_5", "seed_oss")
+IMPLEMENTED = ("default", "gemma4", "glm4", "glm4_moe", "lfm2", "ling", "llama3", "minimax1", "minimax2", "mistral",
+               "qwen", "qwen3_5", "seed_oss")
+# Probe texts for the extractors of gemma4, minimax1/2 and lfm2 (every format reads every probe).
+MORE_PROBES = [
+    '<|tool_call>call:get_weather{city:<|"|>Paris, Texas: US<|"|>,days:[1,2]}<tool_call|>',
+    '<|tool_call>call:f{}<tool_call|> and <|tool_call>call:g{"x": 1, y :{z:null}}<tool_call|>',
+    '<|tool_call>call:bad name{a:1}<tool_call|><|tool_call>call:n{42}<tool_call|>',
+    '<|tool_call>call:s{"str"}<tool_call|><|tool_call>call:h{<|"|>just text<|"|>}<tool_call|>',
+    '<tool_calls>\n{"name": "a", "arguments": {"x": 1}}\nnot json\n  {"name": "b", "arguments": 2}  \n</tool_calls>',
+    "<tool_calls> </tool_calls>", '<tool_calls>\n{"arguments": 1}\n</tool_calls>',
+    '<minimax:tool_call>\n<invoke name="f">\n<parameter name="a"> 1 </parameter>\n<parameter name="b"> two '
+    '</parameter>\n</invoke>\n<invoke name=" g "></invoke>\n</minimax:tool_call>',
+    "x<minimax:tool_call>nothing</minimax:tool_call>",
+    '<|tool_call_start|>[f(a=1, b="x\\n", c=true, d=[1, -2.5], e={"k": None, 2: (1,)}), g()]<|tool_call_end|>',
+    "Sure.<|tool_call_start|>f(x, a=(1, 2), b='it\\'s', c=\"a\" r'\\d', d=0x1F, e=1_000)<|tool_call_end|> done",
+    "<|tool_call_start|>[f(a=[true])]<|tool_call_end|>", "<|tool_call_start|>f(a=1<|tool_call_end|>",
+    "<|tool_call_start|>obj.f(a=1)<|tool_call_end|>", "<|tool_call_start|>[]<|tool_call_end|>",
+    "<|tool_call_start|>f(a=1, a=2, b=-0.0, c=1e400, d='''x\ny''', e=-7, f=+.5, g=\"\\u00e9\\x41\")<|tool_call_end|>",
+]
 SYS = "You are a terse assistant."
 
 TOOLS = json.dumps([
@@ -65,10 +83,16 @@ def template_text(t):
 
 def choose_tokenizer(toks, t):
     """The bundled tokenizer that has every token the template needs and the most of the special
-    tokens its text names; None when none has them."""
+    tokens its text names; else the Qwen2 tokenizer with the missing special tokens added
+    (qwen2_extra), if it has them all; None when none has them."""
+    best = choose_from(toks, t, TOKENIZERS)
+    return best if best is not None or "qwen2_extra" not in toks else choose_from(toks, t, ("qwen2_extra",))
+
+
+def choose_from(toks, t, keys):
     best, best_score = None, -1
     text = template_text(t)
-    for key in TOKENIZERS:
+    for key in keys:
         tok = toks[key]
         vocab = tok.get_vocab()
         if any(w not in vocab for w in requirements(t)):
@@ -123,7 +147,7 @@ def tool_format_goldens():
                           "<tool_call>\n<function=f>\n<parameter=x>\n 7 \n</parameter>\n<parameter=y>hi</parameter>"
                           "\n</function>\n</tool_call>",
                           "<seed:tool_call>\n<function=g\n<parameter=q> a b </parameter>\n</function>\n</seed:tool_call>",
-                          '[{"name": "f", "parameters": {"p": null}, "arguments": {"q": [true, 1e-07, 1e+20]}}]']
+                          '[{"name": "f", "parameters": {"p": null}, "arguments": {"q": [true, 1e-07, 1e+20]}}]'] + MORE_PROBES
         out[fmt] = {"tools": tf.tool_text(fmt, tools), "calls": [texts[0], texts[1] if len(texts) > 1 else None],
                     "extract": [{"text": p, "calls": tf.extract(fmt, p)} for p in probes]}
     return out

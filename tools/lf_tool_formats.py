@@ -1,7 +1,9 @@
 """LLaMA-Factory's tool formats (src/llamafactory/data/tool_utils.py) re-implemented for
 tools/make_template_goldens.py: the system text for a tools list, the assistant text of function
 calls, and the extractor that reads calls back. Written from that file's behaviour, not imported.
-Formats covered: default, glm4, glm4_moe, ling, llama3, mistral, qwen, qwen3_5, seed_oss."""
+Formats covered: all of its TOOLS (default, gemma4, glm4, glm4_moe, lfm2, ling, llama3, minimax1,
+minimax2, mistral, qwen, qwen3_5, seed_oss)."""
+import ast
 import json
 import re
 
@@ -90,7 +92,86 @@ def tool_text(fmt, tools):
                 "<function=example_function_name>\n<parameter=example_parameter_1>value_1</parameter>\n"
                 "<parameter=example_parameter_2>This is the value for the second parameter\nthat can span\nmultiple "
                 "lines</parameter>\n</function>\n</seed:tool_call>\n")
+    if fmt == "gemma4":
+        return "\n".join(_gemma4_declaration(t) for t in tools)
+    if fmt == "lfm2":
+        return ("List of tools: <|tool_list_start|>" + dumps([t.get("function", t) if t.get("type") == "function"
+                                                              else t for t in tools]) + "<|tool_list_end|>")
+    if fmt == "minimax1":
+        body = "".join(dumps(_unwrap(t)) + "\n" for t in tools)
+        return ("You are provided with these tools:\n<tools>\n" + body + "</tools>\n\nIf you need to call tools, "
+                "please respond with <tool_calls></tool_calls> XML tags, and provide tool-name and json-object of "
+                "arguments, following the format below:\n<tool_calls>\n{\"name\": <tool-name-1>, \"arguments\": "
+                "<args-json-object-1>}\n...\n</tool_calls>")
+    if fmt == "minimax2":
+        body = "".join("<tool>" + dumps(_unwrap(t)) + "</tool>\n" for t in tools)
+        return ("\n\n# Tools\n\nYou may call one or more tools to assist with the user query.\nHere are the tools "
+                "available in JSONSchema format:\n\n<tools>\n" + body + "</tools>\n\nWhen making tool calls, use XML "
+                "format to invoke tools and pass parameters:\n\n<minimax:tool_call>\n<invoke name=\"tool-name-1\">\n"
+                "<parameter name=\"param-key-1\">param-value-1</parameter>\n<parameter name=\"param-key-2\">"
+                "param-value-2</parameter>\n...\n</invoke>\n</minimax:tool_call>")
     raise NotImplementedError(fmt)
+
+
+Q = '<|"|>'  # Gemma 4's string quote
+
+
+def _gemma4_declaration(tool):
+    f = tool.get("function", tool) if tool.get("type") == "function" else tool
+    out = f"declaration:{f['name']}{{description:{Q}{f.get('description', '')}{Q}"
+    params = f.get("parameters")
+    if params:
+        parts = []
+        if params.get("properties"):
+            props = []
+            for name, sch in params["properties"].items():
+                item = ([f"description:{Q}{sch['description']}{Q}"] if sch.get("description") else []) + \
+                       ([f"type:{Q}{str(sch['type']).upper()}{Q}"] if sch.get("type") else [])
+                props.append(name + ":{" + ",".join(item) + "}")
+            parts.append("properties:{" + ",".join(props) + "}")
+        if params.get("required"):
+            parts.append("required:[" + ",".join(Q + str(r) + Q for r in params["required"]) + "]")
+        if params.get("type"):
+            parts.append(f"type:{Q}{str(params['type']).upper()}{Q}")
+        out += ",parameters:{" + ",".join(parts) + "}"
+    resp = f.get("response")
+    if resp:
+        parts = [f"description:{Q}{resp['description']}{Q}"] if resp.get("description") else []
+        if str(resp.get("type", "")).upper() == "OBJECT":
+            parts.append(f"type:{Q}OBJECT{Q}")
+        out += ",response:{" + ",".join(parts) + "}"
+    return out + "}"
+
+
+def _gemma4_value(v):
+    if isinstance(v, str):
+        return Q + v + Q
+    if isinstance(v, bool):
+        return str(v).lower()
+    if v is None:
+        return "null"
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{_gemma4_value(v[k])}" for k in sorted(v)) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(map(_gemma4_value, v)) + "]"
+    return repr(v)
+
+
+def _gemma4_call(name, arguments):
+    try:
+        a = json.loads(arguments)
+    except json.JSONDecodeError:
+        a = arguments
+    if isinstance(a, dict):
+        inner = _gemma4_value(a)[1:-1]
+    else:
+        inner = a if isinstance(a, str) else _gemma4_value(a)
+    return f"<|tool_call>call:{name}{{{inner}}}<tool_call|>"
+
+
+def _lfm2_call(name, arguments):
+    kw = ", ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={dumps(v)}" for k, v in json.loads(arguments).items())
+    return f"{name}({kw})"
 
 
 def _kv(v):
@@ -123,6 +204,17 @@ def function_text(fmt, calls):
         return "\n".join(f"\n<seed:tool_call>\n<function={n}" + "".join(f"\n<parameter={k}>{_kv(v)}</parameter>"
                                                                         for k, v in json.loads(a).items())
                          + "\n</function>\n</seed:tool_call>" for n, a in calls)
+    if fmt == "gemma4":
+        return "".join(_gemma4_call(n, a) for n, a in calls)
+    if fmt == "lfm2":
+        return "<|tool_call_start|>[" + ", ".join(_lfm2_call(n, a) for n, a in calls) + "]<|tool_call_end|>"
+    if fmt == "minimax1":
+        return "<tool_calls>\n" + "\n".join(dumps({"name": n, "arguments": json.loads(a)}) for n, a in calls) + \
+            "\n</tool_calls>"
+    if fmt == "minimax2":
+        return "\n".join(f'<invoke name="{n}">' + "".join(f'\n<parameter name="{k}">{_kv(v)}</parameter>'
+                                                           for k, v in json.loads(a).items()) + "\n</invoke>"
+                         for n, a in calls)
     raise NotImplementedError(fmt)
 
 
@@ -176,6 +268,85 @@ def extract(fmt, content):
                         args[k] = raw.strip() if fmt == "qwen3_5" else raw
                 out.append((n.strip(), dumps(args)))
             return out or None
+        if fmt == "gemma4":
+            found = re.findall(r"<\|tool_call>call:([^{\s]+)\{(.*?)\}<tool_call\|>", content, re.DOTALL)
+            return [(n.strip(), _gemma4_args(a)) for n, a in found] or None
+        if fmt in ("minimax1", "minimax2"):
+            tag = "tool_calls" if fmt == "minimax1" else "minimax:tool_call"
+            block = re.search(rf"<{tag}>\s*(.+?)\s*</{tag}>", content, re.DOTALL)
+            if block is None:
+                return None
+            return (_minimax1_calls if fmt == "minimax1" else _minimax2_calls)(block.group(1))
+        if fmt == "lfm2":
+            return _lfm2_extract(content)
     except (json.JSONDecodeError, KeyError, TypeError):
         return None
     raise NotImplementedError(fmt)
+
+
+def _gemma4_args(text):
+    text = text.strip()
+    if not text:
+        return "{}"
+    norm = re.sub(r'<\|"\|>(.*?)<\|"\|>', lambda m: dumps(m.group(1)), "{" + text + "}", flags=re.DOTALL)
+    norm = re.sub(r"(^|[{\s,])([A-Za-z_][A-Za-z0-9_]*)(\s*:)", r'\1"\2"\3', norm)
+    for candidate in (norm, text):
+        try:
+            v = json.loads(candidate)
+            return v if isinstance(v, str) else dumps(v)
+        except json.JSONDecodeError:
+            pass
+    return text
+
+
+def _minimax1_calls(block):
+    out = []
+    for line in block.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            v = json.loads(line.strip())
+        except json.JSONDecodeError:
+            continue
+        out.append((v["name"], dumps(v["arguments"])))  # KeyError/TypeError: the caller's None
+    return out
+
+
+def _minimax2_calls(block):
+    out = []
+    for name, body in re.findall(r'<invoke name="(.*?)">(.*?)</invoke>', block, re.DOTALL):
+        args = {}
+        for k, raw in re.findall(r'<parameter name="(.*?)">(.*?)</parameter>', body, re.DOTALL):
+            try:
+                args[k] = json.loads(raw.strip())
+            except json.JSONDecodeError:
+                args[k] = raw
+        out.append((name.strip(), dumps(args)))
+    return out
+
+
+def _lfm2_value(node):
+    if isinstance(node, ast.Name):
+        return {"true": True, "false": False, "null": None}[node.id]  # KeyError: not a call
+    return ast.literal_eval(node)
+
+
+def _lfm2_extract(content):
+    a = content.find("<|tool_call_start|>")
+    e = content.find("<|tool_call_end|>", a) if a >= 0 else -1
+    if e < 0:
+        return None
+    try:
+        body = ast.parse(content[a + len("<|tool_call_start|>"):e].strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    nodes = body.elts if isinstance(body, ast.List) else [body] if isinstance(body, ast.Call) else []
+    out = []
+    for n in nodes:
+        if not isinstance(n, ast.Call) or not isinstance(n.func, ast.Name):
+            return None
+        try:
+            out.append((n.func.id, dumps({k.arg: _lfm2_value(k.value) for k in n.keywords})))
+        except (ValueError, KeyError):
+            return None
+    return out or None

@@ -297,6 +297,8 @@ def load_tokenizers(tmp):
     toks["qwen2"] = AutoTokenizer.from_pretrained(str(DATA / "qwen2-tokenizer"))
     toks["qwen2_think"] = AutoTokenizer.from_pretrained(make_think_tokenizer(tmp))
     assert toks["qwen2_think"].encode("<think>a</think>", add_special_tokens=False)[0] == THINK_IDS[0]
+    toks["qwen2_extra"] = AutoTokenizer.from_pretrained(make_think_tokenizer(tmp, "qwen2_extra", EXTRA_TOKENS))
+    assert toks["qwen2_extra"].convert_tokens_to_ids("<turn|>") == EXTRA_TOKENS["<turn|>"]
     return toks
 
 
@@ -306,16 +308,30 @@ def load_tokenizers(tmp):
 THINK_IDS = (151646, 151647)
 
 
-def make_think_tokenizer(tmp):
-    src, dst = DATA / "qwen2-tokenizer", Path(tmp) / "qwen2_think"
+# The special tokens of the templates no bundled tokenizer has (gemma's <end_of_turn>, phi's
+# <|end|>, ...), added as special tokens after the think ids to make "qwen2_extra": the tokenizer
+# of last resort for those templates only (all_templates.choose_tokenizer). template_test.cpp
+# builds the same directory from goldens.json's extra_tokens.
+EXTRA_TOKENS = {t: 151648 + k for k, t in enumerate([
+    "<|user|>", "<|assistant|>", "<|system|>", "<|observation|>", "[gMASK]", "sop", "<｜hy_eos｜>",
+    "<｜hy_User｜>", "<｜hy_Assistant｜>", "<|end_of_sentence|>", "<start_of_turn>", "<end_of_turn>",
+    "<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>", "<|tool>", "<tool|>", "<|tool_call>",
+    "<tool_call|>", '<|"|>', "<|header_start|>", "<|header_end|>", "<|eot|>", "<|eom|>", "<|end|>", "<sep>",
+    "<eod>"])}
+
+
+def make_think_tokenizer(tmp, name="qwen2_think", extra=None):
+    src, dst = DATA / "qwen2-tokenizer", Path(tmp) / name
     dst.mkdir()
     for f in ("vocab.json", "merges.txt", "special_tokens_map.json"):
         shutil.copy(src / f, dst / f)
     cfg = json.loads((src / "tokenizer_config.json").read_text())
     added = json.loads((src / "added_tokens.json").read_text())
-    for tok, i in zip(("<think>", "</think>"), THINK_IDS):
+    news = [(tok, i, False) for tok, i in zip(("<think>", "</think>"), THINK_IDS)]
+    news += [(tok, i, True) for tok, i in (extra or {}).items()]
+    for tok, i, special in news:
         cfg["added_tokens_decoder"][str(i)] = {"content": tok, "lstrip": False, "normalized": False,
-                                               "rstrip": False, "single_word": False, "special": False}
+                                               "rstrip": False, "single_word": False, "special": special}
         added[tok] = i
     (dst / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2))
     (dst / "added_tokens.json").write_text(json.dumps(added))
@@ -463,7 +479,7 @@ def main():
                         "glaive_record": record, "cutoff_len": 4096, "train_on_prompt": False,
                         "mask_history": False, "input_ids": ids, "labels": labels})
     doc = {"generator": "tools/make_template_goldens.py", "lf_commit": LF_TEMPLATES["commit"],
-           "think_ids": list(THINK_IDS), "tool_date": tf.TOOL_DATE, "templates": entries, "supervised": sft,
+           "think_ids": list(THINK_IDS), "extra_tokens": EXTRA_TOKENS, "tool_date": tf.TOOL_DATE, "templates": entries, "supervised": sft,
            "skipped": skipped, "tool_formats": all_templates.tool_format_goldens()}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     with open(a.out, "w", encoding="utf-8") as f:

@@ -66,7 +66,7 @@ int cmd_chat(const std::vector<std::string>& args) {
     std::fprintf(stderr, "unillm: chat template '%s'%s\n", choice.name.c_str(),
                  choice.name == "empty" ? " (the model has none; give --template, e.g. alpaca)" : " (from the model's chat_template)");
   apply_enable_thinking(f.enable_thinking, choice.options);
-  auto tmpl = data::ChatTemplate::by_name(choice.name, *tok, choice.options);
+  auto tmpl = data::make_chat_template(choice, *tok, choice.options);
   std::vector<int32_t> eos = tmpl->stop_ids();
   std::vector<int32_t> unused;
   apply_generation_config(f.model, p, f.sampling, unused, model->config().vocab_size);  // sampling defaults only

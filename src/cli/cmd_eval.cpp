@@ -114,7 +114,7 @@ int eval_reward(const std::vector<std::string>& args) {
     UNILLM_THROW(ConfigError, "[eval reward] no value_head.safetensors in ", head_dir,
                  " (train a reward model with stage: rm; its output dir holds one)");
   const auto choice = data::choose_template(template_name, model_dir);
-  const auto tmpl = data::ChatTemplate::by_name(choice.name, *tok, choice.options);
+  const auto tmpl = data::make_chat_template(choice, *tok, choice.options);
   const data::PreferenceSet set = data::read_preferences(attr, {});
   data::TokenizedDataset ds;
   ds.group = 2;

@@ -42,6 +42,7 @@ std::string format_flag(const std::vector<std::string>& args) {
 void write_template_files(const train::TrainArgs& a, const std::string& tokenizer_dir, const std::string& out) {
   auto tok = io::Tokenizer::load(tokenizer_dir);
   const auto choice = data::choose_template(a.template_name, tokenizer_dir);
+  if (choice.name == data::kJinjaTemplateName) return;  // the model's own chat_template stays
   auto tmpl = data::ChatTemplate::by_name(choice.name, *tok, train::template_options(a, choice.options));
   const fs::path cfg = fs::path(out) / "tokenizer_config.json";
   if (!a.template_name.empty()) {

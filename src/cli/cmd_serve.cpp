@@ -125,7 +125,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   auto choice = data::choose_template(f.template_name, f.model);
   apply_enable_thinking(f.enable_thinking, choice.options);
   if (choice.name != "empty" || !f.template_name.empty())
-    tmpl = data::ChatTemplate::by_name(choice.name, *tok, choice.options);
+    tmpl = data::make_chat_template(choice, *tok, choice.options);
   std::vector<int32_t> eos = cfg.eos_token_ids;
   if (eos.empty()) eos = tok->stop_ids();
 

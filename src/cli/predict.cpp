@@ -71,7 +71,7 @@ void predict_with_generate(const train::TrainArgs& a, bool after_training) {
   const io::Tokenizer& tok = *m.tokenizer;
   const std::string tokenizer_dir = after_training && a.finetuning_type != "lora" ? a.output_dir : base;
   const auto choice = data::choose_template(a.template_name, tokenizer_dir);
-  auto tmpl = data::ChatTemplate::by_name(choice.name, tok, train::template_options(a, choice.options));
+  auto tmpl = data::make_chat_template(choice, tok, train::template_options(a, choice.options));
 
   data::DataOptions dopt = train::data_options(a);
   dopt.cutoff_len = a.cutoff_len;  // LLaMA-Factory's unsupervised processor: cutoff_len as given

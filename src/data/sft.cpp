@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "data/dataset_info.h"
 #include "data/error.h"
+#include "data/jinja_template.h"
 #include "data/packing.h"
 #include "data/template_export.h"
 #include "data/sft_encode.h"
@@ -27,8 +28,15 @@ std::string read_chat_template(const std::string& model_dir) {
   std::stringstream ss;
   ss << f.rdbuf();
   auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.contains("chat_template") || !j["chat_template"].is_string()) return "";
-  return j["chat_template"].get<std::string>();
+  if (j.is_discarded() || !j.is_object() || !j.contains("chat_template")) return "";
+  const auto& t = j["chat_template"];
+  if (t.is_string()) return t.get<std::string>();
+  if (t.is_array())  // a list of {name, template}: transformers renders "default"
+    for (const auto& e : t)
+      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+          e["template"].is_string())
+        return e["template"].get<std::string>();
+  return "";
 }
 
 void add_skips(TokenizedDataset& out, ConversationSet& set) {
@@ -212,24 +220,36 @@ std::pair<TokenizedDataset, TokenizedDataset> load_sft_data(const SftOptions& o,
 bool has_chat_template(const std::string& model_dir) { return !read_chat_template(model_dir).empty(); }
 
 TemplateChoice choose_template(const std::string& requested, const std::string& model_dir) {
-  if (!requested.empty()) return {requested, {}};
+  if (requested == kJinjaTemplateName) {
+    if (read_chat_template(model_dir).empty())
+      UNILLM_THROW(ConfigError, "[data] template '", kJinjaTemplateName,
+                   "' renders the model's own chat_template, but ", model_dir,
+                   "/tokenizer_config.json has none; name a template (e.g. default, qwen, llama3)");
+    return {requested, {}, model_dir};
+  }
+  if (!requested.empty()) return {requested, {}, ""};
   const std::string jinja = read_chat_template(model_dir);
-  if (jinja.empty()) return {"empty", {}};  // LLaMA-Factory's fallback
-  TemplateChoice c{recognize_jinja_template(jinja), {}};
+  if (jinja.empty()) return {"empty", {}, ""};  // LLaMA-Factory's fallback
+  TemplateChoice c{recognize_jinja_template(jinja), {}, ""};
   if (c.name.empty()) {  // a template exported by unillm or LLaMA-Factory (template_export.h)
     try {
       c.name = template_of_exported_jinja(jinja, *io::Tokenizer::load(model_dir));
-    } catch (const Error&) {  // no loadable tokenizer here: the error below says what to do
+    } catch (const Error&) {  // no loadable tokenizer here: the Jinja itself is used below
     }
     if (!c.name.empty()) return c;
   }
-  if (c.name.empty())
-    UNILLM_THROW(ConfigError, "[data] ", model_dir,
-                 "/tokenizer_config.json: its Jinja chat_template is not one unillm maps to a "
-                 "named template (Jinja is not evaluated); set `template:` (known: default, "
-                 "alpaca, vicuna, llama2, llama3, qwen, qwen3, …)");
+  // A Jinja no built-in row reproduces: render it as transformers does.
+  if (c.name.empty()) return {kJinjaTemplateName, {}, model_dir};
   if (auto sys = jinja_default_system(jinja); sys && !sys->empty()) c.options.default_system = sys;
   return c;
+}
+
+std::unique_ptr<ChatTemplate> make_chat_template(const TemplateChoice& choice,
+                                                 const io::Tokenizer& tok,
+                                                 const TemplateOptions& options) {
+  if (choice.name == kJinjaTemplateName)
+    return JinjaChatTemplate::load(choice.model_dir, tok, options);
+  return ChatTemplate::by_name(choice.name, tok, options);
 }
 
 }  // namespace unillm::data

@@ -4,9 +4,11 @@
 // preprocessing, on the processed rows).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 
+#include "data/jinja_template.h"  // kJinjaTemplateName
 #include "data/pretrain.h"
 #include "data/template.h"
 
@@ -49,12 +51,19 @@ void split_val_examples(TokenizedDataset& train, TokenizedDataset& eval, double 
 struct TemplateChoice {
   std::string name;
   TemplateOptions options;  // the Jinja's default system prompt when chosen from it
+  std::string model_dir;    // where the chat_template is read from, for name "jinja"
 };
-// The template to render with, as LLaMA-Factory chooses it: `requested` when given; else the
-// named equivalent of tokenizer_config.json's Jinja chat_template (with that Jinja's default
-// system prompt); "empty" when the model has none. Throws ConfigError when the model has a Jinja
-// template unillm cannot map (name one instead).
+// The template to render with, as LLaMA-Factory chooses it: `requested` when given ("jinja" =
+// the model's own chat_template, ConfigError when it has none); else the named equivalent of
+// tokenizer_config.json's Jinja chat_template (with that Jinja's default system prompt); "jinja"
+// when that Jinja maps to no built-in row (rendered as transformers does, JinjaChatTemplate);
+// "empty" when the model has none.
 TemplateChoice choose_template(const std::string& requested, const std::string& model_dir);
+// The chosen template bound to tok (which must outlive it): ChatTemplate::by_name, or the model's
+// own Jinja for "jinja". options as by_name's (the caller merges choice.options into them).
+std::unique_ptr<ChatTemplate> make_chat_template(const TemplateChoice& choice,
+                                                 const io::Tokenizer& tok,
+                                                 const TemplateOptions& options);
 // True when the model dir's tokenizer_config.json has a chat_template.
 bool has_chat_template(const std::string& model_dir);
 

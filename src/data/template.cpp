@@ -100,7 +100,8 @@ DefinedTemplate::DefinedTemplate(const TemplateDef& def, const io::Tokenizer& to
   check_tool_format(def_.tool_format, "template '" + name_ + "'");
   check_tool_format(def_.function_format, "template '" + name_ + "'");
   // fix_special_tokens: the first stop word replaces EOS; a tokenizer without EOS gets
-  // <|endoftext|>. We cannot add tokens, so each must already be in the vocabulary.
+  // <|endoftext|>. Training adds missing stop words to the tokenizer first (train/vocab.h, as
+  // LLaMA-Factory); here each must already be in the vocabulary.
   if (def.replace_eos) {
     if (def.stop_words.empty())
       UNILLM_THROW(ConfigError, "[template] '", name_, "': replace_eos needs stop words");
@@ -124,7 +125,8 @@ int32_t DefinedTemplate::require_token(const std::string& token) const {
   auto id = tok_.token_to_id(token);
   if (!id)
     UNILLM_THROW(ConfigError, "[template] '", name_, "' needs the token '", token,
-                 "', which the tokenizer does not have (wrong template for this model?)");
+                 "', which the tokenizer does not have (wrong template for this model? training adds "
+                 "it with add_special_tokens: ", token, " and resize_vocab: true)");
   return *id;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/error.h"
+#include "data/template_tools_internal.h"
 
 namespace unillm::data {
 namespace {
@@ -195,8 +196,6 @@ const char* const kSeedPrompt =
     "</parameter>\n<parameter=example_parameter_2>This is the value for the second parameter\n"
     "that can span\nmultiple lines</parameter>\n</function>\n</seed:tool_call>\n";
 
-const std::vector<std::string> kUnimplemented = {"gemma4", "lfm2", "minimax1", "minimax2"};
-
 // str.format on a prompt: each "{key}" of the prompt replaced in one pass (text put in is not
 // searched again).
 std::string fill(const std::string& prompt,
@@ -327,15 +326,15 @@ std::string py_json_dumps(const nlohmann::ordered_json& v, int indent) {
 }
 
 const std::vector<std::string>& tool_format_names() {
-  static const std::vector<std::string> names = {"default", "glm4", "glm4_moe", "ling",    "llama3",
-                                                 "mistral", "qwen", "qwen3_5",  "seed_oss"};
+  static const std::vector<std::string> names = {
+      "default",  "gemma4",   "glm4",    "glm4_moe", "lfm2",    "ling",    "llama3",
+      "minimax1", "minimax2", "mistral", "qwen",     "qwen3_5", "seed_oss"};
   return names;
 }
 
 bool is_known_tool_format(const std::string& f) {
   const auto& n = tool_format_names();
-  return std::find(n.begin(), n.end(), f) != n.end() ||
-         std::find(kUnimplemented.begin(), kUnimplemented.end(), f) != kUnimplemented.end();
+  return std::find(n.begin(), n.end(), f) != n.end();
 }
 
 void check_tool_format(const std::string& family, const std::string& what) {
@@ -346,19 +345,14 @@ void check_tool_format(const std::string& family, const std::string& what) {
                "'; known: ", known);
 }
 
-static void require_implemented(const std::string& f) {
-  const auto& n = tool_format_names();
-  if (std::find(n.begin(), n.end(), f) == n.end())
-    UNILLM_THROW(NotImplemented, "[template] tool format '", f,
-                 "' (LLaMA-Factory's tool_utils.py) is not implemented; tools and function "
-                 "calls cannot be rendered with it");
-}
-
 std::string format_tools(const std::string& f, const nlohmann::ordered_json& tools,
                          const std::string& date) {
-  require_implemented(f);
+  check_tool_format(f, "format_tools");
   if (!tools.is_array()) UNILLM_THROW(DataError, "[template] tools must be a JSON list");
   if (f == "default") return default_tools(tools);
+  if (f == "gemma4") return detail::gemma4_tools(tools);
+  if (f == "lfm2") return detail::lfm2_tools(tools);
+  if (f == "minimax1" || f == "minimax2") return detail::minimax_tools(f == "minimax2", tools);
   if (f == "glm4") {
     std::string text;
     for (const ojson& raw : tools) {
@@ -397,7 +391,10 @@ std::string format_tools(const std::string& f, const nlohmann::ordered_json& too
 }
 
 std::string format_function_calls(const std::string& f, const std::vector<FunctionCall>& calls) {
-  require_implemented(f);
+  check_tool_format(f, "format_function_calls");
+  if (f == "gemma4") return detail::gemma4_calls(calls);
+  if (f == "lfm2") return detail::lfm2_calls(calls);
+  if (f == "minimax1" || f == "minimax2") return detail::minimax_calls(f == "minimax2", calls);
   std::vector<std::string> parts;
   if (f == "default") {
     for (const auto& c : calls)

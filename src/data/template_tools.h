@@ -1,7 +1,8 @@
 // Tool schemas and function calls as text, per tool format of LLaMA-Factory's tool_utils.py
-// (default, glm4, glm4_moe, llama3, ling, mistral, qwen, qwen3_5, seed_oss): what a chat template
-// puts into the system prompt for a `tools` list and into the assistant turn for a call. JSON is
-// written byte for byte as Python's json.dumps writes it (key order kept).
+// (default, gemma4, glm4, glm4_moe, lfm2, llama3, ling, minimax1, minimax2, mistral, qwen,
+// qwen3_5, seed_oss): what a chat template puts into the system prompt for a `tools` list and
+// into the assistant turn for a call. JSON is written byte for byte as Python's json.dumps
+// writes it (key order kept).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -21,17 +22,15 @@ struct FunctionCall {
 // (", " / ": " separators, one line); floats as Python's repr (shortest round trip).
 std::string py_json_dumps(const nlohmann::ordered_json& v, int indent = -1);
 
-// The tool formats unillm implements, sorted; and LLaMA-Factory's ones it does not (gemma4, lfm2,
-// minimax1, minimax2): a template using one renders text but throws NotImplemented for tools.
+// LLaMA-Factory's tool formats (its tool_utils.py TOOLS), sorted; unillm implements all of them.
 const std::vector<std::string>& tool_format_names();
-bool is_known_tool_format(const std::string& family);  // implemented or not
+bool is_known_tool_format(const std::string& family);
 // Throws ConfigError for a name LLaMA-Factory does not have either.
 void check_tool_format(const std::string& family, const std::string& what);
 
 // ToolUtils.tool_formatter: the system-prompt text for `tools` (a JSON list of schemas, each
 // {"name", "description", "parameters"} or {"type": "function", "function": {...}}). date is the
-// llama3 prompt's "Today Date". Throws DataError for a schema missing a key the format reads,
-// NotImplemented for a format unillm lacks.
+// llama3 prompt's "Today Date". Throws DataError for a schema missing a key the format reads.
 std::string format_tools(const std::string& family, const nlohmann::ordered_json& tools,
                          const std::string& date);
 

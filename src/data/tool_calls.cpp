@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "data/tool_calls_internal.h"
 
 namespace unillm::data {
 namespace {
@@ -170,15 +171,157 @@ std::optional<Calls> extract_xml(const std::string& s, const std::string& open,
   return out;
 }
 
+// re.search(OPEN\s*(.+?)\s*CLOSE, DOTALL).group(1): the first OPEN with a CLOSE after at least
+// one more character; the group loses the whitespace at both ends unless it is only whitespace.
+std::optional<std::string> tagged_block(const std::string& s, const std::string& open,
+                                        const std::string& close) {
+  for (size_t i = s.find(open); i != std::string::npos; i = s.find(open, i + 1)) {
+    const size_t a = i + open.size(), g = skip_space(s, a);
+    size_t c = g < s.size() ? s.find(close, g + 1) : std::string::npos;
+    if (c != std::string::npos) {
+      while (c > g + 1 && is_space(s[c - 1])) --c;
+      return s.substr(g, c - g);
+    }
+    if (g > a && starts_at(s, g, close)) return s.substr(g - 1, 1);  // \s* gives one back
+  }
+  return std::nullopt;
+}
+
+// MiniMax-M1: one {"name", "arguments"} JSON per line inside <tool_calls>; lines that are not
+// JSON are skipped. A JSON line without name/arguments makes LLaMA-Factory raise; here the reply
+// is plain text then. No block: nullopt; a block without calls: an empty list (as the Python).
+std::optional<Calls> extract_minimax1(const std::string& s) {
+  auto block = tagged_block(s, "<tool_calls>", "</tool_calls>");
+  if (!block) return std::nullopt;
+  Calls out;
+  size_t b = 0;
+  while (b <= block->size()) {
+    size_t e = block->find('\n', b);
+    if (e == std::string::npos) e = block->size();
+    const std::string line = strip(block->substr(b, e - b));
+    b = e + 1;
+    if (line.empty()) continue;
+    auto t = parse_json(line);
+    if (!t) continue;
+    if (!t->is_object() || !t->contains("name") || !t->contains("arguments") ||
+        !(*t)["name"].is_string())
+      return std::nullopt;
+    out.push_back({(*t)["name"].get<std::string>(), py_json_dumps((*t)["arguments"])});
+  }
+  return out;
+}
+
+// Each (.*?) of OPEN(.*?)MID(.*?)CLOSE in `s` from `from`, left to right (re.findall).
+std::vector<std::pair<std::string, std::string>> find_pairs(const std::string& s,
+                                                            const std::string& open,
+                                                            const std::string& mid,
+                                                            const std::string& close) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = s.find(open); i != std::string::npos;) {
+    const size_t m = s.find(mid, i + open.size());
+    const size_t c = m == std::string::npos ? m : s.find(close, m + mid.size());
+    if (c == std::string::npos) {
+      i = s.find(open, i + 1);
+      continue;
+    }
+    out.emplace_back(s.substr(i + open.size(), m - i - open.size()),
+                     s.substr(m + mid.size(), c - m - mid.size()));
+    i = s.find(open, c + close.size());
+  }
+  return out;
+}
+
+// MiniMax-M2: <invoke name="N"><parameter name="K">V</parameter>...</invoke> inside the first
+// <minimax:tool_call> block; values parsed as JSON when their stripped text is JSON, else raw.
+std::optional<Calls> extract_minimax2(const std::string& s) {
+  auto block = tagged_block(s, "<minimax:tool_call>", "</minimax:tool_call>");
+  if (!block) return std::nullopt;
+  Calls out;
+  for (const auto& [name, body] : find_pairs(*block, "<invoke name=\"", "\">", "</invoke>")) {
+    ojson args = ojson::object();
+    for (const auto& [key, raw] : find_pairs(body, "<parameter name=\"", "\">", "</parameter>")) {
+      auto v = parse_json(strip(raw));
+      args[key] = v ? *v : ojson(raw);
+    }
+    out.push_back({strip(name), py_json_dumps(args)});
+  }
+  return out;
+}
+
+// Gemma 4's argument text (k:v,... with strings in <|"|> quotes) as JSON: the quoted strings
+// become JSON strings, then every identifier before a ':' that follows '{', ',' or whitespace is
+// quoted (also inside strings, as LLaMA-Factory's regex does).
+std::string gemma4_normalize(const std::string& text) {
+  const std::string q = "<|\"|>";
+  std::string a;
+  size_t i = 0;
+  for (size_t o = text.find(q); o != std::string::npos; o = text.find(q, i)) {
+    const size_t c = text.find(q, o + q.size());
+    if (c == std::string::npos) break;
+    a += text.substr(i, o - i) + py_json_dumps(ojson(text.substr(o + q.size(), c - o - q.size())));
+    i = c + q.size();
+  }
+  a += text.substr(i);
+  auto word_start = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; };
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (size_t p = 0; p < a.size();) {
+    out += a[p];
+    if (!(a[p] == '{' || a[p] == ',' || is_space(a[p])) || p + 1 >= a.size() ||
+        !word_start(a[p + 1])) {
+      ++p;
+      continue;
+    }
+    size_t w = p + 1;
+    while (w < a.size() && word_char(a[w])) ++w;
+    const size_t colon = skip_space(a, w);
+    if (colon < a.size() && a[colon] == ':') {
+      out += "\"" + a.substr(p + 1, w - p - 1) + "\"" + a.substr(w, colon + 1 - w);
+      p = colon + 1;
+    } else {
+      ++p;
+    }
+  }
+  return out;
+}
+
+// Gemma 4: <|tool_call>call:NAME{ARGS}<tool_call|>, ARGS read as gemma4_normalize's JSON object,
+// else as JSON, else kept as text (the arguments are then not JSON, as in LLaMA-Factory).
+std::optional<Calls> extract_gemma4(const std::string& s) {
+  const std::string open = "<|tool_call>call:", close = "}<tool_call|>";
+  Calls out;
+  for (size_t i = s.find(open); i != std::string::npos;) {
+    size_t n = i + open.size(), e = n;
+    while (e < s.size() && s[e] != '{' && !is_space(s[e])) ++e;
+    const size_t c =
+        e > n && e < s.size() && s[e] == '{' ? s.find(close, e + 1) : std::string::npos;
+    if (c == std::string::npos) {
+      i = s.find(open, i + 1);
+      continue;
+    }
+    const std::string text = strip(s.substr(e + 1, c - e - 1));
+    std::string args = "{}";
+    if (!text.empty()) {
+      auto v = parse_json(gemma4_normalize("{" + text + "}"));
+      if (!v) v = parse_json(text);
+      args = !v ? text : v->is_string() ? v->get<std::string>() : py_json_dumps(*v);
+    }
+    out.push_back({strip(s.substr(n, e - n)), args});
+    i = s.find(open, c + close.size());
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
 }  // namespace
 
 std::optional<std::vector<FunctionCall>> parse_tool_calls(const std::string& f,
                                                           const std::string& text) {
   check_tool_format(f, "parse_tool_calls");
-  const auto& n = tool_format_names();
-  if (std::find(n.begin(), n.end(), f) == n.end())
-    UNILLM_THROW(NotImplemented, "[template] tool format '", f,
-                 "': reading tool calls is not implemented");
+  if (f == "gemma4") return extract_gemma4(text);
+  if (f == "lfm2") return detail::extract_lfm2(text);
+  if (f == "minimax1") return extract_minimax1(text);
+  if (f == "minimax2") return extract_minimax2(text);
   if (f == "default") return extract_default(text);
   if (f == "glm4") return extract_glm4(text);
   if (f == "llama3") return extract_json(text, "parameters");

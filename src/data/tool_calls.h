@@ -18,7 +18,12 @@ namespace unillm::data {
 // or more); glm4 "NAME\nJSON"; llama3 {"name", "parameters"} JSON or a list; mistral {"name",
 // "arguments"} JSON or a list; qwen, ling and glm4_moe <tool_call>{"name", "arguments"}
 // </tool_call>…; qwen3_5 <tool_call><function=NAME><parameter=KEY>VALUE</parameter>…;
-// seed_oss the same inside <seed:tool_call>. Throws NotImplemented for the formats unillm lacks.
+// seed_oss the same inside <seed:tool_call>; minimax1 {"name", "arguments"} JSON lines inside
+// <tool_calls>; minimax2 <invoke name="N"><parameter name="K">V</parameter>… inside
+// <minimax:tool_call>; gemma4 <|tool_call>call:NAME{k:v,…}<tool_call|> (strings in <|"|>);
+// lfm2 Python calls [f(k=v, …), …] inside <|tool_call_start|>…<|tool_call_end|>. minimax1 and
+// minimax2 answer an empty list for a block without calls (as the Python does); where a Python
+// extractor would raise (minimax1: a JSON line without "name"), nullopt.
 std::optional<std::vector<FunctionCall>> parse_tool_calls(const std::string& family,
                                                           const std::string& text);
 // With the template's tool format (LLaMA-Factory's Template.extract_tool).

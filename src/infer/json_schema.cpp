@@ -86,10 +86,24 @@ bool has_type(const Json& v, std::string_view type) {
 class Compiler {
  public:
   explicit Compiler(const Json& root)
-      : root_(root), json_(json_grammar::add_rules(b_)), ws_(ref(json_.ws)) {}
+      : root_(&root), json_(json_grammar::add_rules(b_)), ws_(ref(json_.ws)) {}
 
-  std::shared_ptr<const Grammar> build() {
-    const int32_t top = compile(root_, "");
+  std::shared_ptr<const Grammar> build() { return finish(compile(*root_, "")); }
+
+  // One rule of alternatives prefix + value + suffix; each schema is its own $ref document.
+  std::shared_ptr<const Grammar> build(const std::vector<JsonInText>& alternatives) {
+    std::vector<Symbols> alts;
+    for (const JsonInText& a : alternatives) {
+      root_ = &a.schema;
+      refs_.clear();
+      const int32_t value = compile(a.schema, "");
+      alts.push_back(seq(std::string_view(a.prefix), ref(value), std::string_view(a.suffix)));
+    }
+    return finish(b_.add("text", std::move(alts)));
+  }
+
+ private:
+  std::shared_ptr<const Grammar> finish(int32_t top) {
     if (b_.num_rules() > kMaxRules)
       fail("", "the schema needs more than ", kMaxRules, " grammar rules (lower its maxLength/maxItems bounds)");
     const std::string cycle = b_.left_recursion();
@@ -99,7 +113,6 @@ class Compiler {
     return b_.build(top);
   }
 
- private:
   int32_t compile(const Json& s, const std::string& path);
   int32_t compile_combinator(const Json& s, const std::string& word, const std::string& path);
   int32_t compile_ref(const Json& s, const std::string& path);
@@ -114,7 +127,7 @@ class Compiler {
   int32_t compile_array(const Json& s, const std::string& path);
   std::optional<int> count(const Json& s, const char* word, const std::string& path);
 
-  const Json& root_;
+  const Json* root_;
   GrammarBuilder b_;
   json_grammar::Rules json_;
   Symbol ws_;
@@ -194,14 +207,14 @@ int32_t Compiler::compile_ref(const Json& s, const std::string& path) {
   Json::json_pointer ptr;
   try {
     ptr = Json::json_pointer(pointer);
-    found = root_.contains(ptr);
+    found = root_->contains(ptr);
   } catch (const nlohmann::json::exception&) {
   }
   if (!found) fail(path, "$ref '" + target + "' does not resolve to a schema in this document");
   // Declared before compiling the target, so a recursive reference finds it.
   const int32_t rule = b_.declare(where(pointer));
   refs_[pointer] = rule;
-  b_.define(rule, {{ref(compile(root_.at(ptr), pointer))}});
+  b_.define(rule, {{ref(compile(root_->at(ptr), pointer))}});
   return rule;
 }
 
@@ -441,6 +454,12 @@ std::shared_ptr<const Grammar> json_object_grammar() {
 
 std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::ordered_json& schema) {
   return Compiler(schema).build();
+}
+
+std::shared_ptr<const Grammar> json_in_text_grammar(const std::vector<JsonInText>& alternatives) {
+  if (alternatives.empty()) fail("", "json_in_text_grammar needs at least one alternative");
+  static const Json kEmpty = Json::object();
+  return Compiler(kEmpty).build(alternatives);
 }
 
 std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::json& schema) {

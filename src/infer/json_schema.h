@@ -30,6 +30,8 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "infer/grammar.h"
 
@@ -43,5 +45,16 @@ std::shared_ptr<const Grammar> json_object_grammar();
 // the declared order (nlohmann::json sorts object keys; that overload emits them sorted).
 std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::ordered_json& schema);
 std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::json& schema);
+
+// Text around a JSON value: prefix, then a value satisfying schema, then suffix (a forced tool
+// call: "<tool_call>\n" + {"name": ..., "arguments": ...} + "\n</tool_call>"). $ref pointers
+// resolve within each alternative's own schema.
+struct JsonInText {
+  std::string prefix;
+  nlohmann::ordered_json schema;
+  std::string suffix;
+};
+// One of the alternatives (at least one); throws ConfigError as json_schema_grammar.
+std::shared_ptr<const Grammar> json_in_text_grammar(const std::vector<JsonInText>& alternatives);
 
 }  // namespace unillm::infer

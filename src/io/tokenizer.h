@@ -67,6 +67,24 @@ class Tokenizer {
   // exporters that write the tokenizer in another format (GGUF). Read-only.
   const tok::TokenizerData& data() const;
 
+  // Adding tokens after load (tokenizer_added.cpp), as HF's add_tokens / add_special_tokens do for
+  // LLaMA-Factory's add_tokens, add_special_tokens and template stop words. Not thread-safe: call
+  // before the tokenizer is shared. Each token not yet in the vocabulary gets the next id
+  // (vocab_size()); one already there is left as it is (a special one is not re-marked). Returns
+  // how many were new. Empty tokens: ConfigError.
+  int add_tokens(const std::vector<std::string>& tokens, bool special);
+  // Makes token the EOS (HF add_special_tokens({"eos_token": token})), adding it as a special token
+  // when new. Returns true when it was added.
+  bool set_eos_token(const std::string& token);
+  // Ids added by add_tokens / set_eos_token since load, ascending.
+  std::vector<int32_t> added_since_load() const;
+  // Writes the tokenizer files of src_dir (the directory it was loaded from) into dst_dir with the
+  // tokens added since load: tokenizer.json "added_tokens", tokenizer_config.json
+  // "added_tokens_decoder" / "additional_special_tokens" / "eos_token", special_tokens_map.json;
+  // a directory without tokenizer_config.json gets one. Hugging Face transformers loads the result
+  // with the same ids. Each file is written atomically.
+  void save_files(const std::string& src_dir, const std::string& dst_dir) const;
+
  private:
   explicit Tokenizer(std::unique_ptr<tok::TokenizerData> data);
   std::unique_ptr<tok::TokenizerData> d_;

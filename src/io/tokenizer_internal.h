@@ -124,6 +124,8 @@ struct TokenizerData {
   std::vector<int32_t> prefix, suffix;  // ids add_special_tokens puts around the text
   std::vector<int32_t> stop_ids;
   bool strip_leading_space = false;  // decoder strips one leading space (SentencePiece prefix)
+  int32_t loaded_size = 0;  // tokens.size() after load; ids from here on were added later
+  bool eos_changed = false;  // set_eos_token replaced the loaded EOS
 
   // Added-token matcher (a byte trie), built by finalize().
   struct TrieNode {

@@ -3,6 +3,7 @@
 #include "models/adapter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -42,6 +43,10 @@ void CausalLM::add_lora(const std::string& name, const nn::LoraConfig& config, R
       if (nn::lora_targets(config, prefix + f->parts()[i].name)) parts.push_back(i);
     if (parts.empty()) return;
     f->add_lora(name, config, parts, rng, nn::hash_name(prefix + "|" + name));
+    // PiSSA: the subspace iteration's seed depends on the module only, so a reload (export,
+    // resume, under another adapter name) finds the same residual.
+    if (const int64_t niter = nn::pissa_niter(config); niter != -2)
+      f->pissa_init(name, niter, nn::hash_name(prefix + "|pissa"));
     modules += static_cast<int>(parts.size());
   });
   if (modules == 0)
@@ -132,7 +137,12 @@ std::string peft_key(const std::string& param_name, const std::string& adapter) 
   UNILLM_CHECK(param_name.size() > tag.size() &&
                    param_name.compare(param_name.size() - tag.size(), tag.size(), tag) == 0,
                "[lora] parameter ", param_name, " is not of adapter ", adapter);
-  return "base_model.model." + param_name.substr(0, param_name.size() - tag.size()) + ".weight";
+  const std::string module = param_name.substr(0, param_name.size() - tag.size());
+  // PEFT saves DoRA's magnitude without ".weight" (its state-dict format predates the DoraLayer).
+  const std::string mag = ".lora_magnitude_vector";
+  if (module.size() > mag.size() && module.compare(module.size() - mag.size(), mag.size(), mag) == 0)
+    return "base_model.model." + module;
+  return "base_model.model." + module + ".weight";
 }
 
 namespace {
@@ -151,6 +161,10 @@ std::string canonical_key(std::string k) {
         rest.find('.', dot + 1) == std::string::npos)
       k = k.substr(0, pos + 8) + "weight";
   }
+  // DoRA: "x.lora_magnitude_vector", "...vector.<adapter>" or "...vector.<adapter>.weight".
+  const std::string mag = ".lora_magnitude_vector";
+  const size_t pos = k.rfind(mag);
+  if (pos != std::string::npos) k = k.substr(0, pos + mag.size());
   return k;
 }
 
@@ -169,7 +183,10 @@ nlohmann::ordered_json config_json(const nn::LoraConfig& c, const AdapterSaveOpt
   j["bias"] = "none";
   j["fan_in_fan_out"] = false;
   j["inference_mode"] = true;
-  j["init_lora_weights"] = true;
+  if (c.init_lora_weights.empty())
+    j["init_lora_weights"] = true;
+  else
+    j["init_lora_weights"] = c.init_lora_weights;
   j["layer_replication"] = nullptr;
   j["layers_pattern"] = nullptr;
   j["layers_to_transform"] = nullptr;
@@ -178,7 +195,10 @@ nlohmann::ordered_json config_json(const nn::LoraConfig& c, const AdapterSaveOpt
   j["lora_dropout"] = c.dropout;
   j["megatron_config"] = nullptr;
   j["megatron_core"] = "megatron.core";
-  j["modules_to_save"] = nullptr;
+  if (o.modules_to_save.empty())
+    j["modules_to_save"] = nullptr;
+  else
+    j["modules_to_save"] = o.modules_to_save;
   j["peft_type"] = "LORA";
   j["r"] = c.rank;
   j["rank_pattern"] = nlohmann::ordered_json::object();
@@ -188,7 +208,7 @@ nlohmann::ordered_json config_json(const nn::LoraConfig& c, const AdapterSaveOpt
   else
     j["target_modules"] = c.target_regex;
   j["task_type"] = "CAUSAL_LM";
-  j["use_dora"] = false;
+  j["use_dora"] = c.use_dora;
   j["use_rslora"] = c.use_rslora;
   return j;
 }
@@ -201,9 +221,73 @@ void save_adapter(CausalLM& model, const std::string& name, const std::string& d
   io::NamedTensors tensors;
   for (auto& [pname, t] : model.module().named_adapter_parameters(name))
     tensors.emplace_back(peft_key(pname, name), t.to(DType::f32));
+  if (!options.modules_to_save.empty())  // PEFT's key: the module's base name, no adapter name
+    for (auto& [pname, t] : modules_to_save_params(model, options.modules_to_save))
+      tensors.emplace_back("base_model.model." + pname, t->to(DType::f32));
+  if (options.save_embedding_layers)
+    for (auto& [pname, t] : embedding_layer_tensors(model)) {
+      const std::string key = "base_model.model." + pname;
+      auto same = [&](const auto& kt) { return kt.first == key; };
+      if (std::none_of(tensors.begin(), tensors.end(), same)) tensors.emplace_back(key, t.to(DType::f32));
+    }
   fs::create_directories(dir);
   io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(),
                         config_json(c, options).dump(2) + "\n");
+  io::save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
+                       {{"format", "pt"}});
+}
+
+void save_pissa_adapter(CausalLM& model, const std::string& name, const std::string& dir,
+                        PissaSave what, const AdapterSaveOptions& options) {
+  nn::LoraConfig c = model.adapter_config(name);
+  const bool converted = what == PissaSave::kConverted;
+  io::NamedTensors tensors;
+  for (auto& [prefix, f] : model.adapter_modules(name)) {
+    const nn::LoraWeights* w = f->lora(name);
+    if (!w->init_a.defined())
+      UNILLM_THROW(ConfigError, "[lora] adapter '", name, "' is not a PiSSA adapter (pissa_init)");
+    const int64_t r = w->rank;
+    int64_t b_row = 0;
+    for (size_t k = 0; k < w->parts.size(); ++k) {
+      const nn::LinearPart& part = f->parts()[w->parts[k]];
+      const auto ki = static_cast<int64_t>(k);
+      const std::string key = "base_model.model." + prefix + part.name;
+      auto rows_of = [&](const Tensor& t, int64_t lo, int64_t hi) {
+        return t.slice(0, lo, hi).to(Device{}).to(DType::f32).contiguous();
+      };
+      const Tensor a0 = rows_of(w->init_a, ki * r, (ki + 1) * r);
+      const Tensor b0 = rows_of(w->init_b, b_row, b_row + part.out_features);
+      b_row += part.out_features;
+      if (!converted) {
+        tensors.emplace_back(key + ".lora_A.weight", a0);
+        tensors.emplace_back(key + ".lora_B.weight", b0);
+        continue;
+      }
+      // PEFT's subtract_mutated_init: ΔW = s·(B·A − B0·A0) = s·[B | −B0]·[A; A0].
+      const Tensor a = rows_of(w->a, ki * r, (ki + 1) * r);
+      const Tensor b = rows_of(w->b, b_row - part.out_features, b_row);
+      const int64_t in = a.size(1), out = b.size(0);
+      Tensor a2 = Tensor::empty({2 * r, in}, DType::f32), b2 = Tensor::empty({out, 2 * r}, DType::f32);
+      std::copy_n(a.data<float>(), r * in, a2.data<float>());
+      std::copy_n(a0.data<float>(), r * in, a2.data<float>() + r * in);
+      for (int64_t i = 0; i < out; ++i)
+        for (int64_t q = 0; q < r; ++q) {
+          b2.data<float>()[i * 2 * r + q] = b.data<float>()[i * r + q];
+          b2.data<float>()[i * 2 * r + r + q] = -b0.data<float>()[i * r + q];
+        }
+      tensors.emplace_back(key + ".lora_A.weight", a2);
+      tensors.emplace_back(key + ".lora_B.weight", b2);
+    }
+  }
+  c.init_lora_weights.clear();  // both are plain LoRA adapters (PEFT writes init_lora_weights true)
+  if (converted) {  // rank 2r at the same scaling (PEFT: alpha × 2, × √2 with rslora)
+    c.rank *= 2;
+    c.alpha *= c.use_rslora ? std::sqrt(2.0) : 2.0;
+  }
+  AdapterSaveOptions o = options;
+  o.modules_to_save.clear();  // PEFT's conversion keeps only the LoRA tensors
+  fs::create_directories(dir);
+  io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(), config_json(c, o).dump(2) + "\n");
   io::save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
                        {{"format", "pt"}});
 }
@@ -246,10 +330,16 @@ nn::LoraConfig parse_config(const nlohmann::json& j, const std::string& path) {
   }
   const nlohmann::json* bias = field(j, "bias");
   refuse_if(bias && *bias != "none", path, "bias " + bias->dump());
-  refuse_if(field(j, "use_dora") && j.at("use_dora").get<bool>(), path, "use_dora (DoRA)");
+  c.use_dora = field(j, "use_dora") ? j.at("use_dora").get<bool>() : false;
+  // init_lora_weights matters on loading only when it changes the base (PiSSA: PEFT re-runs the
+  // decomposition to rebuild the residual); other inits are overwritten by the file's A and B.
+  if (const nlohmann::json* init = field(j, "init_lora_weights"); init && init->is_string()) {
+    const auto s = init->get<std::string>();
+    refuse_if(s == "olora" || s == "loftq" || s == "eva", path, "init_lora_weights " + s);
+    if (s.rfind("pissa", 0) == 0) c.init_lora_weights = s;
+  }
   refuse_if(field(j, "fan_in_fan_out") && j.at("fan_in_fan_out").get<bool>(), path,
             "fan_in_fan_out");
-  refuse_if(!empty_or_null(field(j, "modules_to_save")), path, "modules_to_save");
   refuse_if(!empty_or_null(field(j, "rank_pattern")), path, "rank_pattern");
   refuse_if(!empty_or_null(field(j, "alpha_pattern")), path, "alpha_pattern");
   refuse_if(field(j, "layers_to_transform") != nullptr, path, "layers_to_transform");
@@ -296,9 +386,10 @@ io::CheckpointReader open_adapter_weights(const std::string& dir) {
 }
 
 void copy_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::string& dir,
-                  const std::string& name) {
+                  const std::string& name, const std::vector<std::string>& modules_to_save) {
   std::map<std::string, std::string> file_keys;  // canonical -> key in the file
   for (const auto& k : ckpt.names()) {
+    if (is_modules_to_save_file_key(k, modules_to_save)) continue;  // apply_modules_to_save's
     const std::string ck = canonical_key(k);
     if (!file_keys.emplace(ck, k).second)
       UNILLM_THROW(IoError, "[lora] ", dir, ": tensors '", file_keys[ck], "' and '", k,
@@ -333,9 +424,11 @@ nn::LoraConfig load_adapter(CausalLM& model, const std::string& dir, const std::
   nn::LoraConfig c = read_adapter_config(dir);
   io::CheckpointReader ckpt = open_adapter_weights(dir);
   Rng unused(0);  // A is overwritten from the file
+  const std::vector<std::string> saved_modules = saved_module_targets(dir, ckpt.names());
   model.add_lora(name, c, unused);
   try {
-    copy_weights(model, ckpt, dir, name);
+    copy_weights(model, ckpt, dir, name, saved_modules);
+    if (!saved_modules.empty()) apply_modules_to_save(model, ckpt, dir, saved_modules);
   } catch (...) {
     model.delete_adapter(name);
     throw;

@@ -94,6 +94,10 @@ class CausalLM {
   virtual const Tensor& lm_head_weight() const;
   virtual void set_lm_head_quantized(ops::QuantizedWeight q);
   virtual const ops::QuantizedWeight& lm_head_quantized() const;
+  // Vocabulary resizing (models/resize_vocab.h): replaces the embedding with embed [V', C] and,
+  // when lm_head is defined, the output projection with it (untying a tied model); config()'s
+  // vocab_size (and tie_word_embeddings) follow. The default throws NotImplemented.
+  virtual void set_vocab_weights(Tensor embed, Tensor lm_head);
 
   // Convenience: logits for every position of one sequence, with a temporary one-block
   // cache. ids: token ids; returns f32 [T, V].

@@ -56,6 +56,7 @@ class Llama : public CausalLM, public nn::Module {
   const Tensor& lm_head_weight() const override { return lm_head(); }
   void set_lm_head_quantized(ops::QuantizedWeight q) override;
   const ops::QuantizedWeight& lm_head_quantized() const override { return lm_head_q_; }
+  void set_vocab_weights(Tensor embed, Tensor lm_head) override;  // in resize_vocab.cpp
 
  private:
   ModelConfig c_;

@@ -4,9 +4,11 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "ops/dora_linear.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
 #include "ops/lora_linear.h"
+#include "nn/svd.h"
 
 #include <tuple>
 
@@ -41,6 +43,7 @@ int64_t FusedLinear::part_begin(size_t i) const {
 Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse use) const {
   if (observer_) observer_(x);
   std::vector<ops::LoraAdapterInput> adapters;
+  std::vector<ops::DoraInput> dora;  // DoRA adapters: their own op, added after the base
   for (size_t i = 0; lora && i < lora->active.size(); ++i) {
     auto it = lora_.find(lora->active[i]);
     if (it == lora_.end()) continue;
@@ -53,7 +56,16 @@ Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse
       in.parts.push_back({part_begin(p), parts_[p].out_features, b_row});
       b_row += parts_[p].out_features;
     }
-    adapters.push_back(std::move(in));
+    if (w.magnitude.defined())
+      dora.push_back({std::move(in), w.magnitude});
+    else
+      adapters.push_back(std::move(in));
+  }
+  if (!dora.empty()) {
+    Tensor y = adapters.empty() ? ops::linear(x, weight_, bias_, use)
+                                : ops::lora_linear(x, weight_, bias_, adapters, use);
+    for (const auto& d : dora) y = ops::add(y, ops::dora_delta(x, weight_, d, use));
+    return y;
   }
   if (qweight_.defined()) {
     if (adapters.empty()) return ops::linear_q(x, qweight_, bias_);
@@ -73,6 +85,35 @@ void FusedLinear::set_quantized(ops::QuantizedWeight q) {
   qweight_ = std::move(q);
   unregister_parameter(&weight_);
   weight_ = Tensor();
+}
+
+// The adapter's LoraAdapterInput without dropout (merging, norms).
+ops::LoraAdapterInput FusedLinear::adapter_input(const LoraWeights& w) const {
+  ops::LoraAdapterInput in{w.a, w.b, {}, w.scaling};
+  int64_t b_row = 0;
+  for (size_t p : w.parts) {
+    in.parts.push_back({part_begin(p), parts_[p].out_features, b_row});
+    b_row += parts_[p].out_features;
+  }
+  return in;
+}
+
+void FusedLinear::add_magnitude(const std::string& name, LoraWeights& w) {
+  if (qweight_.defined())
+    UNILLM_THROW(NotImplemented, "[nn] DoRA (use_dora) over a quantised base weight (QLoRA) is not "
+                 "supported; train DoRA on the unquantised model");
+  // PEFT's init: m = ‖W + s·B·A‖ per output row (B = 0 here, so ‖W‖).
+  autograd::NoGradGuard no_grad;
+  w.magnitude = ops::dora_row_norms(weight_, adapter_input(w)).to(DType::f32).to(w.a.device());
+  w.magnitude.set_requires_grad(true);
+  std::vector<NamedPart> names;
+  int64_t row = 0;
+  for (size_t p : w.parts) {
+    const int64_t rows = parts_[p].out_features;
+    names.push_back({parts_[p].name + ".lora_magnitude_vector." + name + ".weight", row, row + rows});
+    row += rows;
+  }
+  register_adapter_parameter(name, "lora_magnitude_vector." + name, &w.magnitude, std::move(names));
 }
 
 void FusedLinear::add_lora(const std::string& name, const LoraConfig& c,
@@ -103,6 +144,7 @@ void FusedLinear::add_lora(const std::string& name, const LoraConfig& c,
   w->b = Tensor::zeros({out, r}, DType::f32, device);
   w->a.set_requires_grad(true);
   w->b.set_requires_grad(true);
+  if (c.use_dora) add_magnitude(name, *w);
   register_adapter_parameter(name, "lora_A." + name, &w->a, std::move(a_names));
   register_adapter_parameter(name, "lora_B." + name, &w->b, std::move(b_names));
   lora_.emplace(name, std::move(w));
@@ -118,7 +160,68 @@ LoraWeights* FusedLinear::lora(const std::string& name) {
   return it == lora_.end() ? nullptr : it->second.get();
 }
 
+void FusedLinear::add_product(const LoraWeights& w, const Tensor& a, const Tensor& b, double sign) {
+  autograd::NoGradGuard no_grad;
+  const Tensor a64 = a.to(Device{}).to(DType::f64).contiguous();  // [P·r, in]
+  const Tensor b64 = b.to(Device{}).to(DType::f64).contiguous();  // [Σ out_p, r]
+  const int64_t r = w.rank, in = in_features();
+  int64_t b_row = 0;
+  for (size_t k = 0; k < w.parts.size(); ++k) {
+    const int64_t rows = parts_[w.parts[k]].out_features, begin = part_begin(w.parts[k]);
+    Tensor dst = weight_.slice(0, begin, begin + rows);
+    Tensor sum = dst.to(Device{}).to(DType::f64).contiguous().clone();  // never an alias of W
+    double* s = sum.data<double>();
+    const double* av = a64.data<double>() + static_cast<int64_t>(k) * r * in;
+    const double* bv = b64.data<double>() + b_row * r;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t q = 0; q < r; ++q) {
+        const double f = sign * w.scaling * bv[i * r + q];
+        for (int64_t e = 0; e < in; ++e) s[i * in + e] += f * av[q * in + e];
+      }
+    dst.copy_from(sum);
+    b_row += rows;
+  }
+}
+
+void FusedLinear::pissa_init(const std::string& name, int64_t niter, uint64_t seed) {
+  LoraWeights* w = lora(name);
+  UNILLM_CHECK(w != nullptr, "[nn] pissa_init: no adapter '", name, "'");
+  if (qweight_.defined())
+    UNILLM_THROW(NotImplemented, "[nn] PiSSA (pissa_init) over a quantised base weight is not "
+                 "supported (LLaMA-Factory: Cannot initialize PiSSA adapter on quantized models)");
+  autograd::NoGradGuard no_grad;
+  const int64_t r = w->rank, in = in_features();
+  std::vector<float> a(static_cast<size_t>(w->a.numel())), b(static_cast<size_t>(w->b.numel()));
+  const Tensor wh = weight_.to(Device{});
+  int64_t b_row = 0;
+  for (size_t k = 0; k < w->parts.size(); ++k) {
+    const int64_t rows = parts_[w->parts[k]].out_features, begin = part_begin(w->parts[k]);
+    if (r > std::min(rows, in))
+      UNILLM_THROW(ConfigError, "[lora] PiSSA rank ", r, " exceeds the [", rows, ", ", in, "] weight of ",
+                   parts_[w->parts[k]].name);
+    const Tensor wp = wh.slice(0, begin, begin + rows).to(DType::f64).contiguous();
+    const std::vector<double> wv(wp.data<double>(), wp.data<double>() + rows * in);
+    const Svd sv = niter < 0 ? svd_top(wv, rows, in, r)
+                             : svd_subspace(wv, rows, in, r, niter, mix_seed(seed, k));
+    for (int64_t q = 0; q < r; ++q) {
+      const double root = std::sqrt(sv.s[q] / w->scaling);  // PEFT: S_r /= scaling, then sqrt
+      for (int64_t e = 0; e < in; ++e)
+        a[(static_cast<int64_t>(k) * r + q) * in + e] = static_cast<float>(root * sv.vt[q * in + e]);
+      for (int64_t i = 0; i < rows; ++i)
+        b[(b_row + i) * r + q] = static_cast<float>(sv.u[i * r + q] * root);
+    }
+    b_row += rows;
+  }
+  w->a.detach().copy_from(Tensor::from_vector(a, w->a.shape()));
+  w->b.detach().copy_from(Tensor::from_vector(b, w->b.shape()));
+  w->init_a = w->a.detach().clone();
+  w->init_b = w->b.detach().clone();
+  add_product(*w, w->init_a, w->init_b, -1.0);  // the residual W − s·B·A (of the f32 A, B: PEFT's)
+}
+
 void FusedLinear::remove_lora(const std::string& name) {
+  if (LoraWeights* w = lora(name); w != nullptr && w->init_a.defined() && weight_.defined())
+    add_product(*w, w->init_a, w->init_b, 1.0);  // PiSSA: W gets its principal part back
   unregister_adapter(name);
   lora_.erase(name);
 }
@@ -132,6 +235,14 @@ void FusedLinear::merge_lora(const std::string& name) {
   autograd::NoGradGuard no_grad;
   const DType compute = weight_.dtype() == DType::f64 ? DType::f64 : DType::f32;
   const int64_t r = w->rank;
+  // DoRA (PEFT's merge): W' = (m / ‖W + s·B·A‖) ⊙ (W + s·B·A) row by row, the norm taken before.
+  std::vector<double> dora_factor;
+  if (w->magnitude.defined()) {
+    const Tensor norms = ops::dora_row_norms(weight_, adapter_input(*w));  // [Σ out_p] f64
+    const Tensor mag = w->magnitude.to(Device{}).to(DType::f64).contiguous();
+    for (int64_t i = 0; i < norms.numel(); ++i)
+      dora_factor.push_back(mag.data<double>()[i] / norms.data<double>()[i]);
+  }
   int64_t b_row = 0;
   for (size_t k = 0; k < w->parts.size(); ++k) {
     const size_t p = w->parts[k];
@@ -144,18 +255,23 @@ void FusedLinear::merge_lora(const std::string& name) {
     Tensor dst = weight_.slice(0, begin, begin + rows);
     Tensor sum = Tensor::empty(dst.shape(), compute);  // a copy, never an alias of W
     sum.copy_from(dst);
-    const int64_t n = sum.numel();
+    const int64_t n = sum.numel(), in = in_features();
     if (compute == DType::f64) {
       double *s = sum.data<double>(), *d = delta.data<double>();
       for (int64_t i = 0; i < n; ++i) s[i] += w->scaling * d[i];
+      for (int64_t i = 0; !dora_factor.empty() && i < n; ++i) s[i] *= dora_factor[b_row + i / in];
     } else {
       float *s = sum.data<float>(), *d = delta.data<float>();
       const auto sc = static_cast<float>(w->scaling);
       for (int64_t i = 0; i < n; ++i) s[i] += sc * d[i];
+      for (int64_t i = 0; !dora_factor.empty() && i < n; ++i)
+        s[i] = static_cast<float>(s[i] * dora_factor[b_row + i / in]);
     }
     dst.copy_from(sum);  // one rounding to W's dtype
     b_row += rows;
   }
+  // PiSSA: W_res + s·B·A is the merged weight already; nothing to give back on removal.
+  lora(name)->init_a = Tensor();
   remove_lora(name);
 }
 

@@ -13,6 +13,7 @@
 #include "nn/lora.h"
 #include "nn/module.h"
 #include "ops/linear.h"
+#include "ops/lora_linear.h"
 #include "ops/quant.h"
 
 namespace unillm::nn {
@@ -41,14 +42,22 @@ class FusedLinear : public Module {
 
   // Adds adapter `name` (f32 A [P·r, in] ~ U(±1/sqrt(in)) from rng, PEFT's kaiming_uniform(a=√5);
   // B zeros; both require grad) on the parts listed by index. Registers its parameters under
-  // the HF names "<part>.lora_A.<name>.weight" / "<part>.lora_B.<name>.weight".
+  // the HF names "<part>.lora_A.<name>.weight" / "<part>.lora_B.<name>.weight". With c.use_dora
+  // also the magnitude m = ‖W‖ per output row, "<part>.lora_magnitude_vector.<name>.weight"
+  // (refused over a quantised weight).
   void add_lora(const std::string& name, const LoraConfig& c, const std::vector<size_t>& parts,
                 Rng& rng, uint64_t stream);
   const LoraWeights* lora(const std::string& name) const;
   LoraWeights* lora(const std::string& name);
+  // Removes the adapter; a PiSSA adapter first gives W back its initial part (W += s·B0·A0).
   void remove_lora(const std::string& name);
+  // PiSSA (PEFT's pissa_init): for each part of adapter `name`, the top-r SVD of W_p (full when
+  // niter < 0, else niter subspace iterations seeded from seed and the part) sets
+  // A_p = sqrt(S/s)·Vtᵣ, B_p = Uᵣ·sqrt(S/s), W_p -= s·B_p·A_p (f64, rounded once to W's dtype);
+  // A and B are kept as init_a/init_b. Refused over a quantised weight.
+  void pissa_init(const std::string& name, int64_t niter, uint64_t seed);
   // W[rows of part p] += scaling · B_p · A_p (computed in f32, f64 for f64 W, rounded once to
-  // W's dtype), then removes the adapter.
+  // W's dtype), then removes the adapter. DoRA: those rows are then scaled by m / ‖W + s·B·A‖.
   void merge_lora(const std::string& name);
 
   // Replaces the dense weight by q (its codes, ops/quant.h), which forward then multiplies by
@@ -65,6 +74,11 @@ class FusedLinear : public Module {
   void set_input_observer(std::function<void(const Tensor& x)> observer) { observer_ = std::move(observer); }
 
  private:
+  ops::LoraAdapterInput adapter_input(const LoraWeights& w) const;
+  // DoRA: creates and registers w.magnitude ("<part>.lora_magnitude_vector.<name>.weight").
+  void add_magnitude(const std::string& name, LoraWeights& w);
+  // W rows of w's parts += sign · s · B·A (f64 on the host, rounded once to W's dtype).
+  void add_product(const LoraWeights& w, const Tensor& a, const Tensor& b, double sign);
   std::function<void(const Tensor&)> observer_;
   std::vector<LinearPart> parts_;
   Tensor weight_;  // [sum(out), in]; undefined once quantised

@@ -29,6 +29,19 @@ double LoraConfig::scaling() const {
   return use_rslora ? alpha / std::sqrt(r) : alpha / r;
 }
 
+int64_t pissa_niter(const LoraConfig& c) {
+  const std::string& s = c.init_lora_weights;
+  if (s == "pissa") return -1;
+  const std::string prefix = "pissa_niter_";
+  if (s.rfind(prefix, 0) != 0 || s.size() == prefix.size()) return -2;
+  int64_t n = 0;
+  for (size_t i = prefix.size(); i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9' || n > 1000000) return -2;
+    n = n * 10 + (s[i] - '0');
+  }
+  return n;
+}
+
 const std::vector<std::string>& lora_module_names() {
   static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                  "gate_proj", "up_proj", "down_proj"};
@@ -40,6 +53,11 @@ void validate_lora_config(const LoraConfig& c) {
   if (!(c.dropout >= 0 && c.dropout < 1))
     UNILLM_THROW(ConfigError, "[lora] dropout must be in [0, 1), got ", c.dropout);
   if (!std::isfinite(c.alpha)) UNILLM_THROW(ConfigError, "[lora] alpha must be finite");
+  if (!c.init_lora_weights.empty() && pissa_niter(c) == -2)
+    UNILLM_THROW(NotImplemented, "[lora] init_lora_weights '", c.init_lora_weights,
+                 "' is not supported (true, pissa or pissa_niter_<n>)");
+  if (c.use_dora && pissa_niter(c) != -2)
+    UNILLM_THROW(NotImplemented, "[lora] PiSSA with DoRA is not supported");
   if (!c.target_regex.empty()) {
     try {
       std::regex re(c.target_regex);

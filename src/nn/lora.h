@@ -23,10 +23,21 @@ struct LoraConfig {
   // set, target_modules is ignored.
   std::string target_regex;
   bool use_rslora = false;
+  // DoRA (PEFT's use_dora): each targeted output row also gets a trained magnitude m (initialised
+  // to ‖W + s·B·A‖ of that row), and the layer computes m ⊙ (W + s·B·A)x / ‖W + s·B·A‖ (the norm
+  // detached); see ops/dora_linear.h.
+  bool use_dora = false;
+  // PEFT's init_lora_weights: "" = true (A kaiming-uniform, B = 0); "pissa" (PiSSA from the
+  // full SVD) or "pissa_niter_<n>" (from n subspace iterations): B·A = the top-r singular part of
+  // W / scaling, and W is replaced by the residual W − s·B·A (nn/linear.h pissa_init).
+  std::string init_lora_weights;
 
   // alpha / rank, or alpha / sqrt(rank) with use_rslora.
   double scaling() const;
 };
+
+// -1 for "pissa" (full SVD), n for "pissa_niter_<n>", -2 when the init is not PiSSA.
+int64_t pissa_niter(const LoraConfig& c);
 
 // The projection names LoRA can target: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj.
 const std::vector<std::string>& lora_module_names();
@@ -63,6 +74,10 @@ struct LoraWeights {
   uint64_t stream = 0;  // dropout stream of this (module, adapter)
   Tensor a;             // [P·r, in]
   Tensor b;             // [Σ out_p, r]
+  Tensor magnitude;     // DoRA only: [Σ out_p] f32 (B's row order); undefined for plain LoRA
+  // PiSSA only: the initial A and B (the parts of W moved out of the base), kept for
+  // pissa_convert and to restore W when the adapter is removed. Not parameters.
+  Tensor init_a, init_b;
 };
 
 // splitmix64 finaliser and a string hash, for deriving independent seeds.

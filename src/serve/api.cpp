@@ -194,18 +194,33 @@ std::string parse_tools(const json& tools) {
   return out.empty() ? "" : out.dump();
 }
 
-// tool_choice: "auto" renders the tools, "none" leaves them out; forcing a call is refused (the
-// server does not constrain generation to a call).
-bool tools_wanted(const json& j) {
+// tool_choice: "auto" renders the tools, "none" leaves them out; "required" and a named function
+// render them and force a call (r.force_tool_call / r.forced_tool). Returns whether the tools are
+// rendered.
+bool tool_choice(const json& j, const std::string& tools, ParsedRequest& r) {
   if (!present(j, "tool_choice")) return true;
   const json& c = j["tool_choice"];
   if (c == "auto") return true;
   if (c == "none") return false;
-  if (c == "required" || c.is_object())
-    bad("tool_choice",
-        "forcing a tool call (\"required\" or a named function) is not supported; use \"auto\" or "
-        "\"none\"");
-  bad("tool_choice", "must be \"auto\" or \"none\"");
+  const char* q = "tool_choice";
+  if (c != "required" && !c.is_object())
+    bad(q, "must be \"auto\", \"none\", \"required\" or "
+           "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+  if (tools.empty()) bad(q, "forces a tool call, but the request has no 'tools'");
+  r.force_tool_call = true;
+  if (c.is_object()) {
+    if (!present(c, "type") || c["type"] != "function")
+      bad("tool_choice.type", "must be \"function\"");
+    if (!present(c, "function") || !c["function"].is_object() || !present(c["function"], "name") ||
+        !c["function"]["name"].is_string())
+      bad("tool_choice.function.name", "must be a string");
+    r.forced_tool = c["function"]["name"].get<std::string>();
+    bool found = false;
+    for (const json& t : json::parse(tools)) found = found || t["name"] == r.forced_tool;
+    if (!found)
+      bad("tool_choice.function.name", "names '" + r.forced_tool + "', which is not in 'tools'");
+  }
+  return true;
 }
 
 // {"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict"}}.
@@ -275,13 +290,15 @@ ParsedRequest parse_request(const std::string& body, Endpoint endpoint, const Re
         bad(present(j, "functions") ? "functions" : "function_call",
             "(the legacy function-call API) is not supported: use 'tools'");
       const std::string tools = present(j, "tools") ? parse_tools(j["tools"]) : "";
-      if (tools_wanted(j)) r.tools = tools;
+      if (tool_choice(j, tools, r)) r.tools = tools;
       if (present(j, "parallel_tool_calls") && !j["parallel_tool_calls"].is_boolean())
         bad("parallel_tool_calls", "must be true or false");
     }
     if (present(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
       bad("logit_bias", "is not supported");
     if (present(j, "response_format")) r.grammar = response_format(j["response_format"]);
+    if (r.force_tool_call && r.grammar)
+      bad("response_format", "cannot be combined with a forced tool call (tool_choice)");
     r.n = static_cast<int>(integer(j, "n", 1, lim.max_n, 1));
     r.sampling.temperature = static_cast<float>(number(j, "temperature", 0, 2, 1));
     r.sampling.top_p = static_cast<float>(number(j, "top_p", 1e-9, 1, 1));

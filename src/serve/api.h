@@ -46,6 +46,11 @@ struct ParsedRequest {
   // chat: the `tools` as the template's tools JSON, [{"name", "description", "parameters"}]
   // (LLaMA-Factory's list of tool.function); "" when none were given or tool_choice is "none".
   std::string tools;
+  // chat: tool_choice "required" (force_tool_call, forced_tool "") or a named function
+  // (forced_tool its name): the reply is constrained to a call (tool_reply.h's
+  // forced_call_grammar, built once the template is known).
+  bool force_tool_call = false;
+  std::string forced_tool;
   int64_t max_tokens = -1;  // -1: up to the model's length limit
   int n = 1;
   infer::SamplingParams sampling;

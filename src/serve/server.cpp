@@ -125,6 +125,7 @@ struct Server::Impl {
     const std::string adapter = resolve_model(p.model);
     job->model_name = p.model.empty() ? c.model_name : p.model;
     job->prompt = encode_prompt(p);
+    if (p.force_tool_call) job->p.grammar = forced_call_grammar(tmpl->def(), p.tools, p.forced_tool);
     const auto P = static_cast<int64_t>(job->prompt.size());
     const char* param = ep == Endpoint::chat ? "messages" : "prompt";
     if (P >= c.max_model_len)

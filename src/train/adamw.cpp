@@ -10,7 +10,7 @@
 namespace unillm::train {
 
 AdamW::AdamW(ParamArena& arena, const AdamWConfig& c)
-    : arena_(arena), c_(c),
+    : Optimizer(arena), c_(c),
       m_(Tensor::zeros({arena.numel()}, DType::f32, arena.param_tensor().device())),
       v_(Tensor::zeros({arena.numel()}, DType::f32, arena.param_tensor().device())) {}
 
@@ -19,7 +19,6 @@ void AdamW::step(double lr) {
   const double bc1 = 1.0 - std::pow(c_.beta1, static_cast<double>(step_));
   const double bc2 = 1.0 - std::pow(c_.beta2, static_cast<double>(step_));
   ops::AdamWScalars s;
-  s.step_size = static_cast<float>(lr / bc1);
   s.sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
   s.beta1 = static_cast<float>(c_.beta1);
   s.beta2 = static_cast<float>(c_.beta2);
@@ -27,7 +26,9 @@ void AdamW::step(double lr) {
   const Tensor& p = arena_.param_tensor();
   const Tensor& g = arena_.grad_tensor();
   for (const auto& seg : arena_.segments()) {
-    s.decay = seg.decay ? static_cast<float>(1.0 - lr * c_.weight_decay) : 1.0f;
+    const double seg_lr = lr * seg.lr_scale;
+    s.step_size = static_cast<float>(seg_lr / bc1);
+    s.decay = seg.decay ? static_cast<float>(1.0 - seg_lr * c_.weight_decay) : 1.0f;
     const int64_t b = seg.offset, e = seg.offset + seg.numel;
     ops::adamw_update(p.slice(0, b, e), g.slice(0, b, e), m_.slice(0, b, e), v_.slice(0, b, e), s);
   }

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "train/arena.h"
+#include "train/optimizer.h"
 
 namespace unillm::train {
 
@@ -12,23 +12,20 @@ struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
 };
 
-class AdamW {
+class AdamW : public Optimizer {
  public:
   AdamW(ParamArena& arena, const AdamWConfig& c);
-  // One update with learning rate lr from the arena's gradients; increments step().
-  void step(double lr);
-  int64_t steps() const { return step_; }
-  // State for checkpoints: exp_avg, exp_avg_sq ([numel] f32 each) and the step count.
+  const char* kind() const override { return "adamw"; }
+  // One update with learning rate lr (× each segment's lr_scale); increments steps().
+  void step(double lr) override;
+  // exp_avg, exp_avg_sq ([numel] f32 each).
+  StateTensors state() override { return {{"exp_avg", &m_}, {"exp_avg_sq", &v_}}; }
   Tensor& exp_avg() { return m_; }
   Tensor& exp_avg_sq() { return v_; }
-  void set_steps(int64_t s) { step_ = s; }
-  const ParamArena& arena() const { return arena_; }
 
  private:
-  ParamArena& arena_;
   AdamWConfig c_;
   Tensor m_, v_;
-  int64_t step_ = 0;
 };
 
 // Global L2 norm of the arena's gradients (accumulated in double, deterministic), then, when

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <set>
 
 namespace unillm::train {
 
@@ -14,9 +16,42 @@ bool decays(const std::string& n) {
   return true;
 }
 
+namespace {
+
+// Rows of each HF name of r (from the modules' named views); one part when they are not a row split.
+std::vector<int64_t> part_rows(const nn::ParamRef& r, const std::map<std::string, int64_t>& rows_of) {
+  const Tensor& p = *r.tensor;
+  if (p.ndim() == 0) return {1};
+  std::vector<int64_t> rows;
+  int64_t sum = 0;
+  for (const auto& n : r.hf_names) {
+    auto it = rows_of.find(n);
+    if (it == rows_of.end()) return {p.shape()[0]};
+    rows.push_back(it->second);
+    sum += it->second;
+  }
+  return sum == p.shape()[0] ? rows : std::vector<int64_t>{p.shape()[0]};
+}
+
+// HF name -> rows of its view, for the base weights and each adapter's.
+void collect_rows(nn::Module& m, const std::vector<nn::ParamRef>& refs, std::map<std::string, int64_t>& out) {
+  std::set<std::string> adapters;
+  for (const auto& r : refs)
+    if (!r.adapter.empty()) adapters.insert(r.adapter);
+  auto add = [&](const nn::NamedTensors& named) {
+    for (const auto& [name, t] : named) out[name] = t.ndim() == 0 ? 1 : t.shape()[0];
+  };
+  add(m.named_parameters());
+  for (const auto& a : adapters) add(m.named_adapter_parameters(a));
+}
+
+}  // namespace
+
 ParamArena::ParamArena(const std::vector<nn::Module*>& modules) {
   std::vector<nn::ParamRef> refs;
+  std::map<std::string, int64_t> rows_of;
   for (nn::Module* m : modules) {
+    collect_rows(*m, m->parameters(), rows_of);
     for (auto& r : m->parameters()) {
       if (!r.tensor->requires_grad()) continue;
       UNILLM_CHECK(r.tensor->dtype() == DType::f32 || r.tensor->dtype() == DType::bf16 || r.tensor->dtype() == DType::f16,
@@ -40,7 +75,14 @@ ParamArena::ParamArena(const std::vector<nn::Module*>& modules) {
     packed.set_requires_grad(true);
     packed.set_grad(grads_.slice(0, off, off + n).view(p.shape()));
     p = packed;  // the module now reads its parameter from the arena
-    segments_.push_back({r.hf_names.at(0), off, n, decays(r.hf_names.at(0))});
+    ArenaSegment seg;
+    seg.name = r.hf_names.at(0);
+    seg.offset = off;
+    seg.numel = n;
+    seg.decay = decays(seg.name);
+    seg.shape.assign(p.shape().begin(), p.shape().end());
+    seg.part_rows = part_rows(r, rows_of);
+    segments_.push_back(std::move(seg));
     off += n;
   }
 }

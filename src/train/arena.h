@@ -15,6 +15,12 @@ struct ArenaSegment {
   std::string name;  // first HF name of the parameter (for logs and checkpoints)
   int64_t offset = 0, numel = 0;  // elements into the arena
   bool decay = true;  // weight decay applies (not for biases and norm weights, as HF)
+  std::vector<int64_t> shape;  // the real (possibly fused) tensor's shape
+  // Rows of each HF-named part, in order (a fused QKV: q, k, v); they sum to shape[0]. Optimisers
+  // whose update depends on a parameter's shape (Adafactor, 8-bit blocks) treat each part as the
+  // separate tensor HF has. One entry when the parts are not row ranges (e.g. tied names).
+  std::vector<int64_t> part_rows;
+  double lr_scale = 1.0;  // the segment's lr = the scheduled lr × this (LoRA+'s groups)
 };
 
 class ParamArena {
@@ -27,6 +33,8 @@ class ParamArena {
   explicit ParamArena(const std::vector<nn::Module*>& modules);
   int64_t numel() const { return numel_; }
   const std::vector<ArenaSegment>& segments() const { return segments_; }
+  // For setting per-segment optimiser settings (lr_scale, decay) before the optimiser is built.
+  std::vector<ArenaSegment>& mutable_segments() { return segments_; }
   float* params() { return params_.data<float>(); }
   float* grads() { return grads_.data<float>(); }
   const Tensor& param_tensor() const { return params_; }

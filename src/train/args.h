@@ -93,8 +93,21 @@ struct TrainArgs {
   double lora_dropout = 0.0;
   std::vector<std::string> lora_target = {"all"};
   bool use_rslora = false;
+  bool use_dora = false;  // DoRA (PEFT's use_dora): a trained magnitude per output row
+  bool pissa_init = false;    // PiSSA: A, B from W's top-r SVD, the base becomes the residual
+  int64_t pissa_iter = 16;    // subspace iterations (LLaMA-Factory's default); -1 = full SVD
+  bool pissa_convert = false;  // also save pissa_init/ and pissa_converted/ (rank 2r) at the end
   bool create_new_adapter = false;
   std::vector<std::string> adapter_name_or_path;  // existing adapters (model key)
+  // Vocabulary growth and extra trained modules (args_fields_vocab.cpp, train/vocab.h; LLaMA-
+  // Factory's ModelArguments / LoraArguments). add_tokens / add_special_tokens that add a token
+  // turn resize_vocab on, as LLaMA-Factory's patch_tokenizer does.
+  bool resize_vocab = false;
+  std::vector<std::string> add_tokens;          // non-special tokens
+  std::vector<std::string> add_special_tokens;  // special tokens (new_special_tokens_config's keys win)
+  std::string new_special_tokens_config;        // YAML {token: description}
+  std::string init_special_tokens = "noise_init";  // only noise_init is implemented
+  std::vector<std::string> additional_target;   // PEFT modules_to_save (embed_tokens, lm_head, *norm)
   // preference training (stage dpo; LLaMA-Factory's RLHF arguments and defaults)
   std::string pref_loss = "sigmoid";  // sigmoid | hinge | ipo | kto_pair | orpo | simpo
   double pref_beta = 0.1;
@@ -180,7 +193,13 @@ struct TrainArgs {
   std::optional<bool> greater_is_better;  // resolved: false for loss, true otherwise (HF)
   int64_t seed = 42;
   ResumeFrom resume_from_checkpoint;
-  std::string optim = "adamw_torch";  // adamw_torch | adamw_torch_fused (same semantics)
+  // HF's optim: adamw_torch | adamw_torch_fused (same semantics) | sgd | adafactor | adamw_8bit |
+  // adamw_bnb_8bit | paged_adamw_8bit (train/optimizer.h); adafactor: true overrides it (as HF).
+  std::string optim = "adamw_torch";
+  bool adafactor = false;
+  // LoRA+ (LLaMA-Factory): lora_B's lr × ratio, lora_embedding_B's lr loraplus_lr_embedding.
+  std::optional<double> loraplus_lr_ratio;
+  double loraplus_lr_embedding = 1e-6;
   // Mixed precision (docs/training.md): activations saved for backward in bf16/f16, frozen
   // weights in bf16/f16, trainable weights, gradients and optimizer state in f32; fp16 adds
   // dynamic loss scaling. At most one of the two.

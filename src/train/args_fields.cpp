@@ -7,6 +7,7 @@
 #include "data/template.h"
 #include "train/args_internal.h"
 #include "train/key_table.h"
+#include "train/optimizer.h"
 
 namespace unillm::train::detail {
 
@@ -159,7 +160,8 @@ const std::map<std::string, Setter>& setters() {
          a.template_name = f.node.IsNull() ? "" : get_string(f);
          // Checked here, not when the data is loaded, so `export` and `chat` refuse what `train`
          // refuses and every problem of the file is listed at once.
-         if (!a.template_name.empty() && !data::find_template_def(a.template_name)) {
+         if (!a.template_name.empty() && a.template_name != "jinja" &&  // the model's own Jinja
+             !data::find_template_def(a.template_name)) {
            std::string known;
            for (const auto& n : data::ChatTemplate::names()) known += (known.empty() ? "" : ", ") + n;
            bad_value(f, "a template name unillm has (" + known + ")");
@@ -389,9 +391,19 @@ const std::map<std::string, Setter>& setters() {
       {"optim",
        [](TrainArgs& a, const Field& f) {
          a.optim = get_string(f);
-         if (a.optim != "adamw_torch" && a.optim != "adamw_torch_fused")
-           not_implemented(f, "'" + a.optim + "' (implemented: adamw_torch, adamw_torch_fused)");
+         if (optimizer_kind(a.optim).empty())
+           not_implemented(f, "'" + a.optim + "' (implemented: " + implemented_optimizers() + ")");
        }},
+      {"adafactor", [](TrainArgs& a, const Field& f) { a.adafactor = get_bool(f); }},
+      {"loraplus_lr_ratio",
+       [](TrainArgs& a, const Field& f) {
+         if (f.node.IsNull())
+           a.loraplus_lr_ratio.reset();
+         else
+           a.loraplus_lr_ratio = get_number_in(f, 0, INFINITY, true, false);
+       }},
+      {"loraplus_lr_embedding",
+       [](TrainArgs& a, const Field& f) { a.loraplus_lr_embedding = get_number_in(f, 0, INFINITY, false, false); }},
       {"dataloader_drop_last",
        [](TrainArgs&, const Field& f) {
          if (get_bool(f)) not_implemented(f, "true");

@@ -39,6 +39,10 @@ const std::map<std::string, Setter>& finetune_setters() {
        [](TrainArgs& a, const Field& f) { a.lora_dropout = get_number_in(f, 0, 1, false, true); }},
       {"lora_target", [](TrainArgs& a, const Field& f) { a.lora_target = get_list(f); }},
       {"use_rslora", [](TrainArgs& a, const Field& f) { a.use_rslora = get_bool(f); }},
+      {"use_dora", [](TrainArgs& a, const Field& f) { a.use_dora = get_bool(f); }},
+      {"pissa_init", [](TrainArgs& a, const Field& f) { a.pissa_init = get_bool(f); }},
+      {"pissa_iter", [](TrainArgs& a, const Field& f) { a.pissa_iter = get_int(f, -1); }},
+      {"pissa_convert", [](TrainArgs& a, const Field& f) { a.pissa_convert = get_bool(f); }},
       {"create_new_adapter",
        [](TrainArgs& a, const Field& f) { a.create_new_adapter = get_bool(f); }},
       {"adapter_name_or_path",
@@ -125,7 +129,7 @@ void check_input_dir(const TrainArgs& a, const std::string& where) {
 bool set_finetune_field(TrainArgs& a, const Field& f) {
   const auto& m = finetune_setters();
   auto it = m.find(f.key);
-  if (it == m.end()) return false;
+  if (it == m.end()) return set_vocab_field(a, f);
   it->second(a, f);
   return true;
 }
@@ -152,6 +156,18 @@ void finish_finetune_args(TrainArgs& a, const std::string& where, Problems& prob
   if (!a.input_dir.empty()) problems.attempt([&] { check_input_dir(a, where); });
   if (!a.adapter_name_or_path.empty() && a.finetuning_type != "lora")  // LLaMA-Factory
     fail("adapter_name_or_path is only valid with finetuning_type: lora");
+  if (a.pissa_init && a.finetuning_type != "lora")  // LLaMA-Factory's checks
+    fail("`pissa_init` is only valid for LoRA training.");
+  if (a.pissa_init && a.quantization_bit > 0)
+    fail("pissa_init with quantization_bit: Cannot initialize PiSSA adapter on quantized models.");
+  if (a.pissa_init && (a.stage == "kto" || (a.stage == "dpo" && a.pref_loss != "orpo" && a.pref_loss != "simpo")))
+    fail("pissa_init: Cannot use PiSSA for current training stage (its reference model is the "
+         "base, which PiSSA changes).");
+  if (a.pissa_convert && !a.pissa_init) fail("pissa_convert needs pissa_init: true");
+  if (a.pissa_init && a.use_dora) fail("pissa_init with use_dora is not supported");
+  if (a.use_dora && a.quantization_bit > 0)
+    fail("use_dora with quantization_bit (QLoRA + DoRA) is not supported: train DoRA on the "
+         "unquantised model");
 }
 
 }  // namespace unillm::train::detail

@@ -69,6 +69,9 @@ bool is_off(const YAML::Node& n);  // null, false, 0, "", "none", an empty list 
 bool set_field(TrainArgs& a, const Field& f);
 // The SFT, freeze, LoRA, export and PaddleNLP keys (args_fields_sft.cpp).
 bool set_finetune_field(TrainArgs& a, const Field& f);
+// resize_vocab, add_tokens, add_special_tokens, new_special_tokens_config, init_special_tokens,
+// additional_target (args_fields_vocab.cpp).
+bool set_vocab_field(TrainArgs& a, const Field& f);
 // Sets every field through the key table, then every `direct` field through its setter whatever
 // the table says (PaddleNLP keys outside the table, and HF keys the PaddleNLP dialect implements
 // before the YAML one does), then finish_args (shared by the YAML and PaddleNLP dialects; source

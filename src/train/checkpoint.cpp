@@ -71,7 +71,7 @@ void rotate(const std::string& output_dir, const TrainerState& state, int64_t sa
     fs::remove_all(fs::path(output_dir) / ("checkpoint-" + std::to_string(step)));
 }
 
-nlohmann::json state_json(const TrainerState& s, const AdamW& opt, const ParamArena& arena) {
+nlohmann::json state_json(const TrainerState& s, const Optimizer& opt, const ParamArena& arena) {
   nlohmann::json j;
   j["global_step"] = s.global_step;
   j["epoch"] = s.epoch;
@@ -81,6 +81,7 @@ nlohmann::json state_json(const TrainerState& s, const AdamW& opt, const ParamAr
   u["loader_epoch"] = s.loader_epoch;
   u["loader_batch"] = s.loader_batch;
   u["optimizer_steps"] = opt.steps();
+  u["optimizer"] = opt.kind();
   u["tokens_seen"] = s.tokens_seen;
   u["run_id"] = s.run_id;
   u["settings"] = s.settings;
@@ -103,7 +104,7 @@ void put_best(const TrainerState& s, nlohmann::json& j) {
                                                                : nlohmann::json(s.best_model_checkpoint);
 }
 
-std::string save_checkpoint(const std::string& output_dir, const ModelWriter& write_model, AdamW& opt,
+std::string save_checkpoint(const std::string& output_dir, const ModelWriter& write_model, Optimizer& opt,
                             const TrainerState& state, int64_t save_total_limit,
                             const std::function<void()>& before_commit, bool model_only) {
   const std::string name = "checkpoint-" + std::to_string(state.global_step);
@@ -116,9 +117,11 @@ std::string save_checkpoint(const std::string& output_dir, const ModelWriter& wr
   const std::string tmp = make_staging_dir(output_dir, "tmp-" + name);
   try {
     write_model(tmp);
-    if (!model_only)
-      io::save_safetensors((fs::path(tmp) / "optimizer.safetensors").string(),
-                           {{"exp_avg", opt.exp_avg()}, {"exp_avg_sq", opt.exp_avg_sq()}});
+    if (!model_only) {
+      io::NamedTensors tensors;
+      for (const auto& named : opt.state()) tensors.push_back({named.first, *named.second});
+      io::save_safetensors((fs::path(tmp) / "optimizer.safetensors").string(), tensors);
+    }
     // trainer_state.json last: its presence marks a complete checkpoint.
     nlohmann::json sj = state_json(state, opt, opt.arena());
     if (model_only) sj["unillm"]["save_only_model"] = true;
@@ -152,7 +155,7 @@ std::vector<int64_t> checkpoints_to_remove(std::vector<int64_t> steps, int64_t b
   return std::vector<int64_t>(steps.begin(), steps.begin() + std::max<int64_t>(0, n - limit));
 }
 
-TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamArena& arena) {
+TrainerState load_checkpoint(const std::string& dir, Optimizer& opt, const ParamArena& arena) {
   const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
   nlohmann::json j = io::read_json_file(state_path);
   TrainerState s;
@@ -180,17 +183,22 @@ TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamAren
     if (u.at("arena_numel").get<int64_t>() != arena.numel())
       UNILLM_THROW(IoError, "[checkpoint] ", state_path, ": optimizer state has ", u.at("arena_numel").get<int64_t>(),
                    " trainable elements, this run has ", arena.numel(), " (different model or finetuning_type?)");
+    // Checkpoints from before other optimizers existed hold AdamW's state.
+    const std::string kind = u.value("optimizer", std::string("adamw"));
+    if (kind != opt.kind())
+      UNILLM_THROW(ConfigError, "[checkpoint] ", state_path, ": its optimizer state is ", kind, "'s, this run uses ",
+                   opt.kind(), "; resume with the same optim (or start a new run in another output_dir)");
     opt.set_steps(u.at("optimizer_steps").get<int64_t>());
   } catch (const nlohmann::json::exception& e) {
     UNILLM_THROW(IoError, "[checkpoint] ", state_path, ": malformed (", e.what(), ")");
   }
   auto f = io::SafetensorsFile::open((fs::path(dir) / "optimizer.safetensors").string());
-  for (auto [name, dst] : {std::pair<const char*, Tensor*>{"exp_avg", &opt.exp_avg()}, {"exp_avg_sq", &opt.exp_avg_sq()}}) {
+  for (const auto& [name, dst] : opt.state()) {
     if (!f->has(name)) UNILLM_THROW(IoError, "[checkpoint] ", dir, "/optimizer.safetensors: '", name, "' missing");
     Tensor t = f->tensor(name);
-    if (t.shape() != dst->shape() || t.dtype() != DType::f32)
-      UNILLM_THROW(IoError, "[checkpoint] ", dir, "/optimizer.safetensors: '", name, "' has shape ", shape_str(t.shape()),
-                   ", expected ", shape_str(dst->shape()));
+    if (t.shape() != dst->shape() || t.dtype() != dst->dtype())
+      UNILLM_THROW(IoError, "[checkpoint] ", dir, "/optimizer.safetensors: '", name, "' is ", dtype_name(t.dtype()), " ",
+                   shape_str(t.shape()), ", expected ", dtype_name(dst->dtype()), " ", shape_str(dst->shape()));
     dst->copy_from(t);
   }
   return s;

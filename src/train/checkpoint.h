@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "models/causal_lm.h"
-#include "train/adamw.h"
+#include "train/optimizer.h"
 
 namespace unillm::train {
 
@@ -51,7 +51,7 @@ using ModelWriter = std::function<void(const std::string& dir)>;
 // checkpoint is never replaced (IoError). model_only (HF's save_only_model): no optimizer state;
 // trainer_state.json says so and load_checkpoint refuses to resume from it.
 std::string save_checkpoint(const std::string& output_dir, const ModelWriter& write_model,
-                            AdamW& opt, const TrainerState& state, int64_t save_total_limit,
+                            Optimizer& opt, const TrainerState& state, int64_t save_total_limit,
                             const std::function<void()>& before_commit = {}, bool model_only = false);
 // HF's _rotate_checkpoints: of the checkpoint steps (ascending), those save_total_limit removes
 // (<= 0: none). The best one (best_step; -1 = none) is never removed: it is moved just before the
@@ -61,8 +61,9 @@ std::vector<int64_t> checkpoints_to_remove(std::vector<int64_t> steps, int64_t b
                                            int64_t limit);
 // Restores optimizer state and returns the trainer state of dir (model weights are loaded by
 // the caller from the same dir). Throws IoError naming the file on mismatch or corruption, and
-// ConfigError for a save_only_model checkpoint (nothing to resume the optimizer from).
-TrainerState load_checkpoint(const std::string& dir, AdamW& opt, const ParamArena& arena);
+// ConfigError for a save_only_model checkpoint (nothing to resume the optimizer from) and for
+// one written by another kind of optimizer.
+TrainerState load_checkpoint(const std::string& dir, Optimizer& opt, const ParamArena& arena);
 // The unillm checkpoint-N with the highest N in output_dir, or "".
 std::string latest_checkpoint(const std::string& output_dir);
 

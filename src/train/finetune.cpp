@@ -1,13 +1,17 @@
 // finetuning_type: full / freeze / lora set-up and saving (see finetune.h).
 #include "train/finetune.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "models/adapter.h"
 #include "models/freeze.h"
+#include "models/model_config.h"
 #include "models/save.h"
 #include "nn/linear.h"
 #include "ops/cast.h"
 #include "ops/quant_4bit.h"
+#include "train/vocab.h"
 
 namespace unillm::train {
 
@@ -20,7 +24,21 @@ nn::LoraConfig lora_config(const TrainArgs& a) {
   c.dropout = a.lora_dropout;
   c.target_modules = a.lora_target;
   c.use_rslora = a.use_rslora;
+  c.use_dora = a.use_dora;
+  if (a.pissa_init)  // LLaMA-Factory's mapping to PEFT's init_lora_weights
+    c.init_lora_weights = a.pissa_iter == -1 ? "pissa" : "pissa_niter_" + std::to_string(a.pissa_iter);
   return c;
+}
+
+// modules_to_save of the trained adapter: the run's (vocab.h) and those of the adapter it
+// continues training (PEFT keeps them trainable and saves them again).
+std::vector<std::string> lora_modules_to_save(const TrainArgs& a) {
+  std::vector<std::string> m = modules_to_save(a);
+  const bool continues = !a.create_new_adapter || a.quantization_bit > 0;  // prepare_lora's rule
+  if (continues && !a.adapter_name_or_path.empty())
+    for (const auto& t : models::read_modules_to_save(a.adapter_name_or_path.back()))
+      if (std::find(m.begin(), m.end(), t) == m.end()) m.push_back(t);
+  return m;
 }
 
 void prepare_lora(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir) {
@@ -45,6 +63,12 @@ void prepare_lora(models::CausalLM& model, const TrainArgs& a, const std::string
   }
   for (auto& p : model.module().parameters())  // the base stays frozen; the adapter trains
     p.tensor->set_requires_grad(p.adapter == kTrainAdapter);
+  // additional_target / resize_vocab: PEFT modules_to_save, whole modules trained (vocab.h)
+  // (trained in f32 like every trainable weight: a mixed-precision LoRA base loads in bf16/f16)
+  for (auto& [name, t] : models::modules_to_save_params(model, lora_modules_to_save(a))) {
+    if (t->dtype() != DType::f32) *t = ops::cast(*t, DType::f32);
+    t->set_requires_grad(true);
+  }
   model.set_active_adapters({kTrainAdapter});
 }
 
@@ -105,14 +129,22 @@ void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string
   if (a.finetuning_type == "lora") {
     models::AdapterSaveOptions so;
     so.base_model_name_or_path = a.model_name_or_path;
+    so.modules_to_save = lora_modules_to_save(a);
+    // PEFT's save_embedding_layers="auto": a vocabulary grown beyond the base's is saved in full
+    so.save_embedding_layers =
+        model.config().vocab_size != models::load_model_config(model_dir + "/config.json").vocab_size;
     models::save_adapter(model, kTrainAdapter, dir, so);
-    models::copy_tokenizer_files(tokenizer_dir, dir);  // as LLaMA-Factory saves the tokenizer too
+    if (a.pissa_convert) {  // LLaMA-Factory's PissaConvertCallback: the initial and converted adapters
+      models::save_pissa_adapter(model, kTrainAdapter, dir + "/pissa_init", models::PissaSave::kInitial, so);
+      models::save_pissa_adapter(model, kTrainAdapter, dir + "/pissa_converted", models::PissaSave::kConverted, so);
+    }
+    save_training_tokenizer(tokenizer_dir, a, dir);  // as LLaMA-Factory saves the tokenizer too
     return;
   }
   models::SaveOptions so;
-  so.tokenizer_dir = tokenizer_dir;
   so.generation_config_dir = model_dir;
   models::save_pretrained(model, dir, so);
+  save_training_tokenizer(tokenizer_dir, a, dir);  // with the tokens the run added (vocab.h)
 }
 
 DType low_precision_dtype(const TrainArgs& a) {

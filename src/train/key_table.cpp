@@ -26,7 +26,8 @@ constexpr Group kGroups[] = {
      "model_name_or_path disable_gradient_checkpointing adapter_name_or_path export_dir "
      "export_size export_quantization_bit export_quantization_dataset export_quantization_nsamples "
      "export_quantization_maxlen train_from_scratch quantization_method quantization_bit "
-     "quantization_type double_quantization quantization_device_map"},
+     "quantization_type double_quantization quantization_device_map "
+     "resize_vocab add_tokens add_special_tokens new_special_tokens_config init_special_tokens"},
     {"model", S::kIgnored,
      "cache_dir use_fast_tokenizer model_revision low_cpu_mem_usage flash_attn use_unsloth_gc "
      "enable_liger_kernel use_reentrant_gc upcast_layernorm upcast_lmhead_output infer_backend "
@@ -40,8 +41,7 @@ constexpr Group kGroups[] = {
      "sglang_lora_backend kt_maxlen kt_use_cuda_graph kt_mode kt_force_think cpu_infer chunk_size "
      "mode"},
     {"model", S::kNotImplemented,
-     "adapter_folder resize_vocab split_special_tokens add_tokens "
-     "add_special_tokens new_special_tokens_config init_special_tokens rope_scaling shift_attn "
+     "adapter_folder split_special_tokens rope_scaling shift_attn "
      "mixture_of_depths use_unsloth moe_aux_loss_coef fp8 "
      "fp8_backend fp8_enable_fsdp_float8_all_gather use_kt kt_optimize_rule"},
     // ---- LLaMA-Factory DataArguments
@@ -60,17 +60,17 @@ constexpr Group kGroups[] = {
     {"finetuning", S::kImplemented,
      "stage finetuning_type disable_shuffling plot_loss freeze_trainable_layers "
      "freeze_trainable_modules freeze_extra_modules lora_rank lora_alpha lora_dropout lora_target "
-     "use_rslora create_new_adapter pref_beta pref_ftx pref_loss dpo_label_smoothing simpo_gamma "
-     "ref_model ref_model_adapters kto_chosen_weight kto_rejected_weight ld_alpha"},
+     "use_rslora use_dora pissa_init pissa_iter pissa_convert create_new_adapter additional_target pref_beta pref_ftx pref_loss dpo_label_smoothing simpo_gamma "
+     "ref_model ref_model_adapters kto_chosen_weight kto_rejected_weight ld_alpha "
+     "loraplus_lr_ratio loraplus_lr_embedding"},
     {"finetuning", S::kIgnored,
      "freeze_vision_tower freeze_multi_modal_projector freeze_language_model compute_accuracy "
      "include_effective_tokens_per_second use_swanlab swanlab_project swanlab_workspace "
      "swanlab_run_name swanlab_mode swanlab_api_key swanlab_logdir swanlab_lark_webhook_url "
      "swanlab_lark_secret"},
     {"finetuning", S::kNotImplemented,
-     "pure_bf16 additional_target "
-     "loraplus_lr_ratio loraplus_lr_embedding "
-     "use_dora pissa_init pissa_iter pissa_convert module_dropout "
+     "pure_bf16 "
+     "module_dropout "
      "oft_rank oft_block_size oft_target pref_bco_weight ppo_buffer_size "
      "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards "
      "ref_model_quantization_bit reward_model reward_model_adapters reward_model_quantization_bit "
@@ -96,7 +96,7 @@ constexpr Group kGroups[] = {
      "warmup_ratio warmup_steps logging_strategy logging_steps save_strategy save_steps "
      "eval_steps save_total_limit seed resume_from_checkpoint bf16 fp16 optim "
      "dataloader_drop_last eval_on_start load_best_model_at_end metric_for_best_model "
-     "greater_is_better"},
+     "greater_is_better adafactor"},
     {"training", S::kIgnored,
      "report_to run_name logging_dir logging_first_step logging_nan_inf_filter log_level "
      "log_level_replica log_on_each_node disable_tqdm ddp_timeout ddp_backend "
@@ -118,7 +118,7 @@ constexpr Group kGroups[] = {
     {"training", S::kNotImplemented,
      "deepspeed fsdp fsdp_config fsdp_min_num_params fsdp_transformer_layer_cls_to_wrap "
      "accelerator_config parallelism_config tp_size label_smoothing_factor neftune_noise_alpha "
-     "optim_args optim_target_modules adafactor group_by_length length_column_name "
+     "optim_args optim_target_modules group_by_length length_column_name "
      "train_sampling_strategy auto_find_batch_size torch_compile torch_compile_backend "
      "torch_compile_mode torchdynamo jit_mode_eval use_ipex bf16_full_eval fp16_full_eval "
      "data_seed ignore_data_skip "

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "models/freeze.h"
 #include "nn/lora.h"
+#include "train/optimizer.h"
 
 namespace unillm::train {
 
@@ -233,7 +234,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   p.weights = ps.trainable * 4 + p.frozen_weights;
   if (ps.quantized > 0) p.frozen_weights_f32 = ps.frozen * 4;
   p.gradients = ps.trainable * 4;
-  p.optimizer = 2 * ps.trainable * 4;
+  p.optimizer = planned_state_bytes(in.optimizer, ps.trainable, c.hidden_size);
   // A layer keeps activations once a gradient flows through it (a trainable tensor at or below it).
   bool flows = ps.embed_trainable, any = false;
   int64_t full = 0, rec = 0, widest = 0, rerun = 0;

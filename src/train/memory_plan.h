@@ -66,6 +66,7 @@ struct MemoryPlanInputs {
   int64_t reference_weights = 0;  // elements of a frozen copy
   int64_t reference_weight_bytes = 4;
   int64_t reference_logps_rows = 0;
+  std::string optimizer = "adamw";  // OptimizerConfig::kind: sizes the optimizer state
 };
 
 struct MemoryPlan {
@@ -73,7 +74,7 @@ struct MemoryPlan {
   int64_t frozen_weights = 0;  // the frozen storage alone
   int64_t frozen_weights_f32 = 0;  // QLoRA only: what the frozen storage would take in f32
   int64_t gradients = 0;  // the arena's f32 gradients
-  int64_t optimizer = 0;  // AdamW exp_avg + exp_avg_sq, f32
+  int64_t optimizer = 0;  // optimizer state (train/optimizer.h planned_state_bytes)
   int64_t activations_recompute = 0, activations_no_recompute = 0;  // saved by one micro-batch
   int64_t loss_transient = 0;  // end of forward: CE chunk buffers, eager dx and dW of the lm_head
   int64_t backward_transient = 0;  // one layer's backward (its re-run too, with recompute)

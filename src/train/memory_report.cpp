@@ -37,7 +37,7 @@ std::string format_plan(const MemoryPlan& p) {
     row("  of which frozen (QLoRA)", p.frozen_weights, note);
   }
   row("gradients", p.gradients);
-  row("optimizer (AdamW, f32)", p.optimizer);
+  row("optimizer state", p.optimizer);
   if (p.reference > 0) row("reference (copy / log-probs)", p.reference);
   row("activations, recompute on", p.activations_recompute, p.recompute ? "  <- this run" : "");
   row("activations, recompute off", p.activations_no_recompute, p.recompute ? "" : "  <- this run");

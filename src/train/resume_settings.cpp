@@ -2,6 +2,7 @@
 #include "train/resume_settings.h"
 
 #include "core/error.h"
+#include "train/optimizer.h"
 
 namespace unillm::train {
 
@@ -54,6 +55,7 @@ json must_match(const TrainArgs& a) {
       {"bf16", a.bf16},
       {"fp16", a.fp16},
       {"bf16_compute", a.bf16 && a.bf16_compute},
+      {"optim", optimizer_config(a).kind},  // the checkpoint holds this optimizer's state
   };
 }
 
@@ -83,6 +85,8 @@ json may_change(const TrainArgs& a) {
       {"adam_beta1", a.adam_beta1},
       {"adam_beta2", a.adam_beta2},
       {"adam_epsilon", a.adam_epsilon},
+      {"loraplus_lr_ratio", optional_json(a.loraplus_lr_ratio)},
+      {"loraplus_lr_embedding", a.loraplus_lr_embedding},
       {"max_grad_norm", a.max_grad_norm},
       {"pref_beta", a.pref_beta},
       {"pref_ftx", a.pref_ftx},

@@ -18,6 +18,7 @@
 #include "train/output_dir.h"
 #include "train/resume_settings.h"
 #include "train/trainer_run.h"
+#include "train/vocab.h"
 
 namespace unillm::train {
 
@@ -77,10 +78,11 @@ void Run::load_tokenizer() {
   tokenizer_dir_ = a_.tokenizer_name_or_path.empty()
                        ? model_dir_
                        : resolve_model_path(a_.tokenizer_name_or_path, h_.hf_cache_root);
-  tok_ = io::Tokenizer::load(tokenizer_dir_);
   const std::string config_path = (fs::path(model_dir_) / "config.json").string();
   const models::ModelConfig cfg = models::load_model_config(config_path);
-  models::check_tokenizer_fits(*tok_, cfg, config_path);
+  TrainingTokenizer tt = load_training_tokenizer(tokenizer_dir_, a_, cfg, config_path);  // vocab.h
+  tok_ = std::move(tt.tokenizer);
+  for (const auto& note : tt.notes) say(note);
   // Rows longer than the model's window train positions it never saw (RoPE extrapolates badly);
   // LLaMA-Factory trains them anyway, so this is a warning, not a refusal.
   const int64_t longest = a_.dataset_name_or_path.empty() ? a_.cutoff_len : a_.max_length;
@@ -111,6 +113,9 @@ void Run::load(const std::string& from) {
   } else {
     model_ = models::load_causal_lm(from.empty() || lora ? model_dir_ : from, lo);
   }
+  // A full/freeze checkpoint already holds the grown, trained rows; a LoRA one's base does not.
+  if (from.empty() || lora)
+    if (const std::string grown = grow_vocab(*model_, *tok_, a_); !grown.empty()) say(grown);
   prepare_finetuning(*model_, a_, lora ? from : "");
   if (low != DType::f32) cast_frozen_matrices(*model_, low);
   prepare_stage(from);  // a reference model, a value head
@@ -120,7 +125,11 @@ void Run::load(const std::string& from) {
   if (arena_->numel() == 0)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": finetuning_type ", a_.finetuning_type,
                  " leaves no trainable parameter (check the freeze_* / lora_* keys)");
-  opt_ = std::make_unique<AdamW>(*arena_, AdamWConfig{a_.adam_beta1, a_.adam_beta2, a_.adam_epsilon, a_.weight_decay});
+  if (a_.loraplus_lr_ratio) {
+    apply_loraplus(*arena_, *a_.loraplus_lr_ratio, a_.loraplus_lr_embedding, a_.learning_rate);
+    say("LoRA+: lora_B learning rate x " + std::to_string(*a_.loraplus_lr_ratio));
+  }
+  opt_ = make_optimizer(*arena_, optimizer_config(a_));
 }
 
 void Run::setup_data() {

@@ -56,6 +56,7 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.frozen_loaded_f32 = low && a_.finetuning_type == "freeze";
   in.baseline_bytes = read_process_memory().rss;
   in.threads = num_threads();
+  in.optimizer = optimizer_config(a_).kind;
   const std::string stage_advice = stage_->plan_memory(in, h_.memory_limit);
   plan_ = plan_memory(in);
   say(format_plan(plan_));

@@ -14,6 +14,7 @@
 #include "data/batch_loader.h"
 #include "models/causal_lm.h"
 #include "train/adamw.h"
+#include "train/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
@@ -103,7 +104,7 @@ class Run {
   std::unique_ptr<Stage> stage_;  // the loss, data and metrics of a.stage
   std::unique_ptr<models::CausalLM> model_;
   std::unique_ptr<ParamArena> arena_;
-  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<Optimizer> opt_;
   data::TokenizedDataset train_, eval_, test_;  // test_: do_predict
   std::unique_ptr<data::BatchLoader> loader_;
   data::LoaderOptions loader_opts_;

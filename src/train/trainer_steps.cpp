@@ -23,7 +23,8 @@ int64_t real_tokens(const data::Batch& b) {
 }
 
 void accumulate_metrics(std::vector<std::tuple<std::string, double, int64_t>>& acc, const StageMetrics& m) {
-  for (const auto& [name, v] : m) {
+  for (const auto& [key, v] : m) {
+    const std::string& name = key;  // clang 14 cannot capture a structured binding
     auto it = std::find_if(acc.begin(), acc.end(), [&](const auto& e) { return std::get<0>(e) == name; });
     if (it == acc.end()) {
       acc.emplace_back(name, v, 1);

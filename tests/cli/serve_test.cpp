@@ -423,6 +423,34 @@ TEST_F(Serve, ToolRequestsRenderThroughTheTemplate) {
   EXPECT_EQ(api.post("/tokenize", body.dump()).second["tokens"].get<std::vector<int32_t>>(), want);
 }
 
+// tool_choice "required" / a named function: under alpaca (the default tool format) the story
+// model is made to write "Action: NAME\nAction Input: ARGS" with arguments from the tool's
+// schema, which comes back as tool_calls.
+TEST_F(Serve, ForcedToolCallsFollowTheToolSchema) {
+  ASSERT_GT(server_->port(), 0) << server_->read_log();
+  Api api(server_->port());
+  const json tools = json::parse(R"([
+      {"type": "function", "function": {"name": "pick", "parameters": {"type": "object",
+       "properties": {"color": {"enum": ["red", "blue"]}}, "required": ["color"]}}},
+      {"type": "function", "function": {"name": "flip", "parameters": {"type": "object",
+       "properties": {"heads": {"type": "boolean"}}, "required": ["heads"]}}}])");
+  json body = {{"messages", {{{"role", "user"}, {"content", "Pick a color."}}}}, {"tools", tools},
+               {"tool_choice", "required"}, {"max_completion_tokens", 60}, {"temperature", 0}};
+  for (const json& choice : {json("required"), json::parse(R"({"type": "function", "function": {"name": "flip"}})")}) {
+    body["tool_choice"] = choice;
+    auto [st, r] = api.post("/v1/chat/completions", body.dump());
+    ASSERT_EQ(st, 200) << r.dump();
+    const json& c = r["choices"][0];
+    EXPECT_EQ(c["finish_reason"], "tool_calls") << r.dump();
+    ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.dump();
+    const json f = c["message"]["tool_calls"][0]["function"];
+    const json args = json::parse(f["arguments"].get<std::string>());
+    if (choice.is_object()) EXPECT_EQ(f["name"], "flip") << r.dump();
+    if (f["name"] == "pick") EXPECT_TRUE(args["color"] == "red" || args["color"] == "blue") << r.dump();
+    else EXPECT_TRUE(args["heads"].is_boolean()) << r.dump();
+  }
+}
+
 // With tools the stream holds the reply back and sends it as one delta with its finish_reason:
 // the same text as the whole response.
 TEST_F(Serve, ToolRequestStreamsTheReplyInOneDelta) {
@@ -460,9 +488,13 @@ TEST_F(Serve, BadToolRequestsGetClearErrors) {
   expect(R"("tools": [{"type": "function", "function": {"name": 3}}])", "tools[0].function.name", "string");
   expect(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])",
          "tools[0].function.parameters", "JSON Schema");
-  expect(R"("tools": [)" + tool + R"(], "tool_choice": "required")", "tool_choice", "not supported");
-  expect(R"("tools": [)" + tool + R"(], "tool_choice": {"type": "function", "function": {"name": "f"}})",
-         "tool_choice", "not supported");
+  expect(R"("tool_choice": "required")", "tool_choice", "no 'tools'");
+  expect(R"("tools": [)" + tool + R"(], "tool_choice": {"type": "function", "function": {"name": "g"}})",
+         "tool_choice.function.name", "not in 'tools'");
+  expect(R"("tools": [)" + tool + R"(], "tool_choice": {"type": "function"})", "tool_choice.function.name",
+         "string");
+  expect(R"("tools": [)" + tool + R"(], "tool_choice": "required", "response_format": {"type": "json_object"})",
+         "response_format", "tool_choice");
   expect(R"("tools": [)" + tool + R"(], "tool_choice": "sometimes")", "tool_choice", "auto");
   expect(R"("functions": [{"name": "f"}])", "functions", "not supported");
   expect(R"("parallel_tool_calls": "yes")", "parallel_tool_calls", "true or false");

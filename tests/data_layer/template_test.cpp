@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "data/conversation.h"
 #include "data/error.h"
@@ -30,22 +31,27 @@ const json& template_goldens() {
 namespace {
 
 // The Qwen2 tokenizer files plus Qwen3's <think>/</think> as added non-special tokens, at the
-// ids the goldens name (the generator builds the same directory).
-std::unique_ptr<io::Tokenizer> make_think_tokenizer() {
+// ids the goldens name (the generator builds the same directory); "qwen2_extra" also has the
+// goldens' extra_tokens as special tokens (the tokens of templates no bundled tokenizer has).
+std::unique_ptr<io::Tokenizer> make_think_tokenizer(const std::string& name) {
   namespace fs = std::filesystem;
   const fs::path src = fs::path(UNILLM_SOURCE_DIR) / "tests/data/qwen2-tokenizer";
-  ScratchDir dir("qwen2_think");
+  ScratchDir dir(name);
   for (const char* f : {"vocab.json", "merges.txt", "special_tokens_map.json"})
     fs::copy_file(src / f, fs::path(dir.path()) / f);
   json cfg = io::read_json_file((src / "tokenizer_config.json").string());
   json added = io::read_json_file((src / "added_tokens.json").string());
   const auto ids = template_goldens()["think_ids"].get<std::vector<int32_t>>();
-  const char* names[] = {"<think>", "</think>"};
-  for (int k = 0; k < 2; ++k) {
-    cfg["added_tokens_decoder"][std::to_string(ids[k])] = {
-        {"content", names[k]}, {"lstrip", false},      {"normalized", false},
-        {"rstrip", false},     {"single_word", false}, {"special", false}};
-    added[names[k]] = ids[k];
+  std::vector<std::tuple<std::string, int32_t, bool>> news = {{"<think>", ids[0], false},
+                                                              {"</think>", ids[1], false}};
+  if (name == "qwen2_extra")
+    for (const auto& [tok, id] : template_goldens()["extra_tokens"].items())
+      news.emplace_back(tok, id.get<int32_t>(), true);
+  for (const auto& [tok, id, special] : news) {
+    cfg["added_tokens_decoder"][std::to_string(id)] = {
+        {"content", tok},  {"lstrip", false},      {"normalized", false},
+        {"rstrip", false}, {"single_word", false}, {"special", special}};
+    added[tok] = id;
   }
   dir.write("tokenizer_config.json", cfg.dump());
   dir.write("added_tokens.json", added.dump());
@@ -60,8 +66,8 @@ const io::Tokenizer& golden_tokenizer(const std::string& key) {
   if (it != cache.end()) return *it->second;
   const std::string data = std::string(UNILLM_SOURCE_DIR) + "/tests/data/";
   std::unique_ptr<io::Tokenizer> tok;
-  if (key == "qwen2_think")
-    tok = make_think_tokenizer();
+  if (key == "qwen2_think" || key == "qwen2_extra")
+    tok = make_think_tokenizer(key);
   else
     tok = io::Tokenizer::load(data + key + "-tokenizer");
   return *cache.emplace(key, std::move(tok)).first->second;
@@ -128,18 +134,18 @@ TEST(ChatTemplate, MatchesGoldens) {
     ++checked;
     jinja_checked += c.value("hf_jinja_checked", false) ? 1 : 0;
   }
-  EXPECT_GE(checked, 900);
+  EXPECT_GE(checked, 1025);
   EXPECT_GE(jinja_checked, 5);  // qwen and llama3 cases equal to HF apply_chat_template
 }
 
 TEST(ChatTemplate, GoldensCoverEveryBuiltinTemplate) {
   std::set<std::string> covered;
   for (const json& c : template_goldens()["templates"]) covered.insert(c["template"]);
-  const json& skipped = template_goldens()["skipped"];  // no bundled tokenizer has their tokens
+  const json& skipped = template_goldens()["skipped"];  // none: qwen2_extra has every token
   for (const std::string& n : ChatTemplate::names())
     EXPECT_TRUE(covered.count(n) || skipped.contains(n)) << n;
   EXPECT_EQ(ChatTemplate::names().size(), 124u);  // every register_template call of LLaMA-Factory
-  EXPECT_LE(skipped.size(), 14u);
+  EXPECT_TRUE(skipped.empty()) << skipped.dump();
   for (const char* n :
        {"default", "empty", "alpaca", "vicuna", "llama2", "llama3", "qwen", "qwen3"})
     EXPECT_TRUE(find_template_def(n)) << n;
@@ -160,13 +166,15 @@ TEST(ChatTemplate, AliasesAndVariantsAreRows) {
   EXPECT_EQ(alpaca->function_format, "default");
 }
 
-TEST(ChatTemplate, UnimplementedToolFormatRendersTextButNotTools) {
-  // lfm2's tool format is not implemented: plain conversations render, tools throw.
+TEST(ChatTemplate, LfmTwoRendersToolsAndRefusesBadSchemas) {
+  // lfm2's tool prompt lands in the system turn; a tool that is not an object is a DataError.
   auto t = ChatTemplate::by_name("lfm2", golden_tokenizer("qwen2"));
   const std::vector<Message> m = {{Role::kUser, "hi"}, {Role::kAssistant, "yo"}};
-  EXPECT_NO_THROW(t->encode_multiturn(m, ""));
-  EXPECT_THROW(t->encode_multiturn(m, "", false, R"([{"name": "f", "parameters": {}}])"),
-               NotImplemented);
+  const std::vector<Message> ask = {{Role::kUser, "hi"}};
+  const auto plain = t->encode_prompt(ask, "");
+  const auto with_tools = t->encode_prompt(ask, "", R"([{"name": "f", "parameters": {}}])");
+  EXPECT_GT(with_tools.size(), plain.size());
+  EXPECT_THROW(t->encode_multiturn(m, "", false, "[1]"), DataError);
   EXPECT_NO_THROW(t->encode_multiturn(m, "", false, "[]"));  // an empty list renders no tool text
 }
 

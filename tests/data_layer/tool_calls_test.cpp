@@ -47,8 +47,9 @@ TEST(ToolFormats, MatchGoldens) {
     SCOPED_TRACE(f);
     EXPECT_EQ(format_tools(f, ojson::parse(kTools), date), it.value()["tools"].get<std::string>());
     EXPECT_EQ(format_function_calls(f, one), it.value()["calls"][0].get<std::string>());
-    if (f != "glm4")
+    if (f != "glm4") {
       EXPECT_EQ(format_function_calls(f, two), it.value()["calls"][1].get<std::string>());
+    }
     for (const auto& p : it.value()["extract"]) {
       const std::string text = p["text"];
       SCOPED_TRACE(text);
@@ -84,16 +85,27 @@ TEST(ToolFormats, RoundTripThroughEveryFormat) {
   for (const std::string& f : tool_format_names()) {
     if (f == "glm4_moe") continue;  // LLaMA-Factory reads glm4_moe calls with the qwen extractor
     SCOPED_TRACE(f);
-    auto back = parse_tool_calls(f, format_function_calls(f, calls));
+    std::string text = format_function_calls(f, calls);
+    // minimax2's template slot, not its function formatter, writes the block around the calls.
+    if (f == "minimax2") text = "<minimax:tool_call>\n" + text + "\n</minimax:tool_call>";
+    auto back = parse_tool_calls(f, text);
     ASSERT_TRUE(back.has_value());
-    EXPECT_EQ(*back, calls);
+    ASSERT_EQ(back->size(), 1u);
+    EXPECT_EQ(back->at(0).name, "lookup");
+    // gemma4 writes the keys sorted
+    EXPECT_EQ(nlohmann::json::parse(back->at(0).arguments), nlohmann::json::parse(calls[0].arguments));
   }
 }
 
 TEST(ToolFormats, Errors) {
-  EXPECT_THROW(parse_tool_calls("minimax2", "x"), NotImplemented);
+  EXPECT_THROW(format_tools("gemma4", ojson::parse("[1]"), "d"), DataError);
+  EXPECT_THROW(format_tools("gemma4", ojson::parse(R"([{"description": "no name"}])"), "d"),
+               DataError);
+  EXPECT_THROW(format_function_calls("lfm2", {{"f", "[1]"}}), DataError);
+  EXPECT_THROW(format_function_calls("minimax2", {{"f", "not json"}}), DataError);
+  // gemma4 writes arguments that are not JSON as they are, as LLaMA-Factory does.
+  EXPECT_EQ(format_function_calls("gemma4", {{"f", "a b"}}), "<|tool_call>call:f{a b}<tool_call|>");
   EXPECT_THROW(parse_tool_calls("nope", "x"), ConfigError);
-  EXPECT_THROW(format_tools("lfm2", ojson::array(), "d"), NotImplemented);
   EXPECT_THROW(format_tools("default", ojson::parse(R"([{"name": "f"}])"), "d"), DataError);
   EXPECT_THROW(format_function_calls("glm4", {{"a", "{}"}, {"b", "{}"}}), DataError);
   EXPECT_THROW(parse_function_message("[1]", "m"), DataError);

@@ -132,15 +132,16 @@ TEST_F(Adapter, LoadErrors) {
                                  "unknown target module 'lm_head'");
   edit_config(dir, [](nlohmann::json& j) {
     j["target_modules"] = {"q_proj", "v_proj"};
-    j["use_dora"] = true;
-  });
-  expect_throw_with<NotImplemented>([&] { models::load_adapter(*fresh, dir, "x"); }, "use_dora");
-  edit_config(dir, [](nlohmann::json& j) {
-    j["use_dora"] = false;
-    j["modules_to_save"] = {"lm_head"};
+    j["init_lora_weights"] = "olora";  // changes the base in PEFT; DoRA and PiSSA load
   });
   expect_throw_with<NotImplemented>([&] { models::load_adapter(*fresh, dir, "x"); },
-                                    "modules_to_save");
+                                    "init_lora_weights olora");
+  edit_config(dir, [](nlohmann::json& j) {
+    j["init_lora_weights"] = true;
+    j["modules_to_save"] = {"q_proj"};  // a linear layer: only embeddings and norms train in full
+  });
+  expect_throw_with<NotImplemented>([&] { models::load_adapter(*fresh, dir, "x"); },
+                                    "modules_to_save 'q_proj'");
   edit_config(dir, [](nlohmann::json& j) {
     j["modules_to_save"] = nullptr;
     j["peft_type"] = "IA3";

@@ -2,7 +2,8 @@
 """A real OpenAI client against `unillm serve` (the `openai` package from PyPI, pinned in
 tests/reference/constraints.txt): models list, completion, chat completion, streaming, n > 1,
 logprobs, structured output (a pydantic model through the client's `parse`, validated by
-pydantic), a tools request with an earlier call and its result, and a LoRA adapter served by
+pydantic), a tools request with an earlier call and its result, forced calls (tool_choice
+required and a named function), and a LoRA adapter served by
 name whose greedy output equals `unillm generate --adapter`. Trains that adapter first (a 4-step
 LoRA SFT of the bundled stories260K). The server binds to a free loopback port and is always
 stopped (SIGTERM, then SIGKILL) before this exits.
@@ -177,10 +178,21 @@ def main():
                                        max_tokens=6, temperature=0)
         check(tr.choices[0].finish_reason in ("stop", "length") and isinstance(tr.choices[0].message.content, str)
               and not tr.choices[0].message.tool_calls, f"tools reply {tr.choices[0]}")
+        # Forced calls: "required" and a named function constrain the reply to a call whose
+        # arguments follow the tool's schema.
+        pick = {"type": "function", "function": {"name": "pick", "parameters": {
+            "type": "object", "properties": {"color": {"enum": ["red", "blue"]}}, "required": ["color"]}}}
+        for choice in ("required", {"type": "function", "function": {"name": "pick"}}):
+            fr = c.chat.completions.create(model="tiny", messages=history, tools=[pick], tool_choice=choice,
+                                           max_tokens=60, temperature=0)
+            calls = fr.choices[0].message.tool_calls
+            check(fr.choices[0].finish_reason == "tool_calls" and calls and calls[0].function.name == "pick"
+                  and json.loads(calls[0].function.arguments).get("color") in ("red", "blue"),
+                  f"forced call {fr.choices[0]}")
         try:
-            c.chat.completions.create(model="tiny", messages=history, tools=[weather], tool_choice="required",
-                                      max_tokens=2)
-            fail("tool_choice required was accepted")
+            c.chat.completions.create(model="tiny", messages=history, tools=[weather], max_tokens=2,
+                                      tool_choice={"type": "function", "function": {"name": "nope"}})
+            fail("a tool_choice naming an unknown function was accepted")
         except openai.BadRequestError as e:
             check("tool_choice" in str(e), f"the 400 does not name tool_choice: {e}")
 
@@ -204,7 +216,7 @@ def main():
             fail("the server did not stop within 30 s of SIGTERM")
     check(rc == 0, f"the server exited {rc} on SIGTERM")
     print("openai_check: ok (models, completions = generate for base and adapter, chat, stream, "
-          "n=3 seeded, logprobs, structured output, tools, 404, 401, SIGTERM)")
+          "n=3 seeded, logprobs, structured output, tools, forced calls, 404, 401, SIGTERM)")
 
 
 if __name__ == "__main__":

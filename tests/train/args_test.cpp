@@ -181,7 +181,7 @@ TEST(TrainArgs, NotImplementedKeysAndValues) {
 // The key table says what train does: a key refused when on is listed as not implemented (docs/
 // config-keys.md once listed pure_bf16 as implemented while train refused it).
 TEST(TrainArgs, KeysRefusedWhenOnAreListedNotImplemented) {
-  for (const char* k : {"pure_bf16", "use_dora", "deepspeed"}) {
+  for (const char* k : {"pure_bf16", "use_galore", "deepspeed"}) {
     const KeyInfo* info = find_key(k);
     ASSERT_NE(info, nullptr) << k;
     EXPECT_EQ(info->status, KeyStatus::kNotImplemented) << k;
@@ -240,7 +240,7 @@ TEST(KeyTable, HoldsKeysFromEveryDataclassWithTheirStatus) {
       {"interleave_probs", KeyStatus::kNotImplemented, "data"},
       {"stage", KeyStatus::kImplemented, "finetuning"},
       {"lora_rank", KeyStatus::kImplemented, "finetuning"},
-      {"use_dora", KeyStatus::kNotImplemented, "finetuning"},
+      {"use_galore", KeyStatus::kNotImplemented, "finetuning"},
       {"src_length", KeyStatus::kImplemented, "paddlenlp"},
       {"top_p", KeyStatus::kImplemented, "generating"},
       {"learning_rate", KeyStatus::kImplemented, "training"},
@@ -286,7 +286,7 @@ TEST(TrainArgs, EveryProblemIsReportedAtOnce) {
       "model_name_or_path: m\n"   // 1
       "stage: sft\n"              // 2
       "lora_rank: -3\n"           // 3: bad value
-      "use_dora: true\n"          // 4: not implemented
+      "use_galore: true\n"        // 4: not implemented
       "learnig_rate: 1e-4\n"      // 5: unknown (did you mean)
       "template: no_such_one\n"   // 6: unknown template
       "bf16: true\nfp16: true\n"  // 7-8: cross-key rule
@@ -295,7 +295,7 @@ TEST(TrainArgs, EveryProblemIsReportedAtOnce) {
   EXPECT_NE(e.find("[config] cfg.yaml: 6 problems"), std::string::npos) << e;
   const char* parts[] = {"cfg.yaml line 9: key 'lora_rank' appears twice (first at cfg.yaml line 3)",
                          "cfg.yaml line 3: key 'lora_rank': expected an integer",
-                         "cfg.yaml line 4: key 'use_dora' is not implemented yet",
+                         "cfg.yaml line 4: key 'use_galore' is not implemented yet",
                          "cfg.yaml line 5: unknown key 'learnig_rate' (did you mean 'learning_rate'?)",
                          "cfg.yaml line 6: key 'template': expected a template name unillm has (",
                          "bf16 and fp16 are both true"};
@@ -309,11 +309,11 @@ TEST(TrainArgs, EveryProblemIsReportedAtOnce) {
     }
   }
   // Only not-implemented problems: the error says so by its type.
-  EXPECT_NE(error_of<NotImplemented>(kBase + "use_dora: true\npissa_init: true\n").find("2 problems"),
+  EXPECT_NE(error_of<NotImplemented>(kBase + "use_galore: true\nuse_badam: true\n").find("2 problems"),
             std::string::npos);
   // One problem is reported as it always was.
-  EXPECT_EQ(error_of<NotImplemented>(kBase + "use_dora: true\n"),
-            "[config] cfg.yaml line 4: key 'use_dora' is not implemented yet");
+  EXPECT_EQ(error_of<NotImplemented>(kBase + "use_galore: true\n"),
+            "[config] cfg.yaml line 4: key 'use_galore' is not implemented yet");
 }
 
 // `template` is checked with the config, so export and chat (which read the same keys) refuse

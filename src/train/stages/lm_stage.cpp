@@ -22,7 +22,7 @@ class LmStage : public Stage {
       // PaddleNLP renders through the model's chat template when it has one, else src + tgt + EOS.
       if (!paddle || !a_.template_name.empty() || data::has_chat_template(tokenizer_dir)) {
         auto choice = data::choose_template(a_.template_name, tokenizer_dir);
-        template_ = data::ChatTemplate::by_name(choice.name, tok, template_options(a_, choice.options));
+        template_ = data::make_chat_template(choice, tok, template_options(a_, choice.options));
       }
       data::SftOptions so = sft_options(a_);
       d.pad_id = so.pad_id = pad_id_of(tok, template_ ? template_->eos_id() : tok.eos_id());

@@ -43,7 +43,7 @@ data::SftOptions preference_data_options(const TrainArgs& a, const std::string& 
                                          const std::string& tokenizer_dir,
                                          std::unique_ptr<data::ChatTemplate>* tmpl) {
   const auto choice = data::choose_template(a.template_name, tokenizer_dir);
-  *tmpl = data::ChatTemplate::by_name(choice.name, tok, template_options(a, choice.options));
+  *tmpl = data::make_chat_template(choice, tok, template_options(a, choice.options));
   data::SftOptions so = sft_options(a);
   so.stage = stage;
   so.pad_id = pad_id_of(tok, (*tmpl)->eos_id());

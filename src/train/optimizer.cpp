@@ -1,0 +1,82 @@
+// The optimiser factory, the arena's HF-named parts, host copies for host-side loops, and
+// LoRA+'s per-segment learning rates.
+#include "train/optimizer.h"
+
+#include "core/error.h"
+#include "train/adafactor.h"
+#include "train/adamw.h"
+#include "train/adamw_8bit.h"
+#include "train/sgd.h"
+
+namespace unillm::train {
+
+int64_t Optimizer::state_bytes() {
+  int64_t n = 0;
+  for (const auto& named : state()) n += static_cast<int64_t>(named.second->nbytes());
+  return n;
+}
+
+std::vector<ArenaPart> arena_parts(const ParamArena& arena) {
+  std::vector<ArenaPart> out;
+  for (const auto& seg : arena.segments()) {
+    const bool matrix = seg.shape.size() == 2;
+    const int64_t cols = matrix ? seg.shape[1] : 1;
+    int64_t off = seg.offset;
+    for (int64_t rows : seg.part_rows) {
+      out.push_back({off, rows, cols, matrix, &seg});
+      off += rows * cols;
+    }
+    UNILLM_CHECK(off == seg.offset + seg.numel, "[optim] parts of ", seg.name, " cover ",
+                 off - seg.offset, " of ", seg.numel, " elements");
+  }
+  return out;
+}
+
+HostArena::HostArena(ParamArena& arena) : arena_(arena) {
+  const bool cpu = arena.param_tensor().device().is_cpu();
+  p_ = cpu ? arena.param_tensor() : arena.param_tensor().to(Device{});
+  g_ = cpu ? arena.grad_tensor() : arena.grad_tensor().to(Device{});
+}
+
+void HostArena::commit() {
+  if (arena_.param_tensor().device().is_cpu()) return;
+  Tensor dst = arena_.param_tensor();  // a handle on the arena's storage
+  dst.copy_from(p_);
+}
+
+std::unique_ptr<Optimizer> make_optimizer(ParamArena& arena, const OptimizerConfig& c) {
+  if (c.kind == "adamw")
+    return std::make_unique<AdamW>(arena, AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay});
+  if (c.kind == "sgd") return std::make_unique<Sgd>(arena, c.weight_decay);
+  if (c.kind == "adafactor") return std::make_unique<Adafactor>(arena, c.weight_decay);
+  if (c.kind == "adamw_8bit")
+    return std::make_unique<AdamW8bit>(arena, AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay});
+  UNILLM_THROW(ConfigError, "[optim] unknown optimizer kind '", c.kind,
+               "' (implemented: ", implemented_optimizers(), ")");
+}
+
+int64_t planned_state_bytes(const std::string& kind, int64_t trainable, int64_t hidden) {
+  if (kind == "sgd") return 0;
+  if (kind == "adafactor") return hidden > 0 ? 4 * (trainable / hidden + hidden) : 4 * trainable;
+  if (kind == "adamw_8bit") return 2 * trainable + 2 * 4 * ((trainable + 255) / 256);
+  return 2 * 4 * trainable;  // adamw: exp_avg + exp_avg_sq, f32
+}
+
+void apply_loraplus(ParamArena& arena, double ratio, double embedding_lr, double learning_rate) {
+  UNILLM_CHECK(learning_rate > 0,
+               "[optim] LoRA+ needs learning_rate > 0 (its groups are multiples of it)");
+  for (auto& seg : arena.mutable_segments()) {
+    auto has = [&seg](const char* s) { return seg.name.find(s) != std::string::npos; };
+    if (has("lora_embedding_B")) {
+      seg.lr_scale = embedding_lr / learning_rate;
+      seg.decay = true;
+    } else if (has("lora_B") || seg.shape.size() == 1) {
+      seg.lr_scale = ratio;  // with decay or without, by HF's decay names (seg.decay as packed)
+    } else {
+      seg.lr_scale = 1.0;
+      seg.decay = true;  // LLaMA-Factory's "lora_a" group always has weight_decay
+    }
+  }
+}
+
+}  // namespace unillm::train

@@ -1,0 +1,91 @@
+// The optimiser interface over the flat parameter arena (train/arena.h), the factory that maps
+// HF's `optim` names onto the implemented ones, and LoRA+'s per-segment learning rates. The
+// trainer and checkpoints see only this interface: step(lr), steps(), named state tensors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/arena.h"
+
+namespace unillm::train {
+
+struct OptimizerConfig {
+  std::string kind = "adamw";  // adamw | sgd | adafactor | adamw_8bit (optimizer_kind's names)
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam's (unused by sgd and adafactor)
+  double weight_decay = 0.0;  // applied to segments with decay (HF's param groups)
+};
+
+// Live state tensors by name: a checkpoint writes them and copies saved values back into them.
+using StateTensors = std::vector<std::pair<std::string, Tensor*>>;
+
+class Optimizer {
+ public:
+  explicit Optimizer(ParamArena& arena) : arena_(arena) {}
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+  virtual ~Optimizer() = default;
+  // The kind (OptimizerConfig::kind), recorded in checkpoints.
+  virtual const char* kind() const = 0;
+  // One update from the arena's gradients; segment s uses lr × s.lr_scale. Increments steps().
+  virtual void step(double lr) = 0;
+  // Every state tensor (empty ones left out); names are stable across runs of the same kind.
+  virtual StateTensors state() = 0;
+  int64_t steps() const { return step_; }
+  void set_steps(int64_t s) { step_ = s; }
+  int64_t state_bytes();
+  const ParamArena& arena() const { return arena_; }
+
+ protected:
+  ParamArena& arena_;
+  int64_t step_ = 0;
+};
+
+// One HF-named tensor in the arena: elements [offset, offset + rows·cols), row-major; matrix
+// when its segment is 2-D (a 1-D tensor has cols 1). A fused segment gives one part per HF name.
+struct ArenaPart {
+  int64_t offset = 0, rows = 0, cols = 1;
+  bool matrix = false;
+  const ArenaSegment* seg = nullptr;
+  int64_t numel() const { return rows * cols; }
+};
+std::vector<ArenaPart> arena_parts(const ParamArena& arena);
+
+// The arena's parameters and gradients as host f32 arrays for optimisers whose loops run on the
+// host: the arena itself on the CPU, else copies; commit() writes the parameters back.
+class HostArena {
+ public:
+  explicit HostArena(ParamArena& arena);
+  float* params() { return p_.data<float>(); }
+  const float* grads() const { return g_.data<float>(); }
+  void commit();
+
+ private:
+  ParamArena& arena_;
+  Tensor p_, g_;
+};
+
+// HF's `optim` name → kind: adamw_torch(_fused) → adamw, sgd, adafactor, adamw_8bit /
+// adamw_bnb_8bit / paged_adamw_8bit → adamw_8bit; "" when not implemented.
+std::string optimizer_kind(const std::string& optim);
+// The implemented HF names, for messages.
+const char* implemented_optimizers();
+std::unique_ptr<Optimizer> make_optimizer(ParamArena& arena, const OptimizerConfig& c);
+struct TrainArgs;
+// The run's optimiser: optim (or adafactor: true, which wins as in HF), adam_*, weight_decay.
+OptimizerConfig optimizer_config(const TrainArgs& a);
+
+// Bytes of optimiser state for `trainable` elements before the arena exists (the memory plan):
+// exact for adamw/sgd; adafactor estimated as rows + cols of [n/hidden, hidden] matrices;
+// adamw_8bit as 2 bytes per element plus two f32 scales per 256.
+int64_t planned_state_bytes(const std::string& kind, int64_t trainable, int64_t hidden);
+
+// LLaMA-Factory's create_loraplus_optimizer as per-segment settings: lora_B and 1-D parameters
+// get lr × ratio (decay as HF's names say), lora_embedding_B gets embedding_lr (relative to
+// learning_rate, as HF's schedule scales every group alike), everything else lr with decay.
+void apply_loraplus(ParamArena& arena, double ratio, double embedding_lr, double learning_rate);
+
+}  // namespace unillm::train

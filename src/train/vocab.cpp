@@ -1,0 +1,125 @@
+// Tokens added for training and the matching vocabulary growth (see vocab.h).
+#include "train/vocab.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "data/template.h"
+#include "models/resize_vocab.h"
+#include "models/save.h"
+
+namespace unillm::train {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::vector<std::string> missing(const io::Tokenizer& tok, const std::vector<std::string>& tokens) {
+  std::vector<std::string> out;
+  for (const auto& t : tokens)
+    if (!tok.token_to_id(t) && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  return out;
+}
+
+// LLaMA-Factory's Template.fix_special_tokens, for the tokens it adds.
+void fix_template_tokens(io::Tokenizer& tok, const TrainArgs& a, std::vector<std::string>& notes) {
+  const data::TemplateDef* def =
+      a.template_name.empty() ? nullptr : data::find_template_def(a.template_name);
+  if (def == nullptr) return;  // no template, a Jinja one, or an unknown name (refused elsewhere)
+  std::vector<std::string> stop = def->stop_words;
+  if (def->replace_eos && !stop.empty()) {
+    if (!tok.token_to_id(stop[0]) && tok.set_eos_token(stop[0]))
+      notes.push_back("template '" + a.template_name + "': added EOS token " + stop[0]);
+    stop.erase(stop.begin());
+  }
+  if (tok.eos_id() < 0 && tok.set_eos_token("<|endoftext|>"))
+    notes.push_back("template '" + a.template_name + "': added EOS token <|endoftext|>");
+  const auto add = missing(tok, stop);
+  if (!add.empty() && tok.add_tokens(add, true) > 0)
+    notes.push_back("template '" + a.template_name + "': added stop words " + joined(add) +
+                    " as special tokens");
+}
+
+std::unique_ptr<io::Tokenizer> augmented(const std::string& dir, const TrainArgs& a,
+                                         std::vector<std::string>& notes) {
+  auto tok = io::Tokenizer::load(dir);
+  if (!a.add_tokens.empty() && tok->add_tokens(a.add_tokens, false) > 0)
+    notes.push_back("add_tokens: added " + joined(a.add_tokens));
+  if (!a.add_special_tokens.empty() && tok->add_tokens(a.add_special_tokens, true) > 0)
+    notes.push_back("add_special_tokens: added " + joined(a.add_special_tokens));
+  fix_template_tokens(*tok, a, notes);
+  return tok;
+}
+
+}  // namespace
+
+bool wants_resize(const TrainArgs& a) {
+  return a.resize_vocab || !a.add_tokens.empty() || !a.add_special_tokens.empty();
+}
+
+TrainingTokenizer load_training_tokenizer(const std::string& dir, const TrainArgs& a,
+                                          const models::ModelConfig& config,
+                                          const std::string& config_path) {
+  // The preference stages' reference model is loaded apart and would not be grown.
+  if (wants_resize(a) && (a.stage == "dpo" || a.stage == "kto"))
+    UNILLM_THROW(NotImplemented, "[config] ", a.config_path,
+                 ": resize_vocab / add_tokens / add_special_tokens with stage ", a.stage,
+                 " (the reference model would need the same grown vocabulary) is not implemented");
+  TrainingTokenizer t;
+  t.tokenizer = augmented(dir, a, t.notes);
+  const io::Tokenizer& tok = *t.tokenizer;
+  const auto added = tok.added_since_load();
+  if (tok.vocab_size() > config.vocab_size && !added.empty() && !wants_resize(a)) {
+    std::vector<std::string> names;
+    for (int32_t id : added)
+      names.push_back(tok.id_to_token(id) + " (id " + std::to_string(id) + ")");
+    UNILLM_THROW(ConfigError, "[config] ", a.config_path, ": ", joined(names),
+                 " added to the tokenizer",
+                 a.template_name.empty() ? std::string()
+                                         : " (template '" + a.template_name + "' stop words)",
+                 " are beyond the model's ", config.vocab_size, " embedding rows (", config_path,
+                 "): set resize_vocab: true to grow embed_tokens and lm_head for them");
+  }
+  if (!wants_resize(a)) models::check_tokenizer_fits(tok, config, config_path);
+  return t;
+}
+
+std::string grow_vocab(models::CausalLM& model, const io::Tokenizer& tok, const TrainArgs& a) {
+  if (!wants_resize(a)) return "";
+  models::ResizeVocabOptions o;
+  o.tokenizer_size = tok.vocab_size();
+  o.initializer_range = model.config().initializer_range;
+  for (const auto* list : {&a.add_tokens, &a.add_special_tokens})
+    for (const auto& t : *list)
+      if (auto id = tok.token_to_id(t)) o.new_token_ids.push_back(*id);
+  // Its own stream, so the LoRA init keeps a.seed's; a LoRA resume redraws the same rows.
+  Rng rng(static_cast<uint64_t>(a.seed) ^ 0x7e5153e0ULL);
+  const auto r = models::resize_token_embeddings(model, o, rng);
+  if (r.new_rows == r.old_rows && r.initialised.empty()) return "";
+  return "resize_vocab: embed_tokens" +
+         std::string(model.config().tie_word_embeddings ? " (tied lm_head)" : " and lm_head") +
+         " " + std::to_string(r.old_rows) + " -> " + std::to_string(r.new_rows) + " rows, " +
+         std::to_string(r.initialised.size()) + " initialised to the mean of the others + noise";
+}
+
+std::vector<std::string> modules_to_save(const TrainArgs& a) {
+  if (!a.additional_target.empty()) return a.additional_target;
+  if (wants_resize(a)) return {"embed_tokens", "lm_head"};
+  return {};
+}
+
+void save_training_tokenizer(const std::string& tokenizer_dir, const TrainArgs& a,
+                             const std::string& dst_dir) {
+  std::vector<std::string> notes;
+  const auto tok = augmented(tokenizer_dir, a, notes);
+  if (tok->added_since_load().empty())
+    models::copy_tokenizer_files(tokenizer_dir, dst_dir);
+  else
+    tok->save_files(tokenizer_dir, dst_dir);
+}
+
+}  // namespace unillm::train

@@ -1,0 +1,168 @@
+// The unillm half of tests/reference/lora_variants_check.py (run by it, not by ctest directly):
+//   lora_variants_parity DIR
+// For each case in DIR/cases.json (kind dora or pissa): loads the adapter PEFT saved onto the base
+// model (for PiSSA also PEFT's converted rank-2r one) and compares the logits with PEFT's (≤ atol);
+// then creates a unillm adapter of that kind with the same config, trains it a few SGD steps (so
+// B ≠ 0 and m ≠ ‖W‖, or A, B away from their PiSSA init), saves it as a PEFT dir (PiSSA: plus
+// pissa_init/ and pissa_converted/) and writes its logits and the merged model's logits for
+// lora_variants_check.py to compare with PEFT loading those dirs. Exit status 1 when a comparison
+// fails.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "autograd/engine.h"
+#include "models/adapter.h"
+#include "models/causal_lm.h"
+#include "support/expect.h"
+
+namespace {
+
+using namespace unillm;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<float> read_f32(const fs::path& p, size_t n) {
+  std::vector<float> v(n);
+  std::ifstream in(p, std::ios::binary);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  if (static_cast<size_t>(in.gcount()) != n * sizeof(float))
+    throw std::runtime_error("[dora-parity] " + p.string() + ": short file");
+  return v;
+}
+
+void write_f32(const fs::path& p, const Tensor& t) {
+  const std::vector<float> v = t.contiguous().to_float_vector();
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(v.data()),
+             static_cast<std::streamsize>(v.size() * sizeof(float)));
+}
+
+Tensor logits(models::CausalLM& m, const std::vector<int32_t>& ids,
+              std::vector<std::string> adapters) {
+  const auto t = static_cast<int64_t>(ids.size());
+  models::KvCaches caches = models::KvCaches::allocate(m.config(), 1, t);
+  models::ForwardBatch b = models::single_sequence_batch(ids, 0, {0}, t, false);
+  b.adapters = std::move(adapters);
+  return m.forward(b, caches);
+}
+
+// A few plain SGD steps of next-token loss on ids over the adapter's parameters (A, B, m).
+void train_steps(models::CausalLM& m, const std::string& name, const std::vector<int32_t>& ids,
+                 int steps, double lr) {
+  const auto t = static_cast<int64_t>(ids.size()) - 1;
+  std::vector<int32_t> in(ids.begin(), ids.end() - 1), labels(ids.begin() + 1, ids.end()), pos;
+  for (int32_t i = 0; i < t; ++i) pos.push_back(i);
+  models::TrainBatch b;
+  b.input_ids = Tensor::from_ints(in, {1, t});
+  b.labels = Tensor::from_ints(labels, {1, t});
+  b.position_ids = Tensor::from_ints(pos, {1, t});
+  b.adapters = std::vector<std::string>{name};
+  for (int s = 0; s < steps; ++s) {
+    for (auto& r : m.module().parameters()) r.tensor->set_grad(Tensor());
+    models::LossResult out = m.loss(b, false);
+    autograd::backward(out.loss_sum, Tensor::from_vector({1.0f / static_cast<float>(out.count)}, {}));
+    for (auto& r : m.module().parameters()) {
+      if (r.adapter != name) continue;
+      Tensor p = r.tensor->detach();
+      std::vector<float> v = p.to_float_vector(), g = r.tensor->grad().to_float_vector();
+      for (size_t i = 0; i < v.size(); ++i) v[i] -= static_cast<float>(lr) * g[i];
+      p.copy_from(Tensor::from_vector(v, p.shape()));
+    }
+  }
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(double(a[i]) - b[i]));
+  return d;
+}
+
+// Loads the PEFT-saved adapter at key `adapter` of c as "peft", compares the logits with PEFT's
+// and removes it again (a PiSSA adapter gives the base its principal part back).
+bool peft_adapter_matches(models::CausalLM& model, const fs::path& dir, const json& c,
+                          const std::string& adapter, const std::string& what) {
+  const auto ids = c.at("prompt_ids").get<std::vector<int32_t>>();
+  models::load_adapter(model, (dir / c.at(adapter).get<std::string>()).string(), "peft");
+  const Tensor ours = logits(model, ids, {"peft"});
+  const std::vector<float> got = ours.to_float_vector();
+  const double d =
+      max_diff(got, read_f32(dir / c.at("peft_logits").get<std::string>(), got.size()));
+  model.delete_adapter("peft");
+  const double effect = unillm::testing::max_abs_diff(ours, logits(model, ids, {}));
+  // A PiSSA adapter makes PEFT rebuild the residual with its float32 SVD: its logits carry that
+  // noise (peft_noise, measured by the script against a float64 SVD) on top of the tolerance.
+  const double noise = adapter == "peft_adapter" ? c.value("peft_noise", 0.0) : 0.0;
+  bool ok = d <= c.at("atol").get<double>() + noise && effect > 1e-2;
+  if (noise > 0) {  // and strictly against the float64-SVD residual
+    const double de =
+        max_diff(got, read_f32(dir / c.at("exact_logits").get<std::string>(), got.size()));
+    ok = ok && de <= c.at("atol").get<double>();
+    std::printf("     %-22s vs PEFT's adapter over a float64-SVD residual: max |d| %.2e\n",
+                c.at("name").get<std::string>().c_str(), de);
+  }
+  std::printf("[%s] %-22s PEFT-saved %s in unillm: logits max |d| %.2e (PEFT's SVD noise %.2e, "
+              "effect %.3f)\n",
+              ok ? "ok" : "FAIL", c.at("name").get<std::string>().c_str(), what.c_str(), d, noise,
+              effect);
+  return ok;
+}
+
+bool run_case(const fs::path& dir, const json& c) {
+  const std::string name = c.at("name"), kind = c.at("kind");
+  const fs::path model_dir = dir / c.at("model_dir").get<std::string>();
+  const auto ids = c.at("prompt_ids").get<std::vector<int32_t>>();
+  auto model = models::load_causal_lm(model_dir.string());
+  // 1. PEFT wrote it, unillm loads it.
+  bool ok = peft_adapter_matches(*model, dir, c, "peft_adapter", kind + " adapter");
+  if (kind == "pissa")
+    ok = peft_adapter_matches(*model, dir, c, "peft_converted", "converted PiSSA adapter") && ok;
+  // 2. unillm trains one for PEFT to load.
+  nn::LoraConfig lc;
+  lc.rank = c.at("r").get<int64_t>();
+  lc.alpha = c.at("lora_alpha").get<double>();
+  lc.use_rslora = c.at("use_rslora").get<bool>();
+  lc.use_dora = kind == "dora";
+  lc.init_lora_weights = c.value("unillm_init", std::string());
+  if (c.at("targets").is_string())
+    lc.target_modules = {c.at("targets").get<std::string>()};
+  else
+    lc.target_modules = c.at("targets").get<std::vector<std::string>>();
+  Rng rng(c.at("seed").get<uint64_t>());
+  model->add_lora("mine", lc, rng);
+  train_steps(*model, "mine", ids, 3, kind == "pissa" ? 0.05 : 0.2);
+  const fs::path out = dir / name / "unillm_adapter";
+  models::save_adapter(*model, "mine", out.string(), {model_dir.string()});
+  if (kind == "pissa") {
+    models::save_pissa_adapter(*model, "mine", (out / "pissa_init").string(), models::PissaSave::kInitial);
+    models::save_pissa_adapter(*model, "mine", (out / "pissa_converted").string(),
+                               models::PissaSave::kConverted);
+  }
+  write_f32(dir / name / "unillm_logits.f32", logits(*model, ids, {"mine"}));
+  model->merge_adapter("mine");
+  write_f32(dir / name / "unillm_merged_logits.f32", logits(*model, ids, {}));
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: lora_variants_parity DIR (made by tests/reference/lora_variants_check.py)\n");
+    return 2;
+  }
+  try {
+    unillm::testing::init_cpu();
+    const fs::path dir = argv[1];
+    std::ifstream in(dir / "cases.json");
+    const json cases = json::parse(in);
+    bool ok = true;
+    for (const json& c : cases) ok = run_case(dir, c) && ok;
+    return ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lora_variants_parity: error: %s\n", e.what());
+    return 1;
+  }
+}
