@@ -126,25 +126,25 @@ void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::
 
 void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
                   const std::string& model_dir, const std::string& tokenizer_dir) {
+  const int64_t base_rows = models::load_model_config(model_dir + "/config.json").vocab_size;
   if (a.finetuning_type == "lora") {
     models::AdapterSaveOptions so;
     so.base_model_name_or_path = a.model_name_or_path;
     so.modules_to_save = lora_modules_to_save(a);
     // PEFT's save_embedding_layers="auto": a vocabulary grown beyond the base's is saved in full
-    so.save_embedding_layers =
-        model.config().vocab_size != models::load_model_config(model_dir + "/config.json").vocab_size;
+    so.save_embedding_layers = model.config().vocab_size != base_rows;
     models::save_adapter(model, kTrainAdapter, dir, so);
     if (a.pissa_convert) {  // LLaMA-Factory's PissaConvertCallback: the initial and converted adapters
       models::save_pissa_adapter(model, kTrainAdapter, dir + "/pissa_init", models::PissaSave::kInitial, so);
       models::save_pissa_adapter(model, kTrainAdapter, dir + "/pissa_converted", models::PissaSave::kConverted, so);
     }
-    save_training_tokenizer(tokenizer_dir, a, dir);  // as LLaMA-Factory saves the tokenizer too
+    save_training_tokenizer(tokenizer_dir, a, base_rows, dir);  // as LLaMA-Factory saves the tokenizer too
     return;
   }
   models::SaveOptions so;
   so.generation_config_dir = model_dir;
   models::save_pretrained(model, dir, so);
-  save_training_tokenizer(tokenizer_dir, a, dir);  // with the tokens the run added (vocab.h)
+  save_training_tokenizer(tokenizer_dir, a, base_rows, dir);  // with the tokens the run added (vocab.h)
 }
 
 DType low_precision_dtype(const TrainArgs& a) {

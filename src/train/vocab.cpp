@@ -25,8 +25,14 @@ std::vector<std::string> missing(const io::Tokenizer& tok, const std::vector<std
   return out;
 }
 
-// LLaMA-Factory's Template.fix_special_tokens, for the tokens it adds.
-void fix_template_tokens(io::Tokenizer& tok, const TrainArgs& a, std::vector<std::string>& notes) {
+// LLaMA-Factory's Template.fix_special_tokens, for the tokens it adds. model_rows: the base
+// model's embedding rows. Without resize_vocab, a missing stop word that would get an id beyond
+// them is left out: LLaMA-Factory adds it and only warns, but such a token is never encoded (a
+// stop word only ends generation; the EOS, which is encoded, still has to fit), and a saved
+// tokenizer larger than the model would make chat and serve refuse the output (the Llama 3
+// tokenizer lacks llama3's <|eom_id|>).
+void fix_template_tokens(io::Tokenizer& tok, const TrainArgs& a, int64_t model_rows,
+                         std::vector<std::string>& notes) {
   const data::TemplateDef* def =
       a.template_name.empty() ? nullptr : data::find_template_def(a.template_name);
   if (def == nullptr) return;  // no template, a Jinja one, or an unknown name (refused elsewhere)
@@ -38,20 +44,26 @@ void fix_template_tokens(io::Tokenizer& tok, const TrainArgs& a, std::vector<std
   }
   if (tok.eos_id() < 0 && tok.set_eos_token("<|endoftext|>"))
     notes.push_back("template '" + a.template_name + "': added EOS token <|endoftext|>");
-  const auto add = missing(tok, stop);
+  auto add = missing(tok, stop);
+  if (!wants_resize(a) && !add.empty() && tok.vocab_size() + static_cast<int64_t>(add.size()) > model_rows) {
+    notes.push_back("template '" + a.template_name + "': stop words " + joined(add) +
+                    " are not in the tokenizer and the model has no rows for them; left out (set "
+                    "resize_vocab: true to add them)");
+    add.clear();
+  }
   if (!add.empty() && tok.add_tokens(add, true) > 0)
     notes.push_back("template '" + a.template_name + "': added stop words " + joined(add) +
                     " as special tokens");
 }
 
 std::unique_ptr<io::Tokenizer> augmented(const std::string& dir, const TrainArgs& a,
-                                         std::vector<std::string>& notes) {
+                                         int64_t model_rows, std::vector<std::string>& notes) {
   auto tok = io::Tokenizer::load(dir);
   if (!a.add_tokens.empty() && tok->add_tokens(a.add_tokens, false) > 0)
     notes.push_back("add_tokens: added " + joined(a.add_tokens));
   if (!a.add_special_tokens.empty() && tok->add_tokens(a.add_special_tokens, true) > 0)
     notes.push_back("add_special_tokens: added " + joined(a.add_special_tokens));
-  fix_template_tokens(*tok, a, notes);
+  fix_template_tokens(*tok, a, model_rows, notes);
   return tok;
 }
 
@@ -70,7 +82,7 @@ TrainingTokenizer load_training_tokenizer(const std::string& dir, const TrainArg
                  ": resize_vocab / add_tokens / add_special_tokens with stage ", a.stage,
                  " (the reference model would need the same grown vocabulary) is not implemented");
   TrainingTokenizer t;
-  t.tokenizer = augmented(dir, a, t.notes);
+  t.tokenizer = augmented(dir, a, config.vocab_size, t.notes);
   const io::Tokenizer& tok = *t.tokenizer;
   const auto added = tok.added_since_load();
   if (tok.vocab_size() > config.vocab_size && !added.empty() && !wants_resize(a)) {
@@ -113,9 +125,9 @@ std::vector<std::string> modules_to_save(const TrainArgs& a) {
 }
 
 void save_training_tokenizer(const std::string& tokenizer_dir, const TrainArgs& a,
-                             const std::string& dst_dir) {
+                             int64_t model_rows, const std::string& dst_dir) {
   std::vector<std::string> notes;
-  const auto tok = augmented(tokenizer_dir, a, notes);
+  const auto tok = augmented(tokenizer_dir, a, model_rows, notes);
   if (tok->added_since_load().empty())
     models::copy_tokenizer_files(tokenizer_dir, dst_dir);
   else

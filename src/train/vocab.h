@@ -44,7 +44,8 @@ std::vector<std::string> modules_to_save(const TrainArgs& a);
 
 // The tokenizer files of the run's output: tokenizer_dir's files with the tokens the run added
 // (load_training_tokenizer again, so the saved ids are the trained ones), or a plain copy.
+// model_rows: the base model's vocab_size, as load_training_tokenizer was given it.
 void save_training_tokenizer(const std::string& tokenizer_dir, const TrainArgs& a,
-                             const std::string& dst_dir);
+                             int64_t model_rows, const std::string& dst_dir);
 
 }  // namespace unillm::train
