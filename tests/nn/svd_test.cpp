@@ -11,6 +11,7 @@
 
 #include "core/rng.h"
 #include "nn/linear.h"
+#include "support/expect.h"
 
 namespace unillm::nn {
 namespace {
@@ -97,6 +98,7 @@ TEST(Svd, SubspaceIterationRecoversLowRankAndIsDeterministic) {
 }
 
 TEST(Pissa, ResidualPlusScaledProductIsWAndRemovalRestoresIt) {
+  testing::init_cpu();  // FusedLinear allocates through the CPU backend (ctest runs one test per process)
   for (int64_t niter : {-1, 4}) {
     SCOPED_TRACE("niter " + std::to_string(niter));
     FusedLinear f(8, {{"q_proj", 6}, {"k_proj", 4}, {"v_proj", 4}}, false, DType::f32);
