@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "data/tool_calls_internal.h"
+#include "io/tokenizer_unicode.h"
 
 namespace unillm::data::detail {
 namespace {
@@ -45,24 +46,6 @@ bool is_keyword(const std::string& w) {
   for (const char* k : kWords)
     if (w == k) return true;
   return false;
-}
-
-void put_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 class Parser {
@@ -349,7 +332,7 @@ class Parser {
       uint32_t v = e - '0';
       for (int k = 0; k < 2 && i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '7'; ++k)
         v = v * 8 + (s_[i_++] - '0');
-      return put_utf8(v, out), true;
+      return io::unicode::append_utf8(out, v), true;
     }
     const int len = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
     if (len == 0) {
@@ -367,7 +350,7 @@ class Parser {
     }
     i_ += len;
     if (v > 0x10FFFF || (v >= 0xD800 && v < 0xE000)) return false;  // no UTF-8 spelling
-    put_utf8(v, out);
+    io::unicode::append_utf8(out, v);
     return true;
   }
 

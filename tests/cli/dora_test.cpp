@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "models/adapter.h"
 #include "models/causal_lm.h"
+#include "reference/parity_driver_io.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
 #include "train_log_util.h"
@@ -35,13 +36,7 @@ std::string config(const std::string& dir, const std::string& extra) {
   return path;
 }
 
-Tensor logits(models::CausalLM& m, const std::vector<int32_t>& ids, std::vector<std::string> adapters) {
-  const auto t = static_cast<int64_t>(ids.size());
-  models::KvCaches caches = models::KvCaches::allocate(m.config(), 1, t);
-  models::ForwardBatch b = models::single_sequence_batch(ids, 0, {0}, t, false);
-  b.adapters = std::move(adapters);
-  return m.forward(b, caches);
-}
+using reference::logits;
 
 TEST(Dora, TrainsSavesAndExports) {
   const std::string dir = testing::temp_dir("dora");

@@ -17,6 +17,7 @@
 #include "models/adapter.h"
 #include "models/causal_lm.h"
 #include "support/expect.h"
+#include "reference/parity_driver_io.h"
 
 namespace {
 
@@ -24,30 +25,9 @@ using namespace unillm;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::vector<float> read_f32(const fs::path& p, size_t n) {
-  std::vector<float> v(n);
-  std::ifstream in(p, std::ios::binary);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
-  if (static_cast<size_t>(in.gcount()) != n * sizeof(float))
-    throw std::runtime_error("[dora-parity] " + p.string() + ": short file");
-  return v;
-}
-
-void write_f32(const fs::path& p, const Tensor& t) {
-  const std::vector<float> v = t.contiguous().to_float_vector();
-  std::ofstream(p, std::ios::binary)
-      .write(reinterpret_cast<const char*>(v.data()),
-             static_cast<std::streamsize>(v.size() * sizeof(float)));
-}
-
-Tensor logits(models::CausalLM& m, const std::vector<int32_t>& ids,
-              std::vector<std::string> adapters) {
-  const auto t = static_cast<int64_t>(ids.size());
-  models::KvCaches caches = models::KvCaches::allocate(m.config(), 1, t);
-  models::ForwardBatch b = models::single_sequence_batch(ids, 0, {0}, t, false);
-  b.adapters = std::move(adapters);
-  return m.forward(b, caches);
-}
+using reference::logits;
+using reference::read_f32;
+using reference::write_f32;
 
 // A few plain SGD steps of next-token loss on ids over the adapter's parameters (A, B, m).
 void train_steps(models::CausalLM& m, const std::string& name, const std::vector<int32_t>& ids,
