@@ -8,6 +8,7 @@ pkgs=(
   libdnnl-dev              # oneDNN: f32/bf16 GEMMs at the AVX-512 levels (also OpenMP/libgomp)
   nlohmann-json3-dev libpcre2-dev libyaml-cpp-dev libpng-dev
   libcpp-httplib-dev       # unillm serve: the HTTP server
+  openmpi-bin libopenmpi-dev   # parallel training: processes, hosts and collectives (src/dist/)
   libcairo2-dev fonts-dejavu-core   # plot_loss: training_loss.png
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev     # tests only: an independent SentencePiece reference

@@ -114,6 +114,7 @@ struct TrainArgs {
   double pref_ftx = 0;
   double dpo_label_smoothing = 0;
   double simpo_gamma = 0.5;
+  double pref_bco_weight = 0;  // BCO's share of the dpo loss (> 1e-6 turns it on)
   // LD-DPO (LLaMA-Factory's ld_alpha): the policy's log-probs weight response tokens past the
   // shorter response of the pair by ld_alpha; unset = plain sums.
   std::optional<double> ld_alpha;

@@ -160,6 +160,12 @@ void check_preference(const TrainArgs& a, const std::string& where) {
   if (a.pref_ftx > 1e-6 && a.pref_loss == "kto_pair")
     UNILLM_THROW(ConfigError, "[config] ", where,
                  ": pref_ftx with pref_loss kto_pair (LLaMA-Factory cannot add its 2B losses to the B sft terms)");
+  if (a.pref_bco_weight > 1e-6 && a.pref_loss == "kto_pair")
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": pref_bco_weight with pref_loss kto_pair (LLaMA-Factory cannot add its 2B losses to the B BCO terms)");
+  if (a.pref_bco_weight > 1e-6 && (a.pref_loss == "orpo" || a.pref_loss == "simpo"))
+    UNILLM_THROW(ConfigError, "[config] ", where, ": pref_bco_weight with pref_loss ", a.pref_loss,
+                 ", which has no reference model (LLaMA-Factory would ignore the weight)");
 }
 
 }  // namespace

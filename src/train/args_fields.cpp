@@ -208,6 +208,8 @@ const std::map<std::string, Setter>& setters() {
       {"dpo_label_smoothing",
        [](TrainArgs& a, const Field& f) { a.dpo_label_smoothing = get_number_in(f, 0, 0.5, false, false); }},
       {"simpo_gamma", [](TrainArgs& a, const Field& f) { a.simpo_gamma = get_number(f, ""); }},
+      {"pref_bco_weight",
+       [](TrainArgs& a, const Field& f) { a.pref_bco_weight = get_number_in(f, 0, 1e9, false, false); }},
       {"ld_alpha",
        [](TrainArgs& a, const Field& f) {
          if (!f.node.IsNull()) a.ld_alpha = get_number_in(f, 0, 1, false, false);

@@ -63,6 +63,7 @@ constexpr Group kGroups[] = {
      "use_rslora use_dora pissa_init pissa_iter pissa_convert create_new_adapter additional_target pref_beta pref_ftx pref_loss dpo_label_smoothing simpo_gamma "
      "ref_model ref_model_adapters kto_chosen_weight kto_rejected_weight ld_alpha "
      "loraplus_lr_ratio loraplus_lr_embedding"},
+    {"finetuning", S::kImplemented, "pref_bco_weight"},
     {"finetuning", S::kIgnored,
      "freeze_vision_tower freeze_multi_modal_projector freeze_language_model compute_accuracy "
      "include_effective_tokens_per_second use_swanlab swanlab_project swanlab_workspace "
@@ -71,7 +72,7 @@ constexpr Group kGroups[] = {
     {"finetuning", S::kNotImplemented,
      "pure_bf16 "
      "module_dropout "
-     "oft_rank oft_block_size oft_target pref_bco_weight ppo_buffer_size "
+     "oft_rank oft_block_size oft_target ppo_buffer_size "
      "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards "
      "ref_model_quantization_bit reward_model reward_model_adapters reward_model_quantization_bit "
      "reward_model_type use_galore galore_target galore_rank galore_update_interval "

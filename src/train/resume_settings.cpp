@@ -92,6 +92,7 @@ json may_change(const TrainArgs& a) {
       {"pref_ftx", a.pref_ftx},
       {"dpo_label_smoothing", a.dpo_label_smoothing},
       {"simpo_gamma", a.simpo_gamma},
+      {"pref_bco_weight", a.pref_bco_weight},
       {"kto_chosen_weight", a.kto_chosen_weight},
       {"kto_rejected_weight", a.kto_rejected_weight},
   };

@@ -74,6 +74,43 @@ TEST(Dpo, LlamaFactoryExampleTrainsLogsAndResumesExactly) {
   EXPECT_EQ(slurp(dir + "/a/adapter_model.safetensors"), slurp(dir + "/b/adapter_model.safetensors"));
 }
 
+// pref_bco_weight: at the reference (step 1) the rewards and the baseline are 0, so the DPO term is
+// ln 2 and the BCO term 2·ln 2: the loss is (ln 2 + w·2 ln 2) / (1 + w). Its running baseline,
+// checkpointed, makes a kill -9 resume the same run.
+TEST(Dpo, BcoWeightTrainsAndItsBaselineResumesExactly) {
+  const std::string dir = testing::temp_dir("dpo_bco");
+  const std::string bco = std::string(kShort) + " pref_bco_weight=0.5";
+  auto plain = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/p" + kShort);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto a = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/a" + bco);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto p = train_lines(dir + "/p"), lines = train_lines(dir + "/a");
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[0]["loss"].get<double>(), 0.9242);  // ln 2 · (1 + 2·0.5) / 1.5, rounded as logged
+  EXPECT_EQ(p[0]["loss"].get<double>(), 0.6931);
+  // At the reference BCO's gradient equals DPO's (both ∓β/2 per row), so step 2 is plain DPO's;
+  // from step 3 on the policy has moved and BCO trains differently.
+  EXPECT_EQ(lines[1]["rewards/margins"], p[1]["rewards/margins"]);
+  EXPECT_NE(lines[2]["rewards/margins"], p[2]["rewards/margins"]);
+  auto killed = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/b" + bco +
+                                                   " --kill-after-step 3");
+  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.err;
+  ASSERT_TRUE(fs::exists(dir + "/b/checkpoint-3/bco_running.json"));
+  auto resumed = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/b" + bco +
+                                                    " resume_from_checkpoint=true");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const auto again = train_lines(dir + "/b");
+  ASSERT_EQ(again.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(again[i]["loss"], lines[i]["loss"]) << "step " << i + 1;
+  EXPECT_EQ(slurp(dir + "/a/adapter_model.safetensors"), slurp(dir + "/b/adapter_model.safetensors"));
+  // Refused where LLaMA-Factory cannot add it or would ignore it.
+  for (const char* bad : {" pref_loss=kto_pair", " pref_loss=simpo"}) {
+    auto r = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/c" + bco + bad);
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_NE(r.err.find("pref_bco_weight"), std::string::npos) << r.err;
+  }
+}
+
 // Full fine-tuning holds the reference as a frozen copy (ref_mode model) or as log-probs computed
 // before step 1 (ref_mode precompute): the same run either way, and a precomputed run resumes from
 // the table its checkpoint carries.

@@ -1,13 +1,14 @@
 """Preference-loss fixtures for tests/reference/pref_loss_parity_test.cpp, made by make_fixtures.py
 in its process: LLaMA-Factory's DPO losses (sigmoid, hinge, ipo, kto_pair, orpo, simpo; pref_ftx;
-dpo_label_smoothing) under torch autograd in float64, written independently of unillm's C++ from
+dpo_label_smoothing; pref_bco_weight's BCO term with TRL's RunningMoments baseline) under torch autograd in float64, written independently of unillm's C++ from
 LLaMA-Factory's src/llamafactory/train/dpo/trainer.py (concatenated_forward,
 compute_preference_loss, odds_ratio_loss, simpo_loss, get_batch_loss_metrics) and TRL 0.8's
 DPOTrainer.dpo_loss, with their structure kept.
 
 File DIR/pref/pref_loss.json: {"cases": [{name, loss, beta, label_smoothing, ftx, simpo_gamma,
 policy_chosen, policy_rejected, reference_chosen, reference_rejected (summed log-probs; [] for
-orpo/simpo), chosen_len, rejected_len, expected: {loss, d_policy_chosen, d_policy_rejected (d loss
+orpo/simpo), chosen_len, rejected_len, [bco_weight, bco_history: the baseline's earlier inputs],
+expected: {loss, [bco_mean: the baseline after this batch], d_policy_chosen, d_policy_rejected (d loss
 / d summed policy log-probs), metrics: [[name, value], ...] in LLaMA-Factory's order, without
 logits/*}}]}. Every number is a float64 written exactly (Python's repr).
 """
@@ -29,9 +30,15 @@ class ReferencePrefTrainer:
     """The loss math of LLaMA-Factory's CustomDPOTrainer over TRL 0.8's DPOTrainer.dpo_loss, on
     per-sequence summed log-probs instead of a model (get_batch_logps' output)."""
 
-    def __init__(self, loss_type, beta, label_smoothing=0.0, ftx=0.0, simpo_gamma=0.5):
+    def __init__(self, loss_type, beta, label_smoothing=0.0, ftx=0.0, simpo_gamma=0.5, bco=0.0,
+                 bco_history=()):
         self.loss_type, self.beta, self.label_smoothing = loss_type, beta, label_smoothing
         self.ftx_gamma, self.simpo_gamma = ftx, simpo_gamma
+        self.bco_gemma = bco
+        if self.bco_gemma >= 1e-6:
+            self.running = RunningMoments()
+            for x in bco_history:  # the batches before this one
+                self.running.update(torch.tensor([x], dtype=torch.float64))
         self.use_ref_model = loss_type not in REFERENCE_FREE
         self.reference_free = False
 
@@ -85,6 +92,15 @@ class ReferencePrefTrainer:
         logits = pi_logratios - gamma_logratios
         return -F.logsigmoid(self.beta * logits)
 
+    def bco_loss(self, pc, pr, rc, rr):
+        chosen_logratios = pc - rc
+        rejected_logratios = pr - rr
+        rewards = torch.cat((self.beta * chosen_logratios, self.beta * rejected_logratios), 0)
+        self.running.update(rewards.mean().detach())
+        delta = self.running.mean
+        return (-F.logsigmoid(self.beta * chosen_logratios - delta)
+                - F.logsigmoid(-(self.beta * rejected_logratios - delta)))
+
     def compute_preference_loss(self, pc, pr, rc, rr):
         if not self.use_ref_model:
             if self.loss_type == "orpo":
@@ -92,7 +108,11 @@ class ReferencePrefTrainer:
             else:
                 losses = self.simpo_loss(pc, pr)
             return losses, self.beta * pc.detach(), self.beta * pr.detach()
-        return self.dpo_loss(pc, pr, rc, rr)
+        losses, chosen_rewards, rejected_rewards = self.dpo_loss(pc, pr, rc, rr)
+        if self.bco_gemma > 1e-6:
+            bco_losses = self.bco_loss(pc, pr, rc, rr)
+            losses = (losses + bco_losses * self.bco_gemma) / (1.0 + self.bco_gemma)
+        return losses, chosen_rewards, rejected_rewards
 
     def get_batch_loss_metrics(self, policy_logps, valid_length, reference_logps):
         """policy_logps [2B] summed (chosen rows, then rejected), reference_logps [2B] or None."""
@@ -119,6 +139,26 @@ class ReferencePrefTrainer:
         return losses.mean(), metrics
 
 
+class RunningMoments:
+    """TRL's RunningMoments.update (one process), in float64: TRL rounds its moments to float32;
+    float64 keeps the comparison at the loss math's precision."""
+
+    def __init__(self):
+        self.mean, self.var, self.count = 0.0, 1.0, 1e-24
+
+    def update(self, xs):
+        xs = xs.reshape(-1).to(torch.float64)
+        xs_count = xs.numel()
+        xs_var, xs_mean = torch.var_mean(xs, unbiased=False)
+        delta = xs_mean.item() - self.mean
+        tot_count = self.count + xs_count
+        new_sum = xs_var.item() * xs_count
+        old_sum = self.var * self.count + delta ** 2 * self.count * xs_count / tot_count
+        self.mean += delta * xs_count / tot_count
+        self.var = (old_sum + new_sum) / tot_count
+        self.count = tot_count
+
+
 def evaluate(case, trainer_class=ReferencePrefTrainer):
     """loss, d loss / d summed policy log-probs and metrics of one case, by autograd in f64
     (pref_trl_check.py passes a trainer_class whose loss kernels are TRL's)."""
@@ -128,12 +168,16 @@ def evaluate(case, trainer_class=ReferencePrefTrainer):
     lens = torch.cat((t("chosen_len"), t("rejected_len")))
     ref_logps = (torch.cat((t("reference_chosen"), t("reference_rejected")))
                  if case["reference_chosen"] else None)
+    bco = {"bco": case["bco_weight"], "bco_history": case["bco_history"]} if case.get("bco_weight") else {}
     trainer = trainer_class(case["loss"], case["beta"], case["label_smoothing"],
-                                   case["ftx"], case["simpo_gamma"])
+                            case["ftx"], case["simpo_gamma"], **bco)
     loss, metrics = trainer.get_batch_loss_metrics(torch.cat((pc, pr)), lens, ref_logps)
     loss.backward()
-    return {"loss": loss.item(), "d_policy_chosen": pc.grad.tolist(),
-            "d_policy_rejected": pr.grad.tolist(), "metrics": [list(m) for m in metrics]}
+    out = {"loss": loss.item(), "d_policy_chosen": pc.grad.tolist(),
+           "d_policy_rejected": pr.grad.tolist(), "metrics": [list(m) for m in metrics]}
+    if bco:
+        out["bco_mean"] = trainer.running.mean
+    return out
 
 
 def random_batch(seed, b, reference):
@@ -193,6 +237,17 @@ def all_cases():
         for eps in (0.1, 0.5):
             add(f"sigmoid_s{seed}_b{b}_eps{eps}", "sigmoid", beta, with_ref, eps=eps)
         add(f"sigmoid_s{seed}_b{b}_eps0.2_ftx0.5", "sigmoid", beta, with_ref, eps=0.2, ftx=0.5)
+    # BCO (pref_bco_weight): the running baseline after a few earlier batches' mean rewards.
+    for seed, b, beta, _ in BATCHES:
+        with_ref = random_batch(seed, b, True)
+        for loss in ("sigmoid", "hinge", "ipo"):
+            for ftx in (0.0, 0.5):
+                case = dict(name=f"{loss}_s{seed}_b{b}_ftx{ftx}_bco0.5", loss=loss, beta=beta,
+                            label_smoothing=0.0, ftx=ftx, simpo_gamma=0.5, bco_weight=0.5,
+                            bco_history=[0.3, -1.1, 0.05 * seed],
+                            **{k: [float(x) for x in v] for k, v in with_ref.items()})
+                case["expected"] = evaluate(case)
+                cases.append(case)
     for name, losses, batch in special_batches():
         for loss in losses:
             add(f"{loss}_{name}", loss, 0.5, batch, gamma=1.0)
@@ -208,7 +263,7 @@ def make_all(out):
                    "cases": cases}, f, indent=1)
         f.write("\n")
     print(f"pref             {len(cases)} preference-loss cases "
-          f"({', '.join(LOSSES)}; ftx, label smoothing)")
+          f"({', '.join(LOSSES)}; ftx, label smoothing, bco)")
 
 
 # ------------------------------------------------------------------------------- self-test

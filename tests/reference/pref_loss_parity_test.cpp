@@ -1,6 +1,7 @@
 // train::pref_loss against the independent torch-autograd reference (tests/reference/
 // pref_fixtures.py, float64): loss, d loss / d summed policy log-probs and LLaMA-Factory's metrics
-// (names and order) for every loss type, with pref_ftx and dpo_label_smoothing, to relative 1e-10.
+// (names and order) for every loss type, with pref_ftx, dpo_label_smoothing and pref_bco_weight (BCO's
+// running baseline), to relative 1e-10.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,8 +55,17 @@ void check_case(const json& c) {
   cfg.label_smoothing = c.at("label_smoothing").get<double>();
   cfg.ftx = c.at("ftx").get<double>();
   cfg.simpo_gamma = c.at("simpo_gamma").get<double>();
-  const PrefLossOutput out = train::pref_loss(cfg, input_of(c));
+  cfg.bco_weight = c.value("bco_weight", 0.0);
+  PrefLossInput in = input_of(c);
   const json& want = c.at("expected");
+  if (train::pref_loss_uses_bco(cfg)) {  // the baseline as the dpo stage keeps it
+    train::BcoRunning running;
+    for (double x : c.at("bco_history").get<std::vector<double>>()) running.update(x);
+    running.update(train::bco_batch_reward(cfg, in));
+    in.bco_delta = running.mean;
+    expect_close(running.mean, want.at("bco_mean").get<double>(), name + " bco_mean");
+  }
+  const PrefLossOutput out = train::pref_loss(cfg, in);
   expect_close(out.loss, want.at("loss").get<double>(), name + " loss");
   const auto wc = want.at("d_policy_chosen").get<std::vector<double>>();
   const auto wr = want.at("d_policy_rejected").get<std::vector<double>>();
@@ -81,13 +91,14 @@ TEST(PrefLossParity, EveryLossMatchesTorchAutograd) {
   if (!std::filesystem::exists(path)) FAIL() << path << " missing; " << how_to_make();
   const json fixture = read_json(path);
   std::set<std::string> losses;
-  bool ftx = false, smoothing = false;
+  bool ftx = false, smoothing = false, bco = false;
   for (const json& c : fixture.at("cases")) {
     SCOPED_TRACE(c.at("name").get<std::string>());
     check_case(c);
     losses.insert(c.at("loss").get<std::string>());
     ftx = ftx || c.at("ftx").get<double>() > 0;
     smoothing = smoothing || c.at("label_smoothing").get<double>() > 0;
+    bco = bco || c.value("bco_weight", 0.0) > 0;
   }
   std::cout << "[pref parity] " << fixture.at("cases").size()
             << " cases, worst relative difference " << worst_rel << "\n";
@@ -96,6 +107,7 @@ TEST(PrefLossParity, EveryLossMatchesTorchAutograd) {
             (std::set<std::string>{"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"}));
   EXPECT_TRUE(ftx);
   EXPECT_TRUE(smoothing);
+  EXPECT_TRUE(bco);
 }
 
 }  // namespace

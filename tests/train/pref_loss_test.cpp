@@ -94,6 +94,64 @@ TEST(PrefLoss, LabelSmoothingGradientsMatchCentralDifferences) {
             pref_loss({PrefLoss::sigmoid, 0.2, 0.0}, in).loss);
 }
 
+// BCO (pref_bco_weight): the baseline δ is detached in LLaMA-Factory, so it is held fixed here.
+TEST(PrefLoss, BcoGradientsMatchCentralDifferences) {
+  for (PrefLoss loss : {PrefLoss::sigmoid, PrefLoss::hinge, PrefLoss::ipo}) {
+    for (double ftx : {0.0, 0.5}) {
+      PrefLossConfig cfg{loss, 0.25, 0.0, ftx};
+      cfg.bco_weight = 0.7;
+      PrefLossInput in = random_batch(21, 5, true);
+      in.bco_delta = 0.3;
+      expect_gradients_match(cfg, in, std::string("bco ") + pref_loss_name(loss));
+    }
+  }
+}
+
+TEST(PrefLoss, BcoMixesItsTermAndTheBaselineIsARunningMean) {
+  PrefLossInput in = random_batch(22, 3, true);
+  PrefLossConfig plain{PrefLoss::sigmoid, 0.5}, bco = plain;
+  bco.bco_weight = 1.0;
+  in.bco_delta = -0.2;
+  // (dpo + w·bco) / (1 + w), bco = −logσ(β·ac − δ) − logσ(−(β·ar − δ)), per pair.
+  double want = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const double ac = 0.5 * (in.policy_chosen[i] - in.reference_chosen[i]) - in.bco_delta;
+    const double ar = 0.5 * (in.policy_rejected[i] - in.reference_rejected[i]) - in.bco_delta;
+    const double term = std::log1p(std::exp(-ac)) + std::log1p(std::exp(ar));
+    PrefLossInput one;
+    one.policy_chosen = {in.policy_chosen[i]};
+    one.policy_rejected = {in.policy_rejected[i]};
+    one.reference_chosen = {in.reference_chosen[i]};
+    one.reference_rejected = {in.reference_rejected[i]};
+    one.chosen_len = {in.chosen_len[i]};
+    one.rejected_len = {in.rejected_len[i]};
+    want += (pref_loss(plain, one).loss + term) / 2 / 3;
+  }
+  EXPECT_NEAR(pref_loss(bco, in).loss, want, 1e-12);
+  // The weight at or below 1e-6 is off, as LLaMA-Factory's threshold.
+  bco.bco_weight = 1e-7;
+  EXPECT_EQ(pref_loss(bco, in).loss, pref_loss(plain, in).loss);
+  // RunningMoments fed one value per call: the mean of the values so far.
+  BcoRunning r;
+  for (double x : {1.0, 2.0, 6.0}) r.update(x);
+  EXPECT_NEAR(r.mean, 3.0, 1e-12);
+  EXPECT_NEAR(bco_batch_reward(plain, in),
+              0.5 * ((in.policy_chosen[0] - in.reference_chosen[0]) + (in.policy_chosen[1] - in.reference_chosen[1]) +
+                     (in.policy_chosen[2] - in.reference_chosen[2]) + (in.policy_rejected[0] - in.reference_rejected[0]) +
+                     (in.policy_rejected[1] - in.reference_rejected[1]) +
+                     (in.policy_rejected[2] - in.reference_rejected[2])) /
+                  6,
+              1e-12);
+}
+
+TEST(PrefLoss, BcoRefusedWithoutAReferenceOrWithKtoPair) {
+  PrefLossConfig cfg{PrefLoss::kto_pair, 0.1};
+  cfg.bco_weight = 0.5;
+  EXPECT_THROW(pref_loss(cfg, random_batch(3, 2, true)), ConfigError);
+  cfg.loss = PrefLoss::simpo;
+  EXPECT_THROW(pref_loss(cfg, random_batch(3, 2, false)), ConfigError);
+}
+
 TEST(PrefLoss, SigmoidAtTheReferenceIsLn2WithZeroRewards) {
   PrefLossInput in = random_batch(5, 4, true);
   in.reference_chosen = in.policy_chosen;

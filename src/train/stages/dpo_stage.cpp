@@ -9,13 +9,16 @@
 // when the memory plan says the copy does not fit (ref_mode).
 // A micro-batch's loss is the mean over its pairs; the step's, the mean over its micro-batches
 // (LLaMA-Factory's trainers do not pass num_items_in_batch to the loss). Dropout is off
-// (LLaMA-Factory's disable_dropout).
+// (LLaMA-Factory's disable_dropout). pref_bco_weight keeps BCO's running reward baseline here
+// (pref_loss.h's BcoRunning), in checkpoints as bco_running.json.
 #include <cmath>
+#include <filesystem>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "data/pairwise.h"
 #include "data/sft.h"
+#include "io/json_file.h"
 #include "ops/sequence_logprobs.h"
 #include "train/stages/logit_mean.h"
 #include "train/stages/pref_loss.h"
@@ -40,6 +43,7 @@ class DpoStage : public Stage {
     cfg_.label_smoothing = a.dpo_label_smoothing;
     cfg_.ftx = a.pref_ftx;
     cfg_.simpo_gamma = a.simpo_gamma;
+    cfg_.bco_weight = a.pref_bco_weight;
   }
   std::string name() const override { return "dpo"; }
 
@@ -54,6 +58,8 @@ class DpoStage : public Stage {
     return d;
   }
 
+  void adopt_data(const StageData& d) override { rows_ = d.train.num_rows() + d.eval.num_rows(); }
+
   std::string plan_memory(MemoryPlanInputs& in, int64_t limit) override {
     if (!pref_loss_uses_reference(cfg_.loss)) return "";
     return plan_reference(a_, in, limit, rows_, kind_);
@@ -61,10 +67,14 @@ class DpoStage : public Stage {
 
   void prepare(models::CausalLM& model, const PrepareContext& ctx) override {
     if (pref_loss_uses_reference(cfg_.loss)) ref_ = make_reference(kind_, a_, model, ctx);
+    if (pref_loss_uses_bco(cfg_) && !ctx.resume_dir.empty()) load_bco(ctx.resume_dir);
   }
 
   void save_extra(const std::string& dir, bool checkpoint) const override {
     if (ref_ && checkpoint) ref_->save(dir);  // a resume needs the table; the final output does not
+    if (pref_loss_uses_bco(cfg_) && checkpoint)  // nlohmann writes doubles that read back exactly
+      io::write_file_atomic((std::filesystem::path(dir) / kBcoFile).string(),
+                            nlohmann::json{{"mean", bco_.mean}, {"var", bco_.var}, {"count", bco_.count}}.dump());
   }
 
   double micro_weight(const std::vector<data::Batch>& group) const override {
@@ -73,6 +83,7 @@ class DpoStage : public Stage {
 
   MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) override {
     PairForward f = forward(model, b, o.recompute, false);
+    update_bco(f.in);
     PrefLossOutput out = pref_loss(cfg_, f.in);
     MicroResult r;
     r.loss = out.loss;
@@ -91,6 +102,7 @@ class DpoStage : public Stage {
   EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
     autograd::NoGradGuard no_grad;
     PairForward f = forward(model, b, false, true);
+    update_bco(f.in);  // LLaMA-Factory's evaluation moves the baseline too
     PrefLossOutput out = pref_loss(cfg_, f.in);
     const auto pairs = static_cast<int64_t>(f.in.policy_chosen.size());
     // HF's evaluation loop weights each batch's mean loss by its size (pairs here).
@@ -100,6 +112,28 @@ class DpoStage : public Stage {
   std::vector<std::string> plot_keys() const override { return {"loss", "eval_loss", "rewards/accuracies"}; }
 
  private:
+  static constexpr const char* kBcoFile = "bco_running.json";
+
+  // BCO's baseline: updated with this batch's mean reward before the loss reads it (bco_loss).
+  void update_bco(PrefLossInput& in) {
+    if (!pref_loss_uses_bco(cfg_)) return;
+    bco_.update(bco_batch_reward(cfg_, in));
+    in.bco_delta = bco_.mean;
+  }
+
+  void load_bco(const std::string& dir) {
+    const std::string path = (std::filesystem::path(dir) / kBcoFile).string();
+    if (!std::filesystem::exists(path))
+      UNILLM_THROW(ConfigError, "[dpo] ", dir, " has no ", kBcoFile,
+                   ": it was not written by a run with pref_bco_weight, so BCO's running baseline cannot resume");
+    const nlohmann::json j = io::read_json_file(path);
+    try {
+      bco_ = {j.at("mean").get<double>(), j.at("var").get<double>(), j.at("count").get<double>()};
+    } catch (const nlohmann::json::exception& e) {
+      UNILLM_THROW(IoError, "[dpo] ", path, ": ", e.what());
+    }
+  }
+
   PairForward forward(models::CausalLM& model, const data::Batch& b, bool recompute, bool eval) {
     if (b.group != 2 || b.rows % 2 != 0)
       UNILLM_THROW(ShapeError, "[dpo] a micro-batch of ", b.rows, " rows is not chosen/rejected pairs");
@@ -180,6 +214,7 @@ class DpoStage : public Stage {
   PrefLossConfig cfg_;
   RefKind kind_ = RefKind::adapters_off;
   std::unique_ptr<Reference> ref_;
+  BcoRunning bco_;
   int64_t rows_ = 0;  // train + eval rows (a precomputed table's size)
   std::unique_ptr<data::ChatTemplate> template_;
   LogitMeans logit_means_;

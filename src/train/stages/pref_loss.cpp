@@ -1,5 +1,5 @@
 // Preference losses of LLaMA-Factory's CustomDPOTrainer (compute_preference_loss, odds_ratio_loss,
-// simpo_loss, get_batch_loss_metrics) and TRL 0.8–0.9's DPOTrainer.dpo_loss, in double, with
+// simpo_loss, bco_loss, get_batch_loss_metrics) and TRL 0.8–0.9's DPOTrainer.dpo_loss, in double, with
 // hand-derived gradients; tests/train/pref_loss_test.cpp checks them by central differences and
 // tests/reference/pref_loss_parity_test.cpp against torch autograd.
 #include "train/stages/pref_loss.h"
@@ -12,7 +12,7 @@
 namespace unillm::train {
 namespace {
 
-// LLaMA-Factory adds the sft term only when pref_ftx > 1e-6.
+// LLaMA-Factory adds the sft (BCO) term only when pref_ftx (pref_bco_weight) > 1e-6.
 constexpr double kFtxMin = 1e-6;
 
 constexpr std::pair<const char*, PrefLoss> kNames[] = {
@@ -57,6 +57,14 @@ void check_config(const PrefLossConfig& cfg) {
     UNILLM_THROW(
         ConfigError, "[pref_loss] pref_ftx ", cfg.ftx,
         " cannot be used with pref_loss kto_pair (its 2B losses do not add to B sft terms)");
+  if (!(cfg.bco_weight >= 0))
+    UNILLM_THROW(ConfigError, "[pref_loss] pref_bco_weight is ", cfg.bco_weight, ", expected >= 0");
+  if (pref_loss_uses_bco(cfg) && cfg.loss == PrefLoss::kto_pair)
+    UNILLM_THROW(ConfigError, "[pref_loss] pref_bco_weight ", cfg.bco_weight,
+                 " cannot be used with pref_loss kto_pair (its 2B losses do not add to B BCO terms)");
+  if (pref_loss_uses_bco(cfg) && !pref_loss_uses_reference(cfg.loss))
+    UNILLM_THROW(ConfigError, "[pref_loss] pref_bco_weight ", cfg.bco_weight, " needs a reference model; pref_loss ",
+                 name, " has none (LLaMA-Factory would ignore the weight)");
 }
 
 void check_size(const std::vector<double>& v, size_t b, const char* what) {
@@ -195,6 +203,19 @@ Terms reference_free_terms(const PrefLossConfig& cfg, const Seen& s) {
   return t;
 }
 
+// BCO (LLaMA-Factory's bco_loss, the reward baseline δ detached), mixed into the per-pair terms as
+// (t + w·bco) / (1 + w).
+void mix_bco(const PrefLossConfig& cfg, const Seen& s, double delta, Terms& t) {
+  const double beta = cfg.beta, w = cfg.bco_weight;
+  for (size_t i = 0; i < s.pc.size(); ++i) {
+    const double xc = beta * (s.pc[i] - s.rc[i]) - delta, xr = beta * (s.pr[i] - s.rr[i]) - delta;
+    const double bco = -log_sigmoid(xc) - log_sigmoid(-xr);
+    t.losses[i] = (t.losses[i] + w * bco) / (1 + w);
+    t.dpc[i] = (t.dpc[i] - w * beta * sigmoid(-xc)) / (1 + w);
+    t.dpr[i] = (t.dpr[i] + w * beta * sigmoid(xr)) / (1 + w);
+  }
+}
+
 double mean(const std::vector<double>& v) {
   double sum = 0;
   for (double x : v) sum += x;
@@ -249,6 +270,25 @@ bool pref_loss_averages(PrefLoss loss) {
   return loss == PrefLoss::ipo || loss == PrefLoss::orpo || loss == PrefLoss::simpo;
 }
 
+bool pref_loss_uses_bco(const PrefLossConfig& cfg) { return cfg.bco_weight > kFtxMin; }
+
+void BcoRunning::update(double x) {
+  // TRL's RunningMoments.update for one value: its variance is 0, its count 1.
+  const double delta = x - mean, total = count + 1;
+  var = (var * count + delta * delta * count / total) / total;
+  mean += delta / total;
+  count = total;
+}
+
+double bco_batch_reward(const PrefLossConfig& cfg, const PrefLossInput& in) {
+  check_config(cfg);
+  check_input(cfg, in);
+  const Seen s = seen_logps(cfg, in);
+  double sum = 0;
+  for (size_t i = 0; i < s.pc.size(); ++i) sum += cfg.beta * (s.pc[i] - s.rc[i]) + cfg.beta * (s.pr[i] - s.rr[i]);
+  return sum / static_cast<double>(2 * s.pc.size());
+}
+
 PrefLossOutput pref_loss(const PrefLossConfig& cfg, const PrefLossInput& in) {
   check_config(cfg);
   check_input(cfg, in);
@@ -257,6 +297,7 @@ PrefLossOutput pref_loss(const PrefLossConfig& cfg, const PrefLossInput& in) {
   Terms t = cfg.loss == PrefLoss::kto_pair       ? kto_pair_terms(cfg, s)
             : pref_loss_uses_reference(cfg.loss) ? pair_terms(cfg, s)
                                                  : reference_free_terms(cfg, s);
+  if (pref_loss_uses_bco(cfg)) mix_bco(cfg, s, in.bco_delta, t);
   // sft_loss = −(chosen log-prob averaged over its tokens), whatever the loss averages.
   std::vector<double> sft(b);
   for (size_t i = 0; i < b; ++i) sft[i] = -(in.policy_chosen[i] / in.chosen_len[i]);
