@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "cli/predict.h"
 #include "core/error.h"
+#include "dist/launch_env.h"
 #include "train/key_table.h"
 #include "train/memory_plan.h"
 #include "train/trainer.h"
@@ -84,6 +85,13 @@ int cmd_train(const std::vector<std::string>& args) {
       overrides.push_back(args[i]);
     }
   }
+  // Started by mpirun with several processes (or by torchrun): each would be a whole run writing
+  // the same output_dir. Parallel training is not wired into the trainer yet (docs/ARCHITECTURE.md,
+  // "Parallel training"), so that is refused before anything is read or written.
+  if (const dist::LaunchEnv env = dist::read_launch_env(); env.size > 1)
+    UNILLM_THROW(ConfigError, "[train] started as one of ", env.size, " processes (OMPI_COMM_WORLD_SIZE=", env.size,
+                 "): parallel training across processes is not implemented yet, and ", env.size,
+                 " independent runs would write the same output_dir. Run a single process.");
   const Device device = setup_runtime(runtime);
   train::TrainArgs targs = train::load_train_args(args[0], overrides);
   targs.device = device;

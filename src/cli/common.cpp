@@ -285,6 +285,24 @@ LoadedModel load_model(const std::string& dir, const std::vector<std::string>& a
     models::load_adapter(*model, adapter_dirs[i], names.back());
   }
   model->set_active_adapters(names);
+  // An adapter trained with new tokens (resize_vocab, add_special_tokens) grew the vocabulary;
+  // its run saved the grown tokenizer beside it. Use the last such adapter's, else the new rows
+  // could never be read or written as text.
+  const int64_t rows = model->lm_head_weight().size(0);
+  if (rows > out.tokenizer->vocab_size()) {
+    for (auto it = adapter_dirs.rbegin(); it != adapter_dirs.rend(); ++it) {
+      if (!std::filesystem::exists(*it + "/tokenizer_config.json")) continue;
+      auto tok = io::Tokenizer::load(*it);
+      if (tok->vocab_size() <= out.tokenizer->vocab_size()) continue;
+      std::fprintf(stderr, "[model] the adapter %s grew the vocabulary to %lld rows: using its tokenizer (%d ids)\n",
+                   it->c_str(), static_cast<long long>(rows), tok->vocab_size());
+      out.tokenizer = std::move(tok);
+      break;
+    }
+    if (rows > out.tokenizer->vocab_size())
+      std::fprintf(stderr, "[model] warning: the adapters grew the vocabulary to %lld rows, but no adapter dir holds a "
+                   "tokenizer with them: the new ids cannot be read or written as text\n", static_cast<long long>(rows));
+  }
   if (inference) {
     models::PassPlan plan = inference_plan(*inference);
     const bool quantize = std::find(plan.passes.begin(), plan.passes.end(), "quantize_weights") != plan.passes.end();

@@ -122,6 +122,16 @@ TEST(Vocab, LoraTrainsEmbeddingsAsModulesToSaveAndResumes) {
   EXPECT_NEAR(nlohmann::json::parse(ppl_merged.out).at("nll").get<double>(),
               nlohmann::json::parse(ppl_adapter.out).at("nll").get<double>(), 1e-5);
   expect_chats(dir + "/merged", dir);
+  // chat with the adapter itself: it grew the vocabulary, so its run's tokenizer (with chatml's
+  // tokens) is used, and greedy replies equal the merged model's.
+  const std::string chat = " --template chatml --temperature 0 --max-new-tokens 8";
+  auto with_adapter = run_unillm("chat --model " + source_path("assets/stories260K") + " --adapter " + dir + "/a" + chat,
+                                 dir + "/in.txt");
+  ASSERT_EQ(with_adapter.exit_code, 0) << with_adapter.err;
+  EXPECT_NE(with_adapter.err.find("using its tokenizer"), std::string::npos) << with_adapter.err;
+  auto with_merged = run_unillm("chat --model " + dir + "/merged" + chat, dir + "/in.txt");
+  ASSERT_EQ(with_merged.exit_code, 0) << with_merged.err;
+  EXPECT_EQ(with_adapter.out, with_merged.out);
 }
 
 TEST(Vocab, AdditionalTargetSavesTheNamedModules) {
