@@ -23,7 +23,11 @@ if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" >/dev/null 2>&1 &
    grep -qxF "$(grep -E '^peft==' "$constraints")" <<<"$frozen" &&
    grep -qxF "$(grep -E '^gguf==' "$constraints")" <<<"$frozen" &&
    grep -qxF "$(grep -E '^trl==' "$constraints")" <<<"$frozen" &&
-   grep -qxF "$(grep -E '^nltk==' "$constraints")" <<<"$frozen"; then
+   grep -qxF "$(grep -E '^nltk==' "$constraints")" <<<"$frozen" &&
+   grep -qxF "$(grep -E '^galore-torch==' "$constraints")" <<<"$frozen" &&
+   grep -qxF "$(grep -E '^apollo-torch==' "$constraints")" <<<"$frozen" &&
+   grep -qxF "$(grep -E '^badam==' "$constraints")" <<<"$frozen" &&
+   [ -f "$venv/peft017/peft-0.17.1.dist-info/METADATA" ]; then
   echo "setup-reference-venv: $venv is ready"
   exit 0
 fi
@@ -36,5 +40,13 @@ pip=("$venv/bin/pip" install --disable-pip-version-check --quiet -c "$constraint
 "${pip[@]}" trl rich
 # LLaMA-Factory's sft/metric.py packages (metrics_check.py).
 "${pip[@]}" jieba rouge-chinese nltk
+# GaLore / APOLLO (low_rank_check.py), without their bitsandbytes requirement.
+"${pip[@]}" --no-deps galore-torch apollo-torch
+# BAdam's BlockOptimizer (badam_check.py).
+"${pip[@]}" --no-deps badam
+# PEFT 0.17.1's OFT (oft_check.py), beside the venv's peft 0.13.2 that the other checks need: a
+# separate --target dir that only oft_check.py puts on sys.path. Pinned here rather than in
+# constraints.txt, where a second peft pin would clash with peft==0.13.2.
+"$venv/bin/pip" install --disable-pip-version-check --quiet --no-deps --upgrade --target "$venv/peft017" peft==0.17.1
 "$venv/bin/python" -c "$check"
 echo "setup-reference-venv: $venv is ready"

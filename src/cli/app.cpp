@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"convert", cmd_convert, "convert llama2c | gguf: llama2.c checkpoint or GGUF -> HF dir"},
     {"preprocess", cmd_preprocess, "tokenise text into a token corpus (input_dir)"},
     {"train", cmd_train, "train from a LLaMA-Factory-style YAML config"},
+    {"expand-layers", cmd_expand_layers, "LLaMA-Pro: add identity-initialised layers to a model"},
     {"export", cmd_export, "merge LoRA adapters into the base model and save an HF dir; --format gguf"},
     {"chat", cmd_chat, "interactive chat through a chat template; chat CONFIG.yaml as LLaMA-Factory"},
     {"serve", cmd_serve, "serve a model over an OpenAI-compatible HTTP API"},

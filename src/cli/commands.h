@@ -24,6 +24,7 @@ int cmd_chat(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
 int cmd_api(const std::vector<std::string>& args);  // cmd_serve.cpp
 int cmd_preprocess(const std::vector<std::string>& args);
+int cmd_expand_layers(const std::vector<std::string>& args);  // expand_layers.cpp
 // Prints p.help() to stdout and returns 0.
 int print_help(const ArgParser& p);
 

@@ -45,8 +45,8 @@ std::vector<std::string> inference_flags_from_config(const std::vector<std::stri
   train::TrainArgs a = train::load_train_args(path, overrides, train::ConfigUse::kChat);
   for (const auto& w : a.warnings) std::fprintf(stderr, "unillm: warning: %s\n", w.c_str());
   const train::GeneratingKeys& g = a.generating;
-  if (a.finetuning_type != "lora" && !a.adapter_name_or_path.empty())
-    UNILLM_THROW(ConfigError, "[config] ", path, ": adapter_name_or_path needs finetuning_type lora");
+  if (!a.adapter_tuning() && !a.adapter_name_or_path.empty())
+    UNILLM_THROW(ConfigError, "[config] ", path, ": adapter_name_or_path needs finetuning_type lora or oft");
   if (!a.infer_backend.empty() && a.infer_backend != "huggingface" && a.infer_backend != "hf")
     std::fprintf(stderr, "unillm: note: infer_backend %s: unillm's own engine serves the model (paged KV, "
                  "continuous batching)\n", a.infer_backend.c_str());

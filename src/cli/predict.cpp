@@ -59,7 +59,7 @@ void predict_with_generate(const train::TrainArgs& a, bool after_training) {
   auto say = [](const std::string& s) { std::fprintf(stderr, "[predict] %s\n", s.c_str()); };
   std::string base = train::resolve_model_path(a.model_name_or_path, hf_cache_root());
   std::vector<std::string> adapters = a.adapter_name_or_path;
-  if (after_training && a.finetuning_type == "lora") {
+  if (after_training && a.adapter_tuning()) {
     // The trained adapter continues the last given one unless create_new_adapter (finetune.cpp).
     if (!a.create_new_adapter && !adapters.empty()) adapters.pop_back();
     adapters.push_back(a.output_dir);
@@ -69,7 +69,7 @@ void predict_with_generate(const train::TrainArgs& a, bool after_training) {
   }
   LoadedModel m = load_model(base, adapters, a.device, nullptr);
   const io::Tokenizer& tok = *m.tokenizer;
-  const std::string tokenizer_dir = after_training && a.finetuning_type != "lora" ? a.output_dir : base;
+  const std::string tokenizer_dir = after_training && !a.adapter_tuning() ? a.output_dir : base;
   const auto choice = data::choose_template(a.template_name, tokenizer_dir);
   auto tmpl = data::make_chat_template(choice, tok, train::template_options(a, choice.options));
 

@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "io/json_file.h"
 #include "io/safetensors_writer.h"
+#include "models/adapter_oft.h"
 
 namespace unillm::models {
 
@@ -42,6 +43,11 @@ void CausalLM::add_lora(const std::string& name, const nn::LoraConfig& config, R
     for (size_t i = 0; i < f->parts().size(); ++i)
       if (nn::lora_targets(config, prefix + f->parts()[i].name)) parts.push_back(i);
     if (parts.empty()) return;
+    if (config.is_oft) {  // PEFT's OFT (nn/oft.h): zero-initialised rotations, no RNG draw
+      f->add_oft(name, config.oft, parts);
+      modules += static_cast<int>(parts.size());
+      return;
+    }
     f->add_lora(name, config, parts, rng, nn::hash_name(prefix + "|" + name));
     // PiSSA: the subspace iteration's seed depends on the module only, so a reload (export,
     // resume, under another adapter name) finds the same residual.
@@ -152,14 +158,15 @@ namespace {
 std::string canonical_key(std::string k) {
   const std::string prefix = "base_model.model.";
   if (k.rfind(prefix, 0) == 0) k = k.substr(prefix.size());
-  for (const char* ab : {".lora_A.", ".lora_B."}) {
+  for (const char* ab : {".lora_A.", ".lora_B.", ".oft_R."}) {
     const size_t pos = k.rfind(ab);
     if (pos == std::string::npos) continue;
-    const std::string rest = k.substr(pos + 8);  // "weight" or "<adapter>.weight"
+    const size_t len = std::char_traits<char>::length(ab);  // 8, or 7 for ".oft_R."
+    const std::string rest = k.substr(pos + len);  // "weight" or "<adapter>.weight"
     const size_t dot = rest.find('.');
     if (dot != std::string::npos && rest.substr(dot) == ".weight" &&
         rest.find('.', dot + 1) == std::string::npos)
-      k = k.substr(0, pos + 8) + "weight";
+      k = k.substr(0, pos + len) + "weight";
   }
   // DoRA: "x.lora_magnitude_vector", "...vector.<adapter>" or "...vector.<adapter>.weight".
   const std::string mag = ".lora_magnitude_vector";
@@ -175,6 +182,7 @@ nlohmann::ordered_json number(double v) {
 }
 
 nlohmann::ordered_json config_json(const nn::LoraConfig& c, const AdapterSaveOptions& o) {
+  if (c.is_oft) return oft_config_json(c, o);  // adapter_oft.cpp
   // PEFT 0.13's LoraConfig fields, sorted as PEFT writes them (json.dumps(sort_keys=True)).
   nlohmann::ordered_json j;
   j["alpha_pattern"] = nlohmann::ordered_json::object();
@@ -294,10 +302,7 @@ void save_pissa_adapter(CausalLM& model, const std::string& name, const std::str
 
 namespace {
 
-const nlohmann::json* field(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
+const nlohmann::json* field(const nlohmann::json& j, const char* key) { return peft_field(j, key); }
 
 void refuse_if(bool bad, const std::string& path, const std::string& what) {
   if (bad) UNILLM_THROW(NotImplemented, "[lora] ", path, ": ", what, " is not supported");
@@ -307,27 +312,17 @@ bool empty_or_null(const nlohmann::json* v) { return v == nullptr || v->empty();
 
 nn::LoraConfig parse_config(const nlohmann::json& j, const std::string& path) {
   const nlohmann::json* peft_type = field(j, "peft_type");
+  if (peft_type != nullptr && *peft_type == "OFT") return parse_oft_config(j, path);  // adapter_oft.cpp
   if (peft_type == nullptr || *peft_type != "LORA")
     UNILLM_THROW(NotImplemented, "[lora] ", path, ": peft_type ",
                  peft_type ? peft_type->dump() : std::string("missing"),
-                 ", only LORA is supported");
+                 ", only LORA and OFT are supported");
   nn::LoraConfig c;
   c.rank = j.value("r", int64_t{8});
   c.alpha = j.value("lora_alpha", 8.0);
   c.dropout = field(j, "lora_dropout") ? j.at("lora_dropout").get<double>() : 0.0;
   c.use_rslora = field(j, "use_rslora") ? j.at("use_rslora").get<bool>() : false;
-  const nlohmann::json* t = field(j, "target_modules");
-  if (t == nullptr) UNILLM_THROW(ConfigError, "[lora] ", path, ": target_modules missing");
-  if (t->is_string()) {
-    const auto s = t->get<std::string>();
-    if (s == "all-linear")
-      c.target_modules = {"all"};
-    else
-      c.target_regex = s;
-  } else {
-    c.target_modules = t->get<std::vector<std::string>>();
-    std::sort(c.target_modules.begin(), c.target_modules.end());
-  }
+  read_target_modules(j, path, "[lora]", c);
   const nlohmann::json* bias = field(j, "bias");
   refuse_if(bias && *bias != "none", path, "bias " + bias->dump());
   c.use_dora = field(j, "use_dora") ? j.at("use_dora").get<bool>() : false;

@@ -3,6 +3,8 @@
 // DoRA's magnitude "base_model.model.<module>.lora_magnitude_vector", PEFT 0.13's key),
 // loading them onto a CausalLM as a named adapter, and merging an adapter into the base weights.
 // The CausalLM adapter methods (add_lora, set_active_adapters, …) are implemented here too.
+// PEFT 0.17's OFT adapters (peft_type OFT, "<module>.oft_R.weight") go through the same functions
+// (LoraConfig::is_oft; their adapter_config.json in adapter_oft.h).
 #pragma once
 
 #include <string>

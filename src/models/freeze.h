@@ -15,6 +15,10 @@ struct FreezeConfig {
   std::vector<std::string> trainable_modules = {"all"};  // freeze_trainable_modules
   std::vector<std::string> extra_modules;  // freeze_extra_modules (embed_tokens, norm, lm_head)
   bool upcast_trainable = true;            // LLaMA-Factory casts trainable parameters to f32
+  // LLaMA-Pro (use_llama_pro): the trainable layers are the last of each of trainable_layers
+  // equal groups (stride−1, 2·stride−1, …; stride = layers / trainable_layers), which are the
+  // layers `unillm expand-layers` adds.
+  bool llama_pro = false;
 };
 
 // LLaMA-Factory's trainable_layers list: ".{i}." / ".{i}.{module}" for each trainable layer i

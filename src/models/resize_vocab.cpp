@@ -1,5 +1,6 @@
-// Vocabulary resizing: LLaMA-Factory's resize_embedding_layer with noise_init, and untying a tied
-// lm_head for PEFT's modules_to_save. Llama::set_vocab_weights lives here, beside its one user.
+// Vocabulary resizing: LLaMA-Factory's resize_embedding_layer (noise_init, desc_init), and
+// untying a tied lm_head for PEFT's modules_to_save. Llama::set_vocab_weights lives here, beside
+// its one user.
 #include "models/resize_vocab.h"
 
 #include <algorithm>
@@ -51,6 +52,39 @@ void noisy_mean(std::vector<float>& w, int64_t c, const std::vector<int32_t>& id
     for (int64_t j = 0; j < c; ++j)
       w[static_cast<size_t>(id * c + j)] =
           static_cast<float>(mean[static_cast<size_t>(j)] + (noise ? rng.normal() * std : 0.0));
+}
+
+// Mean of rows `ids` of w [V, c] (doubles, so a sum of many rows loses nothing).
+std::vector<double> mean_of(const std::vector<float>& w, int64_t c,
+                            const std::vector<int32_t>& ids) {
+  std::vector<double> m(static_cast<size_t>(c), 0.0);
+  for (int32_t id : ids)
+    for (int64_t j = 0; j < c; ++j) m[static_cast<size_t>(j)] += w[static_cast<size_t>(id * c + j)];
+  for (auto& x : m) x /= static_cast<double>(std::max<size_t>(ids.size(), 1));
+  return m;
+}
+
+// LLaMA-Factory's _description_based_initialization of one matrix w (rows `src` are read for the
+// description means: the embedding, also when w is the lm_head).
+void describe_rows(std::vector<float>& w, const std::vector<float>& src, int64_t c,
+                   const ResizeVocabOptions& o, const std::vector<int32_t>& new_ids, Rng& rng) {
+  const int64_t v = static_cast<int64_t>(w.size()) / c;
+  std::vector<uint8_t> is_new(static_cast<size_t>(v), 0);
+  for (int32_t id : new_ids) is_new[static_cast<size_t>(id)] = 1;
+  std::vector<int32_t> others;
+  for (int64_t r = 0; r < v; ++r)
+    if (!is_new[static_cast<size_t>(r)]) others.push_back(static_cast<int32_t>(r));
+  const std::vector<double> fallback = mean_of(w, c, others);
+  const double std = 1.0 / std::sqrt(static_cast<double>(c));
+  for (const DescribedToken& d : o.described) {
+    std::vector<int32_t> valid;
+    for (int32_t t : d.description_ids)
+      if (t >= 0 && t < v && !is_new[static_cast<size_t>(t)]) valid.push_back(t);
+    const std::vector<double> base = valid.empty() ? fallback : mean_of(src, c, valid);
+    for (int64_t j = 0; j < c; ++j)
+      w[static_cast<size_t>(d.id * c + j)] =
+          static_cast<float>(base[static_cast<size_t>(j)] + (o.noise ? rng.normal() * std : 0.0));
+  }
 }
 
 Tensor like(const std::vector<float>& w, int64_t rows, const Tensor& proto) {
@@ -112,8 +146,21 @@ ResizeVocabResult resize_token_embeddings(CausalLM& model, const ResizeVocabOpti
   std::vector<float> e = grow(embed, r.new_rows, c.initializer_range, rng);
   std::vector<float> h;
   if (!tied) h = grow(head, r.new_rows, c.initializer_range, rng);
-  noisy_mean(e, cdim, r.initialised, o.noise, rng);
-  if (!tied) noisy_mean(h, cdim, r.initialised, o.noise, rng);
+  if (o.described.empty()) {
+    noisy_mean(e, cdim, r.initialised, o.noise, rng);
+    if (!tied) noisy_mean(h, cdim, r.initialised, o.noise, rng);
+  } else {
+    const std::vector<int32_t> new_ids = r.initialised;
+    r.initialised.clear();
+    for (const DescribedToken& d : o.described) {
+      UNILLM_CHECK(d.id >= 0 && d.id < r.new_rows, "[resize_vocab] described token id ", d.id,
+                   " outside the ", r.new_rows, " rows");
+      r.initialised.push_back(d.id);
+    }
+    const std::vector<float> e0 = e;  // the description rows are read before any is written
+    describe_rows(e, e0, cdim, o, new_ids, rng);
+    if (!tied) describe_rows(h, e0, cdim, o, new_ids, rng);
+  }
   model.set_vocab_weights(like(e, r.new_rows, embed), tied ? Tensor() : like(h, r.new_rows, head));
   return r;
 }

@@ -42,6 +42,7 @@ int64_t FusedLinear::part_begin(size_t i) const {
 
 Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse use) const {
   if (observer_) observer_(x);
+  if (oft_active(lora)) return forward_with_oft(x, *lora, use);  // nn/oft.cpp
   std::vector<ops::LoraAdapterInput> adapters;
   std::vector<ops::DoraInput> dora;  // DoRA adapters: their own op, added after the base
   for (size_t i = 0; lora && i < lora->active.size(); ++i) {
@@ -229,6 +230,7 @@ void FusedLinear::remove_lora(const std::string& name) {
 void FusedLinear::merge_lora(const std::string& name) {
   const LoraWeights* w = lora(name);
   UNILLM_CHECK(w != nullptr, "[nn] merge_lora: no adapter '", name, "'");
+  if (w->oft_r.defined()) return merge_oft(name);  // nn/oft.cpp
   if (qweight_.defined())
     UNILLM_THROW(ConfigError, "[nn] cannot merge adapter '", name, "' into a quantised weight: merge into the "
                  "unquantised base (unillm export loads it unquantised, as LLaMA-Factory)");

@@ -14,6 +14,7 @@
 #include "nn/module.h"
 #include "ops/linear.h"
 #include "ops/lora_linear.h"
+#include "ops/oft_linear.h"
 #include "ops/quant.h"
 
 namespace unillm::nn {
@@ -47,6 +48,13 @@ class FusedLinear : public Module {
   // (refused over a quantised weight).
   void add_lora(const std::string& name, const LoraConfig& c, const std::vector<size_t>& parts,
                 Rng& rng, uint64_t stream);
+  // OFT (nn/oft.cpp): adapter `name` as PEFT's OFT on the listed parts, its oft_R weight zeros
+  // (the identity), registered as "<part>.oft_R.<name>.weight" [blocks, b(b−1)/2] per part.
+  // Blocks as nn::oft_blocks (PEFT's adjustment); over a quantised weight too (QOFT,
+  // ops::oft_linear_q).
+  // lora(name) then returns it (LoraWeights::oft_r defined); merge_lora merges it as PEFT does
+  // (W_p ← W_p·blockdiag(R)ᵀ).
+  void add_oft(const std::string& name, const OftConfig& c, const std::vector<size_t>& parts);
   const LoraWeights* lora(const std::string& name) const;
   LoraWeights* lora(const std::string& name);
   // Removes the adapter; a PiSSA adapter first gives W back its initial part (W += s·B0·A0).
@@ -75,6 +83,12 @@ class FusedLinear : public Module {
 
  private:
   ops::LoraAdapterInput adapter_input(const LoraWeights& w) const;
+  // OFT (nn/oft.cpp): whether the call applies an OFT adapter this layer holds, the forward then,
+  // its op input, and the merge.
+  bool oft_active(const LoraRun* run) const;
+  Tensor forward_with_oft(const Tensor& x, const LoraRun& run, ops::OutputUse use) const;
+  ops::OftLinearInput oft_input(const LoraWeights& w) const;
+  void merge_oft(const std::string& name);
   // DoRA: creates and registers w.magnitude ("<part>.lora_magnitude_vector.<name>.weight").
   void add_magnitude(const std::string& name, LoraWeights& w);
   // W rows of w's parts += sign · s · B·A (f64 on the host, rounded once to W's dtype).

@@ -49,6 +49,7 @@ const std::vector<std::string>& lora_module_names() {
 }
 
 void validate_lora_config(const LoraConfig& c) {
+  if (c.is_oft) validate_oft_config(c.oft);  // rank/alpha/dropout keep their valid defaults
   if (c.rank <= 0) UNILLM_THROW(ConfigError, "[lora] rank must be positive, got ", c.rank);
   if (!(c.dropout >= 0 && c.dropout < 1))
     UNILLM_THROW(ConfigError, "[lora] dropout must be in [0, 1), got ", c.dropout);

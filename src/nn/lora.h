@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/oft.h"
 
 namespace unillm::nn {
 
@@ -31,6 +32,10 @@ struct LoraConfig {
   // full SVD) or "pissa_niter_<n>" (from n subspace iterations): B·A = the top-r singular part of
   // W / scaling, and W is replaced by the residual W − s·B·A (nn/linear.h pissa_init).
   std::string init_lora_weights;
+  // PEFT's OFT instead of LoRA (peft_type OFT, nn/oft.h): target_modules / target_regex choose the
+  // layers as for LoRA; rank, alpha, dropout and the LoRA options above are unused.
+  bool is_oft = false;
+  OftConfig oft;
 
   // alpha / rank, or alpha / sqrt(rank) with use_rslora.
   double scaling() const;
@@ -78,6 +83,12 @@ struct LoraWeights {
   // PiSSA only: the initial A and B (the parts of W moved out of the base), kept for
   // pissa_convert and to restore W when the adapter is removed. Not parameters.
   Tensor init_a, init_b;
+  // OFT only (a, b undefined): oft_r [P·blocks, b(b−1)/2] f32, PEFT's oft_R weight of each part
+  // (rows [k·blocks, (k+1)·blocks) for the k-th part), block size b and the rotation's form.
+  Tensor oft_r;
+  int64_t oft_block = 0;
+  bool oft_neumann = true;
+  int64_t oft_terms = 5;
 };
 
 // splitmix64 finaliser and a string hash, for deriving independent seeds.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -163,7 +164,7 @@ int64_t cross_entropy_auto_chunk(int64_t vocab, DType x_dtype) {
 }
 
 CrossEntropyRows linear_cross_entropy_rows(const Tensor& x_in, const Tensor& w_in,
-                                           const Tensor& labels_in, int64_t chunk_rows) {
+                                           const Tensor& labels_in, int64_t chunk_rows, int64_t top_k) {
   check_cross_entropy(x_in, w_in, labels_in);
   CrossEntropyRows r;
   r.x = x_in.contiguous();
@@ -175,6 +176,10 @@ CrossEntropyRows linear_cross_entropy_rows(const Tensor& x_in, const Tensor& w_i
   r.chunk_rows = chunk_rows <= 0 ? cross_entropy_auto_chunk(v, x.dtype()) : chunk_rows;
   Tensor lse = Tensor::zeros({n}, x.dtype());
   r.loss.assign(static_cast<size_t>(n), 0.0);
+  if (top_k > 0) {
+    top_k = std::min(top_k, v);
+    r.topk_entropy.assign(static_cast<size_t>(n), 0.0);
+  }
   if (r.count > 0 && c > 0) {
     // Per-row losses come back to the host (n doubles: the loss is logged) and are summed there.
     const Tensor lab = labels.to(w.device());
@@ -183,9 +188,20 @@ CrossEntropyRows linear_cross_entropy_rows(const Tensor& x_in, const Tensor& w_i
     Tensor loss_dev = w.device().is_cpu() ? row_loss : Tensor::empty({n}, DType::f64, w.device());
     LinearCrossEntropyArgs a{x.raw_data(), w.raw_data(), nullptr, nullptr,
                              nullptr, n, c, v, r.chunk_rows, x.dtype(), w.dtype()};
-    KernelCall<LinearCrossEntropyArgs>(kOp, w.device(), w.dtype(), a)
-        .in(x, &a.x).in(w, &a.w).in(lab, &a.labels).out(lse_dev, &a.lse).out(loss_dev, &a.loss)
-        .run(linear_cross_entropy_reference);
+    if (top_k > 0) {
+      Tensor ent = Tensor::from_blob(r.topk_entropy.data(), {n}, DType::f64, nullptr);
+      Tensor ent_dev = w.device().is_cpu() ? ent : Tensor::empty({n}, DType::f64, w.device());
+      LinearCrossEntropyTopkArgs ta{a, top_k, nullptr};
+      KernelCall<LinearCrossEntropyTopkArgs>("linear_cross_entropy_topk_entropy", w.device(), w.dtype(), ta)
+          .in(x, &ta.base.x).in(w, &ta.base.w).in(lab, &ta.base.labels).out(lse_dev, &ta.base.lse)
+          .out(loss_dev, &ta.base.loss).out(ent_dev, &ta.entropy)
+          .run(linear_cross_entropy_topk_reference);
+      if (!w.device().is_cpu()) ent.copy_from(ent_dev);
+    } else {
+      KernelCall<LinearCrossEntropyArgs>(kOp, w.device(), w.dtype(), a)
+          .in(x, &a.x).in(w, &a.w).in(lab, &a.labels).out(lse_dev, &a.lse).out(loss_dev, &a.loss)
+          .run(linear_cross_entropy_reference);
+    }
     lse = lse_dev;
     if (!w.device().is_cpu()) row_loss.copy_from(loss_dev);
   } else if (r.count > 0) {  // C = 0: every logit is 0, so each labelled row costs log(V)
@@ -194,6 +210,7 @@ CrossEntropyRows linear_cross_entropy_rows(const Tensor& x_in, const Tensor& w_i
       if (lp[i] != kIgnoreIndex) {
         r.loss[i] = std::log(static_cast<double>(v));
         store_scalar(lse.raw_data(), lse.dtype(), i, r.loss[i]);
+        if (top_k > 0) r.topk_entropy[i] = std::log(static_cast<double>(top_k));  // k equal logits
       }
   }
   // The backward kernel reads lse on x's device (host-made for no labelled rows or C = 0).
@@ -251,6 +268,56 @@ void linear_cross_entropy_reference(const LinearCrossEntropyArgs& a) {
     store_scalar(a.lse, a.x_dtype, i, lse);
     a.loss[i] = lse - logits[a.labels[i]];
   }
+}
+
+void linear_cross_entropy_topk_reference(const LinearCrossEntropyTopkArgs& ta) {
+  const LinearCrossEntropyArgs& a = ta.base;
+  linear_cross_entropy_reference(a);
+  std::vector<double> logits, heap;
+  for (int64_t i = 0; i < a.n; ++i) {
+    ta.entropy[i] = 0;
+    if (a.labels[i] == kIgnoreIndex) continue;
+    row_logits(a.x, a.x_dtype, a.w, a.w_dtype, i, a.c, a.v, logits);
+    ta.entropy[i] = topk_entropy(logits.data(), a.v, ta.top_k, heap);
+  }
+}
+
+namespace {
+
+// The k largest of l (a min-heap of size k: most values fail the comparison with its top), then
+// H = log Z − Σ p_j·t_j with Z = Σ exp(t_j) taken relative to the largest.
+template <typename T>
+double topk_entropy_impl(const T* l, int64_t v, int64_t k, std::vector<double>& heap) {
+  heap.clear();
+  const auto greater = std::greater<double>();
+  for (int64_t j = 0; j < v; ++j) {
+    const double e = static_cast<double>(l[j]);
+    if (static_cast<int64_t>(heap.size()) < k) {
+      heap.push_back(e);
+      std::push_heap(heap.begin(), heap.end(), greater);
+    } else if (e > heap.front()) {
+      std::pop_heap(heap.begin(), heap.end(), greater);
+      heap.back() = e;
+      std::push_heap(heap.begin(), heap.end(), greater);
+    }
+  }
+  const double mx = *std::max_element(heap.begin(), heap.end());
+  double z = 0, zt = 0;
+  for (double e : heap) {
+    const double p = std::exp(e - mx);
+    z += p;
+    zt += p * (e - mx);
+  }
+  return std::log(z) - zt / z;
+}
+
+}  // namespace
+
+double topk_entropy(const float* l, int64_t v, int64_t k, std::vector<double>& heap) {
+  return topk_entropy_impl(l, v, k, heap);
+}
+double topk_entropy(const double* l, int64_t v, int64_t k, std::vector<double>& heap) {
+  return topk_entropy_impl(l, v, k, heap);
 }
 
 namespace {

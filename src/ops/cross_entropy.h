@@ -27,16 +27,19 @@ struct CrossEntropyResult {
 CrossEntropyResult linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& labels,
                                         int64_t chunk_rows = 0);
 
-// The forward of linear_cross_entropy without the autograd record (sequence_logprobs builds its
-// own): the checked, contiguous inputs, each row's loss in double (0 for ignored rows, on the
-// host) and the per-row logsumexp on x's device (what the backward kernels read).
+// The forward of linear_cross_entropy without the autograd record (sequence_logprobs and
+// weighted_cross_entropy build their own): the checked, contiguous inputs, each row's loss in
+// double (0 for ignored rows, on the host) and the per-row logsumexp on x's device (what the
+// backward kernels read). top_k > 0 also gives each labelled row the entropy of the softmax over
+// its min(top_k, V) largest logits (EAFT's weight), from the same chunked pass.
 struct CrossEntropyRows {
   Tensor x, w, labels, lse;
   std::vector<double> loss;
+  std::vector<double> topk_entropy;  // [N] when top_k > 0 (0 for ignored rows), else empty
   int64_t count = 0, chunk_rows = 0;
 };
 CrossEntropyRows linear_cross_entropy_rows(const Tensor& x, const Tensor& w, const Tensor& labels,
-                                           int64_t chunk_rows = 0);
+                                           int64_t chunk_rows = 0, int64_t top_k = 0);
 
 // The same loss, with the gradients computed eagerly in the forward pass, assuming backward will
 // receive d(loss_sum) = grad_scale (a trainer knows 1 / scored tokens before the forward). Each
@@ -92,9 +95,25 @@ struct LinearCrossEntropyBackwardArgs {
 };
 using LinearCrossEntropyBackwardKernel = void(const LinearCrossEntropyBackwardArgs&);
 
+// Forward kernel with a top-k entropy: base as the forward kernel writes it, and per labelled row
+// entropy[i] = H(softmax over the row's top_k largest logits) in double (0 for ignored rows).
+// Kernel key "linear_cross_entropy_topk_entropy" by w's dtype.
+struct LinearCrossEntropyTopkArgs {
+  LinearCrossEntropyArgs base;
+  int64_t top_k;  // in [1, v], checked by the op
+  double* entropy;  // [n] (written)
+};
+using LinearCrossEntropyTopkKernel = void(const LinearCrossEntropyTopkArgs&);
+
 // Naive per-row references (double accumulation; chunk_rows is ignored): the CPU fallback.
 void linear_cross_entropy_reference(const LinearCrossEntropyArgs& a);
 void linear_cross_entropy_backward_reference(const LinearCrossEntropyBackwardArgs& a);
+void linear_cross_entropy_topk_reference(const LinearCrossEntropyTopkArgs& a);
+// The entropy of the softmax over the k largest of l[0, v) (1 ≤ k ≤ v), in double; equal values
+// tie-break any way (the entropy does not depend on which). heap: the caller's scratch. What the
+// kernels and the reference compute per row.
+double topk_entropy(const float* l, int64_t v, int64_t k, std::vector<double>& heap);
+double topk_entropy(const double* l, int64_t v, int64_t k, std::vector<double>& heap);
 // Rows per chunk for chunk_rows = 0: logits of about 32 MB (at least 1 row).
 int64_t cross_entropy_auto_chunk(int64_t vocab, DType x_dtype);
 

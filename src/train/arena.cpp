@@ -82,6 +82,8 @@ ParamArena::ParamArena(const std::vector<nn::Module*>& modules) {
     seg.decay = decays(seg.name);
     seg.shape.assign(p.shape().begin(), p.shape().end());
     seg.part_rows = part_rows(r, rows_of);
+    seg.part_names = seg.part_rows.size() == r.hf_names.size() ? r.hf_names
+                                                                : std::vector<std::string>{seg.name};
     segments_.push_back(std::move(seg));
     off += n;
   }

@@ -20,6 +20,7 @@ struct ArenaSegment {
   // whose update depends on a parameter's shape (Adafactor, 8-bit blocks) treat each part as the
   // separate tensor HF has. One entry when the parts are not row ranges (e.g. tied names).
   std::vector<int64_t> part_rows;
+  std::vector<std::string> part_names;  // the HF name of each part (Adam-mini partitions by name)
   double lr_scale = 1.0;  // the segment's lr = the scheduled lr × this (LoRA+'s groups)
 };
 

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
 #include "data/pretrain.h"
 #include "data/sft.h"
+#include "train/low_rank.h"
 
 namespace unillm::train {
 
@@ -80,9 +82,15 @@ struct TrainArgs {
   // PREFIX (or a dir holding one) and its train/valid/test document weights (data/corpus_data.h).
   std::string input_dir;
   std::string split = "949,50,1";  // PaddleNLP's default
+  // LLaMA-Factory's tokenized_path (data/tokenized_data.h): a dir holding unillm's tokenized rows
+  // is trained from (the data keys are then ignored); otherwise the rows are built, saved there,
+  // and trained from. "" = off.
+  std::string tokenized_path;
   // --- fine-tuning
   std::string stage = "sft";             // LLaMA-Factory's default; pt, sft, rm, dpo and kto are implemented
-  std::string finetuning_type = "lora";  // LLaMA-Factory's default; lora, freeze, full
+  std::string finetuning_type = "lora";  // LLaMA-Factory's default; lora, oft, freeze, full
+  // lora or oft: a PEFT adapter trains on a frozen base and is what a run saves.
+  bool adapter_tuning() const { return finetuning_type == "lora" || finetuning_type == "oft"; }
   // freeze (LLaMA-Factory FinetuningArguments)
   int64_t freeze_trainable_layers = 2;  // > 0: the last N layers; < 0: the first |N|
   std::vector<std::string> freeze_trainable_modules = {"all"};
@@ -97,6 +105,11 @@ struct TrainArgs {
   bool pissa_init = false;    // PiSSA: A, B from W's top-r SVD, the base becomes the residual
   int64_t pissa_iter = 16;    // subspace iterations (LLaMA-Factory's default); -1 = full SVD
   bool pissa_convert = false;  // also save pissa_init/ and pissa_converted/ (rank 2r) at the end
+  // OFT (finetuning_type: oft; LLaMA-Factory's OFTArguments → PEFT's OFTConfig, train/args_oft.cpp)
+  int64_t oft_rank = 0;         // r; exactly one of oft_rank / oft_block_size is non-zero
+  int64_t oft_block_size = 32;
+  std::vector<std::string> oft_target = {"all"};
+  double module_dropout = 0.0;  // saved; PEFT 0.17.1's OFT Linear never applies it (nn/oft.h)
   bool create_new_adapter = false;
   std::vector<std::string> adapter_name_or_path;  // existing adapters (model key)
   // Vocabulary growth and extra trained modules (args_fields_vocab.cpp, train/vocab.h; LLaMA-
@@ -106,8 +119,17 @@ struct TrainArgs {
   std::vector<std::string> add_tokens;          // non-special tokens
   std::vector<std::string> add_special_tokens;  // special tokens (new_special_tokens_config's keys win)
   std::string new_special_tokens_config;        // YAML {token: description}
-  std::string init_special_tokens = "noise_init";  // only noise_init is implemented
+  std::string init_special_tokens = "noise_init";  // noise_init | desc_init | desc_init_w_noise
+  // new_special_tokens_config's {token: description} in file order (desc_init reads them).
+  std::vector<std::pair<std::string, std::string>> special_token_descriptions;
   std::vector<std::string> additional_target;   // PEFT modules_to_save (embed_tokens, lm_head, *norm)
+  // SFT loss variants (LLaMA-Factory's; ops/weighted_cross_entropy.h, ops/asft_cross_entropy.h),
+  // at most one, stage sft:
+  bool use_dft_loss = false;   // each token's CE weighted by its detached p(label)
+  bool use_eaft_loss = false;  // weighted by (entropy of the top-20 softmax / 3)^eaft_alpha
+  double eaft_alpha = 1.0;
+  bool use_asft_loss = false;  // DFT's term + asft_alpha · KL(reference ‖ policy) per token
+  double asft_alpha = 0.1;
   // preference training (stage dpo; LLaMA-Factory's RLHF arguments and defaults)
   std::string pref_loss = "sigmoid";  // sigmoid | hinge | ipo | kto_pair | orpo | simpo
   double pref_beta = 0.1;
@@ -201,6 +223,24 @@ struct TrainArgs {
   // LoRA+ (LLaMA-Factory): lora_B's lr × ratio, lora_embedding_B's lr loraplus_lr_embedding.
   std::optional<double> loraplus_lr_ratio;
   double loraplus_lr_embedding = 1e-6;
+  // LLaMA-Factory's optimisers over the arena (train/muon.h, train/adam_mini.h), at most one;
+  // each replaces optim (which must then name AdamW) with its own.
+  bool use_muon = false;
+  bool use_adam_mini = false;
+  // BAdam (LLaMA-Factory's BAdamArgument, layer mode; train/badam.h): one decoder layer trains at
+  // a time, switched every badam_switch_interval optimizer steps (-1: never).
+  bool use_badam = false;
+  std::string badam_mode = "layer";           // layer (ratio is refused by name)
+  std::optional<int64_t> badam_start_block;   // unset: 0 ascending, last descending, random draw
+  std::string badam_switch_mode = "ascending";  // ascending | descending | random | fixed
+  int64_t badam_switch_interval = 50;
+  int64_t badam_verbose = 0;  // 0 quiet, 1 the active layer at each switch, 2 also its tensors
+  // LLaMA-Pro (freeze): the trainable layers are the last of each of freeze_trainable_layers
+  // equal groups (the blocks `unillm expand-layers` added).
+  bool use_llama_pro = false;
+  // GaLore / APOLLO (LLaMA-Factory's GaloreArguments / ApolloArguments; args_low_rank.cpp).
+  LowRankSettings galore;
+  LowRankSettings apollo = apollo_defaults();
   // Mixed precision (docs/training.md): activations saved for backward in bf16/f16, frozen
   // weights in bf16/f16, trainable weights, gradients and optimizer state in f32; fp16 adds
   // dynamic loss scaling. At most one of the two.
@@ -209,6 +249,9 @@ struct TrainArgs {
   // unillm: with bf16, the GEMMs take bf16 inputs and accumulate in f32 where the device has bf16
   // arithmetic (ops/matmul_compute.h); false keeps f32 arithmetic (the only path without it).
   bool bf16_compute = true;
+  // LLaMA-Factory's pure_bf16 (bf16 weights and optimizer state, no AMP): trained as bf16: true
+  // with f32 trainable weights (args_fields_misc.cpp says so at start).
+  bool pure_bf16 = false;
 
   // The last step is also a checkpoint when save_strategy is not "no": HF's DefaultFlowCallback
   // does so; PaddleNLP's (a copy of an older HF) does not, so its JSON files turn this off.

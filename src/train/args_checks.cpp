@@ -179,7 +179,7 @@ void finish_args(TrainArgs& a, const std::string& where, const std::set<std::str
     problems.add(UNILLM_MSG("[config] ", where, ": model_name_or_path is required"), true);
   const bool stage_ok = problems.attempt(
       [&] { check_implemented(where, given, "stage", a.stage, {"pt", "sft", "rm", "dpo", "kto"}); });
-  rule([&] { check_implemented(where, given, "finetuning_type", a.finetuning_type, {"lora", "freeze", "full"}); });
+  rule([&] { check_implemented(where, given, "finetuning_type", a.finetuning_type, {"lora", "oft", "freeze", "full"}); });
   if (stage_ok) rule([&] { check_preference(a, where); });
   finish_finetune_args(a, where, problems);
   if (!a.packing_given) a.packing = a.stage == "pt";  // LLaMA-Factory's parser

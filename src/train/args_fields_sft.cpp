@@ -129,7 +129,10 @@ void check_input_dir(const TrainArgs& a, const std::string& where) {
 bool set_finetune_field(TrainArgs& a, const Field& f) {
   const auto& m = finetune_setters();
   auto it = m.find(f.key);
-  if (it == m.end()) return set_vocab_field(a, f);
+  if (it == m.end())
+    return set_misc_field(a, f) || set_loss_field(a, f) || set_vocab_field(a, f) ||
+           set_badam_field(a, f) || set_muon_adam_mini_field(a, f) ||
+           set_low_rank_field(a, f) || set_oft_field(a, f);
   it->second(a, f);
   return true;
 }
@@ -143,6 +146,12 @@ void finish_finetune_args(TrainArgs& a, const std::string& where, Problems& prob
     a.packing_given = true;
   }
   if (!a.lora_alpha) a.lora_alpha = 2.0 * static_cast<double>(a.lora_rank);  // LLaMA-Factory
+  finish_misc_args(a, where, problems);
+  finish_oft_args(a, where, problems);
+  finish_loss_args(a, where, problems);
+  finish_badam_args(a, where, problems);
+  finish_low_rank_args(a, where, problems);
+  finish_muon_adam_mini_args(a, where, problems);
   if (!a.dataset_name_or_path.empty()) {
     if (!a.dataset.empty())
       fail("give either dataset (LLaMA-Factory) or dataset_name_or_path (PaddleNLP), not both");
@@ -154,8 +163,8 @@ void finish_finetune_args(TrainArgs& a, const std::string& where, Problems& prob
     fail("zero_padding applies to PaddleNLP data (dataset_name_or_path); with LLaMA-Factory datasets use neat_packing");
   }
   if (!a.input_dir.empty()) problems.attempt([&] { check_input_dir(a, where); });
-  if (!a.adapter_name_or_path.empty() && a.finetuning_type != "lora")  // LLaMA-Factory
-    fail("adapter_name_or_path is only valid with finetuning_type: lora");
+  if (!a.adapter_name_or_path.empty() && a.finetuning_type != "lora" && a.finetuning_type != "oft")  // LLaMA-Factory
+    fail("adapter_name_or_path is only valid with finetuning_type: lora or oft");
   if (a.pissa_init && a.finetuning_type != "lora")  // LLaMA-Factory's checks
     fail("`pissa_init` is only valid for LoRA training.");
   if (a.pissa_init && a.quantization_bit > 0)

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <utility>
 
 #include "core/error.h"
 #include "train/args_internal.h"
@@ -22,8 +23,10 @@ std::vector<std::string> token_list(const Field& f) {
   return out;
 }
 
-// The tokens (keys, in file order) of a {token: description} YAML file.
-std::vector<std::string> config_tokens(const Field& f, const std::string& path) {
+// The {token: description} pairs of a new_special_tokens_config YAML file, in file order (the
+// tokens become add_special_tokens; desc_init reads the descriptions).
+std::vector<std::pair<std::string, std::string>> config_tokens(const Field& f,
+                                                               const std::string& path) {
   YAML::Node n;
   try {
     n = YAML::LoadFile(path);
@@ -34,13 +37,17 @@ std::vector<std::string> config_tokens(const Field& f, const std::string& path) 
   if (!n.IsMap() || n.size() == 0)
     UNILLM_THROW(ConfigError, "[config] ", f.where, ": new_special_tokens_config '", path,
                  "' must be a YAML mapping {token: description}");
-  std::vector<std::string> out;
+  std::vector<std::pair<std::string, std::string>> out;
   for (const auto& kv : n) {
     const std::string t = kv.first.as<std::string>();
     if (t.empty())
       UNILLM_THROW(ConfigError, "[config] ", path, " line ", kv.first.Mark().line + 1,
                    ": empty token");
-    out.push_back(t);
+    // LLaMA-Factory tokenizes the value as text: a list, a mapping or null cannot be one.
+    if (!kv.second.IsScalar())
+      UNILLM_THROW(ConfigError, "[config] ", path, " line ", kv.first.Mark().line + 1,
+                   ": the description of token '", t, "' must be text");
+    out.emplace_back(t, kv.second.Scalar());
   }
   return out;
 }
@@ -63,15 +70,14 @@ const std::map<std::string, Setter>& vocab_setters() {
        [](TrainArgs& a, const Field& f) {
          if (f.node.IsNull()) return;
          a.new_special_tokens_config = get_string(f);  // takes precedence over add_special_tokens
-         a.add_special_tokens = config_tokens(f, a.new_special_tokens_config);
+         a.special_token_descriptions = config_tokens(f, a.new_special_tokens_config);
+         a.add_special_tokens.clear();
+         for (const auto& td : a.special_token_descriptions)
+           a.add_special_tokens.push_back(td.first);
        }},
       {"init_special_tokens",
        [](TrainArgs& a, const Field& f) {
          a.init_special_tokens = get_choice(f, {"noise_init", "desc_init", "desc_init_w_noise"});
-         if (a.init_special_tokens != "noise_init")
-           not_implemented(f,
-                           "init_special_tokens '" + a.init_special_tokens +
-                               "' (description-based initialisation; noise_init is implemented)");
        }},
       {"additional_target",
        [](TrainArgs& a, const Field& f) {
@@ -89,6 +95,16 @@ bool set_vocab_field(TrainArgs& a, const Field& f) {
   if (it == m.end()) return false;
   it->second(a, f);
   return true;
+}
+
+// LLaMA-Factory's ModelArguments.__post_init__: the description methods without descriptions
+// fall back to noise_init with a warning.
+void finish_vocab_args(TrainArgs& a, const std::string& where) {
+  if (a.init_special_tokens != "noise_init" && a.special_token_descriptions.empty()) {
+    a.warnings.push_back("[config] " + where + ": init_special_tokens '" + a.init_special_tokens +
+                         "' needs new_special_tokens_config (the descriptions); using noise_init");
+    a.init_special_tokens = "noise_init";
+  }
 }
 
 }  // namespace unillm::train::detail

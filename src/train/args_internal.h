@@ -72,6 +72,28 @@ bool set_finetune_field(TrainArgs& a, const Field& f);
 // resize_vocab, add_tokens, add_special_tokens, new_special_tokens_config, init_special_tokens,
 // additional_target (args_fields_vocab.cpp).
 bool set_vocab_field(TrainArgs& a, const Field& f);
+// tokenized_path, gradient_checkpointing_kwargs, pure_bf16 (args_fields_misc.cpp), and their
+// cross-key rules (called by finish_finetune_args).
+bool set_misc_field(TrainArgs& a, const Field& f);
+void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems);
+// use_badam, badam_*, use_llama_pro (args_badam.cpp) and their cross-key rules.
+bool set_badam_field(TrainArgs& a, const Field& f);
+void finish_badam_args(TrainArgs& a, const std::string& where, Problems& problems);
+// use_galore, galore_*, use_apollo, apollo_* (args_low_rank.cpp) and their cross-key rules.
+bool set_low_rank_field(TrainArgs& a, const Field& f);
+void finish_low_rank_args(TrainArgs& a, const std::string& where, Problems& problems);
+// init_special_tokens' fallback to noise_init without descriptions (args_fields_vocab.cpp).
+void finish_vocab_args(TrainArgs& a, const std::string& where);
+// oft_rank, oft_block_size, oft_target, module_dropout (args_oft.cpp) and their cross-key rules.
+bool set_oft_field(TrainArgs& a, const Field& f);
+void finish_oft_args(TrainArgs& a, const std::string& where, Problems& problems);
+// use_dft_loss, use_eaft_loss, eaft_alpha, use_asft_loss, asft_alpha (args_fields_loss.cpp), and
+// their cross-key rules.
+bool set_loss_field(TrainArgs& a, const Field& f);
+void finish_loss_args(TrainArgs& a, const std::string& where, Problems& problems);
+// use_muon, use_adam_mini (args_muon_adam_mini.cpp) and their cross-key rules.
+bool set_muon_adam_mini_field(TrainArgs& a, const Field& f);
+void finish_muon_adam_mini_args(const TrainArgs& a, const std::string& where, Problems& problems);
 // Sets every field through the key table, then every `direct` field through its setter whatever
 // the table says (PaddleNLP keys outside the table, and HF keys the PaddleNLP dialect implements
 // before the YAML one does), then finish_args (shared by the YAML and PaddleNLP dialects; source

@@ -29,6 +29,20 @@ OptimizerConfig optimizer_config(const TrainArgs& a) {
   c.beta2 = a.adam_beta2;
   c.eps = a.adam_epsilon;
   c.weight_decay = a.weight_decay;
+  if (a.use_badam) {  // AdamW inside (args_badam.cpp checks optim)
+    c.kind = "badam";
+    c.badam.switch_mode = a.badam_switch_mode;
+    c.badam.start_block = a.badam_start_block.value_or(-1);
+    c.badam.switch_interval = a.badam_switch_interval;
+    c.badam.verbose = a.badam_verbose;
+    c.badam.seed = static_cast<uint64_t>(a.seed);
+  }
+  if (a.galore.use || a.apollo.use) {  // AdamW inside (args_low_rank.cpp checks optim)
+    c.kind = a.galore.use ? "galore" : "apollo";
+    c.low_rank = a.galore.use ? a.galore : a.apollo;
+  }
+  if (a.use_muon) c.kind = "muon";  // Adam's settings serve its AdamW part
+  if (a.use_adam_mini) c.kind = "adam_mini";  // the model's dims come from the trainer
   return c;
 }
 

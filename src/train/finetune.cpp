@@ -1,7 +1,8 @@
-// finetuning_type: full / freeze / lora set-up and saving (see finetune.h).
+// finetuning_type: full / freeze / lora / oft set-up and saving (see finetune.h).
 #include "train/finetune.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 #include "models/adapter.h"
@@ -11,6 +12,7 @@
 #include "nn/linear.h"
 #include "ops/cast.h"
 #include "ops/quant_4bit.h"
+#include "train/badam.h"
 #include "train/vocab.h"
 
 namespace unillm::train {
@@ -27,6 +29,15 @@ nn::LoraConfig lora_config(const TrainArgs& a) {
   c.use_dora = a.use_dora;
   if (a.pissa_init)  // LLaMA-Factory's mapping to PEFT's init_lora_weights
     c.init_lora_weights = a.pissa_iter == -1 ? "pissa" : "pissa_niter_" + std::to_string(a.pissa_iter);
+  if (a.finetuning_type == "oft") {  // LLaMA-Factory's OFTArguments → PEFT's OFTConfig
+    // (LLaMA-Factory @ff6d4d1 passes lora_target as target_modules; unillm reads oft_target, the
+    // key its OFT examples set, both defaulting to all.)
+    c.is_oft = true;
+    c.oft.rank = a.oft_rank;
+    c.oft.block_size = a.oft_block_size;
+    c.oft.module_dropout = a.module_dropout;
+    c.target_modules = a.oft_target;
+  }
   return c;
 }
 
@@ -75,7 +86,7 @@ void prepare_lora(models::CausalLM& model, const TrainArgs& a, const std::string
 }  // namespace
 
 QloraSummary quantize_base_for_qlora(models::CausalLM& model, const TrainArgs& a) {
-  if (a.finetuning_type != "lora")  // LLaMA-Factory's parser refuses the same
+  if (!a.adapter_tuning())  // LLaMA-Factory's init_adapter refuses the same
     UNILLM_THROW(ConfigError, "[config] ", a.config_path, ": quantization_bit ", a.quantization_bit,
                  " with finetuning_type ", a.finetuning_type, ": Quantization is only compatible with the LoRA method.");
   if (a.adapter_name_or_path.size() > 1)
@@ -106,16 +117,20 @@ QloraSummary quantize_base_for_qlora(models::CausalLM& model, const TrainArgs& a
 }
 
 void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir) {
-  if (a.quantization_bit > 0 && a.finetuning_type != "lora") quantize_base_for_qlora(model, a);  // throws
+  if (a.quantization_bit > 0 && !a.adapter_tuning()) quantize_base_for_qlora(model, a);  // throws
   if (a.finetuning_type == "full") {
-    for (auto& p : model.module().parameters()) p.tensor->set_requires_grad(true);
+    // BAdam trains decoder layers only (one at a time, train/badam.h): the rest stays out of
+    // the arena.
+    for (auto& p : model.module().parameters())
+      p.tensor->set_requires_grad(!a.use_badam || !layer_prefix(p.hf_names.at(0)).empty());
   } else if (a.finetuning_type == "freeze") {
     models::FreezeConfig fc;
+    fc.llama_pro = a.use_llama_pro;
     fc.trainable_layers = a.freeze_trainable_layers;
     fc.trainable_modules = a.freeze_trainable_modules;
     fc.extra_modules = a.freeze_extra_modules;
     models::apply_freeze(model, fc);
-  } else if (a.finetuning_type == "lora") {
+  } else if (a.adapter_tuning()) {  // lora or oft; quantised base: QLoRA / QOFT
     if (a.quantization_bit > 0) quantize_base_for_qlora(model, a);
     prepare_lora(model, a, resume_dir);
   } else {
@@ -124,10 +139,31 @@ void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::
   }
 }
 
+std::string oft_adjustment_note(models::CausalLM& model, const TrainArgs& a) {
+  if (a.finetuning_type != "oft") return "";
+  std::map<std::string, std::string> moved;  // "in -> used" per distinct input width, one example module
+  for (auto& [prefix, f] : model.adapter_modules(kTrainAdapter)) {
+    const nn::LoraWeights* w = f->lora(kTrainAdapter);
+    if (w == nullptr || !w->oft_r.defined()) continue;
+    const int64_t in = f->in_features(), blocks = in / w->oft_block;
+    if (a.oft_rank != 0 ? blocks == a.oft_rank : w->oft_block == a.oft_block_size) continue;
+    moved.emplace(std::to_string(in) + " inputs: " + (a.oft_rank != 0 ? "oft_rank " + std::to_string(blocks)
+                                                                      : "oft_block_size " + std::to_string(w->oft_block)),
+                  prefix + f->parts()[w->parts[0]].name);
+  }
+  if (moved.empty()) return "";
+  std::string s = "warning: OFT: " + (a.oft_rank != 0 ? "oft_rank " + std::to_string(a.oft_rank)
+                                                      : "oft_block_size " + std::to_string(a.oft_block_size)) +
+                  " does not divide every layer's inputs; adjusted as PEFT does:";
+  for (const auto& [what, example] : moved) s += " " + what + " (e.g. " + example + ");";
+  s.pop_back();
+  return s;
+}
+
 void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
                   const std::string& model_dir, const std::string& tokenizer_dir) {
   const int64_t base_rows = models::load_model_config(model_dir + "/config.json").vocab_size;
-  if (a.finetuning_type == "lora") {
+  if (a.adapter_tuning()) {
     models::AdapterSaveOptions so;
     so.base_model_name_or_path = a.model_name_or_path;
     so.modules_to_save = lora_modules_to_save(a);

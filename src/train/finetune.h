@@ -19,6 +19,10 @@ inline constexpr const char* kTrainAdapter = "default";
 // supplies the adapter weights. Throws ConfigError naming the bad key or file.
 void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir);
 
+// OFT: a line saying which layers got another block size than oft_rank / oft_block_size asked
+// for (PEFT's adjust_oft_parameters, nn::oft_blocks, which PEFT logs as a warning); "" when none.
+std::string oft_adjustment_note(models::CausalLM& model, const TrainArgs& a);
+
 // Writes the trained weights into dir: save_pretrained (full, freeze) or a PEFT adapter dir
 // (lora), with the tokenizer files of tokenizer_dir and generation_config.json of model_dir.
 void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
@@ -27,7 +31,7 @@ void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string
 // QLoRA (quantization_bit 4 / 8): replaces every decoder FusedLinear's weight by its
 // bitsandbytes-style quantisation (nf4/fp4 + double quantisation, or per-row int8); embeddings,
 // norms and the lm_head stay dense. prepare_finetuning calls it before the adapter is added.
-// Throws ConfigError unless finetuning_type is lora (LLaMA-Factory's rule) and at most one
+// Throws ConfigError unless finetuning_type is lora or oft (QOFT; LLaMA-Factory's rule) and at most one
 // adapter is given.
 struct QloraSummary {
   int64_t layers = 0;

@@ -53,8 +53,8 @@ constexpr Group kGroups[] = {
      "media_dir buffer_size overwrite_cache preprocessing_num_workers eval_num_beams "
      "ignore_pad_token_for_loss"},
     {"data", S::kNotImplemented,
-     "interleave_probs eval_on_each_dataset "
-     "tokenized_path"},
+     "interleave_probs eval_on_each_dataset"},
+    {"data", S::kImplemented, "tokenized_path"},
     // ---- LLaMA-Factory FinetuningArguments (freeze, lora, oft, rlhf, galore, apollo, badam,
     // swanlab)
     {"finetuning", S::kImplemented,
@@ -70,17 +70,25 @@ constexpr Group kGroups[] = {
      "swanlab_run_name swanlab_mode swanlab_api_key swanlab_logdir swanlab_lark_webhook_url "
      "swanlab_lark_secret"},
     {"finetuning", S::kNotImplemented,
-     "pure_bf16 "
-     "module_dropout "
-     "oft_rank oft_block_size oft_target ppo_buffer_size "
+     "ppo_buffer_size "
      "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards "
      "ref_model_quantization_bit reward_model reward_model_adapters reward_model_quantization_bit "
-     "reward_model_type use_galore galore_target galore_rank galore_update_interval "
-     "galore_scale galore_proj_type galore_layerwise use_apollo apollo_target apollo_rank "
-     "apollo_update_interval apollo_scale apollo_proj apollo_proj_type apollo_scale_type "
-     "apollo_layerwise apollo_scale_front use_badam badam_mode badam_start_block "
-     "badam_switch_mode badam_switch_interval badam_update_ratio badam_mask_mode badam_verbose "
-     "use_llama_pro use_adam_mini use_mca use_muon use_dft_loss early_stopping_steps"},
+     "reward_model_type badam_update_ratio badam_mask_mode "
+     "use_mca early_stopping_steps"},
+    // GaLore and APOLLO (train/galore.h, train/apollo.h, args_low_rank.cpp)
+    {"finetuning", S::kImplemented,
+     "use_galore galore_target galore_rank galore_update_interval galore_scale galore_proj_type "
+     "galore_layerwise use_apollo apollo_target apollo_rank apollo_update_interval apollo_scale "
+     "apollo_proj apollo_proj_type apollo_scale_type apollo_layerwise apollo_scale_front"},
+    // Muon and Adam-mini (train/muon.h, train/adam_mini.h, args_muon_adam_mini.cpp)
+    {"finetuning", S::kImplemented, "use_muon use_adam_mini"},
+    {"finetuning", S::kImplemented, "pure_bf16"},
+    {"finetuning", S::kImplemented, "oft_rank oft_block_size oft_target module_dropout"},
+    {"training", S::kImplemented, "gradient_checkpointing_kwargs"},
+    // BAdam's layer mode and LLaMA-Pro (train/badam.h, args_badam.cpp)
+    {"finetuning", S::kImplemented,
+     "use_badam badam_mode badam_start_block badam_switch_mode badam_switch_interval "
+     "badam_verbose use_llama_pro"},
     // ---- LLaMA-Factory GeneratingArguments (used by chat/eval, not by training)
     // do_predict with predict_with_generate (train) and chat/api configs read them
     // (args_use.cpp); anywhere else they get a warning.
@@ -124,13 +132,14 @@ constexpr Group kGroups[] = {
      "torch_compile_mode torchdynamo jit_mode_eval use_ipex bf16_full_eval fp16_full_eval "
      "data_seed ignore_data_skip "
      "restore_callback_states_from_checkpoint enable_jit_checkpoint "
-     "eval_delay gradient_checkpointing_kwargs ray_scope dispatch_batches split_batches "
+     "eval_delay ray_scope dispatch_batches split_batches "
      "use_liger_kernel liger_kernel_config per_gpu_train_batch_size per_gpu_eval_batch_size"},
     // ---- added at LLaMA-Factory ff6d4d1 (tests/data/llamafactory_hparams/keys.txt lists every
     // field of its argument classes; key_table_test checks each one is here)
     {"data", S::kIgnored, "data_shared_file_system"},
+    {"finetuning", S::kImplemented, "use_dft_loss use_eaft_loss eaft_alpha use_asft_loss asft_alpha"},
     {"finetuning", S::kNotImplemented,
-     "use_asft_loss asft_alpha use_eaft_loss eaft_alpha use_megatron_bridge use_hyper_parallel "
+     "use_megatron_bridge use_hyper_parallel "
      "hyper_parallel_args hyper_parallel_cp_size"},
     {"model", S::kIgnored,
      "kt_cpu_activation kt_weight_path kt_non_expert_weight_path kt_expert_checkpoint_path "

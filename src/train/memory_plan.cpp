@@ -58,6 +58,8 @@ std::vector<Group> inventory(const models::ModelConfig& c) {
 std::vector<bool> base_trainable(const std::vector<Group>& groups, const models::ModelConfig& c,
                                  const TrainArgs& a) {
   std::vector<bool> t(groups.size(), a.finetuning_type == "full");
+  if (a.finetuning_type == "full" && a.use_badam)  // BAdam trains decoder layers only (badam.h)
+    for (size_t i = 0; i < groups.size(); ++i) t[i] = groups[i].layer >= 0;
   if (a.finetuning_type != "freeze") return t;
   std::vector<std::string> names;
   for (const auto& g : groups) names.insert(names.end(), g.names.begin(), g.names.end());
@@ -65,6 +67,7 @@ std::vector<bool> base_trainable(const std::vector<Group>& groups, const models:
   fc.trainable_layers = a.freeze_trainable_layers;
   fc.trainable_modules = a.freeze_trainable_modules;
   fc.extra_modules = a.freeze_extra_modules;
+  fc.llama_pro = a.use_llama_pro;
   const auto patterns = models::freeze_patterns(names, c.num_layers, fc);
   for (size_t i = 0; i < groups.size(); ++i)
     t[i] = std::all_of(groups[i].names.begin(), groups[i].names.end(),
@@ -109,6 +112,25 @@ void add_lora_layer(const models::ModelConfig& c, const nn::LoraConfig& lc, int6
   }
 }
 
+// OFT (finetuning_type oft): b(b−1)/2 skew parameters per block of each targeted part; each part
+// keeps its rotated input for backward (counted with LoRA's x·Aᵀ).
+void add_oft_layer(const models::ModelConfig& c, const nn::LoraConfig& lc, int64_t l, ParamSummary& s) {
+  LayerParams& lp = s.layers[static_cast<size_t>(l)];
+  for (const auto& pr : projections(c, l)) {
+    int64_t parts = 0;
+    for (const auto& [name, out] : pr.parts)
+      if (nn::lora_targets(lc, pr.module_prefix + name)) ++parts;
+    if (parts == 0) continue;
+    const nn::OftBlocks ob = nn::oft_blocks(lc.oft, pr.in);
+    s.trainable += parts * ob.blocks * ob.block_size * (ob.block_size - 1) / 2;
+    lp.trainable = true;
+    lp.lora_xa += parts * pr.in;
+    if (pr.kind == Kind::kQkv) lp.qkv_saves_x = true;
+    if (pr.kind == Kind::kGateUp) lp.gate_up_saves_x = true;
+    if (pr.kind == Kind::kDown) lp.down_saves_x = true;
+  }
+}
+
 // The bytes ops::QuantizedWeight holds for a [rows, cols] projection under QLoRA: nf4/fp4 codes
 // at 4 bits, one f32 absmax per 64-block, or with double quantisation one byte per block plus an
 // f32 per 256 blocks and the offset; int8 one byte a weight and an f32 scale per row.
@@ -135,7 +157,7 @@ int64_t projection_rows(const models::ModelConfig& c, Kind k) {
 }  // namespace
 
 ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a) {
-  if (a.quantization_bit > 0 && a.finetuning_type != "lora")  // as finetune.cpp, before loading
+  if (a.quantization_bit > 0 && !a.adapter_tuning())  // as finetune.cpp, before loading
     UNILLM_THROW(ConfigError, "[config] ", a.config_path, ": quantization_bit ", a.quantization_bit,
                  " with finetuning_type ", a.finetuning_type, ": Quantization is only compatible with the LoRA method.");
   const std::vector<Group> groups = inventory(c);
@@ -147,7 +169,7 @@ ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a) 
     s.base += g.numel;
     (trains[i] ? s.trainable : s.frozen) += g.numel;
     const int64_t rows = projection_rows(c, g.kind);
-    if (!trains[i] && a.quantization_bit > 0 && a.finetuning_type == "lora" && rows > 0) {
+    if (!trains[i] && a.quantization_bit > 0 && a.adapter_tuning() && rows > 0) {
       s.quantized += g.numel;
       s.quantized_bytes += qlora_bytes(rows, g.numel / rows, a);
       s.largest_quantized = std::max(s.largest_quantized, g.numel);
@@ -172,6 +194,15 @@ ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a) 
     lc.target_modules = a.lora_target;
     nn::validate_lora_config(lc);
     for (int64_t l = 0; l < c.num_layers; ++l) add_lora_layer(c, lc, l, s);
+  }
+  if (a.finetuning_type == "oft") {
+    nn::LoraConfig lc;
+    lc.is_oft = true;
+    lc.oft.rank = a.oft_rank;
+    lc.oft.block_size = a.oft_block_size;
+    lc.target_modules = a.oft_target;
+    nn::validate_lora_config(lc);
+    for (int64_t l = 0; l < c.num_layers; ++l) add_oft_layer(c, lc, l, s);
   }
   return s;
 }
@@ -235,6 +266,11 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   if (ps.quantized > 0) p.frozen_weights_f32 = ps.frozen * 4;
   p.gradients = ps.trainable * 4;
   p.optimizer = planned_state_bytes(in.optimizer, ps.trainable, c.hidden_size);
+  if (in.optimizer == "badam" && !ps.layers.empty())  // AdamW state for one (equal-sized) layer
+    p.optimizer = planned_state_bytes("adamw", ps.trainable / static_cast<int64_t>(ps.layers.size()), c.hidden_size);
+  if (in.optimizer == "muon")  // Muon leaves embeddings and lm_head to AdamW: a second moment more
+    p.optimizer += 4 * d.V * d.C *
+                   ((ps.embed_trainable ? 1 : 0) + (ps.lm_head_trainable && !c.tie_word_embeddings ? 1 : 0));
   // A layer keeps activations once a gradient flows through it (a trainable tensor at or below it).
   bool flows = ps.embed_trainable, any = false;
   int64_t full = 0, rec = 0, widest = 0, rerun = 0;
@@ -263,6 +299,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   p.loss_transient = (dx ? d.N * d.C * d.e : 0) + (ps.lm_head_trainable ? d.V * d.C * 4 : 0) +
                      chunk * (d.V + d.C + (dx ? d.C : 0)) * 4 +
                      (in.threads > 1 ? in.threads * chunk * d.C * 4 : 0);
+  if (in.asft_reference_logits) p.loss_transient += d.N * d.C * d.e + chunk * (d.V + d.C) * 4;
   p.backward_transient = in.recompute ? rerun : widest;
   // Embedding backward: scatter_add_rows builds a [V, C] f32 dW from the [N, C] gradient.
   const int64_t embed_bwd = ps.embed_trainable ? d.V * d.C * 4 + 2 * d.N * d.C * d.e : 0;

@@ -5,7 +5,12 @@
 #include "core/error.h"
 #include "train/adafactor.h"
 #include "train/adamw.h"
+#include "train/adam_mini.h"
 #include "train/adamw_8bit.h"
+#include "train/apollo.h"
+#include "train/galore.h"
+#include "train/muon.h"
+#include "train/badam.h"
 #include "train/sgd.h"
 
 namespace unillm::train {
@@ -47,18 +52,32 @@ void HostArena::commit() {
 std::unique_ptr<Optimizer> make_optimizer(ParamArena& arena, const OptimizerConfig& c) {
   if (c.kind == "adamw")
     return std::make_unique<AdamW>(arena, AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay});
+  if (c.kind == "badam") return std::make_unique<BAdam>(arena, c);
   if (c.kind == "sgd") return std::make_unique<Sgd>(arena, c.weight_decay);
+  if (c.kind == "galore") return std::make_unique<Galore>(arena, c);
+  if (c.kind == "apollo") return std::make_unique<Apollo>(arena, c);
   if (c.kind == "adafactor") return std::make_unique<Adafactor>(arena, c.weight_decay);
   if (c.kind == "adamw_8bit")
     return std::make_unique<AdamW8bit>(arena, AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay});
+  if (c.kind == "muon")
+    return std::make_unique<Muon>(arena, AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay});
+  if (c.kind == "adam_mini")
+    return std::make_unique<AdamMini>(
+        arena, AdamMiniConfig{{c.beta1, c.beta2, c.eps, c.weight_decay}, c.hidden_size, c.num_heads,
+                              c.num_kv_heads});
   UNILLM_THROW(ConfigError, "[optim] unknown optimizer kind '", c.kind,
                "' (implemented: ", implemented_optimizers(), ")");
 }
 
 int64_t planned_state_bytes(const std::string& kind, int64_t trainable, int64_t hidden) {
   if (kind == "sgd") return 0;
+  if (kind == "galore" || kind == "apollo") return planned_low_rank_state_bytes(trainable);
   if (kind == "adafactor") return hidden > 0 ? 4 * (trainable / hidden + hidden) : 4 * trainable;
   if (kind == "adamw_8bit") return 2 * trainable + 2 * 4 * ((trainable + 255) / 256);
+  // muon: a momentum per element (memory_plan adds AdamW's second moment of embeddings/lm_head);
+  // adam_mini: m per element, one second moment per row of `hidden` columns (at most).
+  if (kind == "muon") return 4 * trainable;
+  if (kind == "adam_mini") return 4 * trainable + (hidden > 0 ? 4 * (trainable / hidden) : 0);
   return 2 * 4 * trainable;  // adamw: exp_avg + exp_avg_sq, f32
 }
 

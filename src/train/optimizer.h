@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "train/arena.h"
+#include "train/low_rank.h"
 
 namespace unillm::train {
 
@@ -17,6 +19,18 @@ struct OptimizerConfig {
   std::string kind = "adamw";  // adamw | sgd | adafactor | adamw_8bit (optimizer_kind's names)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam's (unused by sgd and adafactor)
   double weight_decay = 0.0;  // applied to segments with decay (HF's param groups)
+  // The model's hidden_size, num_attention_heads, num_key_value_heads (adam_mini's head blocks).
+  int64_t hidden_size = 0, num_heads = 0, num_kv_heads = 0;
+  // BAdam's layer mode (kind "badam"; train/badam.h): AdamW on one decoder layer at a time.
+  struct BAdam {
+    std::string switch_mode = "ascending";  // ascending | descending | random | fixed
+    int64_t start_block = -1;               // -1: BAdam's default for the mode
+    int64_t switch_interval = 50;           // optimizer steps per layer; -1: never switch
+    int64_t verbose = 0;
+    uint64_t seed = 42;  // random mode's permutations
+  } badam;
+  // GaLore / APOLLO (kinds "galore", "apollo"; train/galore.h, train/apollo.h).
+  LowRankSettings low_rank;
 };
 
 // Live state tensors by name: a checkpoint writes them and copies saved values back into them.
@@ -38,6 +52,14 @@ class Optimizer {
   void set_steps(int64_t s) { step_ = s; }
   int64_t state_bytes();
   const ParamArena& arena() const { return arena_; }
+  // Called by the trainer once the run's state is final (after a resume, before the first
+  // forward pass) with the modules whose trainable parameters the arena holds, and where to say
+  // things. An optimiser that chooses which parameters train (BAdam) sets requires_grad here.
+  virtual void attach(const std::vector<nn::Module*>& modules,
+                      const std::function<void(const std::string&)>& say) {
+    (void)modules;
+    (void)say;
+  }
 
  protected:
   ParamArena& arena_;
@@ -80,7 +102,9 @@ OptimizerConfig optimizer_config(const TrainArgs& a);
 
 // Bytes of optimiser state for `trainable` elements before the arena exists (the memory plan):
 // exact for adamw/sgd; adafactor estimated as rows + cols of [n/hidden, hidden] matrices;
-// adamw_8bit as 2 bytes per element plus two f32 scales per 256.
+// adamw_8bit as 2 bytes per element plus two f32 scales per 256; muon as one momentum per element
+// (plan_memory adds AdamW's second moment of embeddings and lm_head); adam_mini as one moment per
+// element plus one value per hidden-wide row.
 int64_t planned_state_bytes(const std::string& kind, int64_t trainable, int64_t hidden);
 
 // LLaMA-Factory's create_loraplus_optimizer as per-segment settings: lora_B and 1-D parameters

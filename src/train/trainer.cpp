@@ -17,6 +17,7 @@
 #include "train/finetune.h"
 #include "train/output_dir.h"
 #include "train/resume_settings.h"
+#include "train/tokenized_path.h"
 #include "train/trainer_run.h"
 #include "train/vocab.h"
 
@@ -95,7 +96,7 @@ void Run::load_tokenizer() {
 void Run::load(const std::string& from) {
   models::LoadOptions lo;
   // A LoRA checkpoint holds only the adapter: the base comes from model_name_or_path.
-  const bool lora = a_.finetuning_type == "lora";
+  const bool lora = a_.adapter_tuning();  // lora or oft
   // Mixed precision keeps frozen matrices in bf16/f16. LoRA's base is all frozen, so it loads in
   // that dtype directly; freeze loads f32 (its trainable layers, and a resumed checkpoint's, stay
   // exact) and casts the frozen ones after choosing them.
@@ -117,6 +118,7 @@ void Run::load(const std::string& from) {
   if (from.empty() || lora)
     if (const std::string grown = grow_vocab(*model_, *tok_, a_); !grown.empty()) say(grown);
   prepare_finetuning(*model_, a_, lora ? from : "");
+  if (const std::string note = oft_adjustment_note(*model_, a_); !note.empty()) say(note);
   if (low != DType::f32) cast_frozen_matrices(*model_, low);
   prepare_stage(from);  // a reference model, a value head
   std::vector<nn::Module*> trainable{&model_->module()};
@@ -129,12 +131,15 @@ void Run::load(const std::string& from) {
     apply_loraplus(*arena_, *a_.loraplus_lr_ratio, a_.loraplus_lr_embedding, a_.learning_rate);
     say("LoRA+: lora_B learning rate x " + std::to_string(*a_.loraplus_lr_ratio));
   }
-  opt_ = make_optimizer(*arena_, optimizer_config(a_));
+  OptimizerConfig oc = optimizer_config(a_);
+  const models::ModelConfig& mc = model_->config();  // Adam-mini's head blocks
+  oc.hidden_size = mc.hidden_size, oc.num_heads = mc.num_heads, oc.num_kv_heads = mc.num_kv_heads;
+  opt_ = make_optimizer(*arena_, oc);
 }
 
 void Run::setup_data() {
   stage_ = make_stage(a_);
-  StageData d = stage_->load_data(*tok_, tokenizer_dir_);
+  StageData d = stage_data(*stage_, a_, *tok_, tokenizer_dir_, [this](const std::string& s) { say(s); });
   train_ = std::move(d.train);
   eval_ = std::move(d.eval);
   say("data: " + d.description);
@@ -248,6 +253,11 @@ TrainResult Run::go() {
   rng_.reseed(static_cast<uint64_t>(a_.seed));
   if (a_.fp16) scaler_.emplace();
   if (!from.empty()) restore(from);
+  {  // an optimiser that picks the trainable layers (BAdam) sets them now, after any resume
+    std::vector<nn::Module*> trained{&model_->module()};
+    for (nn::Module* m : stage_->extra_modules()) trained.push_back(m);
+    opt_->attach(trained, [this](const std::string& s) { say(s); });
+  }
   if (from.empty()) state_.run_id = new_run_id();  // a resume keeps its checkpoint's
   state_.settings = resume_settings(a_);
   if (scaler_ && state_.loss_scale > 0) {

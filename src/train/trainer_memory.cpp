@@ -35,7 +35,7 @@ int64_t longest_row(const data::TokenizedDataset& d) {
 void Run::plan_memory_and_check(const std::string& from) {
   MemoryPlanInputs in;
   // A full-model checkpoint is loaded from `from`; its config is the base's.
-  const bool lora = a_.finetuning_type == "lora";
+  const bool lora = a_.adapter_tuning();  // lora or oft
   const std::string weights_dir = from.empty() || lora ? model_dir_ : from;
   in.model = models::load_model_config((fs::path(model_dir_) / "config.json").string());
   in.params = summarize_params(in.model, a_);

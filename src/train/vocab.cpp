@@ -45,7 +45,8 @@ void fix_template_tokens(io::Tokenizer& tok, const TrainArgs& a, int64_t model_r
   if (tok.eos_id() < 0 && tok.set_eos_token("<|endoftext|>"))
     notes.push_back("template '" + a.template_name + "': added EOS token <|endoftext|>");
   auto add = missing(tok, stop);
-  if (!wants_resize(a) && !add.empty() && tok.vocab_size() + static_cast<int64_t>(add.size()) > model_rows) {
+  if (!wants_resize(a) && !add.empty() &&
+      tok.vocab_size() + static_cast<int64_t>(add.size()) > model_rows) {
     notes.push_back("template '" + a.template_name + "': stop words " + joined(add) +
                     " are not in the tokenizer and the model has no rows for them; left out (set "
                     "resize_vocab: true to add them)");
@@ -65,6 +66,29 @@ std::unique_ptr<io::Tokenizer> augmented(const std::string& dir, const TrainArgs
     notes.push_back("add_special_tokens: added " + joined(a.add_special_tokens));
   fix_template_tokens(*tok, a, model_rows, notes);
   return tok;
+}
+
+// desc_init[_w_noise]: each described token's id and its description's ids, as LLaMA-Factory
+// tokenizes it (no BOS/EOS, special-token strings recognised). A token without an id is skipped
+// with a note, as LLaMA-Factory warns and skips it. Returns the notes ("" or lines ending "\n").
+std::string describe_tokens(const io::Tokenizer& tok, const TrainArgs& a,
+                            models::ResizeVocabOptions& o) {
+  if (a.init_special_tokens == "noise_init") return "";
+  o.noise = a.init_special_tokens == "desc_init_w_noise";
+  io::EncodeOptions eo;
+  eo.add_special_tokens = false;
+  eo.parse_special = true;
+  std::string notes;
+  for (const auto& [token, text] : a.special_token_descriptions) {
+    const auto id = tok.token_to_id(token);
+    if (!id) {
+      notes += "desc_init: token '" + token + "' not found, skipped\n";
+      continue;
+    }
+    o.described.push_back({*id, tok.encode(text, eo)});
+  }
+  if (o.described.empty()) o.noise = true;  // nothing described: noise_init's rows, as before
+  return notes;
 }
 
 }  // namespace
@@ -108,14 +132,19 @@ std::string grow_vocab(models::CausalLM& model, const io::Tokenizer& tok, const 
   for (const auto* list : {&a.add_tokens, &a.add_special_tokens})
     for (const auto& t : *list)
       if (auto id = tok.token_to_id(t)) o.new_token_ids.push_back(*id);
+  std::string skipped = describe_tokens(tok, a, o);
   // Its own stream, so the LoRA init keeps a.seed's; a LoRA resume redraws the same rows.
   Rng rng(static_cast<uint64_t>(a.seed) ^ 0x7e5153e0ULL);
   const auto r = models::resize_token_embeddings(model, o, rng);
-  if (r.new_rows == r.old_rows && r.initialised.empty()) return "";
-  return "resize_vocab: embed_tokens" +
+  if (r.new_rows == r.old_rows && r.initialised.empty()) return skipped;
+  const std::string how = o.described.empty() ? "the mean of the others + noise"
+                          : o.noise
+                              ? "the mean of their descriptions' rows + noise (desc_init_w_noise)"
+                              : "the mean of their descriptions' rows (desc_init)";
+  return skipped + "resize_vocab: embed_tokens" +
          std::string(model.config().tie_word_embeddings ? " (tied lm_head)" : " and lm_head") +
          " " + std::to_string(r.old_rows) + " -> " + std::to_string(r.new_rows) + " rows, " +
-         std::to_string(r.initialised.size()) + " initialised to the mean of the others + noise";
+         std::to_string(r.initialised.size()) + " initialised to " + how;
 }
 
 std::vector<std::string> modules_to_save(const TrainArgs& a) {

@@ -34,7 +34,8 @@ TrainingTokenizer load_training_tokenizer(const std::string& dir, const TrainArg
 bool wants_resize(const TrainArgs& a);
 
 // When wants_resize(a): models::resize_token_embeddings to the tokenizer's size, the rows of
-// add_tokens + add_special_tokens initialised to the noisy mean (seeded by a.seed). Returns a
+// add_tokens + add_special_tokens initialised to the noisy mean (seeded by a.seed), or with
+// init_special_tokens desc_init[_w_noise] the described ones from their descriptions. Returns a
 // line for the log ("" when nothing changed).
 std::string grow_vocab(models::CausalLM& model, const io::Tokenizer& tokenizer, const TrainArgs& a);
 

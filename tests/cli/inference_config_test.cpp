@@ -65,13 +65,13 @@ TEST(InferenceConfig, ChatYamlRunsAsTheSameFlags) {
 TEST(InferenceConfig, ChatYamlReportsEveryProblemAtOnce) {
   const std::string dir = testing::temp_dir("chatyamlbad");
   std::ofstream(dir + "/chat.yaml") << "model_name_or_path: " << source_path("assets/stories260K")
-                                    << "\ntemplate: nope\nnum_beams: 4\nuse_galore: true\ntemprature: 0.3\n";
+                                    << "\ntemplate: nope\nnum_beams: 4\nuse_mca: true\ntemprature: 0.3\n";
   auto r = run_unillm("chat " + dir + "/chat.yaml");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(has(r.err, "chat.yaml: 4 problems")) << r.err;
   EXPECT_TRUE(has(r.err, "chat.yaml line 2: key 'template': expected a template name unillm has")) << r.err;
   EXPECT_TRUE(has(r.err, "chat.yaml line 3: key 'num_beams': num_beams > 1 (beam search")) << r.err;
-  EXPECT_TRUE(has(r.err, "chat.yaml line 4: key 'use_galore' is not implemented yet")) << r.err;
+  EXPECT_TRUE(has(r.err, "chat.yaml line 4: key 'use_mca' is not implemented yet")) << r.err;
   EXPECT_TRUE(has(r.err, "chat.yaml line 5: unknown key 'temprature' (did you mean 'temperature'?)")) << r.err;
   // A training key in a chat config is accepted and said to be unused, never silently dropped.
   std::ofstream(dir + "/warn.yaml") << "model_name_or_path: " << source_path("assets/stories260K")
@@ -87,7 +87,7 @@ TEST(InferenceConfig, ExportClassifiesKeysAsTrainDoes) {
   const std::string dir = testing::temp_dir("exportkeys");
   const std::string model = source_path("assets/stories260K");
   std::ofstream(dir + "/bad.yaml") << "model_name_or_path: " << model << "\ntemplate: qwen9\nexport_dir: "
-                                   << dir << "/out\nuse_galore: true\n";
+                                   << dir << "/out\nuse_mca: true\n";
   auto bad = run_unillm("export " + dir + "/bad.yaml");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_TRUE(has(bad.err, "bad.yaml: 2 problems")) << bad.err;

@@ -5,6 +5,10 @@
 // template a tiny Llama with the Llama 3 tokenizer. Each either runs (exit
 // 0) or is refused with every problem of the file in one error (exit 1) — never a crash — and the
 // outcomes must equal OUTCOMES.txt (UNILLM_RECORD_OUTCOMES=1 rewrites it; review the diff).
+// Two files are not configs of a command: extras/multi_tokens/tokens_cfg.yaml is a
+// new_special_tokens_config (token → description) and runs as that key of an SFT config with
+// desc_init; extras/llama_pro's config trains the model its expand.sh makes (`unillm
+// expand-layers`, here 8 → 16 layers, as 32 → 40 there).
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -44,6 +48,7 @@ std::string rewrite(const std::string& path, const std::string& cmd, const std::
   if (n["adapter_name_or_path"]) n["adapter_name_or_path"] = adapter;
   if (n["output_dir"]) n["output_dir"] = out;
   if (n["export_dir"]) n["export_dir"] = out;
+  if (n["tokenized_path"]) n["tokenized_path"] = out + "/tokenized";
   if (n["export_quantization_dataset"])
     n["export_quantization_dataset"] = source_path("data/" + fs::path(n["export_quantization_dataset"].as<std::string>()).filename().string());
   if (cmd == "train" && n["model_name_or_path"]) {
@@ -100,6 +105,19 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
   a = run_unillm("train " + dir + "/adapter3.yaml --quiet");
   ASSERT_EQ(a.exit_code, 0) << a.err;
 
+  // LLaMA-Pro's model: expand.sh's scripts/llama_pro.py, num_expand 8, on an 8-layer tiny Llama 3.
+  const std::string llama3_8 = dir + "/llama3-8l", pro = dir + "/llama3-pro";
+  {
+    std::string cfg = slurp(dir + "/llama3.json");
+    cfg.replace(cfg.find("\"num_hidden_layers\": 2"), 22, "\"num_hidden_layers\": 8");
+    std::ofstream(dir + "/llama3_8l.json") << cfg;
+  }
+  init = run_unillm("init --config " + dir + "/llama3_8l.json --tokenizer " + source_path("tests/data/llama3-tokenizer") +
+                    " --out " + llama3_8);
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  auto expand = run_unillm("expand-layers --model " + llama3_8 + " --output " + pro + " --num-expand 8");
+  ASSERT_EQ(expand.exit_code, 0) << expand.err;
+
   std::vector<std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(source_path(kExamples)))
     if (e.path().extension() == ".yaml") files.push_back(fs::relative(e.path(), source_path(kExamples)).string());
@@ -114,8 +132,16 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
     fs::create_directories(fs::path(cfg).parent_path());
     const YAML::Node raw = YAML::LoadFile(source_path(kExamples + "/" + rel));
     const bool l3 = raw.IsMap() && raw["template"] && raw["template"].as<std::string>() == "llama3";
-    std::ofstream(cfg) << rewrite(source_path(kExamples + "/" + rel), cmd, l3 ? llama3 : model,
-                                  dir + (l3 ? "/adapter3" : "/adapter"), out);
+    const bool is_pro = raw.IsMap() && raw["use_llama_pro"];
+    if (rel == "extras/multi_tokens/tokens_cfg.yaml") {
+      std::ofstream(cfg) << "model_name_or_path: " << model << "\nstage: sft\ndo_train: true\nfinetuning_type: full\n"
+                         << "new_special_tokens_config: " << source_path(kExamples + "/" + rel)
+                         << "\ninit_special_tokens: desc_init\ndataset: alpaca_en_demo\ndataset_dir: " << source_path("data")
+                         << "\ntemplate: qwen\nmax_samples: 8\nmax_steps: 2\noutput_dir: " << out << "\n";
+    } else {
+      std::ofstream(cfg) << rewrite(source_path(kExamples + "/" + rel), cmd, is_pro ? pro : l3 ? llama3 : model,
+                                    dir + (l3 ? "/adapter3" : "/adapter"), out);
+    }
     auto r = run_unillm(cmd + " " + shell_quote(cfg) + (cmd == "train" ? " --quiet" : ""));
     const std::string o = outcome(r);
     EXPECT_EQ(o.rfind("crashed", 0), std::string::npos) << rel << "\n" << r.err;

@@ -119,6 +119,70 @@ TEST(ResizeVocab, NoiseHasLlamaFactorysScale) {
   EXPECT_NEAR(sd, 1.0 / std::sqrt(32.0), 0.02);  // N(0, 1/sqrt(C)), 2048 draws
 }
 
+// desc_init, restated naively: a described row = the mean of its description ids' embedding rows
+// (new tokens and ids outside the matrix left out; none left: the mean of the non-new rows); an
+// untied lm_head takes the same *embedding* means (LLaMA-Factory reads get_input_embeddings()),
+// its fallback its own mean; other grown rows keep their normal init.
+TEST(ResizeVocab, DescInitRowsAreTheMeanOfTheirDescriptionsEmbeddings) {
+  testing::init_cpu();
+  auto m = tiny_model("llama");
+  const auto e0 = rows_of(param(*m, "model.embed_tokens.weight"));
+  const auto h0 = rows_of(param(*m, "lm_head.weight"));
+  models::ResizeVocabOptions o;
+  o.tokenizer_size = 64;
+  o.new_token_ids = {61, 62, 63};
+  o.noise = false;
+  o.described = {{62, {3, 7, 7, 40}}, {61, {62, 5, 900}}, {63, {61, 62}}};
+  Rng rng(3);
+  const auto r = models::resize_token_embeddings(*m, o, rng);
+  EXPECT_EQ(r.initialised, (std::vector<int32_t>{62, 61, 63}));
+  const auto e = rows_of(param(*m, "model.embed_tokens.weight"));
+  const auto h = rows_of(param(*m, "lm_head.weight"));
+  const int c = 32;
+  for (int j = 0; j < c; ++j) {
+    const double want62 = (e0[3 * c + j] + 2.0 * e0[7 * c + j] + e0[40 * c + j]) / 4;
+    EXPECT_NEAR(e[62 * c + j], want62, 1e-6);
+    EXPECT_NEAR(h[62 * c + j], want62, 1e-6);  // the embedding's rows, not lm_head's
+    EXPECT_NEAR(e[61 * c + j], e0[5 * c + j], 1e-6);  // 62 is new, 900 outside
+    EXPECT_NEAR(h[61 * c + j], e0[5 * c + j], 1e-6);
+  }
+  const auto fe = mean_without(e0, c, {});
+  const auto fh = mean_without(h0, c, {});
+  for (int j = 0; j < c; ++j) {  // only new ids: each matrix's own mean
+    EXPECT_NEAR(e[63 * c + j], fe[j], 1e-6);
+    EXPECT_NEAR(h[63 * c + j], fh[j], 1e-6);
+  }
+  for (size_t i = 0; i < e0.size(); ++i) ASSERT_EQ(e[i], e0[i]) << i;  // old rows kept
+}
+
+TEST(ResizeVocab, DescInitWithNoiseHasLlamaFactorysScaleAndLeavesUndescribedRows) {
+  testing::init_cpu();
+  auto m = tiny_model("qwen2");  // tied
+  const auto e0 = rows_of(param(*m, "model.embed_tokens.weight"));
+  models::ResizeVocabOptions o;
+  o.tokenizer_size = 125;  // -> 128 rows; 64 described, 61..124
+  for (int32_t id = 61; id < 125; ++id) {
+    o.new_token_ids.push_back(id);
+    o.described.push_back({id, {id % 61, (id * 7) % 61}});
+  }
+  o.new_token_ids.push_back(125);  // new, not described: keeps the normal(initializer_range) init
+  Rng rng(9);
+  models::resize_token_embeddings(*m, o, rng);
+  const auto e = rows_of(param(*m, "model.embed_tokens.weight"));
+  const int c = 32;
+  double sq = 0;
+  for (const auto& d : o.described)
+    for (int j = 0; j < c; ++j) {
+      const double base = (e0[d.description_ids[0] * c + j] + e0[d.description_ids[1] * c + j]) / 2;
+      sq += (e[d.id * c + j] - base) * (e[d.id * c + j] - base);
+    }
+  EXPECT_NEAR(std::sqrt(sq / (64.0 * c)), 1.0 / std::sqrt(32.0), 0.02);
+  double row125 = 0;
+  for (int j = 0; j < c; ++j) row125 += e[125 * c + j] * e[125 * c + j];
+  EXPECT_LT(std::sqrt(row125 / c), 0.1);  // std 0.02 draws, not mean + 1/sqrt(C) noise
+  EXPECT_GT(row125, 0.0);
+}
+
 TEST(ResizeVocab, NothingToDoLeavesTheModel) {
   testing::init_cpu();
   auto m = tiny_model("llama");

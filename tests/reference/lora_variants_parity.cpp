@@ -27,38 +27,10 @@ using nlohmann::json;
 
 using reference::logits;
 using reference::read_f32;
+using reference::max_diff;
+using reference::train_steps;
 using reference::write_f32;
 
-// A few plain SGD steps of next-token loss on ids over the adapter's parameters (A, B, m).
-void train_steps(models::CausalLM& m, const std::string& name, const std::vector<int32_t>& ids,
-                 int steps, double lr) {
-  const auto t = static_cast<int64_t>(ids.size()) - 1;
-  std::vector<int32_t> in(ids.begin(), ids.end() - 1), labels(ids.begin() + 1, ids.end()), pos;
-  for (int32_t i = 0; i < t; ++i) pos.push_back(i);
-  models::TrainBatch b;
-  b.input_ids = Tensor::from_ints(in, {1, t});
-  b.labels = Tensor::from_ints(labels, {1, t});
-  b.position_ids = Tensor::from_ints(pos, {1, t});
-  b.adapters = std::vector<std::string>{name};
-  for (int s = 0; s < steps; ++s) {
-    for (auto& r : m.module().parameters()) r.tensor->set_grad(Tensor());
-    models::LossResult out = m.loss(b, false);
-    autograd::backward(out.loss_sum, Tensor::from_vector({1.0f / static_cast<float>(out.count)}, {}));
-    for (auto& r : m.module().parameters()) {
-      if (r.adapter != name) continue;
-      Tensor p = r.tensor->detach();
-      std::vector<float> v = p.to_float_vector(), g = r.tensor->grad().to_float_vector();
-      for (size_t i = 0; i < v.size(); ++i) v[i] -= static_cast<float>(lr) * g[i];
-      p.copy_from(Tensor::from_vector(v, p.shape()));
-    }
-  }
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(double(a[i]) - b[i]));
-  return d;
-}
 
 // Loads the PEFT-saved adapter at key `adapter` of c as "peft", compares the logits with PEFT's
 // and removes it again (a PiSSA adapter gives the base its principal part back).

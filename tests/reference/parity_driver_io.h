@@ -1,14 +1,17 @@
-// Shared by the unillm halves of the PEFT cross-checks (lora_peft_parity, lora_variants_parity)
-// and the adapter CLI tests (dora_test, pissa_test):
-// raw f32 files exchanged with the Python side, and a model's logits with a set of adapters.
+// Shared by the unillm halves of the PEFT cross-checks (lora_peft_parity, lora_variants_parity,
+// oft_parity) and the adapter CLI tests (dora_test, pissa_test): raw f32 files exchanged with the
+// Python side, a model's logits with a set of adapters, and a few SGD steps of an adapter.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "models/causal_lm.h"
 
 namespace unillm::reference {
@@ -36,6 +39,37 @@ inline Tensor logits(models::CausalLM& m, const std::vector<int32_t>& ids, std::
   models::ForwardBatch b = models::single_sequence_batch(ids, 0, {0}, t, false);
   b.adapters = std::move(adapters);
   return m.forward(b, caches);
+}
+
+// A few plain SGD steps of next-token loss on ids over the adapter's parameters.
+inline void train_steps(models::CausalLM& m, const std::string& name, const std::vector<int32_t>& ids, int steps,
+                        double lr) {
+  const auto t = static_cast<int64_t>(ids.size()) - 1;
+  std::vector<int32_t> in(ids.begin(), ids.end() - 1), labels(ids.begin() + 1, ids.end()), pos;
+  for (int32_t i = 0; i < t; ++i) pos.push_back(i);
+  models::TrainBatch b;
+  b.input_ids = Tensor::from_ints(in, {1, t});
+  b.labels = Tensor::from_ints(labels, {1, t});
+  b.position_ids = Tensor::from_ints(pos, {1, t});
+  b.adapters = std::vector<std::string>{name};
+  for (int s = 0; s < steps; ++s) {
+    for (auto& r : m.module().parameters()) r.tensor->set_grad(Tensor());
+    models::LossResult out = m.loss(b, false);
+    autograd::backward(out.loss_sum, Tensor::from_vector({1.0f / static_cast<float>(out.count)}, {}));
+    for (auto& r : m.module().parameters()) {
+      if (r.adapter != name) continue;
+      Tensor p = r.tensor->detach();
+      std::vector<float> v = p.to_float_vector(), g = r.tensor->grad().to_float_vector();
+      for (size_t i = 0; i < v.size(); ++i) v[i] -= static_cast<float>(lr) * g[i];
+      p.copy_from(Tensor::from_vector(v, p.shape()));
+    }
+  }
+}
+
+inline double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return d;
 }
 
 }  // namespace unillm::reference

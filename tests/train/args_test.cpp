@@ -162,11 +162,11 @@ TEST(TrainArgs, CrossKeyRules) {
 TEST(TrainArgs, NotImplementedKeysAndValues) {
   EXPECT_EQ(error_of<NotImplemented>(kBase + "deepspeed: ds_z3.json\n"),
             "[config] cfg.yaml line 4: key 'deepspeed' is not implemented yet");
-  EXPECT_EQ(error_of<NotImplemented>(kBase + "pure_bf16: true\n"),
-            "[config] cfg.yaml line 4: key 'pure_bf16' is not implemented yet");
-  EXPECT_EQ(error_of<NotImplemented>(kBase, {"finetuning_type=oft"}),
-            "[config] cfg.yaml: finetuning_type 'oft' is not implemented yet; implemented: lora | "
-            "freeze | full");
+  EXPECT_EQ(error_of<NotImplemented>(kBase + "fsdp: full_shard\n"),
+            "[config] cfg.yaml line 4: key 'fsdp' is not implemented yet");
+  // finetuning_type oft is implemented (train/args_oft.cpp); PEFT's rank/block rule is checked.
+  EXPECT_NE(error_of<ConfigError>(kBase + "oft_rank: 4\n", {"finetuning_type=oft"}).find("exactly one of oft_rank"),
+            std::string::npos);
   EXPECT_EQ(error_of<NotImplemented>("model_name_or_path: m\n", {"stage=ppo"}),
             "[config] cfg.yaml: stage 'ppo' is not implemented yet; implemented: pt | sft | rm | dpo | kto");
 
@@ -178,14 +178,19 @@ TEST(TrainArgs, NotImplementedKeysAndValues) {
       parse(kBase + "deepspeed: null\npure_bf16: false\nstreaming: false\nneat_packing: false\n"));
 }
 
-// The key table says what train does: a key refused when on is listed as not implemented (docs/
-// config-keys.md once listed pure_bf16 as implemented while train refused it).
+// The key table says what train does: a key refused when on is listed as not implemented, and a
+// key listed as implemented is accepted when on (docs/config-keys.md once listed pure_bf16 as
+// implemented while train refused it; now train accepts it and the table says so).
 TEST(TrainArgs, KeysRefusedWhenOnAreListedNotImplemented) {
-  for (const char* k : {"pure_bf16", "use_galore", "deepspeed"}) {
+  for (const char* k : {"use_mca", "deepspeed"}) {
     const KeyInfo* info = find_key(k);
     ASSERT_NE(info, nullptr) << k;
     EXPECT_EQ(info->status, KeyStatus::kNotImplemented) << k;
   }
+  const KeyInfo* pure = find_key("pure_bf16");
+  ASSERT_NE(pure, nullptr);
+  EXPECT_EQ(pure->status, KeyStatus::kImplemented);
+  EXPECT_TRUE(parse(kBase + "pure_bf16: true\n").bf16);
   EXPECT_NO_THROW(parse(kBase + "pure_bf16: false\n"));
 }
 
@@ -240,7 +245,7 @@ TEST(KeyTable, HoldsKeysFromEveryDataclassWithTheirStatus) {
       {"interleave_probs", KeyStatus::kNotImplemented, "data"},
       {"stage", KeyStatus::kImplemented, "finetuning"},
       {"lora_rank", KeyStatus::kImplemented, "finetuning"},
-      {"use_galore", KeyStatus::kNotImplemented, "finetuning"},
+      {"use_galore", KeyStatus::kImplemented, "finetuning"},
       {"src_length", KeyStatus::kImplemented, "paddlenlp"},
       {"top_p", KeyStatus::kImplemented, "generating"},
       {"learning_rate", KeyStatus::kImplemented, "training"},
@@ -286,7 +291,7 @@ TEST(TrainArgs, EveryProblemIsReportedAtOnce) {
       "model_name_or_path: m\n"   // 1
       "stage: sft\n"              // 2
       "lora_rank: -3\n"           // 3: bad value
-      "use_galore: true\n"        // 4: not implemented
+      "use_mca: true\n"           // 4: not implemented
       "learnig_rate: 1e-4\n"      // 5: unknown (did you mean)
       "template: no_such_one\n"   // 6: unknown template
       "bf16: true\nfp16: true\n"  // 7-8: cross-key rule
@@ -295,7 +300,7 @@ TEST(TrainArgs, EveryProblemIsReportedAtOnce) {
   EXPECT_NE(e.find("[config] cfg.yaml: 6 problems"), std::string::npos) << e;
   const char* parts[] = {"cfg.yaml line 9: key 'lora_rank' appears twice (first at cfg.yaml line 3)",
                          "cfg.yaml line 3: key 'lora_rank': expected an integer",
-                         "cfg.yaml line 4: key 'use_galore' is not implemented yet",
+                         "cfg.yaml line 4: key 'use_mca' is not implemented yet",
                          "cfg.yaml line 5: unknown key 'learnig_rate' (did you mean 'learning_rate'?)",
                          "cfg.yaml line 6: key 'template': expected a template name unillm has (",
                          "bf16 and fp16 are both true"};
@@ -309,11 +314,11 @@ TEST(TrainArgs, EveryProblemIsReportedAtOnce) {
     }
   }
   // Only not-implemented problems: the error says so by its type.
-  EXPECT_NE(error_of<NotImplemented>(kBase + "use_galore: true\nuse_badam: true\n").find("2 problems"),
+  EXPECT_NE(error_of<NotImplemented>(kBase + "use_mca: true\ndeepspeed: ds.json\n").find("2 problems"),
             std::string::npos);
   // One problem is reported as it always was.
-  EXPECT_EQ(error_of<NotImplemented>(kBase + "use_galore: true\n"),
-            "[config] cfg.yaml line 4: key 'use_galore' is not implemented yet");
+  EXPECT_EQ(error_of<NotImplemented>(kBase + "use_mca: true\n"),
+            "[config] cfg.yaml line 4: key 'use_mca' is not implemented yet");
 }
 
 // `template` is checked with the config, so export and chat (which read the same keys) refuse

@@ -60,15 +60,40 @@ TEST(VocabArgs, NewSpecialTokensConfigWins) {
 }
 
 TEST(VocabArgs, Errors) {
-  EXPECT_NE(error_of<NotImplemented>(kBase + "init_special_tokens: desc_init\n")
-                .find("description-based"),
-            std::string::npos);
   EXPECT_NE(
       error_of<ConfigError>(kBase + "init_special_tokens: mean\n").find("init_special_tokens"),
       std::string::npos);
   EXPECT_NE(error_of<ConfigError>(kBase + "add_tokens: 'a,,b'\n").find("add_tokens"),
             std::string::npos);
   EXPECT_EQ(parse(kBase + "init_special_tokens: noise_init\n").init_special_tokens, "noise_init");
+}
+
+// LLaMA-Factory's vendored multi_tokens example: 16 tokens with their descriptions, in file order.
+TEST(VocabArgs, DescInitReadsTheDescriptions) {
+  const std::string path =
+      std::string(UNILLM_SOURCE_DIR) + "/tests/data/llamafactory_examples/extras/multi_tokens/tokens_cfg.yaml";
+  TrainArgs a = parse(kBase + "new_special_tokens_config: " + path + "\ninit_special_tokens: desc_init\n");
+  EXPECT_EQ(a.init_special_tokens, "desc_init");
+  ASSERT_EQ(a.special_token_descriptions.size(), 16u);
+  EXPECT_EQ(a.special_token_descriptions[0],
+            (std::pair<std::string, std::string>{"<|START_OF_SVG|>", "Marks the beginning of an SVG document"}));
+  EXPECT_EQ(a.special_token_descriptions[15].first, "<|end_of_style|>");
+  ASSERT_EQ(a.add_special_tokens.size(), 16u);
+  EXPECT_EQ(a.add_special_tokens[1], "<|END_OF_SVG|>");
+  EXPECT_EQ(parse(kBase + "init_special_tokens: desc_init_w_noise\nnew_special_tokens_config: " + path + "\n")
+                .init_special_tokens,
+            "desc_init_w_noise");
+  // Without descriptions LLaMA-Factory falls back to noise_init with a warning.
+  TrainArgs n = parse(kBase + "init_special_tokens: desc_init\nadd_special_tokens: <|x|>\n");
+  EXPECT_EQ(n.init_special_tokens, "noise_init");
+  bool warned = false;
+  for (const auto& w : n.warnings) warned |= w.find("needs new_special_tokens_config") != std::string::npos;
+  EXPECT_TRUE(warned);
+  const std::string bad = testing::temp_dir("vocab_args") + "/bad.yaml";
+  std::ofstream(bad) << "'<|a|>': text\n'<|b|>': [not, text]\n";
+  EXPECT_NE(error_of<ConfigError>(kBase + "new_special_tokens_config: " + bad + "\n")
+                .find("bad.yaml line 2: the description of token '<|b|>' must be text"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ void register_kernels() {
   register_cast();
   register_optimizer();
   register_lora_gemm();
+  register_oft_rotate();
 }
 
 }  // namespace

@@ -62,6 +62,8 @@ class KtoStage : public Stage {
     return d;
   }
 
+  void adopt_data(const StageData& d) override { rows_ = d.train.num_rows() + d.eval.num_rows(); }
+
   std::string plan_memory(MemoryPlanInputs& in, int64_t limit) override {
     return plan_reference(a_, in, limit, rows_, kind_);
   }

@@ -1,10 +1,18 @@
 // Stages pt and sft: the token cross-entropy of a causal LM. A step's loss is token-weighted over
 // all its micro-batches (HF's num_items_in_batch): each micro-batch's summed loss is weighted by
-// 1 / the step's scored tokens.
+// 1 / the step's scored tokens. SFT's loss variants (use_dft_loss, use_eaft_loss) weight each
+// token's cross-entropy (ops/weighted_cross_entropy.h) under the same normalisation, as
+// LLaMA-Factory's dft/eaft_loss_func divide by num_items_in_batch; use_asft_loss adds the KL to
+// a frozen reference (ops/asft_cross_entropy.h, stages/reference.h), also per scored token.
 #include <cmath>
+#include <optional>
 
 #include "autograd/engine.h"
+#include "autograd/grad_mode.h"
 #include "data/sft.h"
+#include "ops/asft_cross_entropy.h"
+#include "ops/weighted_cross_entropy.h"
+#include "train/stages/reference.h"
 #include "train/stages/stage.h"
 
 namespace unillm::train {
@@ -12,7 +20,28 @@ namespace {
 
 class LmStage : public Stage {
  public:
-  explicit LmStage(const TrainArgs& a) : a_(a) {}
+  explicit LmStage(const TrainArgs& a) : a_(a) {
+    if (a.use_dft_loss || a.use_eaft_loss) {
+      weighting_.emplace();
+      if (a.use_eaft_loss) weighting_->kind = ops::TokenWeighting::Kind::kEaft;
+      weighting_->alpha = a.eaft_alpha;
+    }
+    // ASFT's reference as the preference stages hold it, never precomputed (it needs logits).
+    ref_kind_ = a.adapter_tuning() && a.ref_model.empty() ? RefKind::adapters_off : RefKind::copy;
+  }
+
+  std::string plan_memory(MemoryPlanInputs& in, int64_t) override {
+    if (a_.use_asft_loss && ref_kind_ == RefKind::copy) {
+      in.reference_weights = in.params.base;  // the copy has the policy's shape
+      in.reference_weight_bytes = in.frozen_weight_bytes;
+    }
+    in.asft_reference_logits = a_.use_asft_loss;
+    return "";
+  }
+
+  void prepare(models::CausalLM& model, const PrepareContext& ctx) override {
+    if (a_.use_asft_loss) ref_ = make_reference(ref_kind_, a_, model, ctx);
+  }
   std::string name() const override { return a_.stage; }
 
   StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) override {
@@ -51,7 +80,7 @@ class LmStage : public Stage {
     models::TrainBatch tb = to_train_batch(b);
     tb.dropout_rng = o.rng;  // LoRA dropout
     // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
-    auto out = model.loss(tb, o.recompute, static_cast<double>(seed));
+    auto out = loss(model, tb, o.recompute, static_cast<double>(seed));
     MicroResult r;
     r.loss = out.loss_sum.item_flat(0);
     if (seed != 0 && std::isfinite(r.loss)) autograd::backward(out.loss_sum, Tensor::from_vector({seed}, {}));
@@ -59,7 +88,7 @@ class LmStage : public Stage {
   }
 
   EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
-    auto out = model.loss(to_train_batch(b), false);
+    auto out = loss(model, to_train_batch(b), false, 0);
     return {out.loss_sum.item_flat(0), out.count, {}};
   }
 
@@ -67,7 +96,37 @@ class LmStage : public Stage {
   std::vector<std::string> plot_keys() const override { return {"loss", "eval_loss"}; }
 
  private:
+  // The summed (weighted, for a loss variant) token loss of one batch.
+  models::LossResult loss(models::CausalLM& model, const models::TrainBatch& tb, bool recompute, double hint) {
+    if (a_.use_asft_loss) return asft_loss(model, tb, recompute, hint);
+    if (!weighting_) return model.loss(tb, recompute, hint);
+    Tensor x = model.hidden_states(tb, recompute);  // [N, C]
+    auto r = ops::weighted_cross_entropy(x, model.lm_head_weight(), models::shifted_labels(tb.labels), *weighting_);
+    return {r.loss_sum, r.count};
+  }
+
+  // ASFT: the reference's hidden states (no gradient, no dropout) beside the policy's.
+  models::LossResult asft_loss(models::CausalLM& model, const models::TrainBatch& tb, bool recompute, double hint) {
+    if (!ref_) ref_ = Reference::adapters_off();  // a stage used without prepare (tests)
+    Tensor x_ref;
+    models::CausalLM* ref_model = ref_->model() ? ref_->model() : &model;
+    {
+      autograd::NoGradGuard no_grad;
+      models::TrainBatch rb = tb;
+      rb.dropout_rng = nullptr;
+      if (!ref_->model()) rb.adapters = std::vector<std::string>{};  // the policy with its adapters off
+      x_ref = ref_model->hidden_states(rb, false);  // [N, C]
+    }
+    Tensor x = model.hidden_states(tb, recompute);  // [N, C]
+    auto r = ops::asft_cross_entropy(x, model.lm_head_weight(), x_ref, ref_model->lm_head_weight(),
+                                     models::shifted_labels(tb.labels), {a_.asft_alpha, hint != 0 ? hint : 1.0, 0});
+    return {r.loss_sum, r.count};
+  }
+
   const TrainArgs& a_;
+  std::optional<ops::TokenWeighting> weighting_;  // set for use_dft_loss / use_eaft_loss
+  RefKind ref_kind_;
+  std::unique_ptr<Reference> ref_;  // use_asft_loss
   std::unique_ptr<data::ChatTemplate> template_;
 };
 

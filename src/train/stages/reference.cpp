@@ -112,7 +112,7 @@ void Reference::save(const std::string& dir) const {
 
 std::string plan_reference(const TrainArgs& a, MemoryPlanInputs& in, int64_t limit, int64_t rows, RefKind& kind) {
   kind = RefKind::adapters_off;
-  const bool adapters_off = a.finetuning_type == "lora" && a.ref_model.empty();
+  const bool adapters_off = a.adapter_tuning() && a.ref_model.empty();
   if (adapters_off && a.ref_mode != "precompute") return "";
   MemoryPlanInputs copy = in, table = in;
   copy.reference_weights = in.params.base;  // the copy has the policy's shape

@@ -45,6 +45,8 @@ class Reference {
                                          const data::TokenizedDataset& eval);
 
   RefKind kind() const { return kind_; }
+  // copy: the frozen model (ASFT's loss reads its hidden states and lm_head); else nullptr.
+  models::CausalLM* model() const { return model_.get(); }
   // The reference log-probs of b's rows (eval: b comes from the evaluation rows).
   std::vector<double> logps(models::CausalLM& policy, const data::Batch& b, bool eval);
   // precomputed: writes dir/reference_logps.json; the other kinds hold nothing to save.

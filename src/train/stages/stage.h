@@ -85,6 +85,9 @@ class Stage {
   virtual std::string name() const = 0;
   // The training and evaluation rows (tok: the run's tokenizer, tokenizer_dir where it lives).
   virtual StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) = 0;
+  // The rows came from tokenized_path instead of load_data (train/tokenized_path.h): the stage
+  // keeps what it would have kept of them (a precomputed reference table's size).
+  virtual void adopt_data(const StageData& d) {}
   // Adds what the stage holds besides the policy (a reference model) to the memory plan's inputs;
   // limit: the memory available (0 = unknown), which a stage may choose by. Returns a sentence
   // for the trainer's refusal when the plan does not fit ("" = nothing stage-specific).

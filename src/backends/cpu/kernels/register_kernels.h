@@ -9,6 +9,7 @@ void register_linear_q();  // weight-only int8 / int4 (ops/quant.h)
 void register_linear_4bit();  // bitsandbytes nf4 / fp4, QLoRA (ops/quant_4bit.h)
 void register_linear_backward();
 void register_lora_gemm();
+void register_oft_rotate();  // oft_block_matmul, oft_block_grad (ops/oft_rotate.h)
 void register_embedding();
 void register_scatter_add_rows();  // embedding and gather_rows backward
 void register_elementwise();       // add, mul

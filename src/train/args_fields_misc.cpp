@@ -1,0 +1,91 @@
+// Setters and rules of three LLaMA-Factory keys that change how a run is set up, not what it
+// computes: tokenized_path (data/tokenized_data.h), gradient_checkpointing_kwargs (unillm's
+// recompute has one form) and pure_bf16 (trained as bf16 mixed precision).
+#include <map>
+
+#include "core/error.h"
+#include "train/args_internal.h"
+
+namespace unillm::train::detail {
+
+namespace {
+
+// HF TrainingArguments takes a dict, or a JSON string of one (its _VALID_DICT_FIELDS).
+YAML::Node kwargs_map(const Field& f) {
+  YAML::Node n = f.node;
+  if (n.IsScalar() && !n.Scalar().empty() && n.Scalar()[0] == '{') {
+    try {
+      n = YAML::Load(n.Scalar());
+    } catch (const YAML::Exception&) {
+      bad_value(f, "a mapping such as {use_reentrant: false}");
+    }
+  }
+  if (!n.IsNull() && !n.IsMap()) bad_value(f, "a mapping such as {use_reentrant: false}");
+  return n;
+}
+
+// torch.utils.checkpoint's use_reentrant chooses between two implementations of the same
+// recompute; unillm's per-layer recompute (nn) is one implementation, so the flag changes
+// nothing. The other kwargs (preserve_rng_state, determinism_check, debug, context_fn) would
+// change behaviour and are refused by name.
+void set_checkpointing_kwargs(TrainArgs& a, const Field& f) {
+  const YAML::Node n = kwargs_map(f);
+  if (n.IsNull() || n.size() == 0) return;
+  for (const auto& kv : n) {
+    const std::string k = kv.first.as<std::string>();
+    if (k != "use_reentrant")
+      not_implemented(f, "entry '" + k + "' (only use_reentrant is accepted)");
+    get_bool(Field{f.key + ".use_reentrant", kv.second, f.where});
+  }
+  a.warnings.push_back("[config] " + f.where +
+                       ": gradient_checkpointing_kwargs: use_reentrant has no meaning for unillm's "
+                       "per-layer recompute (one implementation, same gradients); accepted and "
+                       "ignored");
+}
+
+using Setter = void (*)(TrainArgs&, const Field&);
+
+const std::map<std::string, Setter>& misc_setters() {
+  static const std::map<std::string, Setter> m = {
+      {"tokenized_path",
+       [](TrainArgs& a, const Field& f) {
+         a.tokenized_path = f.node.IsNull() ? "" : get_string(f);
+       }},
+      {"gradient_checkpointing_kwargs", set_checkpointing_kwargs},
+      {"pure_bf16", [](TrainArgs& a, const Field& f) { a.pure_bf16 = get_bool(f); }},
+  };
+  return m;
+}
+
+}  // namespace
+
+bool set_misc_field(TrainArgs& a, const Field& f) {
+  const auto& m = misc_setters();
+  auto it = m.find(f.key);
+  if (it == m.end()) return false;
+  it->second(a, f);
+  return true;
+}
+
+void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems) {
+  auto fail = [&](const std::string& s) { problems.add("[config] " + where + ": " + s, true); };
+  finish_vocab_args(a, where);
+  if (a.pure_bf16 && a.fp16) {
+    // LLaMA-Factory does not check this pair: its compute dtype becomes bf16 (pure_bf16 wins) while
+    // HF still runs fp16's loss scaler over bf16 weights. unillm refuses the contradiction.
+    fail("pure_bf16 trains in bf16; fp16: true asks for fp16 mixed precision: set one of them");
+  } else if (a.pure_bf16) {
+    a.bf16 = true;
+    a.warnings.push_back(
+        "[config] " + where +
+        ": pure_bf16 trains as bf16: true with f32 trainable weights, gradients and optimizer "
+        "state (LLaMA-Factory keeps them in bf16): more memory than LLaMA-Factory's, never less "
+        "accuracy");
+  }
+  if (!a.tokenized_path.empty() && !a.input_dir.empty())
+    fail(
+        "tokenized_path with input_dir: an input_dir corpus is already tokenized (unillm "
+        "preprocess); drop one of them");
+}
+
+}  // namespace unillm::train::detail
