@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "dist/mpi_group.h"
 
 namespace unillm::cli {
 
@@ -66,12 +67,15 @@ int run(int argc, char** argv) {
     return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "unillm: error: %s\n", e.what());
+    dist::abort_world(1);  // one of several processes: end them all rather than leave them waiting
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "unillm: error: out of memory\n");
+    dist::abort_world(1);
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "unillm: error: %s\n", e.what());
+    dist::abort_world(1);
     return 1;
   }
 }

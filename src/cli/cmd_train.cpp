@@ -10,7 +10,9 @@
 #include "cli/common.h"
 #include "cli/predict.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "dist/launch_env.h"
+#include "dist/mpi_group.h"
 #include "train/key_table.h"
 #include "train/memory_plan.h"
 #include "train/trainer.h"
@@ -85,21 +87,30 @@ int cmd_train(const std::vector<std::string>& args) {
       overrides.push_back(args[i]);
     }
   }
-  // Started by mpirun with several processes (or by torchrun): each would be a whole run writing
-  // the same output_dir. Parallel training is not wired into the trainer yet (docs/ARCHITECTURE.md,
-  // "Parallel training"), so that is refused before anything is read or written.
-  if (const dist::LaunchEnv env = dist::read_launch_env(); env.size > 1)
-    UNILLM_THROW(ConfigError, "[train] started as one of ", env.size, " processes (OMPI_COMM_WORLD_SIZE=", env.size,
-                 "): parallel training across processes is not implemented yet, and ", env.size,
-                 " independent runs would write the same output_dir. Run a single process.");
+  // Several processes (mpirun -np N; torchrun's variables are refused by read_launch_env): data
+  // parallelism over Open MPI's world (docs/training.md, "Several processes"). Processes sharing a
+  // host share its cores unless --threads says otherwise.
+  const dist::LaunchEnv env = dist::read_launch_env();
+  dist::ProcessGroup* dp = nullptr;
+  if (env.size > 1) {
+    dp = &dist::world();
+    if (runtime.threads < 0) runtime.threads = std::max(1, affinity_cores() / env.local_size);
+    if (runtime.device != "cpu" && runtime.device.find(':') == std::string::npos)
+      runtime.device += ":" + std::to_string(dist::local_device_index(env, [](const char* n) -> const char* {
+                          return std::getenv(n);
+                        }));
+  }
+  const bool rank0 = !dp || dp->rank() == 0;
   const Device device = setup_runtime(runtime);
   train::TrainArgs targs = train::load_train_args(args[0], overrides);
   targs.device = device;
-  for (auto& w : targs.warnings) std::fprintf(stderr, "unillm: warning: %s\n", w.c_str());
+  if (rank0)
+    for (auto& w : targs.warnings) std::fprintf(stderr, "unillm: warning: %s\n", w.c_str());
   train::TrainerHooks hooks;
+  hooks.dp = dp;
   hooks.hf_cache_root = hf_cache_root();
-  hooks.info = [](const std::string& s) { std::fprintf(stderr, "[train] %s\n", s.c_str()); };
-  if (!quiet) hooks.progress = print_progress;
+  if (rank0) hooks.info = [](const std::string& s) { std::fprintf(stderr, "[train] %s\n", s.c_str()); };
+  if (!quiet && rank0) hooks.progress = print_progress;
   set_memory_limit(hooks);
   if (kill_after > 0)
     hooks.after_step = [kill_after](int64_t step) {
@@ -113,11 +124,15 @@ int cmd_train(const std::vector<std::string>& args) {
   // do_predict with predict_with_generate: generation and BLEU/ROUGE after training, or alone
   // when do_train is off (LLaMA-Factory's nlg_eval example).
   const bool generate = targs.do_predict && targs.predict_with_generate;
+  if (generate && dp)
+    UNILLM_THROW(ConfigError, "[train] ", args[0], ": do_predict with predict_with_generate is not implemented with ",
+                 dp->size(), " processes yet; run one process");
   if (generate && !targs.do_train) {
     predict_with_generate(targs, false);
     return 0;
   }
   auto r = train::run_training(targs, hooks);
+  if (!rank0) return 0;
   std::printf(
       "trained %lld steps: train_loss=%.6f%s%s -> %s\n", static_cast<long long>(r.steps),
       r.train_loss,

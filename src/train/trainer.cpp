@@ -30,6 +30,7 @@ namespace detail {
 // Nothing is deleted: overwrite_output_dir only allows writing into a non-empty dir (as HF and
 // LLaMA-Factory); the dirs the run reads are refused as output_dir (output_dir.h).
 void Run::prepare_output_dir() {
+  if (!writer()) return;  // data parallelism: rank 0 owns output_dir
   OutputDirRules r;
   r.output_dir = a_.output_dir;
   r.config_path = a_.config_path;
@@ -50,7 +51,15 @@ void Run::check_resume(const std::string& from) {
     recorded = j["unillm"]["settings"];
   else
     say("note: " + path + " predates recorded settings; they are not compared");
-  for (const auto& w : check_resume_settings(recorded, resume_settings(a_), from)) say("warning: " + w);
+  for (const auto& w : check_resume_settings(recorded, run_settings(), from)) say("warning: " + w);
+}
+
+// The settings an exact resume needs: gradient_accumulation_steps counts the micro-batches of a
+// step over all data-parallel processes, so a checkpoint of 2 processes × 1 resumes as 1 × 2.
+nlohmann::json Run::run_settings() const {
+  nlohmann::json s = resume_settings(a_);
+  s["must_match"]["gradient_accumulation_steps"] = a_.gradient_accumulation_steps * dp_size();
+  return s;
 }
 
 std::string Run::resume_dir() const {
@@ -187,7 +196,8 @@ void Run::prepare_stage(const std::string& from) {
 }
 
 void Run::setup_schedule() {
-  const int64_t per_epoch = std::max<int64_t>(loader_->batches_per_epoch() / a_.gradient_accumulation_steps, 1);
+  // A step takes gradient_accumulation_steps micro-batches on each of the dp processes.
+  const int64_t per_epoch = std::max<int64_t>(loader_->batches_per_epoch() / (a_.gradient_accumulation_steps * dp_size()), 1);
   total_steps_ = a_.max_steps > 0 ? a_.max_steps
                                   : static_cast<int64_t>(std::ceil(a_.num_train_epochs * static_cast<double>(per_epoch)));
   sched_.type = a_.lr_scheduler_type;
@@ -242,12 +252,25 @@ void Run::restore(const std::string& dir) {
 }
 
 TrainResult Run::go() {
+  if (dp_size() > 1) {
+    // Not yet with several processes: each would need its share of the work and a merged result.
+    std::string no;
+    if (a_.do_predict) no = "do_predict";
+    if (a_.pref_bco_weight > 1e-6) no = "pref_bco_weight (its running baseline is per process)";
+    if (!no.empty())
+      UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", no, " is not implemented with ", dp_size(),
+                   " data-parallel processes yet; run one process");
+    say("data parallel: " + std::to_string(dp_size()) + " processes, each step " +
+        std::to_string(a_.gradient_accumulation_steps) + " micro-batches on each (" +
+        std::to_string(a_.gradient_accumulation_steps * dp_size()) + " in all), gradients summed over them");
+  }
   const std::string from = resume_dir();
   check_resume(from);
   load_tokenizer();
   setup_data();
   plan_memory_and_check(from);  // before the output dir is touched and the weights allocated
   prepare_output_dir();
+  dp_barrier();  // output_dir is ready (or rank 0 has refused it and aborted the run)
   load(from);
   setup_schedule();
   rng_.reseed(static_cast<uint64_t>(a_.seed));
@@ -259,12 +282,12 @@ TrainResult Run::go() {
     opt_->attach(trained, [this](const std::string& s) { say(s); });
   }
   if (from.empty()) state_.run_id = new_run_id();  // a resume keeps its checkpoint's
-  state_.settings = resume_settings(a_);
+  state_.settings = run_settings();
   if (scaler_ && state_.loss_scale > 0) {
     scaler_->scale = state_.loss_scale;
     scaler_->growth_tracker = state_.loss_scale_growth_tracker;
   }
-  log_ = std::make_unique<TrainerLog>(a_.output_dir, state_.global_step);
+  if (writer()) log_ = std::make_unique<TrainerLog>(a_.output_dir, state_.global_step);
   // bf16 GEMMs for the whole run (a device without bf16 arithmetic keeps f32; `unillm env` says).
   const ops::MatmulComputeScope compute(a_.bf16 && a_.bf16_compute ? ops::MatmulCompute::bf16
                                                                      : ops::MatmulCompute::f32);

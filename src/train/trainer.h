@@ -8,6 +8,10 @@
 
 #include "train/args.h"
 
+namespace unillm::dist {
+class ProcessGroup;
+}
+
 namespace unillm::train {
 
 struct ProgressInfo {
@@ -31,6 +35,10 @@ struct TrainerHooks {
   std::function<void(int64_t step)> before_checkpoint_commit;
   // After the final output is written into its staging dir, before it is moved into output_dir.
   std::function<void()> before_output_commit;
+  // Data parallelism (docs/training.md, "Several processes"): the group of the run's processes,
+  // or null for one. Each takes its share of a step's gradient_accumulation_steps × size
+  // micro-batches; gradients are summed over the group; rank 0 alone writes output_dir.
+  dist::ProcessGroup* dp = nullptr;
 };
 
 struct TrainResult {

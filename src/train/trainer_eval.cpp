@@ -118,7 +118,7 @@ void Run::run_eval() {
     j["eval_" + name] = h["eval_" + name] = v;
     figures += ", " + name + " " + std::to_string(v);
   }
-  log_->write(j);
+  if (log_) log_->write(j);
   state_.log_history.push_back(h);
   say("eval at step " + std::to_string(state_.global_step) + ": loss " + std::to_string(loss) +
       (stage_->token_loss() ? ", perplexity " + std::to_string(std::exp(loss)) : "") +
@@ -166,7 +166,7 @@ void Run::load_best_at_end() {
 void Run::predict() {
   const auto t0 = Clock::now();
   test_loss_ = evaluate(test_, false).loss;
-  log_->write({{"test_loss", *test_loss_},
+  if (log_) log_->write({{"test_loss", *test_loss_},
                {"test_perplexity", std::exp(*test_loss_)},
                {"test_runtime", since(t0)},
                {"test_step", state_.global_step}});

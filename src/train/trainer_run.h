@@ -78,11 +78,19 @@ class Run {
   }
   void prepare_output_dir();
   void check_resume(const std::string& from);
+  nlohmann::json run_settings() const;
   std::string resume_dir() const;
   void load(const std::string& from);
   // The stage's set-up after the policy is loaded (a preference stage's reference).
   void prepare_stage(const std::string& from);
   double train_step();
+  // Data parallelism (TrainerHooks::dp): this process's place, and rank 0 as the one writer.
+  int64_t dp_size() const;
+  int64_t dp_rank() const;
+  bool writer() const { return dp_rank() == 0; }
+  void dp_barrier();
+  // The logging interval's metrics summed over the group (rank order, first-seen names).
+  void merge_interval_metrics();
   // Throws NumericError naming the step (what: "the loss", "the gradient norm").
   [[noreturn]] void stop_non_finite(const std::string& what, double value) const;
   // Throws NumericError when the trainable weights hold NaN/inf; dir: what would be written.

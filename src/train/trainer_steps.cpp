@@ -4,6 +4,8 @@
 #include <filesystem>
 
 #include "autograd/engine.h"
+#include "dist/gather_strings.h"
+#include "dist/process_group.h"
 #include "autograd/grad_mode.h"
 #include "models/save.h"
 #include "nn/low_precision_saves.h"
@@ -35,11 +37,48 @@ void accumulate_metrics(std::vector<std::tuple<std::string, double, int64_t>>& a
   }
 }
 
+int64_t Run::dp_size() const { return h_.dp ? h_.dp->size() : 1; }
+int64_t Run::dp_rank() const { return h_.dp ? h_.dp->rank() : 0; }
+void Run::dp_barrier() {
+  if (dp_size() > 1) h_.dp->barrier();
+}
+
+void Run::merge_interval_metrics() {
+  if (dp_size() == 1) return;
+  nlohmann::json mine = {{"m", nlohmann::json::array()}, {"s", nlohmann::json::array()}};
+  for (const auto& [name, sum, count] : interval_metrics_) mine["m"].push_back({name, sum, count});
+  for (const auto& s : interval_sums_) mine["s"].push_back({s.name, s.sum, s.count});
+  interval_metrics_.clear();
+  interval_sums_.clear();
+  for (const std::string& text : dist::allgather_strings(*h_.dp, mine.dump())) {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    for (const auto& e : j["m"]) {
+      const std::string name = e[0].get<std::string>();
+      auto it = std::find_if(interval_metrics_.begin(), interval_metrics_.end(),
+                             [&](const auto& x) { return std::get<0>(x) == name; });
+      if (it == interval_metrics_.end()) {
+        interval_metrics_.emplace_back(name, e[1].get<double>(), e[2].get<int64_t>());
+      } else {
+        std::get<1>(*it) += e[1].get<double>();
+        std::get<2>(*it) += e[2].get<int64_t>();
+      }
+    }
+    SumMetrics s;
+    for (const auto& e : j["s"]) s.push_back({e[0].get<std::string>(), e[1].get<double>(), e[2].get<double>()});
+    add_sums(interval_sums_, s);
+  }
+}
+
 double Run::train_step() {
   const auto t0 = Clock::now();
+  // Every process reads the step's whole group (the order one process would train with
+  // gradient_accumulation_steps × dp) and trains micro-batches dp_rank, dp_rank + dp, …: the
+  // loss weights come from the whole group, and the summed gradients are that process's.
+  const int64_t dp = dp_size(), me = dp_rank();
   std::vector<data::Batch> group;
   const int64_t left = loader_->batches_per_epoch() - loader_->state().batch_index;
-  for (int64_t i = 0; i < std::min<int64_t>(a_.gradient_accumulation_steps, left); ++i) group.push_back(loader_->next());
+  for (int64_t i = 0; i < std::min<int64_t>(a_.gradient_accumulation_steps * dp, left); ++i)
+    group.push_back(loader_->next());
   int64_t tokens = 0;
   for (auto& b : group) tokens += real_tokens(b);
   // The step's loss is Σ weight · (micro-batch loss): token-weighted for pt/sft, the mean of the
@@ -55,14 +94,23 @@ double Run::train_step() {
     mo.seed = (scaler_ ? scaler_->scale : 1.0) * weight;
     mo.recompute = !a_.disable_gradient_checkpointing;
     mo.rng = &rng_;  // dropout (checkpointed with the run's RNG state)
-    for (auto& b : group) {
-      MicroResult r = stage_->train_micro(*model_, b, mo);
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (static_cast<int64_t>(i) % dp != me) continue;
+      MicroResult r = stage_->train_micro(*model_, group[i], mo);
       // Checked on the reduced loss: a NaN or inf here would train every weight into NaN.
       if (!std::isfinite(r.loss)) stop_non_finite("the loss", r.loss);
       loss_sum += r.loss;
       accumulate_metrics(interval_metrics_, r.metrics);
       add_sums(interval_sums_, r.sums);
     }
+  }
+  if (dp > 1) {  // the step's loss and gradients over the group (before the checks that read them)
+    Tensor l = Tensor::empty({1}, DType::f64);
+    l.data<double>()[0] = loss_sum;
+    h_.dp->allreduce(l);
+    loss_sum = l.data<double>()[0];
+    Tensor g = arena_->grad_tensor();
+    h_.dp->allreduce(g);
   }
   const double loss = loss_sum * weight;
   const bool finite = !scaler_ || scaler_->unscale(*arena_);
@@ -148,9 +196,10 @@ void Run::log_step(double loss, double grad_norm, double lr) {
   j["tokens_per_s"] = std::round(interval_tokens_ / std::max(interval_seconds_, 1e-9) * 10) / 10;
   nlohmann::json h = {{"step", state_.global_step}, {"epoch", j["epoch"]}, {"loss", j["loss"]},
                       {"learning_rate", lr}, {"grad_norm", grad_norm}};
+  merge_interval_metrics();
   for (const auto& [name, sum, count] : interval_metrics_) j[name] = h[name] = sum / static_cast<double>(count);
   for (const auto& [name, v] : stage_->summarize(interval_sums_)) j[name] = h[name] = v;
-  log_->write(j);
+  if (log_) log_->write(j);
   state_.log_history.push_back(h);
   interval_metrics_.clear();
   interval_sums_.clear();
@@ -190,10 +239,16 @@ void Run::save_now() {
     save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_);
     stage_->save_extra(dir, true);
   };
+  if (!writer()) {  // rank 0 writes; the others wait until the checkpoint is complete
+    last_checkpoint_ = name;
+    dp_barrier();
+    return;
+  }
   auto dir =
       save_checkpoint(a_.output_dir, write, *opt_, state_, a_.save_total_limit.value_or(0), before, a_.save_only_model);
   last_checkpoint_ = dir;
   say("saved " + dir);
+  dp_barrier();
 }
 
 // The final output is written into a staging dir and moved into output_dir only when complete,
@@ -211,6 +266,10 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   r.final_eval_loss = last_eval_.loss;
   r.test_loss = test_loss_.value_or(-1);
   r.output_dir = a_.output_dir;
+  if (!writer()) {  // rank 0 writes output_dir
+    dp_barrier();
+    return r;
+  }
   const std::string staging = make_staging_dir(a_.output_dir, "tmp-output");
   std::vector<std::string> plots;
   try {
@@ -230,6 +289,7 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
     throw;
   }
   commit_staging(staging, a_.output_dir);
+  dp_barrier();
   for (const auto& f : plots) say("plotted " + (fs::path(a_.output_dir) / fs::path(f).filename()).string());
   return r;
 }

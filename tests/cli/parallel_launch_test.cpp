@@ -1,37 +1,126 @@
-// `unillm train` started as several processes is refused before it reads or writes anything:
-// parallel training is not wired into the trainer yet, and N independent runs would write one
-// output_dir. mpirun's processes (OMPI_COMM_WORLD_SIZE > 1) and torchrun's (RANK/WORLD_SIZE) get
-// a clear error; a world of one trains as before.
+// `unillm train` as several processes (mpirun -np 2 on loopback; docs/training.md, "Several
+// processes"): data parallelism equals one process with gradient_accumulation_steps × 2 — bit for
+// bit where each weight gets one gradient term per micro-batch (LoRA), to f32 rounding where the
+// order of a sum changes (a tied embedding's two terms in full fine-tuning) — a kill -9 resumes
+// exactly, a checkpoint of 2 × 1 resumes as 1 × 2 and back, and what is not supported yet stops
+// every process with a clear error instead of leaving one waiting. torchrun's variables are refused
+// naming mpirun.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "train_log_util.h"
 
 namespace unillm {
 namespace {
 
 using testing::run_shell;
+using testing::slurp;
 using testing::source_path;
 
-const std::string kConfig = "examples/train_lora/stories260K_lora_sft.yaml";
+const std::string kSft = "examples/train_lora/stories260K_lora_sft.yaml";
+const std::string kDpo = "examples/train_lora/stories260K_lora_dpo.yaml";
+const std::string kShort = " max_steps=6 logging_steps=1 save_steps=3 eval_steps=3 max_samples=64"
+                           " per_device_train_batch_size=4 --quiet";
 
-TEST(ParallelLaunch, SeveralMpiProcessesAreRefusedAndWriteNothing) {
-  const std::string dir = testing::temp_dir("mpi_train");
-  auto r = run_shell("cd " + source_path("") + " && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                     "OMPI_MCA_btl=self,vader timeout -k 5 120 mpirun --oversubscribe --bind-to none -np 2 " +
-                     std::string(UNILLM_BINARY_DIR) + "/unillm train " + kConfig + " output_dir=" + dir + "/out --quiet");
+// Run from the source dir (the examples' relative paths), bounded so a hung rank fails the test.
+testing::CliResult train(int np, const std::string& args) {
+  const std::string bin = std::string(UNILLM_BINARY_DIR) + "/unillm train " + args;
+  if (np == 1) return run_shell("cd " + source_path("") + " && " + bin);
+  return run_shell("cd " + source_path("") + " && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                   "OMPI_MCA_btl=self,vader timeout -k 5 240 mpirun --oversubscribe --bind-to none -np " +
+                   std::to_string(np) + " " + bin);
+}
+
+// (loss, grad_norm) of each logged step and each eval_loss, in order.
+std::vector<std::pair<double, double>> figures(const std::string& dir) {
+  std::vector<std::pair<double, double>> out;
+  for (const auto& j : testing::log_lines(dir))
+    if (j.contains("loss")) out.emplace_back(j["loss"].get<double>(), j["grad_norm"].get<double>());
+    else if (j.contains("eval_loss")) out.emplace_back(j["eval_loss"].get<double>(), -1);
+  return out;
+}
+
+TEST(DataParallel, TwoProcessesEqualOneWithTwiceTheAccumulation) {
+  const std::string dir = testing::temp_dir("dp_equal");
+  // DPO as tests/cli/dpo_test.cpp shortens it: short rows, 2 pairs a micro-batch.
+  const std::string dpo_short = " cutoff_len=96 max_samples=30 val_size=0.2 per_device_train_batch_size=2"
+                                " learning_rate=5.0e-3 warmup_ratio=0 max_steps=4 logging_steps=1 save_steps=2"
+                                " eval_strategy=steps eval_steps=2 per_device_eval_batch_size=4 --quiet";
+  for (const std::string& cfg : {kSft, kDpo}) {
+    const std::string tag = cfg == kSft ? "sft" : "dpo";
+    const std::string args = cfg == kSft ? kShort : dpo_short;
+    auto one = train(1, cfg + " output_dir=" + dir + "/" + tag + "1 gradient_accumulation_steps=2" + args);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto two = train(2, cfg + " output_dir=" + dir + "/" + tag + "2 gradient_accumulation_steps=1" + args);
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    EXPECT_NE(two.err.find("data parallel: 2 processes"), std::string::npos) << two.err;
+    const auto a = figures(dir + "/" + tag + "1"), b = figures(dir + "/" + tag + "2");
+    ASSERT_GE(a.size(), 6u) << tag;
+    EXPECT_EQ(a, b) << tag;
+    EXPECT_EQ(slurp(dir + "/" + tag + "1/adapter_model.safetensors"), slurp(dir + "/" + tag + "2/adapter_model.safetensors"))
+        << tag;
+  }
+  // The preference metrics are merged over the processes as one process averages them.
+  const auto l1 = testing::train_lines(dir + "/dpo1"), l2 = testing::train_lines(dir + "/dpo2");
+  ASSERT_EQ(l1.size(), l2.size());
+  for (size_t i = 0; i < l1.size(); ++i)
+    for (const char* k : {"rewards/margins", "rewards/accuracies", "logps/chosen", "logits/rejected"})
+      EXPECT_DOUBLE_EQ(l1[i][k].get<double>(), l2[i][k].get<double>()) << k << " step " << i + 1;
+}
+
+TEST(DataParallel, KilledRunsResumeExactlyAndAcrossLayouts) {
+  const std::string dir = testing::temp_dir("dp_resume");
+  const std::string full = kSft + " finetuning_type=full" + kShort;
+  auto whole = train(2, full + " output_dir=" + dir + "/whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  // kill -9 (rank 0, after step 3's checkpoint): mpirun ends the other process.
+  auto killed = train(2, full + " output_dir=" + dir + "/dp --kill-after-step 3");
+  EXPECT_NE(killed.exit_code, 0);
+  ASSERT_TRUE(std::filesystem::exists(dir + "/dp/checkpoint-3/trainer_state.json"));
+  auto resumed = train(2, full + " output_dir=" + dir + "/dp resume_from_checkpoint=true");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(figures(dir + "/whole"), figures(dir + "/dp"));
+  EXPECT_EQ(slurp(dir + "/whole/model.safetensors"), slurp(dir + "/dp/model.safetensors"));
+  // The same checkpoint continued by one process accumulating 2 micro-batches: the same run up to
+  // the order of the tied embedding's gradient sum.
+  std::filesystem::create_directories(dir + "/one");
+  std::filesystem::copy(dir + "/dp/checkpoint-3", dir + "/one/checkpoint-3", std::filesystem::copy_options::recursive);
+  auto one = train(1, full + " gradient_accumulation_steps=2 output_dir=" + dir + "/one resume_from_checkpoint=" + dir +
+                          "/one/checkpoint-3");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  // Its log (a new output_dir) starts after step 3: steps 4-6 and the final evaluation.
+  const auto a = figures(dir + "/whole"), b = figures(dir + "/one");
+  ASSERT_EQ(b.size(), 4u);
+  ASSERT_EQ(a.size(), 9u);
+  for (size_t i = 0; i < b.size(); ++i) {
+    const auto& w = a[a.size() - b.size() + i];
+    EXPECT_NEAR(w.first, b[i].first, 1e-4) << i;  // the log rounds losses to 4 decimals
+    EXPECT_NEAR(w.second, b[i].second, 1e-6 * std::abs(w.second) + 1e-12) << i;
+  }
+  // A different accumulation than the checkpoint's global one is still refused.
+  auto bad = train(1, full + " gradient_accumulation_steps=1 output_dir=" + dir + "/one resume_from_checkpoint=" + dir +
+                          "/one/checkpoint-3");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("gradient_accumulation_steps: 2 -> 1"), std::string::npos) << bad.err;
+}
+
+TEST(DataParallel, WhatIsNotSupportedYetStopsEveryProcess) {
+  const std::string dir = testing::temp_dir("dp_refused");
+  auto r = train(2, kDpo + " output_dir=" + dir + "/out pref_bco_weight=0.5 cutoff_len=96 max_samples=8" + kShort);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.exit_code, 124) << "timed out";
-  EXPECT_NE(r.err.find("started as one of 2 processes"), std::string::npos) << r.err;
+  EXPECT_NE(r.exit_code, 124) << "timed out: a process was left waiting";
+  EXPECT_NE(r.err.find("not implemented with 2 data-parallel processes"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/out"));
 }
 
-TEST(ParallelLaunch, TorchrunVariablesAreRefusedNamingMpirun) {
+TEST(DataParallel, TorchrunVariablesAreRefusedNamingMpirun) {
   const std::string dir = testing::temp_dir("torchrun_train");
   auto r = run_shell("cd " + source_path("") + " && RANK=0 WORLD_SIZE=2 " + std::string(UNILLM_BINARY_DIR) +
-                     "/unillm train " + kConfig + " output_dir=" + dir + "/out --quiet");
+                     "/unillm train " + kSft + " output_dir=" + dir + "/out --quiet");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("mpirun"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/out"));
