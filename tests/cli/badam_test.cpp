@@ -17,6 +17,7 @@
 #include "reference/parity_driver_io.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "pt_run_util.h"
 #include "train_log_util.h"
 
 namespace unillm {
@@ -26,19 +27,10 @@ namespace fs = std::filesystem;
 using testing::run_unillm;
 using testing::source_path;
 
+// The optimiser tests' pt run (pt_run_util.h) on `model`, at learning_rate 5e-3.
 std::string write_config(const std::string& dir, const std::string& name, const std::string& model,
                          const std::string& extra) {
-  const std::string path = dir + "/" + name + ".yaml";
-  std::ofstream(path)
-      << "model_name_or_path: " << model << "\n"
-      << "stage: pt\ndo_train: true\n"
-      << "dataset: tinyshakespeare\ndataset_dir: " << source_path("data") << "\n"
-      << "cutoff_len: 64\nmax_samples: 200\n"
-      << "output_dir: " << dir << "/" << name << "\n"
-      << "per_device_train_batch_size: 4\nlr_scheduler_type: constant\n"
-      << "learning_rate: 5.0e-3\nmax_steps: 12\nlogging_steps: 1\nsave_steps: 6\nseed: 3\n"
-      << extra;
-  return path;
+  return testing::pt_config(dir, name, "learning_rate: 5.0e-3\n" + extra, model);
 }
 
 // Names of the tensors whose bytes differ between two checkpoints (same names in both).
@@ -86,24 +78,7 @@ TEST(BAdamCli, RandomModeResumeIsExact) {
   const std::string extra =
       "finetuning_type: full\nuse_badam: true\nbadam_switch_mode: random\nbadam_switch_interval: "
       "2\n";
-  ASSERT_EQ(run_unillm("train " + write_config(dir, "a", source_path("assets/stories260K"), extra) +
-                       " --quiet")
-                .exit_code,
-            0);
-  const std::string cfg = write_config(dir, "b", source_path("assets/stories260K"), extra);
-  const auto killed = run_unillm("train " + cfg + " --quiet --kill-after-step 8");
-  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.err;
-  ASSERT_TRUE(fs::exists(dir + "/b/checkpoint-6/optimizer.safetensors"));
-  const auto resumed = run_unillm("train " + cfg + " resume_from_checkpoint=true --quiet");
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  const auto la = testing::train_lines(dir + "/a"), lb = testing::train_lines(dir + "/b");
-  ASSERT_EQ(la.size(), lb.size());
-  for (size_t i = 0; i < la.size(); ++i) {
-    EXPECT_EQ(la[i]["loss"], lb[i]["loss"]) << "step " << i + 1;
-    EXPECT_EQ(la[i]["grad_norm"], lb[i]["grad_norm"]) << "step " << i + 1;
-  }
-  EXPECT_EQ(testing::slurp(dir + "/a/model.safetensors"),
-            testing::slurp(dir + "/b/model.safetensors"));
+  testing::expect_exact_resume(dir, "learning_rate: 5.0e-3\n" + extra, 8);
 }
 
 TEST(BAdamCli, BadCombinationsAreRefusedByName) {

@@ -8,6 +8,7 @@
 
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "pt_run_util.h"
 #include "train_log_util.h"
 
 namespace unillm {
@@ -17,42 +18,16 @@ namespace fs = std::filesystem;
 using testing::run_unillm;
 using testing::source_path;
 
-std::string write_config(const std::string& dir, const std::string& name,
-                         const std::string& extra) {
-  const std::string path = dir + "/" + name + ".yaml";
-  std::ofstream(path) << "model_name_or_path: " << source_path("assets/stories260K") << "\n"
-                      << "stage: pt\ndo_train: true\nfinetuning_type: full\n"
-                      << "dataset: tinyshakespeare\ndataset_dir: " << source_path("data") << "\n"
-                      << "cutoff_len: 64\nmax_samples: 200\n"
-                      << "output_dir: " << dir << "/" << name << "\n"
-                      << "per_device_train_batch_size: 4\nlr_scheduler_type: constant\n"
-                      << "max_steps: 12\nlogging_steps: 1\nsave_steps: 6\nseed: 3\n"
-                      << "learning_rate: 5.0e-3\nweight_decay: 0.01\n"
-                      << extra;
-  return path;
+// The optimiser tests' pt run (pt_run_util.h), full fine-tuning with weight decay.
+std::string write_config(const std::string& dir, const std::string& name, const std::string& extra) {
+  return testing::pt_config(dir, name, "finetuning_type: full\nlearning_rate: 5.0e-3\nweight_decay: 0.01\n" + extra);
 }
 
-// Uninterrupted run a; run b killed after step 7 and resumed from checkpoint-6 (the projection
-// refreshes at step 8): the same losses and the same final weights.
+// Uninterrupted run a (the loss falls); run b killed after step 7 and resumed from checkpoint-6
+// (the projection refreshes at step 8): the same losses and the same final weights.
 void expect_exact_resume(const std::string& dir, const std::string& extra) {
-  const auto a = run_unillm("train " + write_config(dir, "a", extra));
-  ASSERT_EQ(a.exit_code, 0) << a.err;
-  const std::vector<double> l = testing::train_losses(dir + "/a");
-  ASSERT_EQ(l.size(), 12u);
-  const double first = (l[0] + l[1] + l[2]) / 3, last = (l[9] + l[10] + l[11]) / 3;
-  EXPECT_LT(last, first - 0.3) << "loss " << first << " -> " << last;
-  const std::string cfg = write_config(dir, "b", extra);
-  const auto killed = run_unillm("train " + cfg + " --quiet --kill-after-step 7");
-  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.err;
-  ASSERT_TRUE(fs::exists(dir + "/b/checkpoint-6/optimizer.safetensors"));
-  const auto resumed = run_unillm("train " + cfg + " resume_from_checkpoint=true --quiet");
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  const auto la = testing::train_lines(dir + "/a"), lb = testing::train_lines(dir + "/b");
-  ASSERT_EQ(la.size(), lb.size());
-  for (size_t i = 0; i < la.size(); ++i)
-    EXPECT_EQ(la[i]["loss"], lb[i]["loss"]) << "step " << i + 1;
-  EXPECT_EQ(testing::slurp(dir + "/a/model.safetensors"),
-            testing::slurp(dir + "/b/model.safetensors"));
+  testing::expect_exact_resume(dir, "finetuning_type: full\nlearning_rate: 5.0e-3\nweight_decay: 0.01\n" + extra);
+  testing::expect_loss_decreases(dir + "/a", dir);
 }
 
 TEST(LowRankTrain, GaloreTrainsAndResumesExactly) {

@@ -8,6 +8,7 @@
 
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "pt_run_util.h"
 #include "train_log_util.h"
 
 namespace unillm {
@@ -17,46 +18,16 @@ namespace fs = std::filesystem;
 using testing::run_unillm;
 using testing::source_path;
 
-// A short pt run on tinyshakespeare; extra lines are appended.
-std::string write_config(const std::string& dir, const std::string& name,
-                         const std::string& extra) {
-  const std::string path = dir + "/" + name + ".yaml";
-  std::ofstream(path) << "model_name_or_path: " << source_path("assets/stories260K") << "\n"
-                      << "stage: pt\ndo_train: true\n"
-                      << "dataset: tinyshakespeare\ndataset_dir: " << source_path("data") << "\n"
-                      << "cutoff_len: 64\nmax_samples: 200\n"
-                      << "output_dir: " << dir << "/" << name << "\n"
-                      << "per_device_train_batch_size: 4\nlr_scheduler_type: constant\n"
-                      << "max_steps: 12\nlogging_steps: 1\nsave_steps: 6\nseed: 3\n"
-                      << "weight_decay: 0.01\n"
-                      << extra;
-  return path;
+// The optimiser tests' pt run (pt_run_util.h) with weight decay, so that its handling is covered.
+std::string write_config(const std::string& dir, const std::string& name, const std::string& extra) {
+  return testing::pt_config(dir, name, "weight_decay: 0.01\n" + extra);
 }
 
-void expect_loss_decreases(const std::string& out, const std::string& what) {
-  const std::vector<double> l = testing::train_losses(out);
-  ASSERT_EQ(l.size(), 12u) << what;
-  const double first = (l[0] + l[1] + l[2]) / 3, last = (l[9] + l[10] + l[11]) / 3;
-  EXPECT_LT(last, first - 0.3) << what << ": loss " << first << " -> " << last;
-}
 
-// Trains `extra` straight through (a) and killed after step 7 then resumed (b): the same losses
-// and the same final weights.
+// Trains `extra` (the loss falls) and checks a kill -9 / resume continues it exactly.
 void expect_exact_resume(const std::string& dir, const std::string& extra) {
-  ASSERT_EQ(run_unillm("train " + write_config(dir, "a", extra) + " --quiet").exit_code, 0);
-  expect_loss_decreases(dir + "/a", dir);
-  const std::string cfg = write_config(dir, "b", extra);
-  const auto killed = run_unillm("train " + cfg + " --quiet --kill-after-step 7");
-  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.err;
-  ASSERT_TRUE(fs::exists(dir + "/b/checkpoint-6/optimizer.safetensors"));
-  const auto resumed = run_unillm("train " + cfg + " resume_from_checkpoint=true --quiet");
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  const auto la = testing::train_lines(dir + "/a"), lb = testing::train_lines(dir + "/b");
-  ASSERT_EQ(la.size(), lb.size());
-  for (size_t i = 0; i < la.size(); ++i)
-    EXPECT_EQ(la[i]["loss"], lb[i]["loss"]) << "step " << i + 1;
-  EXPECT_EQ(testing::slurp(dir + "/a/model.safetensors"),
-            testing::slurp(dir + "/b/model.safetensors"));
+  testing::expect_exact_resume(dir, "weight_decay: 0.01\n" + extra);
+  testing::expect_loss_decreases(dir + "/a", dir);
 }
 
 TEST(MuonAdamMini, MuonTrainsAndResumesExactly) {
@@ -82,7 +53,7 @@ TEST(MuonAdamMini, LoraRunsWithMuonAndAdamMiniRefusesUncuttableHeads) {
   const auto r =
       run_unillm("train " + write_config(dir, "muon", lora + "use_muon: true\n") + " --quiet");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  expect_loss_decreases(dir + "/muon", "muon lora");
+  testing::expect_loss_decreases(dir + "/muon", "muon lora");
   // stories260K: dim 64, 8 heads → 512-element head blocks; q_proj's lora_A [4, 64] has 256.
   const auto m = run_unillm("train " + write_config(dir, "mini", lora + "use_adam_mini: true\n"));
   EXPECT_EQ(m.exit_code, 1) << m.err;

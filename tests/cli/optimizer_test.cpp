@@ -8,6 +8,7 @@
 
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "pt_run_util.h"
 #include "train_log_util.h"
 
 namespace unillm {
@@ -17,28 +18,7 @@ namespace fs = std::filesystem;
 using testing::run_unillm;
 using testing::source_path;
 
-// A short pt run on tinyshakespeare; extra lines are appended.
-std::string write_config(const std::string& dir, const std::string& name,
-                         const std::string& extra) {
-  const std::string path = dir + "/" + name + ".yaml";
-  std::ofstream(path) << "model_name_or_path: " << source_path("assets/stories260K") << "\n"
-                      << "stage: pt\ndo_train: true\n"
-                      << "dataset: tinyshakespeare\ndataset_dir: " << source_path("data") << "\n"
-                      << "cutoff_len: 64\nmax_samples: 200\n"
-                      << "output_dir: " << dir << "/" << name << "\n"
-                      << "per_device_train_batch_size: 4\nlr_scheduler_type: constant\n"
-                      << "max_steps: 12\nlogging_steps: 1\nsave_steps: 6\nseed: 3\n"
-                      << extra;
-  return path;
-}
 
-// Mean of the first and last three logged losses: the later ones must be lower.
-void expect_loss_decreases(const std::string& out, const std::string& what) {
-  const std::vector<double> l = testing::train_losses(out);
-  ASSERT_EQ(l.size(), 12u) << what;
-  const double first = (l[0] + l[1] + l[2]) / 3, last = (l[9] + l[10] + l[11]) / 3;
-  EXPECT_LT(last, first - 0.3) << what << ": loss " << first << " -> " << last;
-}
 
 TEST(Optimizers, EachTrainsStories260K) {
   const std::string dir = testing::temp_dir("optims");
@@ -57,9 +37,9 @@ TEST(Optimizers, EachTrainsStories260K) {
   };
   std::string log_8bit;
   for (const auto& [name, extra] : runs) {
-    const auto r = run_unillm("train " + write_config(dir, name, extra));
+    const auto r = run_unillm("train " + testing::pt_config(dir, name, extra));
     ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
-    expect_loss_decreases(dir + "/" + name, name);
+    testing::expect_loss_decreases(dir + "/" + name, name);
     if (std::string(name) == "adamw_8bit") log_8bit = r.err + r.out;
   }
   // adafactor: true is optim adafactor (HF's deprecated key), step for step.
@@ -75,22 +55,10 @@ TEST(Optimizers, AdafactorResumeIsExact) {
   const std::string dir = testing::temp_dir("adafactor_resume");
   const std::string extra =
       "finetuning_type: full\noptim: adafactor\nlearning_rate: 1.0e-3\nweight_decay: 0.01\n";
-  ASSERT_EQ(run_unillm("train " + write_config(dir, "a", extra) + " --quiet").exit_code, 0);
-  const std::string cfg = write_config(dir, "b", extra);
-  const auto killed = run_unillm("train " + cfg + " --quiet --kill-after-step 7");
-  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.err;
-  ASSERT_TRUE(fs::exists(dir + "/b/checkpoint-6/optimizer.safetensors"));
-  const auto resumed = run_unillm("train " + cfg + " resume_from_checkpoint=true --quiet");
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  const auto la = testing::train_lines(dir + "/a"), lb = testing::train_lines(dir + "/b");
-  ASSERT_EQ(la.size(), lb.size());
-  for (size_t i = 0; i < la.size(); ++i)
-    EXPECT_EQ(la[i]["loss"], lb[i]["loss"]) << "step " << i + 1;
-  EXPECT_EQ(testing::slurp(dir + "/a/model.safetensors"),
-            testing::slurp(dir + "/b/model.safetensors"));
+  testing::expect_exact_resume(dir, extra);
   // Resuming its checkpoint with another optimiser is refused, naming both.
   const auto other =
-      run_unillm("train " + write_config(dir, "b", "finetuning_type: full\noptim: sgd\n") +
+      run_unillm("train " + testing::pt_config(dir, "b", "finetuning_type: full\noptim: sgd\n") +
                  " resume_from_checkpoint=" + dir + "/b/checkpoint-6 --quiet");
   EXPECT_EQ(other.exit_code, 1) << other.err;
   EXPECT_NE(other.err.find("optim"), std::string::npos) << other.err;
@@ -102,7 +70,7 @@ TEST(Optimizers, AdafactorResumeIsExact) {
 TEST(Optimizers, HostLoopsRunForADeviceArena) {
   const std::string dir = testing::temp_dir("optim_dev");
   const std::string cfg =
-      write_config(dir, "dev", "finetuning_type: full\noptim: adamw_8bit\nlearning_rate: 1.0e-3\n");
+      testing::pt_config(dir, "dev", "finetuning_type: full\noptim: adamw_8bit\nlearning_rate: 1.0e-3\n");
   auto run = [&cfg, &dir](const std::string& device) {
     return testing::run_shell(
         "UNILLM_PLUGIN_PATH=" + testing::shell_quote(std::string(UNILLM_BINARY_DIR) + "/plugins") +
@@ -121,7 +89,7 @@ TEST(Optimizers, HostLoopsRunForADeviceArena) {
 TEST(Optimizers, UnknownOptimIsRefusedListingTheImplementedOnes) {
   const std::string dir = testing::temp_dir("optim_bad");
   const auto r =
-      run_unillm("train " + write_config(dir, "x", "finetuning_type: full\noptim: lion_8bit\n"));
+      run_unillm("train " + testing::pt_config(dir, "x", "finetuning_type: full\noptim: lion_8bit\n"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("lion_8bit"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("adafactor"), std::string::npos) << r.err;
