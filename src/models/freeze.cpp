@@ -34,17 +34,23 @@ bool has_layer_index(const std::string& name) {
 
 }  // namespace
 
+std::vector<int64_t> llama_pro_layers(int64_t num_layers, int64_t trainable_layers) {
+  if (trainable_layers <= 0 || num_layers % trainable_layers != 0)
+    UNILLM_THROW(ConfigError, "[freeze] use_llama_pro: `num_layers` ", num_layers,
+                 " should be divisible by `num_layer_trainable` ", trainable_layers,
+                 " (freeze_trainable_layers: the number of expanded layers)");
+  std::vector<int64_t> layers;
+  const int64_t stride = num_layers / trainable_layers;
+  for (int64_t i = stride - 1; i < num_layers; i += stride) layers.push_back(i);
+  return layers;
+}
+
 std::vector<std::string> freeze_patterns(const std::vector<std::string>& hf_names,
                                          int64_t num_layers, const FreezeConfig& c) {
   if (num_layers <= 0) UNILLM_THROW(ConfigError, "[freeze] the model has no layers");
   std::vector<int64_t> layers;
   if (c.llama_pro) {  // LLaMA-Factory's _setup_freeze_tuning with use_llama_pro
-    if (c.trainable_layers <= 0 || num_layers % c.trainable_layers != 0)
-      UNILLM_THROW(ConfigError, "[freeze] use_llama_pro: `num_layers` ", num_layers,
-                   " should be divisible by `num_layer_trainable` ", c.trainable_layers,
-                   " (freeze_trainable_layers: the number of expanded layers)");
-    const int64_t stride = num_layers / c.trainable_layers;
-    for (int64_t i = stride - 1; i < num_layers; i += stride) layers.push_back(i);
+    layers = llama_pro_layers(num_layers, c.trainable_layers);
   } else if (c.trainable_layers > 0)
     for (int64_t i = std::max<int64_t>(0, num_layers - c.trainable_layers); i < num_layers; ++i)
       layers.push_back(i);

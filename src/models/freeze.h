@@ -27,6 +27,9 @@ struct FreezeConfig {
 // listing the valid ones.
 std::vector<std::string> freeze_patterns(const std::vector<std::string>& hf_names,
                                          int64_t num_layers, const FreezeConfig& c);
+// LLaMA-Pro's stride rule (the expanded layers): stride − 1, 2·stride − 1, … with stride =
+// num_layers / trainable_layers; ConfigError when trainable_layers does not divide num_layers.
+std::vector<int64_t> llama_pro_layers(int64_t num_layers, int64_t trainable_layers);
 // A name is trainable when it contains any of the patterns (substring, as LLaMA-Factory).
 bool freeze_selects(const std::vector<std::string>& patterns, const std::string& hf_name);
 

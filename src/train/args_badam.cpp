@@ -1,5 +1,5 @@
-// Setters and cross-key rules of BAdam's layer mode (use_badam, badam_*) and LLaMA-Pro
-// (use_llama_pro), as LLaMA-Factory's FinetuningArguments and BAdam's BlockOptimizer check them.
+// Setters and cross-key rules of BAdam (use_badam, badam_*: layer and ratio mode) and LLaMA-Pro
+// (use_llama_pro), as LLaMA-Factory's FinetuningArguments and BAdam's optimizers check them.
 #include <map>
 
 #include "core/error.h"
@@ -16,12 +16,15 @@ const std::map<std::string, Setter>& badam_setters() {
   static const std::map<std::string, Setter> m = {
       {"use_badam", [](TrainArgs& a, const Field& f) { a.use_badam = get_bool(f); }},
       {"badam_mode",
+       [](TrainArgs& a, const Field& f) { a.badam_mode = get_choice(f, {"layer", "ratio"}); }},
+      {"badam_update_ratio",
        [](TrainArgs& a, const Field& f) {
-         a.badam_mode = get_choice(f, {"layer", "ratio"});
-         if (a.badam_mode == "ratio")
-           not_implemented(f,
-                           "badam_mode: ratio (BAdam's BlockOptimizerRatio, a sparse mask over "
-                           "every matrix); badam_mode: layer is implemented");
+         // LLaMA-Factory asserts > 1e-6; above 1 the package's mask would outgrow the tensor.
+         a.badam_update_ratio = get_number_in(f, 1e-6, 1.0, true, false);
+       }},
+      {"badam_mask_mode",
+       [](TrainArgs& a, const Field& f) {
+         a.badam_mask_mode = get_choice(f, {"adjacent", "scatter"});
        }},
       {"badam_start_block",
        [](TrainArgs& a, const Field& f) {
@@ -66,6 +69,14 @@ void finish_badam(TrainArgs& a, const std::string& where, Problems& problems) {
         "use_badam runs AdamW on the active layer: optim must be adamw_torch or adamw_torch_fused "
         "(not " +
         std::string(a.adafactor ? "adafactor" : a.optim) + ")");
+  if (a.badam_mode == "ratio") {
+    // BlockOptimizerRatio's sparse Adam reads no weight_decay, and LLaMA-Factory passes it no
+    // switch interval (the package's 100 holds).
+    a.warnings.push_back("[config] " + where +
+                         ": badam_mode: ratio: as LLaMA-Factory's BAdam, no weight decay, and the "
+                         "masks move every 100 steps whatever badam_switch_interval says");
+    return;
+  }
   if (a.badam_switch_mode == "fixed" && !a.badam_start_block)
     fail("badam_switch_mode: fixed needs badam_start_block (the one layer to train)");
   // BAdam's groups are built from the wrapped AdamW's defaults, whose weight_decay (torch's 0.01)
@@ -90,14 +101,10 @@ void finish_badam_args(TrainArgs& a, const std::string& where, Problems& problem
   if (a.use_badam) finish_badam(a, where, problems);
   if (!a.use_llama_pro) return;
   auto fail = [&](const std::string& s) { problems.add("[config] " + where + ": " + s, true); };
+  // Freeze: the expanded layers train; LoRA / OFT: the adapter goes on their modules only.
   if (a.finetuning_type == "full") {
     fail("`use_llama_pro` is only valid for Freeze or LoRA training.");
-  } else if (a.finetuning_type == "lora") {
-    problems.add("[config] " + where +
-                     ": use_llama_pro with finetuning_type lora (LoRA on the expanded layers only) "
-                     "is not implemented yet; use finetuning_type: freeze",
-                 false);
-  } else if (a.freeze_trainable_layers < 0) {
+  } else if (a.freeze_trainable_layers <= 0) {
     fail("use_llama_pro needs freeze_trainable_layers > 0 (the number of expanded layers), not " +
          std::to_string(a.freeze_trainable_layers));
   }

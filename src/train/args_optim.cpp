@@ -30,7 +30,10 @@ OptimizerConfig optimizer_config(const TrainArgs& a) {
   c.eps = a.adam_epsilon;
   c.weight_decay = a.weight_decay;
   if (a.use_badam) {  // AdamW inside (args_badam.cpp checks optim)
-    c.kind = "badam";
+    c.kind = a.badam_mode == "ratio" ? "badam_ratio" : "badam";
+    c.badam.update_ratio = a.badam_update_ratio;
+    c.badam.mask_mode = a.badam_mask_mode;
+    c.badam.backward_passes = a.gradient_accumulation_steps;
     c.badam.switch_mode = a.badam_switch_mode;
     c.badam.start_block = a.badam_start_block.value_or(-1);
     c.badam.switch_interval = a.badam_switch_interval;

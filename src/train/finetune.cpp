@@ -13,6 +13,7 @@
 #include "ops/cast.h"
 #include "ops/quant_4bit.h"
 #include "train/badam.h"
+#include "train/badam_ratio.h"
 #include "train/vocab.h"
 
 namespace unillm::train {
@@ -52,6 +53,36 @@ std::vector<std::string> lora_modules_to_save(const TrainArgs& a) {
   return m;
 }
 
+// LLaMA-Pro with LoRA (LLaMA-Factory's find_expanded_modules): the full names of the modules that
+// contain one of the targets ("all": every LoRA-able projection) and ".{i}." for an expanded
+// layer i (models::llama_pro_layers). Both tests are substrings of the full name, as there.
+std::vector<std::string> llama_pro_lora_targets(const models::CausalLM& model,
+                                                const nn::LoraConfig& c, int64_t trainable_layers) {
+  std::vector<std::string> patterns;
+  for (int64_t i : models::llama_pro_layers(model.config().num_layers, trainable_layers))
+    patterns.push_back("." + std::to_string(i) + ".");
+  const std::vector<std::string> targets = nn::expanded_targets(c);
+  const auto& lora_able = nn::lora_module_names();
+  auto has_any = [](const std::string& name, const std::vector<std::string>& subs) {
+    return std::any_of(subs.begin(), subs.end(),
+                       [&](const std::string& t) { return name.find(t) != std::string::npos; });
+  };
+  std::vector<std::string> out;
+  for (const auto& [name, _] : model.named_parameters()) {
+    const size_t dot = name.rfind(".weight");
+    if (dot == std::string::npos || dot + 7 != name.size()) continue;
+    const std::string module = name.substr(0, dot);
+    const std::string last = module.substr(module.rfind('.') + 1);
+    if (std::find(lora_able.begin(), lora_able.end(), last) == lora_able.end()) continue;
+    if (has_any(module, targets) && has_any(module, patterns)) out.push_back(module);
+  }
+  std::sort(out.begin(), out.end());
+  if (out.empty())
+    UNILLM_THROW(ConfigError, "[train] use_llama_pro with lora: no module of the expanded layers "
+                 "matches lora_target");
+  return out;
+}
+
 void prepare_lora(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir) {
   const auto& adapters = a.adapter_name_or_path;
   // LLaMA-Factory: a trainable run resumes the last adapter unless create_new_adapter; over a
@@ -70,7 +101,10 @@ void prepare_lora(models::CausalLM& model, const TrainArgs& a, const std::string
     models::load_adapter(model, adapters.back(), kTrainAdapter);
   else {
     Rng rng(static_cast<uint64_t>(a.seed));  // PEFT draws A from the seeded torch RNG
-    model.add_lora(kTrainAdapter, lora_config(a), rng);
+    nn::LoraConfig c = lora_config(a);
+    if (a.use_llama_pro)  // LoRA on the expanded layers only
+      c.target_modules = llama_pro_lora_targets(model, c, a.freeze_trainable_layers);
+    model.add_lora(kTrainAdapter, c, rng);
   }
   for (auto& p : model.module().parameters())  // the base stays frozen; the adapter trains
     p.tensor->set_requires_grad(p.adapter == kTrainAdapter);
@@ -119,10 +153,22 @@ QloraSummary quantize_base_for_qlora(models::CausalLM& model, const TrainArgs& a
 void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir) {
   if (a.quantization_bit > 0 && !a.adapter_tuning()) quantize_base_for_qlora(model, a);  // throws
   if (a.finetuning_type == "full") {
-    // BAdam trains decoder layers only (one at a time, train/badam.h): the rest stays out of
+    // BAdam's layer mode trains decoder layers only (one at a time, train/badam.h), its ratio
+    // mode everything but the embeddings and lm_head (badam_ratio.h): the rest stays out of
     // the arena.
+    std::vector<std::string> names;
+    for (const auto& [n, _] : model.named_parameters()) names.push_back(n);
+    const std::vector<bool> frozen = badam_ratio_frozen(names);
+    auto ratio_trains = [&](const std::vector<std::string>& hf) {
+      for (size_t i = 0; i < names.size(); ++i)
+        if (frozen[i] && std::find(hf.begin(), hf.end(), names[i]) != hf.end()) return false;
+      return true;
+    };
     for (auto& p : model.module().parameters())
-      p.tensor->set_requires_grad(!a.use_badam || !layer_prefix(p.hf_names.at(0)).empty());
+      p.tensor->set_requires_grad(!a.use_badam ? true
+                                  : a.badam_mode == "ratio"
+                                      ? ratio_trains(p.hf_names)
+                                      : !layer_prefix(p.hf_names.at(0)).empty());
   } else if (a.finetuning_type == "freeze") {
     models::FreezeConfig fc;
     fc.llama_pro = a.use_llama_pro;

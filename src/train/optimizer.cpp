@@ -11,6 +11,7 @@
 #include "train/galore.h"
 #include "train/muon.h"
 #include "train/badam.h"
+#include "train/badam_ratio.h"
 #include "train/sgd.h"
 
 namespace unillm::train {
@@ -53,6 +54,7 @@ std::unique_ptr<Optimizer> make_optimizer(ParamArena& arena, const OptimizerConf
   if (c.kind == "adamw")
     return std::make_unique<AdamW>(arena, AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay});
   if (c.kind == "badam") return std::make_unique<BAdam>(arena, c);
+  if (c.kind == "badam_ratio") return std::make_unique<BAdamRatio>(arena, c);
   if (c.kind == "sgd") return std::make_unique<Sgd>(arena, c.weight_decay);
   if (c.kind == "galore") return std::make_unique<Galore>(arena, c);
   if (c.kind == "apollo") return std::make_unique<Apollo>(arena, c);

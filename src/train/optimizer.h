@@ -27,7 +27,16 @@ struct OptimizerConfig {
     int64_t start_block = -1;               // -1: BAdam's default for the mode
     int64_t switch_interval = 50;           // optimizer steps per layer; -1: never switch
     int64_t verbose = 0;
-    uint64_t seed = 42;  // random mode's permutations
+    uint64_t seed = 42;  // random mode's permutations (ratio mode: its per-tensor seeds)
+    // Ratio mode (kind "badam_ratio"; train/badam_ratio.h): the share of each tensor updated,
+    // adjacent | scatter masks, and the steps between mask moves (LLaMA-Factory leaves the
+    // package's default, 100, whatever badam_switch_interval says).
+    double update_ratio = 0.05;
+    std::string mask_mode = "adjacent";
+    int64_t ratio_switch_every = 100;
+    // Backward passes per step (gradient_accumulation_steps): the package's gradient hook runs
+    // once per pass, and in the step before a move each run moves the offsets.
+    int64_t backward_passes = 1;
   } badam;
   // GaLore / APOLLO (kinds "galore", "apollo"; train/galore.h, train/apollo.h).
   LowRankSettings low_rank;
@@ -50,6 +59,14 @@ class Optimizer {
   virtual StateTensors state() = 0;
   int64_t steps() const { return step_; }
   void set_steps(int64_t s) { step_ = s; }
+  // Sharded state (ZeRO, train/zero.h): gather_state() is called on every rank before rank 0
+  // saves state() (a collective), state_loaded() after a checkpoint wrote into state().
+  virtual void gather_state() {}
+  virtual void state_loaded() {}
+  // Called after backward (and the data-parallel reduction), before clipping: an optimiser that
+  // uses only part of each gradient (BAdam's ratio mode) zeroes the rest so the clip norm covers
+  // what it updates, as the package's gradient hooks do.
+  virtual void prepare_grads() {}
   int64_t state_bytes();
   const ParamArena& arena() const { return arena_; }
   // Called by the trainer once the run's state is final (after a resume, before the first

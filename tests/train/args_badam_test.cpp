@@ -50,15 +50,34 @@ TEST(BAdamArgs, GiveTheOptimiserSettings) {
   EXPECT_TRUE(said);
 }
 
+TEST(BAdamArgs, RatioModeGivesItsSettings) {
+  const TrainArgs a = parse(kBase +
+                            "badam_mode: ratio\nbadam_update_ratio: 0.1\nbadam_mask_mode: "
+                            "scatter\nbadam_switch_mode: fixed\nseed: 5\n"
+                            "gradient_accumulation_steps: 4\n");
+  const OptimizerConfig c = optimizer_config(a);
+  EXPECT_EQ(c.kind, "badam_ratio");
+  EXPECT_EQ(c.badam.update_ratio, 0.1);
+  EXPECT_EQ(c.badam.mask_mode, "scatter");
+  EXPECT_EQ(c.badam.ratio_switch_every, 100);  // LLaMA-Factory passes no interval
+  EXPECT_EQ(c.badam.seed, 5u);
+  EXPECT_EQ(c.badam.backward_passes, 4);  // the package's hook runs once per pass
+  bool said = false;  // no weight decay, and the fixed 100-step interval, are said
+  for (const auto& w : a.warnings) said = said || has(w, "no weight decay");
+  EXPECT_TRUE(said);
+  EXPECT_EQ(optimizer_config(parse(kBase + "badam_mode: ratio\n")).badam.update_ratio, 0.05);
+}
+
 TEST(BAdamArgs, RefusesBadValuesAndCombinations) {
   EXPECT_TRUE(has(error_of(kBase + "badam_switch_interval: 0\n"), "badam_switch_interval"));
   EXPECT_TRUE(has(error_of(kBase + "badam_switch_interval: -2\n"), "badam_switch_interval"));
   EXPECT_TRUE(has(error_of(kBase + "badam_verbose: 3\n"), "0, 1 or 2"));
   EXPECT_TRUE(has(error_of(kBase + "badam_switch_mode: sideways\n"), "sideways"));
   EXPECT_TRUE(has(error_of(kBase + "badam_start_block: -1\n"), "badam_start_block"));
-  EXPECT_TRUE(has(error_of<NotImplemented>(kBase + "badam_mode: ratio\n"), "BlockOptimizerRatio"));
-  EXPECT_TRUE(
-      has(error_of<NotImplemented>(kBase + "badam_update_ratio: 0.1\n"), "badam_update_ratio"));
+  EXPECT_TRUE(has(error_of(kBase + "badam_mode: ratio\nbadam_update_ratio: 0\n"),
+                  "badam_update_ratio"));
+  EXPECT_TRUE(has(error_of(kBase + "badam_mode: ratio\nbadam_update_ratio: 1.5\n"), "(1e-06, 1]"));
+  EXPECT_TRUE(has(error_of(kBase + "badam_mode: ratio\nbadam_mask_mode: random\n"), "random"));
   EXPECT_TRUE(has(error_of(kBase + "badam_switch_mode: fixed\n"), "needs badam_start_block"));
   EXPECT_TRUE(has(error_of(kBase + "optim: adafactor\n"), "(not adafactor)"));
   EXPECT_TRUE(has(error_of("model_name_or_path: m\nfinetuning_type: lora\nuse_badam: true\n"),
@@ -67,15 +86,19 @@ TEST(BAdamArgs, RefusesBadValuesAndCombinations) {
                   "needs finetuning_type: full"));
 }
 
-TEST(LlamaProArgs, FreezeOnly) {
+TEST(LlamaProArgs, FreezeOrLora) {
   const std::string freeze =
       "model_name_or_path: m\nfinetuning_type: freeze\nuse_llama_pro: true\n";
   EXPECT_TRUE(parse(freeze + "freeze_trainable_layers: 8\n").use_llama_pro);
   EXPECT_TRUE(has(error_of("model_name_or_path: m\nfinetuning_type: full\nuse_llama_pro: true\n"),
                   "`use_llama_pro` is only valid for Freeze or LoRA training."));
-  EXPECT_TRUE(has(error_of<NotImplemented>(
-                      "model_name_or_path: m\nfinetuning_type: lora\nuse_llama_pro: true\n"),
-                  "not implemented"));
+  // With LoRA (or OFT) the adapter goes on the expanded layers (finetune.cpp).
+  EXPECT_TRUE(parse("model_name_or_path: m\nfinetuning_type: lora\nuse_llama_pro: true\n"
+                    "freeze_trainable_layers: 4\n")
+                  .use_llama_pro);
+  EXPECT_TRUE(has(error_of("model_name_or_path: m\nfinetuning_type: lora\nuse_llama_pro: true\n"
+                           "freeze_trainable_layers: 0\n"),
+                  "freeze_trainable_layers > 0"));
   EXPECT_TRUE(
       has(error_of(freeze + "freeze_trainable_layers: -2\n"), "freeze_trainable_layers > 0"));
 }
