@@ -9,6 +9,7 @@ pkgs=(
   nlohmann-json3-dev libpcre2-dev libyaml-cpp-dev libpng-dev
   libcpp-httplib-dev       # unillm serve: the HTTP server
   openmpi-bin libopenmpi-dev   # parallel training: processes, hosts and collectives (src/dist/)
+  iproute2 util-linux      # tests only: two hosts from network namespaces (ip netns, unshare)
   libcairo2-dev fonts-dejavu-core   # plot_loss: training_loss.png
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev     # tests only: an independent SentencePiece reference

@@ -5,24 +5,48 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstdlib>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "dist/watchdog.h"
 
 namespace unillm::dist {
 namespace {
 
 constexpr int64_t kMaxCount = INT_MAX;
 
-// Initialises MPI once and finalises it at exit (after every group built on it is gone: groups
-// are destroyed before statics of this file only if they were, so finalize skips nothing it needs).
+// What every blocking operation of the world and its sub-groups goes through: the test-only faults
+// (mpi_group.h), then the watchdog's deadline.
+struct Blocking {
+  explicit Blocking(const WorldOptions& o) : options(o), dog(o.timeout_s) { dog.set_rank(o.launch_rank); }
+  Watchdog::Scope enter(const std::string& op) {
+    ++count;
+    if (rank == options.hang_rank && count == 1) std::this_thread::sleep_for(std::chrono::hours(1));
+    if (rank == options.kill_rank && count == options.kill_at) raise(SIGKILL);
+    return active ? dog.arm(op) : Watchdog::Scope();
+  }
+  WorldOptions options;
+  Watchdog dog;
+  int rank = -1;
+  bool active = false;  // more than one rank in the world
+  int64_t count = 0;
+};
+
+// Initialises MPI once and finalises it at exit, both under the deadline (MPI_Init and
+// MPI_Finalize wait for every rank). Declared before the world group, so destroyed after it.
 struct Runtime {
-  Runtime() {
+  explicit Runtime(Blocking& b) : blocking(b) {
     int on = 0;
     MPI_Initialized(&on);
     if (!on) {
+      // Only under a launcher: a world of one has nobody to wait for.
+      auto armed = blocking.options.launch_rank >= 0 ? blocking.dog.arm("MPI_Init") : Watchdog::Scope();
       int provided = 0;
       MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
       owns = true;
@@ -31,15 +55,14 @@ struct Runtime {
   ~Runtime() {
     int done = 0;
     MPI_Finalized(&done);
-    if (owns && !done) MPI_Finalize();
+    if (owns && !done) {
+      auto armed = blocking.active ? blocking.dog.arm("MPI_Finalize") : Watchdog::Scope();
+      MPI_Finalize();
+    }
   }
+  Blocking& blocking;
   bool owns = false;
 };
-
-Runtime& runtime() {
-  static Runtime r;
-  return r;
-}
 
 bool g_started = false;
 
@@ -86,16 +109,18 @@ struct Staged {
 
 class MpiWork : public Work {
  public:
-  MpiWork(std::vector<MPI_Request> reqs, std::vector<Staged> keep)
-      : reqs_(std::move(reqs)), keep_(std::move(keep)) {}
+  MpiWork(std::vector<MPI_Request> reqs, std::vector<Staged> keep, Blocking* b, std::string op)
+      : reqs_(std::move(reqs)), keep_(std::move(keep)), blocking_(b), op_(std::move(op)) {}
   ~MpiWork() override {
     if (!done_) {
+      auto armed = blocking_->enter(op_);
       MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE);
       done_ = true;
     }
   }
   void wait() override {
     if (done_) return;
+    auto armed = blocking_->enter(op_);
     MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE);
     done_ = true;
     for (auto& s : keep_) s.finish();  // the output (the last kept) copied back to its device
@@ -104,12 +129,14 @@ class MpiWork : public Work {
  private:
   std::vector<MPI_Request> reqs_;
   std::vector<Staged> keep_;  // keeps the buffers alive until the operation ends
+  Blocking* blocking_;
+  std::string op_;  // "allreduce of N f32 (group of P)": named if the wait times out
   bool done_ = false;
 };
 
 class MpiGroup : public ProcessGroup {
  public:
-  MpiGroup(MPI_Comm comm, bool owns) : comm_(comm), owns_(owns) {
+  MpiGroup(MPI_Comm comm, bool owns, Blocking* b) : comm_(comm), owns_(owns), blocking_(b) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
   }
@@ -135,7 +162,7 @@ class MpiGroup : public ProcessGroup {
     }
     std::vector<Staged> keep;
     keep.push_back(std::move(s));
-    return std::make_unique<MpiWork>(std::move(reqs), std::move(keep));
+    return work(std::move(reqs), std::move(keep), what("allreduce", t));
   }
 
   std::unique_ptr<Work> reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override {
@@ -155,7 +182,7 @@ class MpiGroup : public ProcessGroup {
     std::vector<Staged> keep;
     keep.push_back(std::move(si));
     keep.push_back(std::move(so));
-    return std::make_unique<MpiWork>(std::move(reqs), std::move(keep));
+    return work(std::move(reqs), std::move(keep), what("reduce_scatter", in));
   }
 
   std::unique_ptr<Work> allgather_async(const Tensor& in, Tensor& out) override {
@@ -175,13 +202,14 @@ class MpiGroup : public ProcessGroup {
     std::vector<Staged> keep;
     keep.push_back(std::move(si));
     keep.push_back(std::move(so));
-    return std::make_unique<MpiWork>(std::move(reqs), std::move(keep));
+    return work(std::move(reqs), std::move(keep), what("allgather", in));
   }
 
   void broadcast(Tensor& t, int root) override {
     check_contiguous(t, "tensor", "broadcast");
     check_rank(root, "broadcast");
     Staged s(t);
+    auto armed = blocking_->enter(what("broadcast", t) + " from rank " + std::to_string(root));
     for_chunks(s.host, [&](void* p, int n, MPI_Datatype type) { MPI_Bcast(p, n, type, root, comm_); });
     s.finish();
   }
@@ -190,6 +218,7 @@ class MpiGroup : public ProcessGroup {
     check_contiguous(t, "tensor", "send");
     check_rank(dst, "send");
     Staged s(t);
+    auto armed = blocking_->enter(what("send", t) + " to rank " + std::to_string(dst) + " tag " + std::to_string(tag));
     for_chunks(s.host, [&](void* p, int n, MPI_Datatype type) { MPI_Send(p, n, type, dst, tag, comm_); });
   }
 
@@ -197,6 +226,8 @@ class MpiGroup : public ProcessGroup {
     check_contiguous(t, "tensor", "recv");
     check_rank(src, "recv");
     Staged s(t);
+    auto armed =
+        blocking_->enter(what("recv", t) + " from rank " + std::to_string(src) + " tag " + std::to_string(tag));
     for_chunks(s.host, [&](void* p, int n, MPI_Datatype type) {
       MPI_Status st;
       MPI_Recv(p, n, type, src, tag, comm_, &st);
@@ -208,12 +239,18 @@ class MpiGroup : public ProcessGroup {
     s.finish();
   }
 
-  void barrier() override { MPI_Barrier(comm_); }
+  void barrier() override {
+    auto armed = blocking_->enter("barrier (group of " + std::to_string(size_) + ")");
+    MPI_Barrier(comm_);
+  }
 
   std::unique_ptr<ProcessGroup> split(int color, int key) override {
     MPI_Comm sub;
-    MPI_Comm_split(comm_, color, key, &sub);
-    return std::make_unique<MpiGroup>(sub, true);
+    {
+      auto armed = blocking_->enter("split (group of " + std::to_string(size_) + ")");
+      MPI_Comm_split(comm_, color, key, &sub);
+    }
+    return std::make_unique<MpiGroup>(sub, true, blocking_);
   }
 
  private:
@@ -229,18 +266,49 @@ class MpiGroup : public ProcessGroup {
       f(base + off * es, static_cast<int>(std::min<int64_t>(kMaxCount, host.numel() - off)), element_type(host.dtype()));
   }
 
+  // What the watchdog names: "allreduce of 1000 f32 (group of 2)".
+  std::string what(const char* op, const Tensor& t) const {
+    return std::string(op) + " of " + std::to_string(t.numel()) + " " + dtype_name(t.dtype()) + " (group of " +
+           std::to_string(size_) + ")";
+  }
+  std::unique_ptr<Work> work(std::vector<MPI_Request> reqs, std::vector<Staged> keep, std::string op) {
+    return std::make_unique<MpiWork>(std::move(reqs), std::move(keep), blocking_, std::move(op));
+  }
+
   MPI_Comm comm_;
   bool owns_;
+  Blocking* blocking_;
   int rank_ = 0, size_ = 1;
 };
 
+// Members in construction order: the watchdog outlives MPI_Finalize, which outlives the group.
+struct World {
+  explicit World(const WorldOptions& o) : blocking(o), runtime(blocking), group(MPI_COMM_WORLD, false, &blocking) {
+    blocking.rank = group.rank();
+    blocking.active = group.size() > 1;
+    blocking.dog.set_rank(group.rank());
+  }
+  Blocking blocking;
+  Runtime runtime;
+  MpiGroup group;
+};
+
+World& the_world(const WorldOptions& o) {
+  static World w(o);
+  return w;
+}
+
 }  // namespace
 
-ProcessGroup& world() {
-  runtime();
+ProcessGroup& init_world(const WorldOptions& options) {
+  if (g_started) UNILLM_THROW(Error, "[dist] init_world: the world is already set up");
   g_started = true;
-  static MpiGroup w(MPI_COMM_WORLD, false);
-  return w;
+  return the_world(options).group;
+}
+
+ProcessGroup& world() {
+  g_started = true;
+  return the_world(WorldOptions{}).group;
 }
 
 bool mpi_started() { return g_started; }
