@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define UNILLM_PLUGIN_ABI_MAJOR 1
-#define UNILLM_PLUGIN_ABI_MINOR 0
+#define UNILLM_PLUGIN_ABI_MINOR 1  /* 1: the collectives table (unillm_collectives_v1) */
 
 /* Status codes: every function returns one; a non-zero code comes with last_error(). */
 typedef int32_t unillm_status;
@@ -95,6 +95,51 @@ typedef struct {
   const char* (*last_error)(void);
 } unillm_device_interface;
 
+/* Collectives (ABI 1.1, optional): what a device's own communication library (HCCL, NCCL, …)
+ * offers parallel training. A communicator joins `size` processes, one device each; the host
+ * makes a unique id on rank 0 (get_unique_id), broadcasts it over MPI, and every rank calls
+ * comm_init with it, its rank and the size. Each operation queues on `stream` like a kernel:
+ * it runs after the work queued there before it, and the work queued after it sees its output;
+ * the host synchronises the stream (or an event) before reading the result. Buffers are device
+ * pointers of the communicator's device. Counts are elements of `dtype`. Reductions (`op`) take
+ * f32, f64, i32 and i64; other dtypes are only moved (allgather, broadcast, send, recv). Every
+ * rank of a communicator issues its collectives in the same order; send and recv pair in issue
+ * order per peer (there are no tags). A plugin that cannot join a communicator here (e.g. the
+ * process was not launched for it) returns UNILLM_ERROR_UNSUPPORTED from comm_init with a
+ * message; the host then stages device tensors through its own MPI. */
+typedef struct unillm_comm_opaque* unillm_comm;
+typedef int32_t unillm_reduce_op;
+#define UNILLM_REDUCE_SUM 0
+#define UNILLM_REDUCE_MAX 1
+#define UNILLM_UNIQUE_ID_MAX 128  /* the largest unique_id_size a host accepts */
+
+typedef struct {
+  size_t size;
+  size_t unique_id_size;  /* bytes get_unique_id writes (the host broadcasts that many) */
+  unillm_status (*get_unique_id)(char* out);
+  /* Collective over the `size` ranks that pass the same id; `rank` in [0, size). */
+  unillm_status (*comm_init)(int32_t device, const char* unique_id, int32_t rank, int32_t size,
+                             unillm_comm* out);
+  unillm_status (*comm_destroy)(unillm_comm comm);
+  /* recv[i] = op over ranks of send[i], i < count; send == recv is in place. */
+  unillm_status (*allreduce)(unillm_comm comm, unillm_stream stream, const void* send, void* recv,
+                             size_t count, unillm_dtype dtype, unillm_reduce_op op);
+  /* send: size · recv_count elements; rank r receives the reduction of block r. */
+  unillm_status (*reduce_scatter)(unillm_comm comm, unillm_stream stream, const void* send,
+                                  void* recv, size_t recv_count, unillm_dtype dtype,
+                                  unillm_reduce_op op);
+  /* recv: size · send_count elements, block r from rank r. */
+  unillm_status (*allgather)(unillm_comm comm, unillm_stream stream, const void* send, void* recv,
+                             size_t send_count, unillm_dtype dtype);
+  /* buf of rank root into every rank's buf. */
+  unillm_status (*broadcast)(unillm_comm comm, unillm_stream stream, void* buf, size_t count,
+                             unillm_dtype dtype, int32_t root);
+  unillm_status (*send)(unillm_comm comm, unillm_stream stream, const void* buf, size_t count,
+                        unillm_dtype dtype, int32_t peer);
+  unillm_status (*recv)(unillm_comm comm, unillm_stream stream, void* buf, size_t count,
+                        unillm_dtype dtype, int32_t peer);
+} unillm_collectives_v1;
+
 /* What unillm_plugin_init fills. The pointed-to data must stay valid until the process ends. */
 typedef struct {
   size_t size;
@@ -104,6 +149,9 @@ typedef struct {
   size_t num_kernels;
   const unillm_kernel* kernels;
   char error[256];                /* a plugin that fails to initialise says why here */
+  /* ABI 1.1: the device's collectives, or NULL. Fill it only when out->size reaches past it (a
+   * 1.0 host's struct ends before it); a 1.0 plugin never writes it, and the host zeroed it. */
+  const unillm_collectives_v1* collectives;
 } unillm_plugin;
 
 /* The one symbol a plugin exports. host_abi_* are the host's; the host zeroes *out and sets

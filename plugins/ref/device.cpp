@@ -1,11 +1,18 @@
 // The reference device's C functions (unillm_device_interface) and unillm_plugin_init.
 #include "device.h"
 
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 
 #ifndef UNILLM_REF_NAME
 #define UNILLM_REF_NAME "ref"  // a test build names its copy otherwise
+#endif
+// A test build (ref_v0) stands for a plugin of ABI 1.0: it reports minor 0 and has no collectives.
+#ifdef UNILLM_REF_ABI_1_0
+#define REF_ABI_MINOR 0
+#else
+#define REF_ABI_MINOR UNILLM_PLUGIN_ABI_MINOR
 #endif
 
 namespace unillm_ref {
@@ -186,10 +193,13 @@ extern "C" __attribute__((visibility("default"))) unillm_status unillm_plugin_in
     return UNILLM_ERROR;
   }
   out->abi_major = UNILLM_PLUGIN_ABI_MAJOR;
-  out->abi_minor = UNILLM_PLUGIN_ABI_MINOR;
+  out->abi_minor = REF_ABI_MINOR;
   out->name = UNILLM_REF_NAME;
   out->device = &kInterface;
   out->kernels = kernel_table().data();
   out->num_kernels = kernel_table().size();
+  // A 1.0 host's struct ends before the collectives pointer: writing it would overrun the host.
+  const bool host_has_collectives = out->size >= offsetof(unillm_plugin, collectives) + sizeof out->collectives;
+  if (REF_ABI_MINOR >= 1 && host_has_collectives) out->collectives = collectives_table();
   return UNILLM_OK;
 }

@@ -36,4 +36,7 @@ unillm_status fail(unillm_status status, const std::string& message);
 // The kernel table (kernels.cpp).
 const std::vector<unillm_kernel>& kernel_table();
 
+// The collectives over MPI (collectives.cpp; ABI 1.1).
+const unillm_collectives_v1* collectives_table();
+
 }  // namespace unillm_ref

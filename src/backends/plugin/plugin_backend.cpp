@@ -31,8 +31,26 @@ void PluginAllocator::deallocate(void* p, size_t bytes) {
   if (dev_->free_async(index_, p, static_cast<unillm_stream>(stream_)) == UNILLM_OK) in_use_ -= bytes;
 }
 
+const unillm_collectives_v1* usable_collectives(const unillm_plugin& plugin, std::string* why) {
+  why->clear();
+  // A 1.0 plugin never wrote the field; the host zeroed it.
+  const unillm_collectives_v1* c = plugin.collectives;
+  if (!c) return nullptr;
+  if (c->size < sizeof(unillm_collectives_v1)) {
+    *why = UNILLM_MSG("its collectives table has size ", c->size, ", expected at least ", sizeof(unillm_collectives_v1));
+  } else if (c->unique_id_size == 0 || c->unique_id_size > UNILLM_UNIQUE_ID_MAX) {
+    *why = UNILLM_MSG("its collectives' unique_id_size is ", c->unique_id_size, ", expected 1..", UNILLM_UNIQUE_ID_MAX);
+  } else if (!c->get_unique_id || !c->comm_init || !c->comm_destroy || !c->allreduce || !c->reduce_scatter ||
+             !c->allgather || !c->broadcast || !c->send || !c->recv) {
+    *why = "its collectives table has a NULL function";
+  }
+  return why->empty() ? c : nullptr;
+}
+
 PluginBackend::PluginBackend(DeviceKind kind, const unillm_plugin& plugin, std::string file)
     : kind_(kind), name_(plugin.name), file_(std::move(file)), dev_(plugin.device) {
+  std::string ignored;  // the loader reports the reason
+  collectives_ = usable_collectives(plugin, &ignored);
   int32_t n = 0;
   check(dev_->device_count(&n), "device_count");
   for (int32_t i = 0; i < n; ++i) {

@@ -48,6 +48,9 @@ class PluginBackend : public Backend {
   void* stream(int index) override { return devices_.at(index).stream; }
   void synchronize(int index) override;
   std::string last_error() const override;
+  // The plugin's collectives (ABI 1.1), or nullptr: a 1.0 plugin, or a table the loader refused.
+  const unillm_collectives_v1* collectives() const { return collectives_; }
+  const unillm_device_interface* device_interface() const { return dev_; }
 
  private:
   struct PerDevice {
@@ -58,8 +61,14 @@ class PluginBackend : public Backend {
   DeviceKind kind_;
   std::string name_, file_;
   const unillm_device_interface* dev_;
+  const unillm_collectives_v1* collectives_ = nullptr;
   std::vector<PerDevice> devices_;
 };
+
+// The plugin's collectives table if it is complete (its size covers every v1 function, none is
+// NULL, unique_id_size is 1..UNILLM_UNIQUE_ID_MAX), else nullptr with the reason in *why
+// (nothing when the plugin has no table).
+const unillm_collectives_v1* usable_collectives(const unillm_plugin& plugin, std::string* why);
 
 // Throws DeviceError "[NAME] what failed: <last_error>" when s is not UNILLM_OK.
 void check_status(const unillm_device_interface* dev, unillm_status s, const std::string& who,

@@ -74,8 +74,12 @@ std::string load_one(const std::string& file) {
     ++registered;
   }
   const int devices = find_backend(kind)->device_count();
+  std::string no_collectives;
+  const bool collectives = usable_collectives(*p, &no_collectives) != nullptr;
   std::string line = UNILLM_MSG(p->name, " (", file, ", ABI ", p->abi_major, ".", p->abi_minor, ", ",
-                                devices, devices == 1 ? " device, " : " devices, ", registered, " kernels)");
+                                devices, devices == 1 ? " device, " : " devices, ", registered, " kernels",
+                                collectives ? ", collectives" : "", ")");
+  if (!no_collectives.empty()) line += "; collectives not used: " + no_collectives;
   kept.push_back(std::move(p));
   return line;
 }

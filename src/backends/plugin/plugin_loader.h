@@ -12,7 +12,7 @@
 namespace unillm::plugin {
 
 struct LoadReport {
-  std::vector<std::string> loaded;    // "ref (…/libunillm_ref.so, 2 devices, 31 kernels)"
+  std::vector<std::string> loaded;    // "ref (…/libunillm_ref.so, ABI 1.1, 2 devices, 31 kernels, collectives)"
   std::vector<std::string> failures;  // one line each, naming the file and the reason
 };
 
