@@ -26,6 +26,8 @@ const Command kCommands[] = {
     {"convert", cmd_convert, "convert llama2c | gguf: llama2.c checkpoint or GGUF -> HF dir"},
     {"preprocess", cmd_preprocess, "tokenise text into a token corpus (input_dir)"},
     {"train", cmd_train, "train from a LLaMA-Factory-style YAML config"},
+    {"launch", cmd_launch, "run a command as N processes under mpirun (launch --nproc 2 -- train cfg.yaml)"},
+    {"tune", cmd_tune, "time the parallel layouts that fit N processes; write the fastest config"},
     {"expand-layers", cmd_expand_layers, "LLaMA-Pro: add identity-initialised layers to a model"},
     {"export", cmd_export, "merge LoRA adapters into the base model and save an HF dir; --format gguf"},
     {"chat", cmd_chat, "interactive chat through a chat template; chat CONFIG.yaml as LLaMA-Factory"},

@@ -14,6 +14,8 @@ class ProcessGroup;
 
 namespace unillm::train {
 
+struct MemoryPlan;  // train/memory_plan.h
+
 struct ProgressInfo {
   int64_t step = 0, total_steps = 0;
   double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, epoch = 0;
@@ -39,6 +41,11 @@ struct TrainerHooks {
   // or null for one. Each takes its share of a step's gradient_accumulation_steps × size
   // micro-batches; gradients are summed over the group; rank 0 alone writes output_dir.
   dist::ProcessGroup* dp = nullptr;
+  // Plan only (`unillm train --plan-only`, `unillm tune`): when set, the run stops once the
+  // memory plan is built (as the layout's process; ZeRO's share included), hands it here and
+  // returns, before output_dir or any weight is touched. A plan over memory_limit is handed over
+  // too rather than refused: the caller compares.
+  std::function<void(const MemoryPlan&)> plan_only;
 };
 
 struct TrainResult {
