@@ -325,6 +325,8 @@ def main():
     ap.add_argument("--lora-rank", type=int, default=0, help="LoRA of this rank instead of full fine-tuning")
     ap.add_argument("--lora-alpha", type=float, default=0.0, help="LoRA alpha (default 2 x rank)")
     ap.add_argument("--any-blas", action="store_true", help="run even if torch's GEMM is not OpenBLAS")
+    ap.add_argument("--zero1", action="store_true",
+                    help="under torchrun: ZeroRedundancyOptimizer (optimizer state sharded) besides DDP")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -360,22 +362,38 @@ def main():
     if a.lora_rank:
         params = add_lora(model, a.lora_rank, a.lora_alpha or 2.0 * a.lora_rank)
     model.train()
+    # Under torchrun (WORLD_SIZE > 1): DistributedDataParallel over gloo, each process taking its
+    # share of every batch (bench/dist_bench.py's peer).
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    ddp = None
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+    forward = ddp if ddp is not None else model
 
     ids_all = torch.from_numpy(np.load(a.ids).astype(np.int64))
     rows, T = ids_all.shape
     # HF defaults as LLaMA-Factory runs them: AdamW(0.9, 0.999, 1e-8, wd 0), linear schedule,
     # clip_grad_norm_(1.0).
-    opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    if ddp is not None and a.zero1:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=a.lr, betas=(0.9, 0.999),
+                                      eps=1e-8, weight_decay=0.0)
+    else:
+        opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: max(0.0, (a.steps - k) / a.steps))
 
     times = []
     for step in range(a.steps):
         idx = [(step * a.batch + i) % rows for i in range(a.batch)]
+        idx = idx[rank::world]  # this process's share of the batch
         ids = ids_all[idx]
         labels = ids.clone()
         labels[labels == a.eos] = -100
         t0 = time.perf_counter()
-        loss = model(ids, labels)
+        loss = forward(ids, labels)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -383,10 +401,14 @@ def main():
         opt.zero_grad(set_to_none=True)
         dt = time.perf_counter() - t0
         times.append(dt)
+        if rank != 0:
+            continue
         print(json.dumps({"step": step + 1, "seconds": round(dt, 4),
                           "tokens_per_s": round(a.batch * T / dt, 1), "loss": round(loss.item(), 5),
                           "grad_norm": round(float(gn), 5)}), flush=True)
 
+    if rank != 0:
+        return
     timed = times[a.warmup:] or times
     med = statistics.median(timed)
     summary = {

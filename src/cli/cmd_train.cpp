@@ -6,13 +6,17 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/predict.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "backends/plugin/plugin_backend.h"
 #include "dist/launch_env.h"
 #include "dist/mpi_group.h"
+#include "dist/plugin_group.h"
 #include "train/key_table.h"
 #include "train/memory_plan.h"
 #include "train/trainer.h"
@@ -45,6 +49,50 @@ void set_memory_limit(train::TrainerHooks& hooks) {
   }
   hooks.memory_limit = train::available_memory_bytes();
   hooks.memory_limit_source = "MemAvailable / cgroup memory.max; override with UNILLM_MEMORY_LIMIT";
+  // Processes sharing a host share its memory: each plans for its part (UNILLM_MEMORY_LIMIT is
+  // per process as given).
+  const dist::LaunchEnv launch = dist::read_launch_env();
+  if (launch.local_size > 1) {
+    hooks.memory_limit /= launch.local_size;
+    hooks.memory_limit_source = "MemAvailable / cgroup memory.max shared by the " + std::to_string(launch.local_size) +
+                                " processes on this host; override with UNILLM_MEMORY_LIMIT (per process)";
+  }
+}
+
+// --plan-only: the memory plan of this process as one JSON line on stdout (unillm tune reads it).
+void print_plan_json(const train::MemoryPlan& p, const train::TrainerHooks& h) {
+  const nlohmann::json j = {{"weights", p.weights}, {"frozen_weights", p.frozen_weights},
+                            {"gradients", p.gradients}, {"optimizer", p.optimizer},
+                            {"activations", p.activations()}, {"activations_recompute", p.activations_recompute},
+                            {"activations_no_recompute", p.activations_no_recompute},
+                            {"loss_transient", p.loss_transient}, {"backward_transient", p.backward_transient},
+                            {"runtime", p.runtime}, {"allocator_cache", p.allocator_cache},
+                            {"baseline", p.baseline}, {"reference", p.reference}, {"load_peak", p.load_peak},
+                            {"train_peak", p.train_peak}, {"peak", p.peak}, {"recompute", p.recompute},
+                            {"limit", h.memory_limit}, {"limit_source", h.memory_limit_source},
+                            {"fits", h.memory_limit <= 0 || p.peak <= h.memory_limit}};
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+
+// The data-parallel group's collectives (docs/devices.md, "Collectives"), said at start: a
+// plugin device's own when its plugin has the table, else the world's host MPI (device tensors
+// staged through host memory). *keep owns a plugin group for the run.
+dist::ProcessGroup* choose_collectives(dist::ProcessGroup& world, Device device, double timeout_s, bool rank0,
+                                       std::unique_ptr<dist::ProcessGroup>* keep) {
+  std::string said = device.is_cpu() ? "host MPI" : "host MPI, device tensors staged through host memory";
+  auto* pb = device.is_cpu() ? nullptr : dynamic_cast<plugin::PluginBackend*>(find_backend(device.kind));
+  if (pb && pb->collectives()) {
+    try {  // every rank agrees on the outcome (make_plugin_group), so all fall back alike
+      *keep = dist::make_plugin_group(world, {pb->name(), pb->device_interface(), pb->collectives()},
+                                      {device, timeout_s});
+      said = pb->name() + "'s";
+    } catch (const DeviceError& e) {
+      said += std::string(" (") + e.what() + ")";
+    }
+  }
+  if (rank0) std::fprintf(stderr, "[train] collectives: %s\n", said.c_str());
+  return *keep ? keep->get() : &world;
 }
 
 }  // namespace
@@ -52,9 +100,12 @@ void set_memory_limit(train::TrainerHooks& hooks) {
 int cmd_train(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf("usage: unillm train CONFIG.yaml [key=value ...] [--threads N] [--device NAME[:N]]\n"
-                "                    [--device-fallback warn|error] [--quiet]\n"
+                "                    [--device-fallback warn|error] [--quiet] [--dist-timeout SECONDS] [--plan-only]\n"
                 "Trains as LLaMA-Factory's `llamafactory-cli train` does (stage pt|sft, finetuning_type full|freeze|lora).\n"
-                "Keys: docs/config-keys.md. Overrides use LLaMA-Factory's key=value form.\n");
+                "Keys: docs/config-keys.md. Overrides use LLaMA-Factory's key=value form.\n"
+                "Several processes: mpirun -np N unillm train ..., or unillm launch --nproc N -- train ...;\n"
+                "--dist-timeout (else UNILLM_DIST_TIMEOUT, else 1800 s) bounds every wait on another rank.\n"
+                "--plan-only prints this process's memory plan as one JSON line and stops (nothing is written).\n");
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "--print-keys") {  // regenerates docs/config-keys.md
@@ -62,12 +113,18 @@ int cmd_train(const std::vector<std::string>& args) {
     return 0;
   }
   RuntimeOptions runtime;
-  bool quiet = false;
+  bool quiet = false, plan_only = false;
   int64_t kill_after = -1, kill_in_save = -1;  // crash-test flags (documented in docs/training.md)
   bool kill_in_final_save = false;
   std::vector<std::string> overrides;
+  std::string dist_timeout;  // "" = UNILLM_DIST_TIMEOUT or the default (cmd_launch.cpp)
   for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--threads") {
+    if (args[i] == "--dist-timeout") {
+      if (i + 1 == args.size()) UNILLM_THROW(ConfigError, "[cli] --dist-timeout needs a value");
+      dist_timeout = args[++i];
+    } else if (args[i].rfind("--dist-timeout=", 0) == 0) {
+      dist_timeout = args[i].substr(15);
+    } else if (args[i] == "--threads") {
       if (i + 1 == args.size()) UNILLM_THROW(ConfigError, "[cli] --threads needs a value");
       runtime.threads = parse_threads(args[++i]);
     } else if (args[i].rfind("--threads=", 0) == 0) {
@@ -81,6 +138,8 @@ int cmd_train(const std::vector<std::string>& args) {
       kill_in_final_save = true;
     } else if (args[i] == "--quiet") {
       quiet = true;
+    } else if (args[i] == "--plan-only") {
+      plan_only = true;
     } else if (args[i].rfind("--", 0) == 0) {
       overrides.push_back(args[i].substr(2));  // LLaMA-Factory also accepts --key=value
     } else {
@@ -92,8 +151,9 @@ int cmd_train(const std::vector<std::string>& args) {
   // host share its cores unless --threads says otherwise.
   const dist::LaunchEnv env = dist::read_launch_env();
   dist::ProcessGroup* dp = nullptr;
+  const dist::WorldOptions world_options = dist_world_options(dist_timeout, env.under_mpi ? env.rank : -1);
   if (env.size > 1) {
-    dp = &dist::world();
+    dp = &dist::init_world(world_options);
     if (runtime.threads < 0) runtime.threads = std::max(1, affinity_cores() / env.local_size);
     if (runtime.device != "cpu" && runtime.device.find(':') == std::string::npos)
       runtime.device += ":" + std::to_string(dist::local_device_index(env, [](const char* n) -> const char* {
@@ -106,6 +166,8 @@ int cmd_train(const std::vector<std::string>& args) {
   targs.device = device;
   if (rank0)
     for (auto& w : targs.warnings) std::fprintf(stderr, "unillm: warning: %s\n", w.c_str());
+  std::unique_ptr<dist::ProcessGroup> plugin_dp;  // the device's own collectives, when it has them
+  if (dp) dp = choose_collectives(*dp, device, world_options.timeout_s, rank0, &plugin_dp);
   train::TrainerHooks hooks;
   hooks.dp = dp;
   hooks.hf_cache_root = hf_cache_root();
@@ -121,6 +183,13 @@ int cmd_train(const std::vector<std::string>& args) {
       if (step == kill_in_save) raise(SIGKILL);
     };
   if (kill_in_final_save) hooks.before_output_commit = [] { raise(SIGKILL); };
+  if (plan_only) {
+    hooks.plan_only = [&hooks, rank0](const train::MemoryPlan& p) {
+      if (rank0) print_plan_json(p, hooks);
+    };
+    train::run_training(targs, hooks);
+    return 0;
+  }
   // do_predict with predict_with_generate: generation and BLEU/ROUGE after training, or alone
   // when do_train is off (LLaMA-Factory's nlg_eval example).
   const bool generate = targs.do_predict && targs.predict_with_generate;

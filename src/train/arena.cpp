@@ -1,6 +1,7 @@
 // Packing parameters and gradients into flat storage.
 #include "train/arena.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -87,6 +88,27 @@ ParamArena::ParamArena(const std::vector<nn::Module*>& modules) {
     segments_.push_back(std::move(seg));
     off += n;
   }
+}
+
+ParamArena ParamArena::range(int64_t lo, int64_t hi) const {
+  UNILLM_CHECK(0 <= lo && lo <= hi && hi <= numel_, "[train] arena range [", lo, ", ", hi, ") outside [0, ", numel_, ")");
+  ParamArena r;
+  r.numel_ = hi - lo;
+  r.params_ = params_.slice(0, lo, hi);
+  r.grads_ = grads_.slice(0, lo, hi);
+  for (const auto& seg : segments_) {
+    const int64_t b = std::max(seg.offset, lo), e = std::min(seg.offset + seg.numel, hi);
+    if (b >= e) continue;
+    ArenaSegment s = seg;
+    s.offset = b - lo;
+    s.numel = e - b;
+    if (s.numel != seg.numel) {  // cut: no longer the tensor HF has
+      s.shape = {s.numel};
+      s.part_rows.clear();
+    }
+    r.segments_.push_back(std::move(s));
+  }
+  return r;
 }
 
 void ParamArena::zero_grads() {

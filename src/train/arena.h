@@ -43,8 +43,14 @@ class ParamArena {
   void zero_grads();
   // True when no parameter is NaN or inf (one pass over the arena: used before saving).
   bool all_finite() const;
+  // Elements [lo, hi) as an arena of their own (ZeRO's shard, train/zero.h): its parameters and
+  // gradients alias this arena's, and its segments are this arena's clipped to the range and
+  // rebased to 0. A segment the range cuts keeps only the elements inside, as a 1-D segment
+  // of that many (part_rows left empty): only elementwise optimisers may step a cut arena.
+  ParamArena range(int64_t lo, int64_t hi) const;
 
  private:
+  ParamArena() = default;
   Tensor params_, grads_;  // [numel] f32
   std::vector<ArenaSegment> segments_;
   int64_t numel_ = 0;

@@ -227,16 +227,19 @@ struct TrainArgs {
   // each replaces optim (which must then name AdamW) with its own.
   bool use_muon = false;
   bool use_adam_mini = false;
-  // BAdam (LLaMA-Factory's BAdamArgument, layer mode; train/badam.h): one decoder layer trains at
-  // a time, switched every badam_switch_interval optimizer steps (-1: never).
+  // BAdam (LLaMA-Factory's BAdamArgument; layer mode train/badam.h: one decoder layer trains at
+  // a time, switched every badam_switch_interval optimizer steps (-1: never); ratio mode
+  // train/badam_ratio.h).
   bool use_badam = false;
-  std::string badam_mode = "layer";           // layer (ratio is refused by name)
+  std::string badam_mode = "layer";           // layer | ratio
   std::optional<int64_t> badam_start_block;   // unset: 0 ascending, last descending, random draw
   std::string badam_switch_mode = "ascending";  // ascending | descending | random | fixed
   int64_t badam_switch_interval = 50;
   int64_t badam_verbose = 0;  // 0 quiet, 1 the active layer at each switch, 2 also its tensors
-  // LLaMA-Pro (freeze): the trainable layers are the last of each of freeze_trainable_layers
-  // equal groups (the blocks `unillm expand-layers` added).
+  double badam_update_ratio = 0.05;          // ratio mode (train/badam_ratio.h)
+  std::string badam_mask_mode = "adjacent";  // ratio mode: adjacent | scatter
+  // LLaMA-Pro (freeze; LoRA / OFT on their modules only): the trainable layers are the last of
+  // each of freeze_trainable_layers equal groups (the blocks `unillm expand-layers` added).
   bool use_llama_pro = false;
   // GaLore / APOLLO (LLaMA-Factory's GaloreArguments / ApolloArguments; args_low_rank.cpp).
   LowRankSettings galore;
@@ -252,6 +255,17 @@ struct TrainArgs {
   // LLaMA-Factory's pure_bf16 (bf16 weights and optimizer state, no AMP): trained as bf16: true
   // with f32 trainable weights (args_fields_misc.cpp says so at start).
   bool pure_bf16 = false;
+
+  // ZeRO over the data-parallel processes (train/zero.h), from DeepSpeed's
+  // zero_optimization.stage (`deepspeed: ds_z2_config.json`), HF's `fsdp` or PaddleNLP's
+  // `sharding` (args_parallel.cpp): 0 off; 1 optimizer state sharded; 2 also gradients; 3 also
+  // parameters (refused with several processes until it is built; one process has nothing to
+  // shard).
+  int64_t zero_stage = 0;
+  bool zero_offload = false;  // offload_optimizer / offload_param / fsdp offload to the CPU asked
+  std::string zero_from;      // "cfg.yaml line 9 (deepspeed: ds_z2_config.json)", for messages
+  std::string deepspeed_text, deepspeed_where;  // the DeepSpeed JSON, checked against the other keys
+  int64_t sharding_degree = -1;  // PaddleNLP sharding_parallel_degree (-1: every process)
 
   // The last step is also a checkpoint when save_strategy is not "no": HF's DefaultFlowCallback
   // does so; PaddleNLP's (a copy of an older HF) does not, so its JSON files turn this off.

@@ -201,6 +201,7 @@ TrainerState load_checkpoint(const std::string& dir, Optimizer& opt, const Param
                    shape_str(t.shape()), ", expected ", dtype_name(dst->dtype()), " ", shape_str(dst->shape()));
     dst->copy_from(t);
   }
+  opt.state_loaded();  // ZeRO takes its range of the whole-arena state
   return s;
 }
 

@@ -73,7 +73,7 @@ constexpr Group kGroups[] = {
      "ppo_buffer_size "
      "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards "
      "ref_model_quantization_bit reward_model reward_model_adapters reward_model_quantization_bit "
-     "reward_model_type badam_update_ratio badam_mask_mode "
+     "reward_model_type "
      "use_mca early_stopping_steps"},
     // GaLore and APOLLO (train/galore.h, train/apollo.h, args_low_rank.cpp)
     {"finetuning", S::kImplemented,
@@ -89,6 +89,8 @@ constexpr Group kGroups[] = {
     {"finetuning", S::kImplemented,
      "use_badam badam_mode badam_start_block badam_switch_mode badam_switch_interval "
      "badam_verbose use_llama_pro"},
+    // BAdam's ratio mode (train/badam_ratio.h, args_badam.cpp)
+    {"finetuning", S::kImplemented, "badam_update_ratio badam_mask_mode"},
     // ---- LLaMA-Factory GeneratingArguments (used by chat/eval, not by training)
     // do_predict with predict_with_generate (train) and chat/api configs read them
     // (args_use.cpp); anywhere else they get a warning.
@@ -124,8 +126,10 @@ constexpr Group kGroups[] = {
      "generation_num_beams generation_config sortish_sampler ray_run_name ray_storage_path "
      "ray_storage_filesystem ray_num_workers resources_per_worker placement_strategy "
      "ray_init_kwargs"},
+    // ZeRO over data-parallel processes (args_parallel.cpp, train/zero.h)
+    {"training", S::kImplemented,
+     "deepspeed fsdp fsdp_config fsdp_min_num_params fsdp_transformer_layer_cls_to_wrap"},
     {"training", S::kNotImplemented,
-     "deepspeed fsdp fsdp_config fsdp_min_num_params fsdp_transformer_layer_cls_to_wrap "
      "accelerator_config parallelism_config tp_size label_smoothing_factor neftune_noise_alpha "
      "optim_args optim_target_modules group_by_length length_column_name "
      "train_sampling_strategy auto_find_batch_size torch_compile torch_compile_backend "
@@ -164,6 +168,7 @@ constexpr Group kGroups[] = {
     {"unillm", S::kImplemented, "skip_bad_records bf16_compute ref_mode"},
     // ---- PaddleNLP llm/ keys for {src,tgt} SFT data (run_finetune.py DataArgument)
     {"paddlenlp", S::kImplemented, "dataset_name_or_path src_length max_length zero_padding"},
+    {"paddlenlp", S::kImplemented, "sharding sharding_parallel_degree"},
     // ---- PaddleNLP llm/ keys for pre-tokenised corpora (run_pretrain.py DataArgument)
     {"paddlenlp", S::kImplemented, "input_dir split"},
 };

@@ -271,6 +271,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   if (in.optimizer == "muon")  // Muon leaves embeddings and lm_head to AdamW: a second moment more
     p.optimizer += 4 * d.V * d.C *
                    ((ps.embed_trainable ? 1 : 0) + (ps.lm_head_trainable && !c.tie_word_embeddings ? 1 : 0));
+  p.optimizer = (p.optimizer + in.zero_shards - 1) / in.zero_shards;  // ZeRO: this process's range
   // A layer keeps activations once a gradient flows through it (a trainable tensor at or below it).
   bool flows = ps.embed_trainable, any = false;
   int64_t full = 0, rec = 0, widest = 0, rerun = 0;

@@ -70,6 +70,7 @@ struct MemoryPlanInputs {
   // of its logits beside the policy's (ops/asft_cross_entropy.h).
   bool asft_reference_logits = false;
   std::string optimizer = "adamw";  // OptimizerConfig::kind: sizes the optimizer state
+  int64_t zero_shards = 1;  // ZeRO (train/zero.h): each process holds 1/zero_shards of the state
 };
 
 struct MemoryPlan {

@@ -10,6 +10,8 @@
 #include <random>
 
 #include "data/corpus_data.h"
+#include "dist/counting_group.h"
+#include "dist/mesh.h"
 #include "data/error.h"
 #include "models/save.h"
 #include "ops/matmul_compute.h"
@@ -19,6 +21,7 @@
 #include "train/resume_settings.h"
 #include "train/tokenized_path.h"
 #include "train/trainer_run.h"
+#include "train/zero.h"
 #include "train/vocab.h"
 
 namespace unillm::train {
@@ -143,7 +146,38 @@ void Run::load(const std::string& from) {
   OptimizerConfig oc = optimizer_config(a_);
   const models::ModelConfig& mc = model_->config();  // Adam-mini's head blocks
   oc.hidden_size = mc.hidden_size, oc.num_heads = mc.num_heads, oc.num_kv_heads = mc.num_kv_heads;
-  opt_ = make_optimizer(*arena_, oc);
+  // Stage 3's parameter sharding is not built: it runs as stage 2, said here; the memory plan
+  // counts whole parameters on each process, so a model that needs stage 3 to fit is refused there.
+  const int64_t stage = std::min<int64_t>(a_.zero_stage, 2);
+  if (a_.zero_stage == 3 && dp_size() > 1)
+    say("ZeRO stage 3 from " + a_.zero_from + ": sharding the parameters is not built yet; this run shards the "
+        "optimizer state and gradients as stage 2 does, and each process holds the whole model (the memory plan "
+        "counts it)");
+  if ((stage == 1 || stage == 2) && dp_size() > 1 && a_.sharding_degree == 1) {
+    say("sharding_parallel_degree 1: no sharding group, the optimizer state is not sharded (plain data parallelism)");
+    opt_ = make_optimizer(*arena_, oc);
+  } else if ((stage == 1 || stage == 2) && dp_size() > 1) {
+    // PaddleNLP's sharding_parallel_degree below the process count: sharding groups of that size,
+    // replicated across the rest (the mesh's sharding and dp groups).
+    const int world = static_cast<int>(dp_size());
+    const int degree = a_.sharding_degree > 1 ? static_cast<int>(a_.sharding_degree) : world;
+    dist::ProcessGroup* group = h_.dp;
+    dist::ProcessGroup* replicas = nullptr;
+    if (degree < world) {
+      mesh_ = std::make_unique<dist::DeviceMesh>(*h_.dp, dist::mesh_shape(world, 1, 1, degree));
+      group = &mesh_->sharding();
+      replicas = &mesh_->dp();
+    }
+    opt_ = std::make_unique<ZeroOptimizer>(*arena_, *group, static_cast<int>(stage),
+                                           [&oc](ParamArena& shard) { return make_optimizer(shard, oc); }, replicas);
+    const auto [lo, hi] = zero_range(arena_->numel(), group->size(), group->rank());
+    say(UNILLM_MSG("ZeRO stage ", stage, ": this process keeps the optimizer state of elements [", lo, ", ",
+                   hi, ") of ", arena_->numel(), stage == 2 ? " and reduces only their gradients" : "",
+                   degree < world ? UNILLM_MSG(" (sharding groups of ", degree, ", ", world / degree, " replicas)")
+                                  : std::string()));
+  } else {
+    opt_ = make_optimizer(*arena_, oc);
+  }
 }
 
 void Run::setup_data() {
@@ -251,23 +285,57 @@ void Run::restore(const std::string& dir) {
   say("resumed from " + dir + " at step " + std::to_string(state_.global_step));
 }
 
+// ZeRO with several processes: what is built (stages 1 and 2 of elementwise optimisers over the
+// whole data-parallel group) or a clear refusal.
+void Run::check_zero() const {
+  if (a_.zero_stage == 0) return;
+  const std::string from = " (" + a_.zero_from + ")";
+  const std::string kind = optimizer_config(a_).kind;
+  if (!zero_shardable(kind))
+    UNILLM_THROW(NotImplemented, "[train] ZeRO stage ", a_.zero_stage, from, " with optimizer ", kind,
+                 " is not implemented yet: its update reads whole matrices; AdamW and SGD are sharded");
+  if (a_.sharding_degree > 1 && (a_.sharding_degree > dp_size() || dp_size() % a_.sharding_degree != 0))
+    UNILLM_THROW(ConfigError, "[train] sharding_parallel_degree ", a_.sharding_degree, " does not divide the ",
+                 dp_size(), " data-parallel processes; give a divisor, or -1 for all of them");
+}
+
 TrainResult Run::go() {
   if (dp_size() > 1) {
     // Not yet with several processes: each would need its share of the work and a merged result.
     std::string no;
-    if (a_.do_predict) no = "do_predict";
+    if (a_.do_predict && a_.predict_with_generate) no = "do_predict with predict_with_generate";
     if (a_.pref_bco_weight > 1e-6) no = "pref_bco_weight (its running baseline is per process)";
     if (!no.empty())
       UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", no, " is not implemented with ", dp_size(),
                    " data-parallel processes yet; run one process");
+    check_zero();
     say("data parallel: " + std::to_string(dp_size()) + " processes, each step " +
         std::to_string(a_.gradient_accumulation_steps) + " micro-batches on each (" +
-        std::to_string(a_.gradient_accumulation_steps * dp_size()) + " in all), gradients summed over them");
+        std::to_string(a_.gradient_accumulation_steps * dp_size()) + " in all), gradients summed over them, evaluation split");
+  }
+  if (dp_size() == 1 && a_.zero_stage > 0)
+    say(UNILLM_MSG("ZeRO stage ", a_.zero_stage, " from ", a_.zero_from,
+                   ": one process holds everything (there is nothing to shard); run it under mpirun -np N "
+                   "or unillm launch --nproc N to shard"));
+  if (a_.zero_offload) {
+    if (!a_.device.is_cpu())
+      UNILLM_THROW(NotImplemented, "[train] ", a_.zero_from, ": CPU offload of optimizer state with --device ",
+                   device_name(a_.device), " is not implemented yet");
+    say("ZeRO offload: the optimizer state and parameters are in host memory already (--device cpu)");
   }
   const std::string from = resume_dir();
   check_resume(from);
   load_tokenizer();
   setup_data();
+  if (h_.plan_only) {  // --plan-only: the plan, even one over the limit (plan_ is set before that check)
+    try {
+      plan_memory_and_check(from);
+    } catch (const ConfigError&) {
+      if (plan_.peak == 0) throw;
+    }
+    h_.plan_only(plan_);
+    return {};
+  }
   plan_memory_and_check(from);  // before the output dir is touched and the weights allocated
   prepare_output_dir();
   dp_barrier();  // output_dir is ready (or rank 0 has refused it and aborted the run)
@@ -298,9 +366,33 @@ TrainResult Run::go() {
   double loss_sum = 0;
   start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(state_.elapsed_seconds));
   if (a_.eval_on_start && eval_enabled_ && state_.global_step == 0) run_eval();
+  // The steps' communication (several processes): what the collectives moved and the time spent
+  // waiting in them, against the steps' wall time.
+  const auto* counting = dynamic_cast<const dist::CountingGroup*>(h_.dp);
+  dist::CommStats comm;
+  double step_seconds = 0;
   while (state_.global_step < total_steps_) {
+    const dist::CommStats before = counting ? counting->stats() : dist::CommStats{};
+    const auto t0 = Clock::now();
     loss_sum += train_step();
+    step_seconds += since(t0);
+    if (counting) {
+      comm.calls += counting->stats().calls - before.calls;
+      comm.wire_bytes += counting->stats().wire_bytes - before.wire_bytes;
+      comm.wait_seconds += counting->stats().wait_seconds - before.wait_seconds;
+    }
     maybe_eval_and_save();
+  }
+  if (counting && state_.global_step > first) {
+    const auto n = static_cast<double>(state_.global_step - first);
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "communication per step (process %lld of %lld): %.0f collectives, %.4f MiB sent (ring volume), "
+                  "%.2f ms waiting in them of %.2f ms",
+                  static_cast<long long>(dp_rank()), static_cast<long long>(dp_size()),
+                  static_cast<double>(comm.calls) / n, comm.wire_bytes / n / 1048576.0, comm.wait_seconds / n * 1e3,
+                  step_seconds / n * 1e3);
+    say(buf);
   }
   report_memory();
   return finish(loss_sum, state_.global_step - first);
@@ -309,7 +401,15 @@ TrainResult Run::go() {
 }  // namespace detail
 
 TrainResult run_training(const TrainArgs& args, const TrainerHooks& hooks) {
-  detail::Run run(args, hooks);
+  if (!hooks.dp) {
+    detail::Run run(args, hooks);
+    return run.go();
+  }
+  // Several processes: the collectives are counted for the run's communication report.
+  dist::CountingGroup counting(*hooks.dp);
+  TrainerHooks h = hooks;
+  h.dp = &counting;
+  detail::Run run(args, h);
   return run.go();
 }
 

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "autograd/grad_mode.h"
+#include "dist/gather_strings.h"
 #include "train/trainer_run.h"
 
 namespace unillm::train::detail {
@@ -59,29 +60,36 @@ std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const
   return {right, scored};
 }
 
+// Several processes split the batches (batch i on process i mod dp); the parts come back to every
+// process and are added in batch order, so the result is one process's bit for bit.
 EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   autograd::NoGradGuard no_grad;
-  double loss_sum = 0;
-  int64_t items = 0, right = 0, scored = 0;
   data::LoaderOptions eo = loader_opts_;
   eo.batch_size = a_.per_device_eval_batch_size;
-  std::vector<std::tuple<std::string, double, int64_t>> metrics;
-  SumMetrics sums;
   const int64_t examples = ds.num_rows() / ds.group;
-  for (int64_t e = 0; e < examples; e += eo.batch_size) {
+  const int64_t batches = (examples + eo.batch_size - 1) / eo.batch_size;
+  std::vector<EvalPart> parts(static_cast<size_t>(batches));
+  std::vector<std::pair<int64_t, int64_t>> acc(static_cast<size_t>(batches), {0, 0});
+  for (int64_t i = dp_rank(); i < batches; i += dp_size()) {
+    const int64_t e = i * eo.batch_size;
     // Dataset order; the rows of an example (a pair) stay in one batch, laid out as the loader's.
     const std::vector<int64_t> idx = data::group_rows(ds, e, std::min(examples - e, eo.batch_size));
     data::Batch b = data::make_batch(ds, idx, eo);
-    EvalPart part = stage_->eval_batch(*model_, b);
-    loss_sum += part.loss_sum;
-    items += part.count;
-    accumulate_metrics(metrics, part.metrics);
-    add_sums(sums, part.sums);
-    if (accuracy) {
-      auto [ok, n] = token_accuracy_counts(*model_, b);
-      right += ok;
-      scored += n;
-    }
+    parts[static_cast<size_t>(i)] = stage_->eval_batch(*model_, b);
+    if (accuracy) acc[static_cast<size_t>(i)] = token_accuracy_counts(*model_, b);
+  }
+  if (dp_size() > 1) gather_eval_parts(parts, acc);
+  double loss_sum = 0;
+  int64_t items = 0, right = 0, scored = 0;
+  std::vector<std::tuple<std::string, double, int64_t>> metrics;
+  SumMetrics sums;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    loss_sum += parts[i].loss_sum;
+    items += parts[i].count;
+    accumulate_metrics(metrics, parts[i].metrics);
+    add_sums(sums, parts[i].sums);
+    right += acc[i].first;
+    scored += acc[i].second;
   }
   EvalResult res;
   res.loss = items > 0 ? loss_sum / static_cast<double>(items) : 0.0;
@@ -99,6 +107,33 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
       res.metrics.emplace_back(name, v);
   }
   return res;
+}
+
+// Every process's evaluated batches to every process (doubles as JSON round-trip exactly).
+void Run::gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc) {
+  nlohmann::json mine = nlohmann::json::array();
+  for (size_t i = static_cast<size_t>(dp_rank()); i < parts.size(); i += static_cast<size_t>(dp_size())) {
+    if (!std::isfinite(parts[i].loss_sum))  // JSON has no NaN; the error ends every process
+      UNILLM_THROW(NumericError, "[train] evaluation after step ", state_.global_step, ": the eval loss of batch ", i,
+                   " is ", std::isnan(parts[i].loss_sum) ? "NaN" : "inf",
+                   " (NaN/inf weights, or a config value such as rms_norm_eps)");
+    nlohmann::json m = nlohmann::json::array(), s = nlohmann::json::array();
+    for (const auto& [name, v] : parts[i].metrics) m.push_back({name, v});
+    for (const auto& x : parts[i].sums) s.push_back({x.name, x.sum, x.count});
+    mine.push_back({i, parts[i].loss_sum, parts[i].count, m, s, acc[i].first, acc[i].second});
+  }
+  for (const std::string& text : dist::allgather_strings(*h_.dp, mine.dump())) {
+    for (const auto& e : nlohmann::json::parse(text)) {
+      const auto i = e[0].get<size_t>();
+      EvalPart p;
+      p.loss_sum = e[1].get<double>();
+      p.count = e[2].get<int64_t>();
+      for (const auto& m : e[3]) p.metrics.emplace_back(m[0].get<std::string>(), m[1].get<double>());
+      for (const auto& x : e[4]) p.sums.push_back({x[0].get<std::string>(), x[1].get<double>(), x[2].get<double>()});
+      parts[i] = std::move(p);
+      acc[i] = {e[5].get<int64_t>(), e[6].get<int64_t>()};
+    }
+  }
 }
 
 void Run::run_eval() {

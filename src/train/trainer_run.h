@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "dist/mesh.h"
 #include "data/batch_loader.h"
 #include "models/causal_lm.h"
 #include "train/adamw.h"
@@ -86,6 +87,8 @@ class Run {
   double train_step();
   // Data parallelism (TrainerHooks::dp): this process's place, and rank 0 as the one writer.
   int64_t dp_size() const;
+  void check_zero() const;
+  void gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc);
   int64_t dp_rank() const;
   bool writer() const { return dp_rank() == 0; }
   void dp_barrier();
@@ -112,6 +115,7 @@ class Run {
   std::unique_ptr<Stage> stage_;  // the loss, data and metrics of a.stage
   std::unique_ptr<models::CausalLM> model_;
   std::unique_ptr<ParamArena> arena_;
+  std::unique_ptr<dist::DeviceMesh> mesh_;  // ZeRO's sharding and replica groups (before opt_: outlives it)
   std::unique_ptr<Optimizer> opt_;
   data::TokenizedDataset train_, eval_, test_;  // test_: do_predict
   std::unique_ptr<data::BatchLoader> loader_;

@@ -13,6 +13,7 @@
 #include "train/output_dir.h"
 #include "train/plot.h"
 #include "train/trainer_run.h"
+#include "train/zero.h"
 
 namespace unillm::train::detail {
 
@@ -93,9 +94,15 @@ double Run::train_step() {
     // fp16 scales the loss gradient (and so every gradient) by the loss scale.
     mo.seed = (scaler_ ? scaler_->scale : 1.0) * weight;
     mo.recompute = !a_.disable_gradient_checkpointing;
-    mo.rng = &rng_;  // dropout (checkpointed with the run's RNG state)
+    // Dropout: each micro-batch of the step draws from its own generator, seeded from one draw of
+    // the run's (checkpointed) generator and the micro-batch's place in the step's group, so a
+    // micro-batch gets the same masks whichever process trains it.
+    const uint64_t step_seed = rng_.next_u64();
+    Rng micro_rng;
+    mo.rng = &micro_rng;
     for (size_t i = 0; i < group.size(); ++i) {
       if (static_cast<int64_t>(i) % dp != me) continue;
+      micro_rng.reseed(step_seed + 0x9E3779B97F4A7C15ull * (i + 1));
       MicroResult r = stage_->train_micro(*model_, group[i], mo);
       // Checked on the reduced loss: a NaN or inf here would train every weight into NaN.
       if (!std::isfinite(r.loss)) stop_non_finite("the loss", r.loss);
@@ -104,17 +111,25 @@ double Run::train_step() {
       add_sums(interval_sums_, r.sums);
     }
   }
+  // ZeRO: the gradients this process holds complete after the reduction are its range's (stage 2).
+  auto* zero = dynamic_cast<ZeroOptimizer*>(opt_.get());
   if (dp > 1) {  // the step's loss and gradients over the group (before the checks that read them)
     Tensor l = Tensor::empty({1}, DType::f64);
     l.data<double>()[0] = loss_sum;
     h_.dp->allreduce(l);
     loss_sum = l.data<double>()[0];
-    Tensor g = arena_->grad_tensor();
-    h_.dp->allreduce(g);
+    if (zero) {
+      zero->reduce_gradients();
+    } else {
+      Tensor g = arena_->grad_tensor();
+      h_.dp->allreduce(g);
+    }
   }
   const double loss = loss_sum * weight;
-  const bool finite = !scaler_ || scaler_->unscale(*arena_);
-  const double grad_norm = clip_grad_norm(*arena_, a_.max_grad_norm);
+  bool finite = !scaler_ || scaler_->unscale(zero ? zero->reduced() : *arena_);
+  if (zero && scaler_) finite = zero->all_ranks(finite);  // every process skips the step, or none
+  opt_->prepare_grads();  // BAdam's ratio mode cuts each gradient to its mask before clipping
+  const double grad_norm = zero ? zero->clip_grad_norm(a_.max_grad_norm) : clip_grad_norm(*arena_, a_.max_grad_norm);
   // fp16's scaler skips a step whose gradients overflowed (the scale backs off); otherwise a
   // non-finite gradient norm would make the update NaN.
   if (!scaler_ && !std::isfinite(grad_norm)) stop_non_finite("the gradient norm", grad_norm);
@@ -239,6 +254,7 @@ void Run::save_now() {
     save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_);
     stage_->save_extra(dir, true);
   };
+  if (!a_.save_only_model) opt_->gather_state();  // ZeRO: every process's range (a collective)
   if (!writer()) {  // rank 0 writes; the others wait until the checkpoint is complete
     last_checkpoint_ = name;
     dp_barrier();

@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "run_compare_util.h"
 #include "train_log_util.h"
 
 namespace unillm {
@@ -32,25 +33,8 @@ testing::CliResult run_with_plugins(const std::string& args, const std::string& 
 const std::string kModel = source_path("assets/stories260K");
 const std::string kNoFallback = " --device-fallback error";
 
-// The number after `key` in text (e.g. "ppl=" in eval's output); NaN when absent.
-double number_after(const std::string& text, const std::string& key) {
-  const size_t at = text.find(key);
-  return at == std::string::npos ? std::nan("") : std::stod(text.substr(at + key.size()));
-}
-
-// The largest |a − b| / (1 + |b|) over every tensor of two safetensors files with the same names.
-double max_weight_diff(const std::string& a_path, const std::string& b_path) {
-  auto a = io::SafetensorsFile::open(a_path), b = io::SafetensorsFile::open(b_path);
-  EXPECT_EQ(a->tensors().size(), b->tensors().size());
-  double m = 0;
-  for (const auto& info : b->tensors()) {
-    const std::vector<float> x = a->tensor(info.name).to_float_vector(), y = b->tensor(info.name).to_float_vector();
-    EXPECT_EQ(x.size(), y.size()) << info.name;
-    for (size_t i = 0; i < x.size() && i < y.size(); ++i)
-      m = std::max(m, std::abs(static_cast<double>(x[i]) - y[i]) / (1 + std::abs(static_cast<double>(y[i]))));
-  }
-  return m;
-}
+using testing::max_weight_diff;
+using testing::number_after;
 
 TEST(Device, GenerateAndEvalOnTheReferenceDevice) {
   const std::string gen = "generate --model " + kModel +

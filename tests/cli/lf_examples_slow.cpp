@@ -49,6 +49,8 @@ std::string rewrite(const std::string& path, const std::string& cmd, const std::
   if (n["output_dir"]) n["output_dir"] = out;
   if (n["export_dir"]) n["export_dir"] = out;
   if (n["tokenized_path"]) n["tokenized_path"] = out + "/tokenized";
+  if (n["deepspeed"])  // examples/deepspeed/*.json, vendored beside the examples
+    n["deepspeed"] = source_path(kExamples + "/deepspeed/" + fs::path(n["deepspeed"].as<std::string>()).filename().string());
   if (n["export_quantization_dataset"])
     n["export_quantization_dataset"] = source_path("data/" + fs::path(n["export_quantization_dataset"].as<std::string>()).filename().string());
   if (cmd == "train" && n["model_name_or_path"]) {

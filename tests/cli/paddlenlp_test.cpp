@@ -117,6 +117,37 @@ TEST(PaddleNlpLlama, PretrainArgumentsAnnealTheLearningRate) {
   EXPECT_NE(big.err.find("key 'vocab_size' is 512"), std::string::npos) << big.err;
 }
 
+// The official pretrain file under two processes (its `sharding: stage2`: ZeRO stage 2; its
+// tensor_parallel_degree 2 overridden to 1, as TP is not built): the run of one process with twice
+// the accumulation, and do_predict's test loss split over the processes gives one process's.
+TEST(PaddleNlpLlama, PretrainArgumentsUnderTwoProcessesShardAndPredict) {
+  const PretrainSetup s = pretrain_setup("paddle_dp2");
+  const std::string args = " model_name_or_path=" + s.model + " tokenizer_name_or_path=" + s.tok +
+                           " input_dir=" + s.corpus + " tensor_parallel_degree=1 max_seq_length=64 max_steps=3"
+                           " per_device_eval_batch_size=16 --quiet";
+  auto one = run_unillm("train " + official("pretrain_argument.json") + args + " gradient_accumulation_steps=4 output_dir=" +
+                        s.dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("one process holds everything"), std::string::npos) << one.err;
+  auto two = testing::run_shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader "
+                                "timeout -k 5 240 mpirun --oversubscribe --bind-to none -np 2 " +
+                                std::string(UNILLM_BINARY_DIR) + "/unillm train " + official("pretrain_argument.json") +
+                                args + " gradient_accumulation_steps=2 output_dir=" + s.dir + "/two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.err.find("ZeRO stage 2: this process keeps"), std::string::npos) << two.err;
+  const auto a = lines_with(s.dir + "/one", "loss"), b = lines_with(s.dir + "/two", "loss");
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-4) << i;
+    EXPECT_NEAR(a[i]["grad_norm"].get<double>(), b[i]["grad_norm"].get<double>(),
+                1e-5 * a[i]["grad_norm"].get<double>()) << i;
+  }
+  const double ta = read_json(s.dir + "/one/test_results.json")["test_loss"];
+  const double tb = read_json(s.dir + "/two/test_results.json")["test_loss"];
+  EXPECT_NEAR(ta, tb, 1e-5 * ta);
+}
+
 // do_predict: the loss over split's third part equals the evaluation loss of the same documents
 // given as raw text (data::split_ranges, the documented rule) to the trained model.
 TEST(PaddleNlpLlama, PretrainDoPredictScoresTheTestPartOfSplit) {

@@ -3,16 +3,14 @@
 // bit where each weight gets one gradient term per micro-batch (LoRA), to f32 rounding where the
 // order of a sum changes (a tied embedding's two terms in full fine-tuning) — a kill -9 resumes
 // exactly, a checkpoint of 2 × 1 resumes as 1 × 2 and back, and what is not supported yet stops
-// every process with a clear error instead of leaving one waiting. torchrun's variables are refused
+// every process with a clear error instead of leaving one waiting. Dropout draws the same masks. torchrun's variables are refused
 // naming mpirun.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 
-#include "support/expect.h"
-#include "support/run_cli.h"
-#include "train_log_util.h"
+#include "run_compare_util.h"
 
 namespace unillm {
 namespace {
@@ -26,23 +24,8 @@ const std::string kDpo = "examples/train_lora/stories260K_lora_dpo.yaml";
 const std::string kShort = " max_steps=6 logging_steps=1 save_steps=3 eval_steps=3 max_samples=64"
                            " per_device_train_batch_size=4 --quiet";
 
-// Run from the source dir (the examples' relative paths), bounded so a hung rank fails the test.
-testing::CliResult train(int np, const std::string& args) {
-  const std::string bin = std::string(UNILLM_BINARY_DIR) + "/unillm train " + args;
-  if (np == 1) return run_shell("cd " + source_path("") + " && " + bin);
-  return run_shell("cd " + source_path("") + " && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                   "OMPI_MCA_btl=self,vader timeout -k 5 240 mpirun --oversubscribe --bind-to none -np " +
-                   std::to_string(np) + " " + bin);
-}
-
-// (loss, grad_norm) of each logged step and each eval_loss, in order.
-std::vector<std::pair<double, double>> figures(const std::string& dir) {
-  std::vector<std::pair<double, double>> out;
-  for (const auto& j : testing::log_lines(dir))
-    if (j.contains("loss")) out.emplace_back(j["loss"].get<double>(), j["grad_norm"].get<double>());
-    else if (j.contains("eval_loss")) out.emplace_back(j["eval_loss"].get<double>(), -1);
-  return out;
-}
+testing::CliResult train(int np, const std::string& args) { return testing::train_processes(np, args); }
+std::vector<std::pair<double, double>> figures(const std::string& dir) { return testing::logged_figures(dir); }
 
 TEST(DataParallel, TwoProcessesEqualOneWithTwiceTheAccumulation) {
   const std::string dir = testing::temp_dir("dp_equal");
@@ -70,6 +53,28 @@ TEST(DataParallel, TwoProcessesEqualOneWithTwiceTheAccumulation) {
   for (size_t i = 0; i < l1.size(); ++i)
     for (const char* k : {"rewards/margins", "rewards/accuracies", "logps/chosen", "logits/rejected"})
       EXPECT_DOUBLE_EQ(l1[i][k].get<double>(), l2[i][k].get<double>()) << k << " step " << i + 1;
+}
+
+// Dropout (the reward model's value-head dropout 0.1, LoRA dropout 0.1): each micro-batch draws
+// from a generator seeded by its place in the step, so two processes draw what one does.
+TEST(DataParallel, DropoutDrawsTheSameMasksAsOneProcess) {
+  const std::string dir = testing::temp_dir("dp_dropout");
+  const std::string rm = "examples/train_lora/stories260K_lora_reward.yaml lora_dropout=0.1 cutoff_len=96"
+                         " max_samples=24 bf16=false max_steps=3 logging_steps=1 save_strategy=no --quiet";
+  // (Accumulation 1 on each process, so each weight's gradient is summed in one process's order.)
+  auto one = train(1, rm + " gradient_accumulation_steps=2 output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto two = train(2, rm + " gradient_accumulation_steps=1 output_dir=" + dir + "/two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const auto a = figures(dir + "/one"), b = figures(dir + "/two");
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a, b);
+  for (const char* f : {"/adapter_model.safetensors", "/value_head.safetensors"})
+    EXPECT_TRUE(slurp(dir + "/one" + f) == slurp(dir + "/two" + f)) << f;
+  // The same run without LoRA dropout differs: the masks are really drawn and applied.
+  auto off = train(1, rm + " gradient_accumulation_steps=2 lora_dropout=0 output_dir=" + dir + "/off");
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_NE(figures(dir + "/off"), a);
 }
 
 TEST(DataParallel, KilledRunsResumeExactlyAndAcrossLayouts) {

@@ -14,9 +14,11 @@
 #include "support/expect.h"
 #include "support/run_cli.h"
 #include "train/adafactor.h"
+#include "train/adamw.h"
 #include "train/adamw_8bit.h"
 #include "train/checkpoint.h"
 #include "train/sgd.h"
+#include "train/zero.h"
 
 namespace unillm::train {
 namespace {
@@ -64,6 +66,47 @@ TEST(Optimizer, ArenaKeepsShapesAndHfParts) {
   EXPECT_TRUE(parts[2].matrix);
   EXPECT_FALSE(parts[3].matrix);
   EXPECT_FALSE(arena.segments()[2].decay);  // a bias
+}
+
+// ZeRO's cut (train/zero.h): ranges across parameters, and AdamW stepped range by range — each
+// over ParamArena::range, with its own state — gives the weights of one AdamW over the arena,
+// decay and LoRA+'s lr_scale per segment kept where a range cuts a segment.
+TEST(Optimizer, ZeroRangesStepAsTheWholeArena) {
+  EXPECT_EQ(zero_range(10, 3, 0), (std::pair<int64_t, int64_t>{0, 4}));
+  EXPECT_EQ(zero_range(10, 3, 2), (std::pair<int64_t, int64_t>{8, 10}));
+  EXPECT_EQ(zero_range(2, 4, 3), (std::pair<int64_t, int64_t>{2, 2}));  // more ranks than elements
+  EXPECT_TRUE(zero_shardable("adamw"));
+  EXPECT_FALSE(zero_shardable("adafactor"));
+  Toy whole_m(5), cut_m(5);
+  ParamArena whole(whole_m), cut(cut_m);
+  apply_loraplus(whole, 16.0, 1e-6, 1e-3);
+  apply_loraplus(cut, 16.0, 1e-6, 1e-3);
+  const int64_t n = whole.numel();
+  ASSERT_EQ(n, 6 * 40 + 80 * 64 + 7);
+  // 3 ranges: the first cuts the fused matrix' end off, the last holds the big matrix' tail and
+  // the bias.
+  const ParamArena first = cut.range(0, 200), middle = cut.range(200, 5000), last = cut.range(5000, n);
+  ASSERT_EQ(first.segments().size(), 1u);
+  EXPECT_EQ(first.segments()[0].numel, 200);
+  EXPECT_EQ(first.segments()[0].shape, (std::vector<int64_t>{200}));  // cut: 1-D
+  ASSERT_EQ(middle.segments().size(), 2u);
+  EXPECT_EQ(middle.segments()[1].offset, 40);  // rebased: 240 - 200
+  EXPECT_EQ(middle.segments()[1].lr_scale, 16.0);  // lora_B's group
+  ASSERT_EQ(last.segments().size(), 2u);
+  EXPECT_FALSE(last.segments()[1].decay);  // the bias
+  EXPECT_EQ(last.param_tensor().numel(), n - 5000);
+  const AdamWConfig c{0.9, 0.999, 1e-8, 0.1};
+  AdamW one(whole, c);
+  std::vector<ParamArena> ranges = {first, middle, last};
+  std::vector<std::unique_ptr<AdamW>> parts;
+  for (auto& r : ranges) parts.push_back(std::make_unique<AdamW>(r, c));
+  for (int step = 0; step < 3; ++step) {
+    random_grads(whole, 10 + step);
+    random_grads(cut, 10 + step);
+    one.step(1e-3);
+    for (auto& p : parts) p->step(1e-3);
+  }
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(whole.params()[i], cut.params()[i]) << i;
 }
 
 TEST(Optimizer, KindsFromHfNames) {

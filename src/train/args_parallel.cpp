@@ -1,0 +1,240 @@
+// The keys that ask for sharded data parallelism, mapped onto ZeRO (train/zero.h): HF's
+// `deepspeed` (a DeepSpeed JSON file, as LLaMA-Factory's examples/deepspeed/ds_z*_config.json),
+// HF's `fsdp` / `fsdp_config`, and PaddleNLP's `sharding` / `sharding_parallel_degree`.
+// DeepSpeed's "auto" values are resolved from the training keys as HF's
+// HfTrainerDeepSpeedConfig does, and a value that is not "auto" must agree with them (HF refuses
+// a mismatch too). Keys that only tune communication (bucket sizes, overlap_comm, prefetch) are
+// accepted: unillm's collectives have no such knobs.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "train/args_internal.h"
+
+namespace unillm::train::detail {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_text(const Field& f, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    UNILLM_THROW(ConfigError, "[config] ", f.where, ": ", f.key, ": cannot read '", path,
+                 "' (a path is taken relative to the directory unillm runs in, as HF does)");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A YAML value as JSON: plain scalars that read as numbers or booleans become those.
+nlohmann::json to_json(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& kv : n) j[kv.first.Scalar()] = to_json(kv.second);
+    return j;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& e : n) j.push_back(to_json(e));
+    return j;
+  }
+  if (!n.IsScalar()) return nullptr;
+  const std::string& v = n.Scalar();
+  if (n.Tag() == "!") return v;  // quoted: a string
+  if (v == "true" || v == "True") return true;
+  if (v == "false" || v == "False") return false;
+  try {
+    size_t used = 0;
+    const long long i = std::stoll(v, &used);
+    if (used == v.size()) return i;
+    const double d = std::stod(v, &used);
+    if (used == v.size()) return d;
+  } catch (const std::exception&) {
+  }
+  return v;
+}
+
+void set_deepspeed(TrainArgs& a, const Field& f) {
+  a.deepspeed_text.clear();
+  a.zero_stage = 0;
+  a.zero_offload = false;
+  a.zero_from.clear();
+  if (is_off(f.node)) return;
+  std::string text, source;
+  if (f.node.IsScalar()) {  // a path; HF also takes a JSON string
+    const std::string v = f.node.Scalar();
+    if (!v.empty() && v[0] == '{') {
+      text = v, source = f.where;
+    } else {
+      text = read_text(f, v), source = v;
+    }
+  } else if (f.node.IsMap()) {  // an inline dict: its JSON form
+    text = to_json(f.node).dump(), source = f.where;
+  } else {
+    bad_value(f, "the path of a DeepSpeed JSON config");
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    UNILLM_THROW(ConfigError, "[config] ", f.where, ": deepspeed: ", source, " is not valid JSON (", e.what(), ")");
+  }
+  if (!j.is_object()) UNILLM_THROW(ConfigError, "[config] ", f.where, ": deepspeed: ", source, " is not a JSON object");
+  a.deepspeed_text = j.dump();
+  a.deepspeed_where = source;
+  const nlohmann::json z = j.value("zero_optimization", nlohmann::json::object());
+  const nlohmann::json stage = z.value("stage", nlohmann::json(0));
+  if (!stage.is_number_integer() || stage.get<int64_t>() < 0 || stage.get<int64_t>() > 3)
+    UNILLM_THROW(ConfigError, "[config] ", source, ": zero_optimization.stage is ", stage.dump(),
+                 "; expected 0, 1, 2 or 3");
+  a.zero_stage = stage.get<int64_t>();
+  for (const char* k : {"offload_optimizer", "offload_param"})
+    if (z.contains(k) && z[k].is_object() && z[k].value("device", std::string("none")) != "none") {
+      const std::string dev = z[k].value("device", std::string());
+      if (dev != "cpu")
+        UNILLM_THROW(NotImplemented, "[config] ", source, ": zero_optimization.", k, ".device '", dev,
+                     "': only cpu offload is implemented");
+      a.zero_offload = true;
+    }
+  a.zero_from = f.where + " (deepspeed: " + source + ")";
+}
+
+// HF's fsdp option string: "full_shard auto_wrap offload" (or a list).
+void set_fsdp(TrainArgs& a, const Field& f) {
+  std::vector<std::string> words;
+  if (f.node.IsSequence()) {
+    for (const auto& e : f.node) words.push_back(e.Scalar());
+  } else if (f.node.IsScalar()) {
+    std::istringstream in(f.node.Scalar());
+    for (std::string w; in >> w;) words.push_back(w);
+  }
+  if (is_off(f.node) || (words.size() == 1 && (words[0] == "false" || words[0] == "False"))) return;
+  if (words.size() == 1 && (words[0] == "true" || words[0] == "True")) words = {"full_shard"};
+  int64_t stage = -1;
+  for (const auto& w : words) {
+    if (w == "full_shard") {
+      stage = 3;
+    } else if (w == "shard_grad_op") {
+      stage = 2;
+    } else if (w == "no_shard") {
+      stage = 0;
+    } else if (w == "offload") {
+      a.zero_offload = true;
+    } else if (w == "auto_wrap") {
+      // FSDP's wrapping units: unillm's are the decoder layers whatever is asked
+    } else if (w == "hybrid_shard" || w == "hybrid_shard_zero2") {
+      UNILLM_THROW(NotImplemented, "[config] ", f.where, ": fsdp '", w,
+                   "' (sharding within a node, replication across nodes) is not implemented yet; "
+                   "use full_shard or shard_grad_op");
+    } else {
+      bad_value(f, "full_shard, shard_grad_op, no_shard, hybrid_shard, offload or auto_wrap, not '" + w + "'");
+    }
+  }
+  if (stage < 0) bad_value(f, "a sharding strategy: full_shard, shard_grad_op or no_shard");
+  a.zero_stage = stage;
+  a.zero_from = f.where + " (fsdp: " + show(f.node) + ")";
+}
+
+// PaddleNLP's `sharding`: "stage1", "stage2", "stage3", with "offload" (space-separated).
+void set_sharding(TrainArgs& a, const Field& f) {
+  if (is_off(f.node)) return;
+  std::istringstream in(get_string(f));
+  int64_t stage = -1;
+  for (std::string w; in >> w;) {
+    if (w == "stage1" || w == "stage2" || w == "stage3") {
+      stage = w[5] - '0';
+    } else if (w == "offload") {
+      a.zero_offload = true;
+    } else {
+      bad_value(f, "stage1, stage2 or stage3 (and offload), not '" + w + "'");
+    }
+  }
+  if (stage < 0) bad_value(f, "stage1, stage2 or stage3");
+  a.zero_stage = stage;
+  a.zero_from = f.where + " (sharding: " + f.node.Scalar() + ")";
+}
+
+// One DeepSpeed value against the training key it must match ("auto" takes the key's value).
+void match(const nlohmann::json& j, const char* ds_key, double want, const char* hf_key, const TrainArgs& a,
+           Problems& problems) {
+  if (!j.contains(ds_key) || j[ds_key].is_string()) return;  // absent or "auto"
+  if (!j[ds_key].is_number() || j[ds_key].get<double>() != want)
+    problems.add(UNILLM_MSG("[config] ", a.deepspeed_where, ": '", ds_key, "' is ", j[ds_key].dump(), " but ",
+                            hf_key, " is ", want, "; set it to \"auto\" or to the same value (HF refuses the mismatch too)"),
+                 true);
+}
+
+void check_deepspeed(TrainArgs& a, Problems& problems) {
+  const nlohmann::json j = nlohmann::json::parse(a.deepspeed_text);
+  match(j, "train_micro_batch_size_per_gpu", static_cast<double>(a.per_device_train_batch_size),
+        "per_device_train_batch_size", a, problems);
+  match(j, "gradient_accumulation_steps", static_cast<double>(a.gradient_accumulation_steps),
+        "gradient_accumulation_steps", a, problems);
+  match(j, "gradient_clipping", a.max_grad_norm, "max_grad_norm", a, problems);
+  for (const char* prec : {"fp16", "bf16"}) {
+    if (!j.contains(prec) || !j[prec].is_object()) continue;
+    const nlohmann::json en = j[prec].value("enabled", nlohmann::json("auto"));
+    const bool asked = std::string(prec) == "fp16" ? a.fp16 : a.bf16;
+    if (en.is_boolean() && en.get<bool>() != asked)
+      problems.add(UNILLM_MSG("[config] ", a.deepspeed_where, ": '", prec, ".enabled' is ", en.dump(), " but ", prec,
+                              " is ", asked ? "true" : "false", "; set it to \"auto\" or to the same value"),
+                   true);
+  }
+  // DeepSpeed's own optimizer / scheduler sections replace the trainer's; unillm keeps its own.
+  for (const char* sec : {"optimizer", "scheduler"})
+    if (j.contains(sec))
+      problems.add(UNILLM_MSG("[config] ", a.deepspeed_where, ": the '", sec,
+                              "' section (DeepSpeed building its own ", sec,
+                              ") is not implemented; remove it and set optim / lr_scheduler_type in the config"),
+                   false);
+  if (j.contains("tensor_parallel") && j["tensor_parallel"].is_object()) {
+    const nlohmann::json tp = j["tensor_parallel"].value("autotp_size", nlohmann::json(1));
+    if (!tp.is_number() || tp.get<double>() > 1)
+      problems.add(UNILLM_MSG("[config] ", a.deepspeed_where, ": tensor_parallel.autotp_size ", tp.dump(),
+                              " (DeepSpeed's automatic tensor parallelism) is not implemented yet"),
+                   false);
+  }
+  if (j.contains("amp") && j["amp"].is_object() && j["amp"].value("enabled", false))
+    problems.add(UNILLM_MSG("[config] ", a.deepspeed_where, ": 'amp' (NVIDIA apex) is not implemented; use bf16 or fp16"),
+                 false);
+}
+
+}  // namespace
+
+bool set_parallel_field(TrainArgs& a, const Field& f) {
+  if (f.key == "deepspeed") {
+    set_deepspeed(a, f);
+  } else if (f.key == "fsdp") {
+    set_fsdp(a, f);
+  } else if (f.key == "sharding") {
+    set_sharding(a, f);
+  } else if (f.key == "sharding_parallel_degree") {
+    a.sharding_degree = get_int(f, -1);
+    if (a.sharding_degree == 0) bad_value(f, "-1 (every data-parallel process) or a number of processes");
+  } else if (f.key == "fsdp_config") {
+    // FSDP's settings (wrap policy, prefetch, state dict type) tune how torch shards; unillm's
+    // units are the decoder layers. Its offload_params asks for CPU offload.
+    if (f.node.IsMap())
+      for (const char* k : {"offload_params", "fsdp_offload_params"})
+        if (f.node[k] && f.node[k].IsScalar() && (f.node[k].Scalar() == "true" || f.node[k].Scalar() == "True"))
+          a.zero_offload = true;
+  } else if (f.key == "fsdp_min_num_params" || f.key == "fsdp_transformer_layer_cls_to_wrap") {
+    // wrapping policy: unillm's units are the decoder layers
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void finish_parallel_args(TrainArgs& a, const std::string& where, Problems& problems) {
+  (void)where;
+  if (!a.deepspeed_text.empty()) check_deepspeed(a, problems);
+  if (a.zero_stage > 0 && a.use_badam)
+    problems.add("[config] " + a.zero_from + ": ZeRO with use_badam (one layer trains at a time) is not implemented", false);
+}
+
+}  // namespace unillm::train::detail

@@ -1,0 +1,129 @@
+// ZeRO stages 1 and 2: the arena cut into per-rank ranges, state and steps per range.
+#include "train/zero.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "ops/optimizer.h"
+#include "train/adamw.h"
+
+namespace unillm::train {
+
+std::pair<int64_t, int64_t> zero_range(int64_t n, int world, int rank) {
+  const int64_t per = (n + world - 1) / world;
+  const int64_t lo = std::min<int64_t>(n, per * rank), hi = std::min<int64_t>(n, per * (rank + 1));
+  return {lo, hi};
+}
+
+bool zero_shardable(const std::string& kind) { return kind == "adamw" || kind == "sgd"; }
+
+namespace {
+ParamArena range_of(const ParamArena& arena, const dist::ProcessGroup& g) {
+  const auto [lo, hi] = zero_range(arena.numel(), g.size(), g.rank());
+  return arena.range(lo, hi);
+}
+}  // namespace
+
+ZeroOptimizer::ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, int stage, const MakeInner& make_inner,
+                             dist::ProcessGroup* replicas)
+    : Optimizer(arena), group_(group), replicas_(replicas), stage_(stage), shard_(range_of(arena, group)) {
+  UNILLM_CHECK(stage == 1 || stage == 2, "[train] ZeRO stage ", stage, " is not 1 or 2");
+  std::tie(lo_, hi_) = zero_range(arena.numel(), group.size(), group.rank());
+  per_rank_ = (arena.numel() + group.size() - 1) / group.size();
+  inner_ = make_inner(shard_);
+  for (const auto& [name, t] : inner_->state())
+    UNILLM_CHECK(t->numel() == shard_.numel(), "[train] ZeRO: ", inner_->kind(), "'s state '", name,
+                 "' is not one value per element; it cannot be sharded by range");
+}
+
+void ZeroOptimizer::gather_into(const Tensor& mine, Tensor& whole) {
+  const Device dev = whole.device();
+  Tensor in = Tensor::zeros({per_rank_}, mine.dtype(), dev);
+  if (mine.numel() > 0) in.slice(0, 0, mine.numel()).copy_from(mine);
+  Tensor out = Tensor::empty({per_rank_ * group_.size()}, mine.dtype(), dev);
+  group_.allgather(in, out);
+  whole.copy_from(out.slice(0, 0, whole.numel()));
+}
+
+void ZeroOptimizer::step(double lr) {
+  whole_state_.clear();  // a gathered copy is stale once the state moves on
+  inner_->step(lr);
+  step_ = inner_->steps();
+  Tensor params = arena_.param_tensor();
+  gather_into(shard_.param_tensor(), params);
+}
+
+StateTensors ZeroOptimizer::state() {
+  StateTensors inner = inner_->state();
+  if (whole_state_.size() != inner.size()) {  // a checkpoint load writes into these
+    whole_state_.clear();
+    for (const auto& [name, t] : inner)
+      whole_state_.push_back(Tensor::zeros({arena_.numel()}, t->dtype(), t->device()));
+  }
+  StateTensors out;
+  for (size_t i = 0; i < inner.size(); ++i) out.emplace_back(inner[i].first, &whole_state_[i]);
+  return out;
+}
+
+void ZeroOptimizer::gather_state() {
+  StateTensors inner = inner_->state();
+  whole_state_.clear();
+  for (const auto& [name, t] : inner) {
+    whole_state_.push_back(Tensor::empty({arena_.numel()}, t->dtype(), t->device()));
+    gather_into(*t, whole_state_.back());
+  }
+}
+
+void ZeroOptimizer::state_loaded() {
+  StateTensors inner = inner_->state();
+  UNILLM_CHECK(whole_state_.size() == inner.size(), "[train] ZeRO: state loaded without state()");
+  for (size_t i = 0; i < inner.size(); ++i) inner[i].second->copy_from(whole_state_[i].slice(0, lo_, hi_));
+  inner_->set_steps(steps());
+  whole_state_.clear();
+}
+
+void ZeroOptimizer::reduce_gradients() {
+  Tensor g = arena_.grad_tensor();
+  if (stage_ == 1) {
+    group_.allreduce(g);
+    if (replicas_) replicas_->allreduce(g);
+    return;
+  }
+  const int64_t padded = per_rank_ * group_.size();
+  Tensor in = g;
+  if (padded != arena_.numel()) {
+    in = Tensor::zeros({padded}, DType::f32, g.device());
+    in.slice(0, 0, arena_.numel()).copy_from(g);
+  }
+  Tensor out = Tensor::empty({per_rank_}, DType::f32, g.device());
+  group_.reduce_scatter(in, out);
+  if (replicas_) replicas_->allreduce(out);  // the same range of the other sharding groups
+  Tensor mine = shard_.grad_tensor();
+  if (hi_ > lo_) mine.copy_from(out.slice(0, 0, hi_ - lo_));
+}
+
+ParamArena& ZeroOptimizer::reduced() { return stage_ == 1 ? arena_ : shard_; }
+
+double ZeroOptimizer::clip_grad_norm(double max_norm) {
+  if (stage_ == 1) return train::clip_grad_norm(arena_, max_norm);
+  Tensor sq = Tensor::empty({1}, DType::f64);
+  sq.data<double>()[0] = shard_.numel() > 0 ? ops::sum_squares(shard_.grad_tensor()) : 0.0;
+  group_.allreduce(sq);
+  const double norm = std::sqrt(sq.data<double>()[0]);
+  if (max_norm > 0 && shard_.numel() > 0) {
+    const double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0) ops::scale_(shard_.grad_tensor(), static_cast<float>(coef));
+  }
+  return norm;
+}
+
+bool ZeroOptimizer::all_ranks(bool mine) {
+  Tensor t = Tensor::empty({1}, DType::i32);
+  t.data<int32_t>()[0] = mine ? 0 : 1;
+  group_.allreduce(t, dist::ReduceOp::max);
+  return t.data<int32_t>()[0] == 0;
+}
+
+}  // namespace unillm::train

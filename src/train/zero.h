@@ -1,0 +1,76 @@
+// ZeRO stages 1 and 2 over the flat parameter arena (docs/ARCHITECTURE.md, "Parallel training"):
+// the arena is cut into one contiguous range per data-parallel rank, cutting across parameters
+// (the arena is partitioned, not the parameter list). Each rank keeps the optimiser state of its
+// range only and steps only it; the updated parameters are then all-gathered. Stage 1 sums the
+// gradients with one allreduce as plain data parallelism does; stage 2 reduce-scatters them, so a
+// rank holds the summed gradients of its own range, and the clip norm is an allreduce of the
+// ranges' squared norms. Checkpoints stay unified: the state is gathered into whole-arena
+// tensors named as one process names them, and a resume under any number of ranks takes its
+// range of them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "train/optimizer.h"
+
+namespace unillm::train {
+
+// Rank r's elements of an n-element arena over `world` ranks: [r·s, (r+1)·s) ∩ [0, n) with
+// s = ⌈n / world⌉ (the last ranks may hold fewer, or none).
+std::pair<int64_t, int64_t> zero_range(int64_t n, int world, int rank);
+
+// The optimiser kinds whose update is elementwise, so a range may cut a parameter: the ones
+// ZeRO shards (AdamW, SGD).
+bool zero_shardable(const std::string& kind);
+
+class ZeroOptimizer : public Optimizer {
+ public:
+  using MakeInner = std::function<std::unique_ptr<Optimizer>(ParamArena& shard)>;
+  // stage 1 or 2; make_inner builds the real optimiser over this rank's range of `arena`, cut
+  // over the ranks of `group`. `replicas` (PaddleNLP's sharding_parallel_degree below the process
+  // count: sharding groups replicated across dp) joins the ranks holding the same range in the
+  // other sharding groups; null when one group spans every process.
+  ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, int stage, const MakeInner& make_inner,
+                dist::ProcessGroup* replicas = nullptr);
+  const char* kind() const override { return inner_->kind(); }
+  // The inner optimiser steps this rank's range; then every rank's range is all-gathered.
+  void step(double lr) override;
+  // Whole-arena state tensors (valid after gather_state(), or written by a checkpoint load
+  // before state_loaded()).
+  StateTensors state() override;
+  void gather_state() override;
+  void state_loaded() override;
+
+  int stage() const { return stage_; }
+  // Sums the gradients over every process: stage 1 all of them (allreduce), stage 2 only this
+  // rank's range (reduce-scatter in the sharding group, then an allreduce of the range over the
+  // replicas; the rest of the arena's gradients are left partial and unused).
+  void reduce_gradients();
+  // The arena whose gradients are complete after reduce_gradients(): the whole one (stage 1) or
+  // this rank's range (stage 2).
+  ParamArena& reduced();
+  // The global gradient norm and clipping (clip_grad_norm's rule); in stage 2 each rank's range
+  // is squared and summed, one allreduce adds the ranges, and each rank scales its own.
+  double clip_grad_norm(double max_norm);
+  // True on every rank when all ranks' reduced gradients are finite (an fp16 step is skipped
+  // by all or none).
+  bool all_ranks(bool mine);
+
+ private:
+  // this rank's range padded to s elements -> every rank's, copied back into `whole`.
+  void gather_into(const Tensor& mine, Tensor& whole);
+
+  dist::ProcessGroup& group_;
+  dist::ProcessGroup* replicas_;
+  int stage_;
+  int64_t lo_ = 0, hi_ = 0, per_rank_ = 0;
+  ParamArena shard_;
+  std::unique_ptr<Optimizer> inner_;
+  std::vector<Tensor> whole_state_;  // gathered for a save, or loaded from a checkpoint
+};
+
+}  // namespace unillm::train

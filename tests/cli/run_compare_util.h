@@ -1,0 +1,59 @@
+// Shared by the CLI tests that compare two runs: `unillm train` as one process or under mpirun
+// on loopback (bounded, so a hung rank fails the test), each logged line's figures, the number
+// after a key in a command's output, and the largest weight difference of two safetensors files.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "support/expect.h"
+#include "support/run_cli.h"
+#include "train_log_util.h"
+
+namespace unillm::testing {
+
+// Run from the source dir (the examples' relative paths); np > 1 under mpirun --oversubscribe.
+inline CliResult train_processes(int np, const std::string& args) {
+  const std::string bin = std::string(UNILLM_BINARY_DIR) + "/unillm train " + args;
+  if (np == 1) return run_shell("cd " + source_path("") + " && " + bin);
+  return run_shell("cd " + source_path("") + " && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                   "OMPI_MCA_btl=self,vader timeout -k 5 240 mpirun --oversubscribe --bind-to none -np " +
+                   std::to_string(np) + " " + bin);
+}
+
+// (loss, grad_norm) of each logged step and (eval_loss, -1) of each evaluation, in order.
+inline std::vector<std::pair<double, double>> logged_figures(const std::string& dir) {
+  std::vector<std::pair<double, double>> out;
+  for (const auto& j : log_lines(dir))
+    if (j.contains("loss")) out.emplace_back(j["loss"].get<double>(), j["grad_norm"].get<double>());
+    else if (j.contains("eval_loss")) out.emplace_back(j["eval_loss"].get<double>(), -1);
+  return out;
+}
+
+// The number after `key` in text (e.g. "ppl=" in eval's output); NaN when absent.
+inline double number_after(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key);
+  return at == std::string::npos ? std::nan("") : std::stod(text.substr(at + key.size()));
+}
+
+// The largest |a − b| / (1 + |b|) over every tensor of two safetensors files with the same names.
+inline double max_weight_diff(const std::string& a_path, const std::string& b_path) {
+  auto a = io::SafetensorsFile::open(a_path), b = io::SafetensorsFile::open(b_path);
+  EXPECT_EQ(a->tensors().size(), b->tensors().size());
+  double m = 0;
+  for (const auto& info : b->tensors()) {
+    const std::vector<float> x = a->tensor(info.name).to_float_vector(), y = b->tensor(info.name).to_float_vector();
+    EXPECT_EQ(x.size(), y.size()) << info.name;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i)
+      m = std::max(m, std::abs(static_cast<double>(x[i]) - y[i]) / (1 + std::abs(static_cast<double>(y[i]))));
+  }
+  return m;
+}
+
+}  // namespace unillm::testing

@@ -1,0 +1,171 @@
+// ZeRO stages 1 and 2 under `mpirun -np 2` (src/train/zero.h; docs/training.md, "Several
+// processes"): sharding the optimizer state (stage 1) and the gradients' reduction (stage 2) over
+// the arena gives the run of one process with gradient_accumulation_steps × 2 (within f32
+// rounding of the reordered sums), checkpoints stay one process's layout so a run resumes under
+// any layout; stage 3 runs as stage 2 (said at start), and an optimizer that reads whole matrices
+// is refused on every process rather than leaving one waiting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "run_compare_util.h"
+
+namespace unillm {
+namespace {
+
+using testing::run_shell;
+using testing::source_path;
+
+const std::string kSft = "examples/train_lora/stories260K_lora_sft.yaml";
+const std::string kShort = " max_steps=8 logging_steps=1 save_steps=4 eval_steps=4 max_samples=64"
+                           " per_device_train_batch_size=4 --quiet";
+const std::string kZ2 = " deepspeed=tests/data/llamafactory_examples/deepspeed/ds_z2_config.json";
+
+testing::CliResult train(int np, const std::string& args) { return testing::train_processes(np, args); }
+std::vector<std::pair<double, double>> figures(const std::string& dir) { return testing::logged_figures(dir); }
+using testing::max_weight_diff;
+using testing::number_after;
+
+// Losses as logged (4 decimals) and gradient norms within 1e-5 relative, line by line.
+void expect_close(const std::string& a_dir, const std::string& b_dir, const std::string& what) {
+  const auto a = figures(a_dir), b = figures(b_dir);
+  ASSERT_EQ(a.size(), b.size()) << what;
+  ASSERT_FALSE(a.empty()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i].first, b[i].first, 1e-4 + 1e-5 * std::abs(a[i].first)) << what << " line " << i + 1;
+    EXPECT_NEAR(a[i].second, b[i].second, 1e-5 * std::abs(a[i].second) + 1e-12) << what << " line " << i + 1;
+  }
+}
+
+TEST(Zero, StagesOneAndTwoGiveOneProcessesRun) {
+  const std::string dir = testing::temp_dir("zero_equal");
+  const std::string full = kSft + " finetuning_type=full" + kShort;
+  auto one = train(1, full + " gradient_accumulation_steps=2 output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto dp = train(2, full + " output_dir=" + dir + "/dp");
+  ASSERT_EQ(dp.exit_code, 0) << dp.err;
+  auto z1 = train(2, full + " sharding=stage1 output_dir=" + dir + "/z1");
+  ASSERT_EQ(z1.exit_code, 0) << z1.err;
+  EXPECT_NE(z1.err.find("ZeRO stage 1: this process keeps the optimizer state of elements [0, "), std::string::npos)
+      << z1.err;
+  auto z2 = train(2, full + kZ2 + " output_dir=" + dir + "/z2");
+  ASSERT_EQ(z2.exit_code, 0) << z2.err;
+  EXPECT_NE(z2.err.find("and reduces only their gradients"), std::string::npos) << z2.err;
+  // Each layout moves what its formula says per step (ring volume of the whole f32 arena B =
+  // 4·n bytes over p = 2: allreduce 2(p−1)/p·B; stage 1 adds an allgather (p−1)/p·B; stage 2
+  // reduce-scatters and all-gathers, (p−1)/p·B each).
+  const double n = number_after(dp.err, "training "), mib = 4 * n / 1048576.0;
+  ASSERT_GT(n, 0) << dp.err;
+  EXPECT_NEAR(number_after(dp.err, "collectives, "), mib, 2e-4) << dp.err;
+  EXPECT_NEAR(number_after(z1.err, "collectives, "), 1.5 * mib, 2e-4) << z1.err;
+  EXPECT_NEAR(number_after(z2.err, "collectives, "), mib, 2e-4) << z2.err;
+  for (const std::string run : {"dp", "z1", "z2"}) {
+    expect_close(dir + "/one", dir + "/" + run, run);
+    EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/" + run + "/model.safetensors"), 1e-5) << run;
+  }
+  // Stage 1 reduces the gradients as plain data parallelism does and updates the same elements
+  // with the same arithmetic: the same run.
+  EXPECT_EQ(figures(dir + "/dp"), figures(dir + "/z1"));
+  EXPECT_LE(max_weight_diff(dir + "/dp/model.safetensors", dir + "/z1/model.safetensors"), 0.0);
+}
+
+TEST(Zero, LoraUnderStageTwo) {
+  const std::string dir = testing::temp_dir("zero_lora");
+  auto one = train(1, kSft + kShort + " gradient_accumulation_steps=2 output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto z2 = train(2, kSft + kShort + kZ2 + " output_dir=" + dir + "/z2");
+  ASSERT_EQ(z2.exit_code, 0) << z2.err;
+  expect_close(dir + "/one", dir + "/z2", "lora z2");
+  EXPECT_LE(max_weight_diff(dir + "/one/adapter_model.safetensors", dir + "/z2/adapter_model.safetensors"), 1e-5);
+}
+
+TEST(Zero, CheckpointsAreOneProcessesAndResumeUnderAnyLayout) {
+  const std::string dir = testing::temp_dir("zero_resume");
+  const std::string full = kSft + " finetuning_type=full" + kShort;
+  auto whole = train(2, full + kZ2 + " output_dir=" + dir + "/whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  auto plain = train(2, full + " output_dir=" + dir + "/plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  // The sharded state is saved whole, named and shaped as one process saves it.
+  EXPECT_LE(max_weight_diff(dir + "/plain/checkpoint-4/optimizer.safetensors", dir + "/whole/checkpoint-4/optimizer.safetensors"),
+            1e-6);
+  // kill -9 after step 4's checkpoint; resumed under the same layout: the same run.
+  auto killed = train(2, full + kZ2 + " output_dir=" + dir + "/z2 --kill-after-step 4");
+  EXPECT_NE(killed.exit_code, 0);
+  ASSERT_TRUE(std::filesystem::exists(dir + "/z2/checkpoint-4/trainer_state.json"));
+  auto resumed = train(2, full + kZ2 + " output_dir=" + dir + "/z2 resume_from_checkpoint=true");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(figures(dir + "/whole"), figures(dir + "/z2"));
+  EXPECT_LE(max_weight_diff(dir + "/whole/model.safetensors", dir + "/z2/model.safetensors"), 0.0);
+  // The stage-2 checkpoint continued by one process (accumulation 2) and by stage 1, and plain
+  // data parallelism's checkpoint continued by stage 2.
+  const std::vector<std::tuple<std::string, int, std::string, std::string>> layouts = {
+      {"one", 1, "/whole/checkpoint-4", " gradient_accumulation_steps=2"},
+      {"z1", 2, "/whole/checkpoint-4", " sharding=stage1"},
+      {"from_plain", 2, "/plain/checkpoint-4", kZ2}};
+  for (const auto& [tag, np, ckpt, extra] : layouts) {
+    std::filesystem::create_directories(dir + "/" + tag);
+    std::filesystem::copy(dir + ckpt, dir + "/" + tag + "/checkpoint-4", std::filesystem::copy_options::recursive);
+    auto r = train(np, full + extra + " output_dir=" + dir + "/" + tag + " resume_from_checkpoint=" + dir + "/" + tag +
+                           "/checkpoint-4");
+    ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.err;
+    // Its log (a new output_dir) holds steps 5-8 and the final evaluation.
+    const auto a = figures(dir + "/whole"), b = figures(dir + "/" + tag);
+    ASSERT_EQ(b.size(), 5u) << tag;
+    for (size_t i = 0; i < b.size(); ++i) {
+      const auto& w = a[a.size() - b.size() + i];
+      EXPECT_NEAR(w.first, b[i].first, 1e-4) << tag << " " << i;
+      EXPECT_NEAR(w.second, b[i].second, 1e-5 * std::abs(w.second) + 1e-12) << tag << " " << i;
+    }
+    EXPECT_LE(max_weight_diff(dir + "/whole/model.safetensors", dir + "/" + tag + "/model.safetensors"), 1e-5) << tag;
+  }
+}
+
+// PaddleNLP's sharding_parallel_degree below the process count: 4 processes as 2 sharding groups
+// of 2 (each group's ranges reduced across the groups) give one process's run with accumulation ×4.
+TEST(Zero, ShardingGroupsReplicatedAcrossDataParallel) {
+  const std::string dir = testing::temp_dir("zero_hybrid");
+  const std::string full = kSft + " finetuning_type=full" + kShort + " max_steps=4 save_strategy=no";
+  auto one = train(1, full + " gradient_accumulation_steps=4 output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  for (const std::string stage : {"stage1", "stage2"}) {
+    auto four = train(4, full + " sharding=" + stage + " sharding_parallel_degree=2 output_dir=" + dir + "/" + stage);
+    ASSERT_EQ(four.exit_code, 0) << four.err;
+    EXPECT_NE(four.err.find("(sharding groups of 2, 2 replicas)"), std::string::npos) << four.err;
+    expect_close(dir + "/one", dir + "/" + stage, stage);
+    EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/" + stage + "/model.safetensors"), 1e-5) << stage;
+  }
+  auto bad = train(4, full + " sharding=stage1 sharding_parallel_degree=3 output_dir=" + dir + "/bad");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.exit_code, 124);
+  EXPECT_NE(bad.err.find("sharding_parallel_degree 3 does not divide the 4 data-parallel processes"), std::string::npos)
+      << bad.err;
+}
+
+TEST(Zero, WhatIsNotBuiltIsRefusedOnEveryProcessOrSaid) {
+  const std::string dir = testing::temp_dir("zero_refused");
+  const std::string full = kSft + " finetuning_type=full" + kShort + " max_steps=3 save_strategy=no";
+  // Stage 3 (LLaMA-Factory's ds_z3_config.json) runs as stage 2 and says so: the same run.
+  const std::string z3 = " deepspeed=tests/data/llamafactory_examples/deepspeed/ds_z3_config.json";
+  auto three = train(2, full + z3 + " output_dir=" + dir + "/z3");
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_NE(three.err.find("ZeRO stage 3 from command line (deepspeed: tests/data/llamafactory_examples/deepspeed/"
+                           "ds_z3_config.json): sharding the parameters is not built yet"),
+            std::string::npos)
+      << three.err;
+  auto two = train(2, full + kZ2 + " output_dir=" + dir + "/z2");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(figures(dir + "/z2"), figures(dir + "/z3"));
+  auto ada = train(2, full + " sharding=stage1 optim=adafactor output_dir=" + dir + "/ada");
+  EXPECT_NE(ada.exit_code, 0);
+  EXPECT_NE(ada.exit_code, 124);
+  EXPECT_NE(ada.err.find("with optimizer adafactor is not implemented yet"), std::string::npos) << ada.err;
+  // One process has nothing to shard: stage 3 runs, and says so.
+  auto one = train(1, full + z3 + " output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("one process holds everything"), std::string::npos) << one.err;
+}
+
+}  // namespace
+}  // namespace unillm
