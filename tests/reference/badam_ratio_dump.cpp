@@ -8,11 +8,11 @@
 // and "seed" (i64: each tensor's seed).
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <string>
 
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "dump_params.h"
 #include "support/expect.h"
 #include "train/adamw.h"
 #include "train/badam_ratio.h"
@@ -21,15 +21,7 @@ namespace {
 
 using namespace unillm;
 
-class Params : public nn::Module {
- public:
-  void add(const std::string& name, const Tensor& value) {
-    tensors_.push_back(value.contiguous().clone());
-    tensors_.back().set_requires_grad(true);
-    register_parameter(name, &tensors_.back());
-  }
-  std::deque<Tensor> tensors_;  // stable addresses for register_parameter
-};
+using Params = unillm::testing::DumpParams;
 
 int run(char** argv) {
   auto in = io::SafetensorsFile::open(argv[7]);

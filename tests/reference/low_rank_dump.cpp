@@ -9,11 +9,11 @@
 // "basis.<step>.<name>.left|right" (each target's bases in use at that step).
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <string>
 
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "dump_params.h"
 #include "support/expect.h"
 #include "train/apollo.h"
 #include "train/galore.h"
@@ -22,17 +22,7 @@ namespace {
 
 using namespace unillm;
 
-class Params : public nn::Module {
- public:
-  void add(const std::string& name, const Tensor& value) {
-    tensors_.push_back(value.contiguous().clone());
-    tensors_.back().set_requires_grad(true);
-    register_parameter(name, &tensors_.back());
-  }
-
- private:
-  std::deque<Tensor> tensors_;  // stable addresses for register_parameter
-};
+using Params = unillm::testing::DumpParams;
 
 // The optimizer's settings from key=value arguments (eps: Adam's epsilon, default 1e-8).
 train::OptimizerConfig settings(const std::string& kind, int argc, char** argv) {

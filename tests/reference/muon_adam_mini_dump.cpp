@@ -7,11 +7,11 @@
 // the optimiser's state tensors as it checkpoints them.
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <string>
 
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "dump_params.h"
 #include "support/expect.h"
 #include "train/optimizer.h"
 
@@ -19,17 +19,7 @@ namespace {
 
 using namespace unillm;
 
-class Params : public nn::Module {
- public:
-  void add(const std::string& name, const Tensor& value) {
-    tensors_.push_back(value.contiguous().clone());
-    tensors_.back().set_requires_grad(true);
-    register_parameter(name, &tensors_.back());
-  }
-
- private:
-  std::deque<Tensor> tensors_;  // stable addresses for register_parameter
-};
+using Params = unillm::testing::DumpParams;
 
 int run(const std::string& kind, const std::string& in_path, const std::string& out_path) {
   auto in = io::SafetensorsFile::open(in_path);

@@ -10,11 +10,11 @@
 // "map.signed" / "map.unsigned" (its dynamic maps).
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <string>
 
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "dump_params.h"
 #include "support/expect.h"
 #include "train/adamw_8bit.h"
 #include "train/optimizer.h"
@@ -23,17 +23,7 @@ namespace {
 
 using namespace unillm;
 
-class Params : public nn::Module {
- public:
-  void add(const std::string& name, const Tensor& value) {
-    tensors_.push_back(value.contiguous().clone());
-    tensors_.back().set_requires_grad(true);
-    register_parameter(name, &tensors_.back());
-  }
-
- private:
-  std::deque<Tensor> tensors_;  // stable addresses for register_parameter
-};
+using Params = unillm::testing::DumpParams;
 
 Tensor vec(const std::vector<float>& v) {
   return Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
