@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Data-parallel training layouts on this machine: one process with 2 threads against 2 processes
+"""Data- and pipeline-parallel training layouts on this machine: one process with 2 threads against 2 processes
 with 1 thread each (plain data parallelism, ZeRO stage 1, ZeRO stage 2), unillm and its peer
 PyTorch (DistributedDataParallel over gloo, and ZeroRedundancyOptimizer for stage 1) on the same
 model, blocks and global batch.
@@ -116,6 +116,9 @@ def main():
             ("dp2", 2, 1, {}, False),
             ("dp2 + ZeRO-1", 2, 1, {"sharding": "stage1"}, True),
             ("dp2 + ZeRO-2", 2, 1, {"deepspeed": str(REPO / "tests/data/llamafactory_examples/deepspeed/ds_z2_config.json")}, None),
+            # the same global batch as 4 micro-batches through 2 stages (1F1B); no PyTorch peer here
+            ("pp2 (1F1B, 4 micro-batches)", 2, 1, {"pipeline_parallel_degree": 2, "per_device_train_batch_size": batch // 4,
+                                                   "gradient_accumulation_steps": 4}, None),
         ]
         rows = []
         for name, np_, th, keys, z1 in layouts:
@@ -128,6 +131,7 @@ def main():
     print(f"PyTorch side: OPENBLAS_CORETYPE={a.torch_core or '(as set)'}; unillm: the environment as it is "
           f"(OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')})")
     base_u, base_t = rows[0][3]["tokens_per_s"], rows[0][4]["tokens_per_s"]
+    hidden = json.loads((mdir / "config.json").read_text())["hidden_size"]
     tokens = batch * tb.SEQ
     print(f"\n{a.shape}, f32 full fine-tuning, global batch {batch} x {tb.SEQ}, recompute on, {a.steps} steps "
           "(median after the first)\n")
@@ -141,6 +145,8 @@ def main():
         formula = 0.0
         if p > 1:
             formula = 2 * (p - 1) / p * B + ((p - 1) / p * B if keys.get("sharding") == "stage1" else 0)
+        if keys.get("pipeline_parallel_degree"):  # + each micro-batch's activations out and gradients in
+            formula += 2 * batch * tb.SEQ * hidden * 4 / 1048576
         wait = u.get("wait_ms")
         tstep = tokens / t["tokens_per_s"] * 1e3 if t else None
         print(f"| {name} | {step:.0f} | {wait if wait is not None else 0:.0f} | "

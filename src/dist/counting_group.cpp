@@ -77,6 +77,11 @@ void CountingGroup::send(const Tensor& t, int dst, int tag) {
   stats_->wait_seconds += now() - t0;
 }
 
+std::unique_ptr<Work> CountingGroup::send_async(const Tensor& t, int dst, int tag) {
+  const double t0 = now();
+  return counted(inner_.send_async(t, dst, tag), static_cast<double>(t.nbytes()), t0);
+}
+
 void CountingGroup::recv(Tensor& t, int src, int tag) {
   const double t0 = now();
   inner_.recv(t, src, tag);

@@ -32,6 +32,7 @@ class CountingGroup : public ProcessGroup {
   std::unique_ptr<Work> allgather_async(const Tensor& in, Tensor& out) override;
   void broadcast(Tensor& t, int root) override;
   void send(const Tensor& t, int dst, int tag) override;
+  std::unique_ptr<Work> send_async(const Tensor& t, int dst, int tag) override;
   void recv(Tensor& t, int src, int tag) override;
   void barrier() override;
   // The sub-group, counted into the same totals.

@@ -222,6 +222,25 @@ class MpiGroup : public ProcessGroup {
     for_chunks(s.host, [&](void* p, int n, MPI_Datatype type) { MPI_Send(p, n, type, dst, tag, comm_); });
   }
 
+  std::unique_ptr<Work> send_async(const Tensor& t, int dst, int tag) override {
+    check_contiguous(t, "tensor", "send");
+    check_rank(dst, "send");
+    Staged s(t);
+    s.staged = false;  // nothing comes back
+    std::vector<MPI_Request> reqs;
+    const size_t es = dtype_size(t.dtype());
+    auto* base = static_cast<char*>(s.host.raw_data());
+    for (int64_t off = 0; off < t.numel(); off += kMaxCount) {
+      const int n = static_cast<int>(std::min<int64_t>(kMaxCount, t.numel() - off));
+      reqs.emplace_back();
+      MPI_Isend(base + off * es, n, element_type(t.dtype()), dst, tag, comm_, &reqs.back());
+    }
+    std::vector<Staged> keep;
+    keep.push_back(std::move(s));
+    return work(std::move(reqs), std::move(keep),
+                what("send", t) + " to rank " + std::to_string(dst) + " tag " + std::to_string(tag));
+  }
+
   void recv(Tensor& t, int src, int tag) override {
     check_contiguous(t, "tensor", "recv");
     check_rank(src, "recv");

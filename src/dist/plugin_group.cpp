@@ -173,6 +173,18 @@ class PluginGroup : public ProcessGroup {
     work({t}, what)->wait();
   }
 
+  std::unique_ptr<Work> send_async(const Tensor& t, int dst, int tag) override {
+    if (!on_device(t)) return host_.send_async(t, dst, tag);
+    check_contiguous(t, "tensor", "send");
+    check_peer(dst, "send");
+    const std::string what =
+        describe("send", t) + " to rank " + std::to_string(dst) + " tag " + std::to_string(tag);
+    issue(what, [&] {
+      return s_->c.table->send(comm_, s_->stream, t.raw_data(), n(t), dtype_code(t.dtype()), dst);
+    });
+    return work({t}, what);  // queued on the stream; the Work waits for it
+  }
+
   void recv(Tensor& t, int src, int tag) override {
     if (!on_device(t)) return host_.recv(t, src, tag);
     check_contiguous(t, "tensor", "recv");

@@ -44,6 +44,10 @@ class ProcessGroup {
   virtual void broadcast(Tensor& t, int root) = 0;
   // Point to point (pipeline stages): blocking, matched by (peer, tag).
   virtual void send(const Tensor& t, int dst, int tag) = 0;
+  // A send that returns at once (a pipeline stage sends its output and goes on computing: two
+  // neighbours that both send before they receive would wait for each other with blocking sends
+  // larger than the transport's eager limit). `t` must stay unchanged until the Work is waited.
+  virtual std::unique_ptr<Work> send_async(const Tensor& t, int dst, int tag) = 0;
   virtual void recv(Tensor& t, int src, int tag) = 0;
   virtual void barrier() = 0;
 

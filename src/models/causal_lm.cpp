@@ -119,6 +119,10 @@ Tensor CausalLM::hidden_states(const TrainBatch&, bool) {
   UNILLM_THROW(NotImplemented, "[models] this model has no hidden-state forward");
 }
 
+Tensor CausalLM::hidden_states_range(const TrainBatch&, const Tensor&, int64_t, int64_t, bool) {
+  UNILLM_THROW(NotImplemented, "[models] this model cannot run as pipeline stages");
+}
+
 Tensor shifted_labels(const Tensor& labels) {
   const int64_t b = labels.size(0), t = labels.size(1);
   Tensor src = labels.contiguous();

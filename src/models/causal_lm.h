@@ -86,6 +86,14 @@ class CausalLM {
   // recorded for backward (what loss() feeds its lm_head + cross-entropy; the preference stages
   // feed ops::sequence_logprobs with lm_head_weight()). recompute and LoRA dropout as loss().
   virtual Tensor hidden_states(const TrainBatch& batch, bool recompute);
+  // Pipeline parallelism (train/pipeline.h): the training forward of one pipeline stage — decoder
+  // layers [begin, end) over `input` ([B·T, C], the previous stage's output; undefined on the
+  // first stage, which starts from the embedding), then the final norm when `end` is the last
+  // layer. A stage boundary carries the residual stream as one tensor. recompute and LoRA dropout
+  // as loss() (each stage draws the call's dropout seed from batch.dropout_rng, so stages fed the
+  // same generator state apply one process's masks). The default throws NotImplemented.
+  virtual Tensor hidden_states_range(const TrainBatch& batch, const Tensor& input, int64_t begin, int64_t end,
+                                     bool recompute);
   // The output projection [V, C] (the embedding when tied), and its quantised form for
   // inference (the quantize_weights pass, models/passes.h): forward then multiplies by q; a
   // separate lm_head's dense weight is dropped, a tied embedding stays for the lookup. Training

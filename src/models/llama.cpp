@@ -1,6 +1,9 @@
 // Llama-family forward.
 #include "models/llama.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gather.h"
@@ -92,14 +95,16 @@ Llama::Llama(const ModelConfig& c, nn::ParamPlacement wd)
   }
 }
 
-DecoderLayer::Stream Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute) {
+DecoderLayer::Stream Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute,
+                                   size_t begin, size_t end) {
+  end = std::min(end, layers_.size());
   if (!recompute) {
     DecoderLayer::Stream stream{x, Tensor()};
-    for (size_t i = 0; i < layers_.size(); ++i)
+    for (size_t i = begin; i < end; ++i)
       stream = layers_[i]->forward(stream, in, caches ? nn::LayerCache{&caches->k[i], &caches->v[i]} : nn::LayerCache{});
     return stream;
   }
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     DecoderLayer* l = layers_[i].get();
     // Two segments per layer, saving x and h (2 × [N, C] per layer instead of 1): the re-run of
     // each then ends in a projection whose output value backward never reads, and skips its GEMM
@@ -161,7 +166,7 @@ LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scal
   return {ce.loss_sum, ce.count};
 }
 
-Tensor Llama::hidden_states(const TrainBatch& batch, bool recompute) {
+nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   const int64_t b = batch.input_ids.size(0), t = batch.input_ids.size(1);
   nn::AttentionInputs in;
   in.positions = batch.position_ids.contiguous().view({b * t});
@@ -171,8 +176,29 @@ Tensor Llama::hidden_states(const TrainBatch& batch, bool recompute) {
   in.tokens = t;
   // Once per call on the model's device (the attention of every layer reads them).
   in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
-  return final_norm(layers(ops::embedding(batch.input_ids.contiguous().view({b * t}), embed_), in, nullptr, recompute),
+  return in;
+}
+
+Tensor Llama::hidden_states(const TrainBatch& batch, bool recompute) {
+  const nn::AttentionInputs in = train_inputs(batch);
+  const int64_t n = batch.input_ids.numel();
+  return final_norm(layers(ops::embedding(batch.input_ids.contiguous().view({n}), embed_), in, nullptr, recompute),
                     Tensor());  // [N, C]
+}
+
+Tensor Llama::hidden_states_range(const TrainBatch& batch, const Tensor& input, int64_t begin, int64_t end,
+                                  bool recompute) {
+  if (begin < 0 || end > c_.num_layers || begin >= end)
+    UNILLM_THROW(ShapeError, "[llama] pipeline stage of layers [", begin, ", ", end, ") of ", c_.num_layers);
+  const nn::AttentionInputs in = train_inputs(batch);
+  const int64_t n = batch.input_ids.numel();
+  Tensor x = begin == 0 ? ops::embedding(batch.input_ids.contiguous().view({n}), embed_) : input;
+  if (!x.defined() || x.ndim() != 2 || x.size(0) != n || x.size(1) != c_.hidden_size)
+    UNILLM_THROW(ShapeError, "[llama] pipeline stage from layer ", begin, ": input of [", n, ", ", c_.hidden_size,
+                 "] expected");
+  DecoderLayer::Stream s = layers(x, in, nullptr, recompute, static_cast<size_t>(begin), static_cast<size_t>(end));
+  if (end == c_.num_layers) return final_norm(s, Tensor());  // [N, C]
+  return s.delta.defined() ? ops::add(s.sum, s.delta) : s.sum;  // the stream as one tensor
 }
 
 }  // namespace unillm::models

@@ -53,6 +53,8 @@ class Llama : public CausalLM, public nn::Module {
   nn::Module& module() override { return *this; }
   LossResult loss(const TrainBatch& batch, bool recompute, double grad_scale_hint = 0) override;
   Tensor hidden_states(const TrainBatch& batch, bool recompute) override;
+  Tensor hidden_states_range(const TrainBatch& batch, const Tensor& input, int64_t begin, int64_t end,
+                             bool recompute) override;
   const Tensor& lm_head_weight() const override { return lm_head(); }
   void set_lm_head_quantized(ops::QuantizedWeight q) override;
   const ops::QuantizedWeight& lm_head_quantized() const override { return lm_head_q_; }
@@ -70,7 +72,11 @@ class Llama : public CausalLM, public nn::Module {
   const Tensor& lm_head() const { return c_.tie_word_embeddings ? embed_ : lm_head_; }
   // The decoder layers over x [N, C], shared by forward and loss: with caches each layer writes
   // and reads its paged K/V; recompute (training only) runs each layer as its two segments.
-  DecoderLayer::Stream layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute);
+  // Layers [begin, end) only when given (a pipeline stage's).
+  DecoderLayer::Stream layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute,
+                              size_t begin = 0, size_t end = SIZE_MAX);
+  // The training attention inputs of a batch (positions, LoRA run with its dropout draw, segments).
+  nn::AttentionInputs train_inputs(const TrainBatch& batch) const;
   // The final norm of the stream's rows (all when rows is undefined).
   Tensor final_norm(DecoderLayer::Stream stream, const Tensor& rows) const;
   nn::Scope model_;  // the "model." scope of HF names

@@ -266,6 +266,10 @@ struct TrainArgs {
   std::string zero_from;      // "cfg.yaml line 9 (deepspeed: ds_z2_config.json)", for messages
   std::string deepspeed_text, deepspeed_where;  // the DeepSpeed JSON, checked against the other keys
   int64_t sharding_degree = -1;  // PaddleNLP sharding_parallel_degree (-1: every process)
+  // Pipeline parallelism (train/pipeline.h): PaddleNLP's pipeline_parallel_degree (the processes
+  // of one pipeline; data parallelism over world / this) and virtual_pp_degree (chunks per stage).
+  int64_t pipeline_degree = 1;
+  int64_t virtual_pp_degree = 1;
 
   // The last step is also a checkpoint when save_strategy is not "no": HF's DefaultFlowCallback
   // does so; PaddleNLP's (a copy of an older HF) does not, so its JSON files turn this off.

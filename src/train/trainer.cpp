@@ -149,17 +149,17 @@ void Run::load(const std::string& from) {
   // Stage 3's parameter sharding is not built: it runs as stage 2, said here; the memory plan
   // counts whole parameters on each process, so a model that needs stage 3 to fit is refused there.
   const int64_t stage = std::min<int64_t>(a_.zero_stage, 2);
-  if (a_.zero_stage == 3 && dp_size() > 1)
+  if (a_.zero_stage == 3 && world_size() > 1)
     say("ZeRO stage 3 from " + a_.zero_from + ": sharding the parameters is not built yet; this run shards the "
         "optimizer state and gradients as stage 2 does, and each process holds the whole model (the memory plan "
         "counts it)");
-  if ((stage == 1 || stage == 2) && dp_size() > 1 && a_.sharding_degree == 1) {
+  if ((stage == 1 || stage == 2) && world_size() > 1 && a_.sharding_degree == 1) {
     say("sharding_parallel_degree 1: no sharding group, the optimizer state is not sharded (plain data parallelism)");
     opt_ = make_optimizer(*arena_, oc);
-  } else if ((stage == 1 || stage == 2) && dp_size() > 1) {
+  } else if ((stage == 1 || stage == 2) && world_size() > 1) {
     // PaddleNLP's sharding_parallel_degree below the process count: sharding groups of that size,
     // replicated across the rest (the mesh's sharding and dp groups).
-    const int world = static_cast<int>(dp_size());
+    const int world = static_cast<int>(world_size());
     const int degree = a_.sharding_degree > 1 ? static_cast<int>(a_.sharding_degree) : world;
     dist::ProcessGroup* group = h_.dp;
     dist::ProcessGroup* replicas = nullptr;
@@ -294,26 +294,29 @@ void Run::check_zero() const {
   if (!zero_shardable(kind))
     UNILLM_THROW(NotImplemented, "[train] ZeRO stage ", a_.zero_stage, from, " with optimizer ", kind,
                  " is not implemented yet: its update reads whole matrices; AdamW and SGD are sharded");
-  if (a_.sharding_degree > 1 && (a_.sharding_degree > dp_size() || dp_size() % a_.sharding_degree != 0))
+  if (a_.sharding_degree > 1 && (a_.sharding_degree > world_size() || world_size() % a_.sharding_degree != 0))
     UNILLM_THROW(ConfigError, "[train] sharding_parallel_degree ", a_.sharding_degree, " does not divide the ",
-                 dp_size(), " data-parallel processes; give a divisor, or -1 for all of them");
+                 world_size(), " data-parallel processes; give a divisor, or -1 for all of them");
 }
 
 TrainResult Run::go() {
-  if (dp_size() > 1) {
+  setup_pipeline_mesh();
+  if (world_size() > 1) {
     // Not yet with several processes: each would need its share of the work and a merged result.
     std::string no;
     if (a_.do_predict && a_.predict_with_generate) no = "do_predict with predict_with_generate";
     if (a_.pref_bco_weight > 1e-6) no = "pref_bco_weight (its running baseline is per process)";
     if (!no.empty())
-      UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", no, " is not implemented with ", dp_size(),
-                   " data-parallel processes yet; run one process");
+      UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", no, " is not implemented with ", world_size(),
+                   " processes yet; run one process");
     check_zero();
-    say("data parallel: " + std::to_string(dp_size()) + " processes, each step " +
-        std::to_string(a_.gradient_accumulation_steps) + " micro-batches on each (" +
-        std::to_string(a_.gradient_accumulation_steps * dp_size()) + " in all), gradients summed over them, evaluation split");
+    if (dp_size() > 1)
+      say("data parallel: " + std::to_string(dp_size()) + (pipe_mesh_ ? " replicas" : " processes") + ", each step " +
+          std::to_string(a_.gradient_accumulation_steps) + " micro-batches on each (" +
+          std::to_string(a_.gradient_accumulation_steps * dp_size()) +
+          " in all), gradients summed over them, evaluation split");
   }
-  if (dp_size() == 1 && a_.zero_stage > 0)
+  if (world_size() == 1 && a_.zero_stage > 0)
     say(UNILLM_MSG("ZeRO stage ", a_.zero_stage, " from ", a_.zero_from,
                    ": one process holds everything (there is nothing to shard); run it under mpirun -np N "
                    "or unillm launch --nproc N to shard"));
@@ -340,6 +343,7 @@ TrainResult Run::go() {
   prepare_output_dir();
   dp_barrier();  // output_dir is ready (or rank 0 has refused it and aborted the run)
   load(from);
+  setup_pipeline();
   setup_schedule();
   rng_.reseed(static_cast<uint64_t>(a_.seed));
   if (a_.fp16) scaler_.emplace();
@@ -389,7 +393,7 @@ TrainResult Run::go() {
     std::snprintf(buf, sizeof buf,
                   "communication per step (process %lld of %lld): %.0f collectives, %.4f MiB sent (ring volume), "
                   "%.2f ms waiting in them of %.2f ms",
-                  static_cast<long long>(dp_rank()), static_cast<long long>(dp_size()),
+                  static_cast<long long>(world_rank()), static_cast<long long>(world_size()),
                   static_cast<double>(comm.calls) / n, comm.wire_bytes / n / 1048576.0, comm.wait_seconds / n * 1e3,
                   step_seconds / n * 1e3);
     say(buf);

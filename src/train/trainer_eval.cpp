@@ -70,7 +70,7 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   const int64_t batches = (examples + eo.batch_size - 1) / eo.batch_size;
   std::vector<EvalPart> parts(static_cast<size_t>(batches));
   std::vector<std::pair<int64_t, int64_t>> acc(static_cast<size_t>(batches), {0, 0});
-  for (int64_t i = dp_rank(); i < batches; i += dp_size()) {
+  for (int64_t i = world_rank(); i < batches; i += world_size()) {
     const int64_t e = i * eo.batch_size;
     // Dataset order; the rows of an example (a pair) stay in one batch, laid out as the loader's.
     const std::vector<int64_t> idx = data::group_rows(ds, e, std::min(examples - e, eo.batch_size));
@@ -78,7 +78,7 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
     parts[static_cast<size_t>(i)] = stage_->eval_batch(*model_, b);
     if (accuracy) acc[static_cast<size_t>(i)] = token_accuracy_counts(*model_, b);
   }
-  if (dp_size() > 1) gather_eval_parts(parts, acc);
+  if (world_size() > 1) gather_eval_parts(parts, acc);
   double loss_sum = 0;
   int64_t items = 0, right = 0, scored = 0;
   std::vector<std::tuple<std::string, double, int64_t>> metrics;
@@ -112,7 +112,7 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
 // Every process's evaluated batches to every process (doubles as JSON round-trip exactly).
 void Run::gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc) {
   nlohmann::json mine = nlohmann::json::array();
-  for (size_t i = static_cast<size_t>(dp_rank()); i < parts.size(); i += static_cast<size_t>(dp_size())) {
+  for (size_t i = static_cast<size_t>(world_rank()); i < parts.size(); i += static_cast<size_t>(world_size())) {
     if (!std::isfinite(parts[i].loss_sum))  // JSON has no NaN; the error ends every process
       UNILLM_THROW(NumericError, "[train] evaluation after step ", state_.global_step, ": the eval loss of batch ", i,
                    " is ", std::isnan(parts[i].loss_sum) ? "NaN" : "inf",

@@ -58,7 +58,7 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.threads = num_threads();
   in.optimizer = optimizer_config(a_).kind;
   if (a_.zero_stage > 0)  // over the sharding group (PaddleNLP's degree); stage 3 runs as 2
-    in.zero_shards = a_.sharding_degree > 1 ? a_.sharding_degree : a_.sharding_degree == 1 ? 1 : dp_size();
+    in.zero_shards = a_.sharding_degree > 1 ? a_.sharding_degree : a_.sharding_degree == 1 ? 1 : world_size();
   const std::string stage_advice = stage_->plan_memory(in, h_.memory_limit);
   plan_ = plan_memory(in);
   say(format_plan(plan_));

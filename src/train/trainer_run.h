@@ -16,6 +16,7 @@
 #include "models/causal_lm.h"
 #include "train/adamw.h"
 #include "train/optimizer.h"
+#include "train/pipeline.h"
 #include "train/checkpoint.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
@@ -85,12 +86,20 @@ class Run {
   // The stage's set-up after the policy is loaded (a preference stage's reference).
   void prepare_stage(const std::string& from);
   double train_step();
-  // Data parallelism (TrainerHooks::dp): this process's place, and rank 0 as the one writer.
+  // The run's processes (TrainerHooks::dp): this process's place, and rank 0 as the one writer.
+  int64_t world_size() const;
+  int64_t world_rank() const;
+  // Data parallelism: the replicas (world / pipeline_parallel_degree) and this process's one.
   int64_t dp_size() const;
+  int64_t dp_rank() const;
   void check_zero() const;
   void gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc);
-  int64_t dp_rank() const;
-  bool writer() const { return dp_rank() == 0; }
+  bool writer() const { return world_rank() == 0; }
+  // Pipeline parallelism (trainer_pipeline.cpp): the mesh (collective, before anything is
+  // loaded), the pipeline once the model is, and a step's micro-batches through it.
+  void setup_pipeline_mesh();
+  void setup_pipeline();
+  double pipeline_micros(const std::vector<data::Batch>& group, const MicroOptions& mo, uint64_t step_seed);
   void dp_barrier();
   // The logging interval's metrics summed over the group (rank order, first-seen names).
   void merge_interval_metrics();
@@ -116,6 +125,8 @@ class Run {
   std::unique_ptr<models::CausalLM> model_;
   std::unique_ptr<ParamArena> arena_;
   std::unique_ptr<dist::DeviceMesh> mesh_;  // ZeRO's sharding and replica groups (before opt_: outlives it)
+  std::unique_ptr<dist::DeviceMesh> pipe_mesh_;  // pipeline_parallel_degree > 1: pp × dp
+  std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<Optimizer> opt_;
   data::TokenizedDataset train_, eval_, test_;  // test_: do_predict
   std::unique_ptr<data::BatchLoader> loader_;

@@ -38,14 +38,16 @@ void accumulate_metrics(std::vector<std::tuple<std::string, double, int64_t>>& a
   }
 }
 
-int64_t Run::dp_size() const { return h_.dp ? h_.dp->size() : 1; }
-int64_t Run::dp_rank() const { return h_.dp ? h_.dp->rank() : 0; }
+int64_t Run::world_size() const { return h_.dp ? h_.dp->size() : 1; }
+int64_t Run::world_rank() const { return h_.dp ? h_.dp->rank() : 0; }
+int64_t Run::dp_size() const { return pipe_mesh_ ? pipe_mesh_->shape().dp : world_size(); }
+int64_t Run::dp_rank() const { return pipe_mesh_ ? pipe_mesh_->coord().dp : world_rank(); }
 void Run::dp_barrier() {
-  if (dp_size() > 1) h_.dp->barrier();
+  if (world_size() > 1) h_.dp->barrier();
 }
 
 void Run::merge_interval_metrics() {
-  if (dp_size() == 1) return;
+  if (world_size() == 1) return;
   nlohmann::json mine = {{"m", nlohmann::json::array()}, {"s", nlohmann::json::array()}};
   for (const auto& [name, sum, count] : interval_metrics_) mine["m"].push_back({name, sum, count});
   for (const auto& s : interval_sums_) mine["s"].push_back({s.name, s.sum, s.count});
@@ -100,7 +102,8 @@ double Run::train_step() {
     const uint64_t step_seed = rng_.next_u64();
     Rng micro_rng;
     mo.rng = &micro_rng;
-    for (size_t i = 0; i < group.size(); ++i) {
+    if (pipeline_) loss_sum = pipeline_micros(group, mo, step_seed);
+    for (size_t i = 0; i < group.size() && !pipeline_; ++i) {
       if (static_cast<int64_t>(i) % dp != me) continue;
       micro_rng.reseed(step_seed + 0x9E3779B97F4A7C15ull * (i + 1));
       MicroResult r = stage_->train_micro(*model_, group[i], mo);
@@ -113,7 +116,10 @@ double Run::train_step() {
   }
   // ZeRO: the gradients this process holds complete after the reduction are its range's (stage 2).
   auto* zero = dynamic_cast<ZeroOptimizer*>(opt_.get());
-  if (dp > 1) {  // the step's loss and gradients over the group (before the checks that read them)
+  // The step's loss and gradients over every process (before the checks that read them): data
+  // parallel replicas' sums, and under pipeline parallelism each stage's layers' (the others' are
+  // zero where a process does not run them).
+  if (world_size() > 1) {
     Tensor l = Tensor::empty({1}, DType::f64);
     l.data<double>()[0] = loss_sum;
     h_.dp->allreduce(l);

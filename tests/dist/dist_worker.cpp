@@ -104,6 +104,15 @@ void collectives(dist::ProcessGroup& g) {
       g.send(out, next, 11);
     }
     check(in.data<float>()[0] == prev && in.data<float>()[1] == 0.25f, "send/recv ring", r);
+    // Every rank sends before it receives, 4 MiB each (past any eager limit, where blocking sends
+    // would wait for each other): send_async returns at once.
+    const int64_t n = 1 << 20;
+    Tensor big = Tensor::from_vector(std::vector<float>(static_cast<size_t>(n), static_cast<float>(r)), {n});
+    auto w = g.send_async(big, next, 12);
+    Tensor got = Tensor::zeros({n}, DType::f32);
+    g.recv(got, prev, 12);
+    w->wait();
+    check(got.data<float>()[0] == prev && got.data<float>()[n - 1] == prev, "send_async ring", r);
   }
   {  // refused shapes and dtypes are errors, not MPI crashes
     Tensor bf = Tensor::zeros({2}, DType::bf16);

@@ -82,10 +82,12 @@ TEST(PaddleArgs, ParallelismAndPredictKeys) {
   EXPECT_NE(error_of<NotImplemented>(kPre + R"("sequence_parallel": true})")
                 .find("parallelism is not implemented"),
             std::string::npos);
-  EXPECT_NE(
-      error_of<NotImplemented>(kPre + R"("virtual_pp_degree": 2})").find("'virtual_pp_degree' = 2"),
-      std::string::npos);
+  EXPECT_NE(error_of<NotImplemented>(kPre + R"("tensor_parallel_degree": 2})")
+                .find("'tensor_parallel_degree' = 2"),
+            std::string::npos);
   EXPECT_EQ(error_of(kPre + R"("sequence_parallel": 0, "virtual_pp_degree": 1})"), "no error");
+  // Pipeline parallelism is built: the degrees reach the trainer's arguments.
+  EXPECT_EQ(error_of(kPre + R"("pipeline_parallel_degree": 2, "virtual_pp_degree": 2})"), "no error");
   EXPECT_NE(error_of<NotImplemented>(kSft + R"("do_predict": true})").find("test.json"),
             std::string::npos);
   EXPECT_NE(

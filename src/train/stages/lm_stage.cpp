@@ -11,6 +11,7 @@
 #include "autograd/grad_mode.h"
 #include "data/sft.h"
 #include "ops/asft_cross_entropy.h"
+#include "ops/cross_entropy.h"
 #include "ops/weighted_cross_entropy.h"
 #include "train/stages/reference.h"
 #include "train/stages/stage.h"
@@ -90,6 +91,19 @@ class LmStage : public Stage {
   EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
     auto out = loss(model, to_train_batch(b), false, 0);
     return {out.loss_sum.item_flat(0), out.count, {}};
+  }
+
+  // ASFT's loss also needs the reference's hidden states of the whole model.
+  bool pipelines() const override { return !a_.use_asft_loss; }
+  models::LossResult head_loss(models::CausalLM& model, const Tensor& x, const models::TrainBatch& tb,
+                               double hint) override {
+    if (a_.use_asft_loss) return Stage::head_loss(model, x, tb, hint);
+    if (!weighting_) {  // model.loss()'s head
+      auto ce = ops::linear_cross_entropy_eager_grad(x, model.lm_head_weight(), models::shifted_labels(tb.labels), hint);
+      return {ce.loss_sum, ce.count};
+    }
+    auto r = ops::weighted_cross_entropy(x, model.lm_head_weight(), models::shifted_labels(tb.labels), *weighting_);
+    return {r.loss_sum, r.count};
   }
 
   bool token_loss() const override { return true; }

@@ -73,4 +73,8 @@ models::TrainBatch to_train_batch(const data::Batch& b) {
   return tb;
 }
 
+models::LossResult Stage::head_loss(models::CausalLM&, const Tensor&, const models::TrainBatch&, double) {
+  UNILLM_THROW(NotImplemented, "[train] stage ", name(), " cannot run as pipeline stages");
+}
+
 }  // namespace unillm::train

@@ -104,6 +104,13 @@ class Stage {
   virtual double micro_weight(const std::vector<data::Batch>& group) const = 0;
   // Forward, loss and backward (seeded with o.seed) of one micro-batch.
   virtual MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) = 0;
+  // Pipeline parallelism (train/pipeline.h): whether the stage's loss is a function of the last
+  // pipeline stage's hidden states alone, and that loss — what train_micro computes from
+  // model.hidden_states (hint: the backward seed, as loss()'s grad_scale_hint). The default
+  // throws NotImplemented.
+  virtual bool pipelines() const { return false; }
+  virtual models::LossResult head_loss(models::CausalLM& model, const Tensor& hidden, const models::TrainBatch& tb,
+                                       double hint);
   // One evaluation batch, without gradients.
   virtual EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) = 0;
   // What is logged of an interval's (an evaluation's) added-up SumMetrics.

@@ -1,0 +1,108 @@
+// Pipeline parallelism's executor (see pipeline.h).
+#include "train/pipeline.h"
+
+#include <map>
+#include <memory>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace unillm::train {
+
+Pipeline::Pipeline(dist::ProcessGroup& group, int v, int64_t num_layers)
+    : group_(group),
+      pp_(group.size()),
+      v_(v),
+      rank_(group.rank()),
+      layers_(pipeline_layers(num_layers, pp_, v)) {}
+
+std::string Pipeline::describe(int m) const {
+  std::string s;
+  for (int r = 0; r < pp_; ++r) {
+    s += "  stage " + std::to_string(r) + ": layers";
+    for (int c = 0; c < v_; ++c) {
+      const auto [lo, hi] = layers_[static_cast<size_t>(c * pp_ + r)];
+      s += " [" + std::to_string(lo) + ", " + std::to_string(hi) + ")";
+    }
+    if (r == 0) s += " + embedding";
+    if (r == pp_ - 1) s += " + norm, lm_head, loss";
+    s += "; " + schedule_text(pipeline_schedule(pp_, v_, m, r), v_) + "\n";
+  }
+  return s;
+}
+
+std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Micro>& micros,
+                                  float seed, bool recompute, const Head& head) {
+  const int m = static_cast<int>(micros.size());
+  const int stages = pp_ * v_;
+  const int64_t hidden = model.config().hidden_size;
+  // A message's tag names its channel (direction, receiving virtual stage); the schedules send
+  // and receive each channel's micro-batches in the same order (simulate_schedule checks it), and
+  // MPI delivers one channel's messages in the order sent.
+  auto tag = [stages](bool forward, int g) { return (forward ? 0 : stages) + g; };
+  // Messages go through host memory (MPI_Isend): a device plugin's send is a stream operation
+  // that waits for its receive, so two neighbours that both send first (1F1B's steady state)
+  // would wait for each other without paired group calls, which are not built.
+  const Device host{}, dev = model.device();
+  std::vector<std::unique_ptr<dist::Work>> sends;
+  auto send = [&](const Tensor& t, int dst, int tg) {
+    sends.push_back(group_.send_async(t.detach().to(host).contiguous(), dst, tg));
+  };
+  auto recv = [&](int64_t n, int src, int tg) {
+    Tensor t = Tensor::empty({n, hidden}, DType::f32, host);
+    group_.recv(t, src, tg);
+    return t.to(dev);
+  };
+  struct Live {
+    Tensor input;   // the received activation (a leaf that requires grad), undefined on stage 0
+    Tensor output;  // what was sent on, or the loss on the last stage
+  };
+  // (micro-batch, chunk) between its forward and backward
+  std::map<std::pair<int, int>, Live> live;
+  std::vector<double> losses;
+  if (holds_loss()) losses.assign(static_cast<size_t>(m), 0.0);
+  autograd::GradModeGuard grad_on(true);
+  for (const PipeOp& op : pipeline_schedule(pp_, v_, m, rank_)) {
+    const int g = op.chunk * pp_ + rank_;
+    const Micro& mb = micros[static_cast<size_t>(op.micro)];
+    const int64_t n = mb.batch.input_ids.numel();
+    Live& l = live[{op.micro, op.chunk}];
+    if (op.forward) {
+      if (g > 0) {
+        l.input = recv(n, (g - 1) % pp_, tag(true, g));
+        l.input.set_requires_grad(true);
+      }
+      Rng rng;
+      rng.reseed(mb.dropout_seed);
+      models::TrainBatch b = mb.batch;
+      b.dropout_rng = &rng;
+      const auto [lo, hi] = layers_[static_cast<size_t>(g)];
+      Tensor x = model.hidden_states_range(b, l.input, lo, hi, recompute);
+      if (g == stages - 1) {
+        l.output = head(x, b, static_cast<double>(seed)).loss_sum;
+        losses[static_cast<size_t>(op.micro)] = l.output.item_flat(0);
+      } else {
+        l.output = x;
+        send(x, (g + 1) % pp_, tag(true, g + 1));
+      }
+    } else {
+      if (g == stages - 1) {
+        autograd::backward(l.output, Tensor::from_vector({seed}, {}));
+      } else {
+        autograd::backward(l.output, recv(n, (g + 1) % pp_, tag(false, g)));
+      }
+      if (g > 0) {
+        Tensor dx = l.input.grad();
+        if (!dx.defined()) dx = Tensor::zeros({n, hidden}, DType::f32, dev);
+        send(dx, (g - 1) % pp_, tag(false, g - 1));
+      }
+      live.erase({op.micro, op.chunk});
+    }
+  }
+  for (auto& w : sends) w->wait();
+  return losses;
+}
+
+}  // namespace unillm::train

@@ -1,0 +1,54 @@
+// Pipeline parallelism (docs/ARCHITECTURE.md, "Parallel training"): the decoder's layers split
+// into stages over the ranks of a pipeline group, micro-batches run through them in the order of
+// pipeline_schedule.h, activations sent forward and their gradients back with point-to-point
+// messages. Each rank runs only its stages' layers (the embedding on the first, the final norm
+// and the stage's loss on the last); the gradients of the layers a rank does not run stay zero,
+// so summing the gradient arena over the processes (as data parallelism does) completes every
+// parameter's gradient and every process keeps the whole model up to date.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "models/causal_lm.h"
+#include "train/pipeline_schedule.h"
+
+namespace unillm::train {
+
+class Pipeline {
+ public:
+  // group: the ranks of one data-parallel replica's pipeline, rank r holding virtual stages r,
+  // r + pp, …; v: virtual_pp_degree. ConfigError when the layers do not split.
+  Pipeline(dist::ProcessGroup& group, int v, int64_t num_layers);
+  int stages() const { return pp_; }
+  int rank() const { return rank_; }
+  // Whether this rank holds the last virtual stage (the loss).
+  bool holds_loss() const { return rank_ == pp_ - 1; }
+  // The layers of every rank and each rank's order of ops over m micro-batches (printed at start).
+  std::string describe(int m) const;
+
+  struct Micro {
+    models::TrainBatch
+        batch;  // dropout_rng unset: each stage's call seeds its own from dropout_seed
+    uint64_t dropout_seed = 0;  // the micro-batch's dropout generator (as one process seeds it)
+  };
+  // The loss of a micro-batch from the last stage's hidden states (the stage's head: lm_head and
+  // cross-entropy), with the backward seed as its eager-gradient hint.
+  using Head = std::function<models::LossResult(const Tensor& hidden,
+                                                const models::TrainBatch& batch, double hint)>;
+  // Forward and backward of this rank's stages for every micro-batch, backward seeded with `seed`
+  // (d step loss / d micro-batch loss × the loss scale). Returns each micro-batch's loss on the
+  // rank that holds the loss, nothing elsewhere.
+  std::vector<double> run(models::CausalLM& model, const std::vector<Micro>& micros, float seed,
+                          bool recompute, const Head& head);
+
+ private:
+  dist::ProcessGroup& group_;
+  int pp_, v_, rank_;
+  std::vector<std::pair<int64_t, int64_t>> layers_;  // of each virtual stage
+};
+
+}  // namespace unillm::train

@@ -1,0 +1,80 @@
+// Pipeline parallelism in a training run (train/pipeline.h): the pp × dp mesh, the pipeline over
+// the loaded model, and a step's micro-batches through it. Everything after the micro-batches —
+// summing gradients over the processes, clipping, the optimizer, evaluation, checkpoints — is the
+// data-parallel path's: the processes a stage does not run hold zero gradients for its layers.
+#include <cmath>
+
+#include "train/trainer_run.h"
+
+namespace unillm::train::detail {
+
+void Run::setup_pipeline_mesh() {
+  if (a_.pipeline_degree == 1 && a_.virtual_pp_degree == 1) return;
+  const int64_t pp = a_.pipeline_degree, world = world_size();
+  if (pp == 1)
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": virtual_pp_degree ",
+                 a_.virtual_pp_degree, " needs pipeline_parallel_degree > 1");
+  if (world % pp != 0)
+    UNILLM_THROW(
+        ConfigError, "[train] ", a_.config_path, ": pipeline_parallel_degree ", pp,
+        " does not divide the ", world,
+        " processes (run it under mpirun -np N or unillm launch --nproc N with N a multiple of ",
+        pp, ")");
+  if (a_.sharding_degree > 1 && a_.sharding_degree != world)
+    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": sharding_parallel_degree ",
+                 a_.sharding_degree, " with pipeline_parallel_degree ", pp,
+                 " is not implemented yet; ZeRO shards over all the processes (-1) under pipeline "
+                 "parallelism");
+  pipe_mesh_ = std::make_unique<dist::DeviceMesh>(
+      *h_.dp, dist::mesh_shape(static_cast<int>(world), 1, static_cast<int>(pp), 1));
+}
+
+void Run::setup_pipeline() {
+  if (!pipe_mesh_) return;
+  if (!stage_->pipelines())
+    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": stage ", a_.stage,
+                 a_.use_asft_loss ? " with use_asft_loss" : "",
+                 " under pipeline_parallel_degree > 1 is not implemented yet (pt and sft are)");
+  pipeline_ = std::make_unique<Pipeline>(pipe_mesh_->pp(), static_cast<int>(a_.virtual_pp_degree),
+                                         model_->config().num_layers);
+  say(UNILLM_MSG("pipeline parallel: ", a_.pipeline_degree, " stages",
+                 a_.virtual_pp_degree > 1
+                     ? UNILLM_MSG(" × ", a_.virtual_pp_degree, " virtual (interleaved)")
+                     : std::string(" (1F1B)"),
+                 ", ", dp_size(), " data-parallel replica", dp_size() > 1 ? "s" : "",
+                 "; each process runs its stage's layers and holds the whole model (the gradients "
+                 "of the layers it "
+                 "does not run are zero and are summed over the processes, so every process keeps "
+                 "every weight); "
+                 "each step's order of forwards (F) and backwards (B) per micro-batch:\n",
+                 pipeline_->describe(static_cast<int>(a_.gradient_accumulation_steps))));
+}
+
+double Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOptions& mo,
+                            uint64_t step_seed) {
+  const int64_t dp = dp_size(), me = dp_rank();
+  std::vector<Pipeline::Micro> micros;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (static_cast<int64_t>(i) % dp != me) continue;
+    Pipeline::Micro m;
+    m.batch = to_train_batch(group[i]);
+    m.dropout_seed =
+        step_seed + 0x9E3779B97F4A7C15ull * (i + 1);  // train_step's per-micro-batch seed
+    micros.push_back(std::move(m));
+  }
+  const auto seed = static_cast<float>(mo.seed);  // as the stages' train_micro rounds it
+  models::CausalLM& model = *model_;
+  const std::vector<double> losses =
+      pipeline_->run(model, micros, seed, mo.recompute,
+                     [&](const Tensor& x, const models::TrainBatch& b, double hint) {
+                       return stage_->head_loss(model, x, b, hint);
+                     });
+  double sum = 0;
+  for (double l : losses) {
+    if (!std::isfinite(l)) stop_non_finite("the loss", l);
+    sum += l;
+  }
+  return sum;
+}
+
+}  // namespace unillm::train::detail
