@@ -68,6 +68,9 @@ def run_unillm(binary, mdir, batch, steps, np_, threads, extra, work, tag):
                   r"([\d.]+) ms", p.stderr)
     if m:
         r.update(collectives=float(m.group(1)), mib=float(m.group(2)), wait_ms=float(m.group(3)))
+    m = re.search(r"gradient buckets ([\d.]+) ms in flight, ([\d.]+) ms of it overlapped", p.stderr)
+    if m:
+        r.update(flight_ms=float(m.group(1)), overlap_ms=float(m.group(2)))
     return r
 
 
@@ -114,6 +117,8 @@ def main():
         layouts = [  # (name, processes, threads each, unillm keys, torch zero1)
             ("1 process x 2 threads", 1, 2, {}, False),
             ("dp2", 2, 1, {}, False),
+            # every layer's gradients in one bucket, started when backward is done: no overlap
+            ("dp2, one bucket", 2, 1, {"ddp_bucket_cap_mb": 100000}, None),
             ("dp2 + ZeRO-1", 2, 1, {"sharding": "stage1"}, True),
             ("dp2 + ZeRO-2", 2, 1, {"deepspeed": str(REPO / "tests/data/llamafactory_examples/deepspeed/ds_z2_config.json")}, None),
             # the same global batch as 4 micro-batches through 2 stages (1F1B); no PyTorch peer here
@@ -135,9 +140,9 @@ def main():
     tokens = batch * tb.SEQ
     print(f"\n{a.shape}, f32 full fine-tuning, global batch {batch} x {tb.SEQ}, recompute on, {a.steps} steps "
           "(median after the first)\n")
-    print("| layout | step ms | comm waiting ms | compute ms | MiB sent / step | formula MiB | scaling eff. "
-          "| torch step ms | torch scaling eff. | unillm / torch |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| layout | step ms | comm waiting ms | compute ms | buckets in flight ms | overlapped ms | MiB sent / step "
+          "| formula MiB | scaling eff. | torch step ms | torch scaling eff. | unillm / torch |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, np_, keys, u, t in rows:
         step = tokens / u["tokens_per_s"] * 1e3
         B = 4 * u["params"] / 1048576
@@ -149,8 +154,10 @@ def main():
             formula += 2 * batch * tb.SEQ * hidden * 4 / 1048576
         wait = u.get("wait_ms")
         tstep = tokens / t["tokens_per_s"] * 1e3 if t else None
+        fl, ov = u.get("flight_ms"), u.get("overlap_ms")
         print(f"| {name} | {step:.0f} | {wait if wait is not None else 0:.0f} | "
-              f"{step - (wait or 0):.0f} | {u.get('mib', 0):.2f} | {formula:.2f} | "
+              f"{step - (wait or 0):.0f} | {f'{fl:.0f}' if fl is not None else '-'} | "
+              f"{f'{ov:.0f}' if ov is not None else '-'} | {u.get('mib', 0):.2f} | {formula:.2f} | "
               f"{u['tokens_per_s'] / base_u:.2f} | {f'{tstep:.0f}' if t else '-'} | "
               f"{t['tokens_per_s'] / base_t if t else float('nan'):.2f} | "
               f"{u['tokens_per_s'] / t['tokens_per_s'] if t else float('nan'):.2f}x |")

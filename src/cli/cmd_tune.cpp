@@ -28,12 +28,13 @@ namespace fs = std::filesystem;
 
 const char* kUsage =
     "usage: unillm tune CONFIG.yaml --nproc N [--steps K] [--out FILE] [key=value ...]\n"
-    "                   [--micro-batches 1,2,4] [--zero 0,1,2] [--recompute on,off] [--rounds R]\n"
+    "                   [--micro-batches 1,2,4] [--zero 0,1,2] [--recompute on,off] [--pp 1,2]\n"
+    "                   [--rounds R]\n"
     "                   [--run-timeout SECONDS] [--threads N] [--device NAME]\n"
     "Searches the layouts N processes on this host can train CONFIG with, keeping its global\n"
-    "batch (per_device_train_batch_size x gradient_accumulation_steps of one process): data\n"
-    "parallel over the N processes x ZeRO stage (0, 1, 2; AdamW and SGD) x micro-batch x\n"
-    "recompute. Each layout's memory plan (`unillm train --plan-only` under mpirun) says\n"
+    "batch (per_device_train_batch_size x gradient_accumulation_steps of one process): pipeline\n"
+    "stages x data parallel over the rest of the N processes x ZeRO stage (0, 1, 2; AdamW and\n"
+    "SGD) x micro-batch x recompute. Each layout's memory plan (`unillm train --plan-only` under mpirun) says\n"
     "whether it fits; those that fit train K steps after one warm-up step, timed. Prints the\n"
     "table and writes the fastest layout as CONFIG with those keys set to --out (default\n"
     "CONFIG-STEM.tuned.yaml in this directory), to run as `unillm launch --nproc N -- train\n"
@@ -47,13 +48,16 @@ const char* kUsage =
     "  --recompute L        on, off or both (default on,off)\n"
     "  --run-timeout S      bound on each child run (default 600)\n"
     "  --threads, --device  passed to every `unillm train`\n"
-    "Tensor and pipeline parallelism are not built yet: every layout has tp = pp = 1.\n";
+    "  --pp L               pipeline stages to try (default 1 and every divisor of N, for stages\n"
+    "                       pt and sft); N / pp processes are data-parallel replicas\n"
+    "Tensor parallelism is not built yet: every layout has tp = 1.\n";
 
 struct TuneOptions {
   std::string config, out;
   int nproc = 0, steps = 4, rounds = 1, timeout_s = 600;
   std::vector<int64_t> micro;  // empty: powers of two up to the global batch
   std::vector<int> zero;       // empty: 0, 1, 2 as the optimizer allows
+  std::vector<int> pp;         // empty: 1 and every divisor of nproc (stages pt and sft)
   std::vector<bool> recompute = {true, false};
   std::vector<std::string> overrides, train_flags;
 };
@@ -62,6 +66,7 @@ struct Layout {
   int64_t micro = 1, ga = 1;
   int zero = 0;
   bool recompute = true;
+  int pp = 1;  // pipeline stages; the processes are pp × (nproc / pp) data-parallel replicas
 };
 
 struct Row {
@@ -98,7 +103,7 @@ std::string value_of(const std::vector<std::string>& args, size_t& i) {
   return args[++i];
 }
 
-// Applies a list flag (--micro-batches, --zero, --recompute) to o.
+// Applies a list flag (--micro-batches, --zero, --recompute, --pp) to o.
 void set_list(TuneOptions& o, const std::string& flag, const std::string& v) {
   const auto words = split_commas(v);
   if (words.empty())
@@ -106,6 +111,9 @@ void set_list(TuneOptions& o, const std::string& flag, const std::string& v) {
   if (flag == "--micro-batches") {
     o.micro.clear();
     for (const auto& w : words) o.micro.push_back(parse_int(flag, w, 1));
+  } else if (flag == "--pp") {
+    o.pp.clear();
+    for (const auto& w : words) o.pp.push_back(static_cast<int>(parse_int(flag, w, 1)));
   } else if (flag == "--zero") {
     o.zero.clear();
     for (const auto& w : words) {
@@ -140,7 +148,7 @@ TuneOptions parse_options(const std::vector<std::string>& args) {
       o.out = value_of(args, i);
     } else if (a == "--run-timeout") {
       o.timeout_s = static_cast<int>(parse_int(a, value_of(args, i), 1));
-    } else if (a == "--micro-batches" || a == "--zero" || a == "--recompute") {
+    } else if (a == "--micro-batches" || a == "--zero" || a == "--recompute" || a == "--pp") {
       set_list(o, a, value_of(args, i));
     } else if (a == "--threads" || a == "--device") {
       o.train_flags.push_back(a);
@@ -179,8 +187,10 @@ YAML::Node load_config(const TuneOptions& o) {
 // The config as one layout trains it: its parallel keys replaced by the layout's.
 YAML::Node layout_node(const YAML::Node& base, const Layout& l) {
   YAML::Node n = YAML::Clone(base);
-  for (const char* k : {"deepspeed", "fsdp", "fsdp_config", "sharding", "sharding_parallel_degree"})
+  for (const char* k : {"deepspeed", "fsdp", "fsdp_config", "sharding", "sharding_parallel_degree",
+                        "pipeline_parallel_degree", "virtual_pp_degree"})
     n.remove(k);
+  if (l.pp > 1) n["pipeline_parallel_degree"] = l.pp;
   n["per_device_train_batch_size"] = l.micro;
   n["gradient_accumulation_steps"] = l.ga;
   n["disable_gradient_checkpointing"] = !l.recompute;
@@ -197,7 +207,10 @@ void write_yaml(const std::string& path, const YAML::Node& n, const std::string&
 }
 
 std::string layout_name(const Layout& l, int nproc) {
-  return "dp" + std::to_string(nproc) + (l.zero > 0 ? "+zero" + std::to_string(l.zero) : "");
+  const int dp = nproc / l.pp;
+  std::string s = l.pp > 1 ? "pp" + std::to_string(l.pp) + (dp > 1 ? "xdp" + std::to_string(dp) : "")
+                           : "dp" + std::to_string(nproc);
+  return s + (l.zero > 0 ? "+zero" + std::to_string(l.zero) : "");
 }
 
 // The layouts to try; notes what was left out and why.
@@ -217,17 +230,37 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
                                          " is not sharded (AdamW and SGD are); stage 0 only");
     zero = {0};
   }
-  std::vector<Layout> out;
-  for (int64_t m : micro) {
-    if (global % (m * o.nproc) != 0) {
-      notes.push_back("micro-batch " + std::to_string(m) + " skipped: " + std::to_string(m) +
-                      " x " + std::to_string(o.nproc) +
-                      " processes does not divide the global batch " + std::to_string(global));
-      continue;
-    }
-    for (int z : zero)
-      for (bool r : o.recompute) out.push_back({m, global / (m * o.nproc), z, r});
+  // Pipeline stages: the divisors of the process count, for the stages that pipeline (pt, sft).
+  std::vector<int> pp = o.pp;
+  const bool pipelines = (a.stage == "pt" || a.stage == "sft") && !a.use_asft_loss;
+  if (pp.empty()) {
+    pp = {1};
+    if (pipelines)
+      for (int p = 2; p <= o.nproc; ++p)
+        if (o.nproc % p == 0) pp.push_back(p);
   }
+  for (int p : pp) {
+    if (o.nproc % p != 0)
+      UNILLM_THROW(ConfigError, "[tune] --pp ", p, " does not divide --nproc ", o.nproc);
+    if (p > 1 && !pipelines)
+      UNILLM_THROW(ConfigError, "[tune] --pp ", p, ": stage ", a.stage,
+                   a.use_asft_loss ? " with use_asft_loss" : "", " does not run as pipeline stages (pt and sft do)");
+  }
+  if (!pipelines && o.pp.empty() && o.nproc > 1)
+    notes.push_back("pipeline parallelism: stage " + a.stage + " does not run as pipeline stages; pp 1 only");
+  std::vector<Layout> out;
+  for (int p : pp)
+    for (int64_t m : micro) {
+      const int64_t dp = o.nproc / p;
+      if (global % (m * dp) != 0) {
+        notes.push_back("micro-batch " + std::to_string(m) + " skipped for pp " + std::to_string(p) + ": " +
+                        std::to_string(m) + " x " + std::to_string(dp) +
+                        " data-parallel replicas does not divide the global batch " + std::to_string(global));
+        continue;
+      }
+      for (int z : zero)
+        for (bool r : o.recompute) out.push_back({m, global / (m * dp), z, r, p});
+    }
   return out;
 }
 
@@ -315,7 +348,7 @@ int print_table(const std::vector<Row>& rows, const TuneOptions& o) {
   for (size_t i = 0; i < rows.size(); ++i)
     if (rows[i].timing.ok && (best < 0 || rows[i].timing.step_s < rows[best].timing.step_s))
       best = static_cast<int>(i);
-  std::printf("%3s  %-10s %5s %4s  %-9s %10s %9s %9s %7s  %s\n", "#", "layout", "micro", "GA",
+  std::printf("%3s  %-13s %5s %4s  %-9s %10s %9s %9s %7s  %s\n", "#", "layout", "micro", "GA",
               "recompute", "peak/proc", "step_ms", "tok/s", "vs_best", "note");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
@@ -325,7 +358,7 @@ int print_table(const std::vector<Row>& rows, const TuneOptions& o) {
       std::snprintf(tok, sizeof tok, "%.0f", r.timing.tokens_per_s);
       std::snprintf(rel, sizeof rel, "%.2f", r.timing.step_s / rows[best].timing.step_s);
     }
-    std::printf("%3zu  %-10s %5lld %4lld  %-9s %10s %9s %9s %7s  %s\n", i + 1,
+    std::printf("%3zu  %-13s %5lld %4lld  %-9s %10s %9s %9s %7s  %s\n", i + 1,
                 layout_name(r.layout, o.nproc).c_str(), static_cast<long long>(r.layout.micro),
                 static_cast<long long>(r.layout.ga), r.layout.recompute ? "on" : "off",
                 r.plan.ok ? compact_bytes(r.plan.peak).c_str() : "-", step, tok, rel,
@@ -377,8 +410,8 @@ void print_header(const TuneOptions& o, int64_t global, const std::vector<Row>& 
       o.config.c_str(), o.nproc, o.nproc == 1 ? "" : "es", static_cast<long long>(global), o.steps,
       o.rounds > 1 ? (", fastest of " + std::to_string(o.rounds) + " rounds").c_str() : "");
   std::printf(
-      "layouts: data parallel x ZeRO stage x micro-batch x recompute; tensor and pipeline "
-      "parallelism are not built yet (tp = pp = 1)\n");
+      "layouts: pipeline stages x data parallel x ZeRO stage x micro-batch x recompute; tensor "
+      "parallelism is not built yet (tp = 1)\n");
   if (!rows.empty() && rows[0].plan.ok) {
     const auto& p = rows[0].plan;
     std::printf("memory limit per process: %s (%s)\n",

@@ -14,21 +14,34 @@ double now() {
 // Adds the time spent in wait() to the totals.
 class CountedWork : public Work {
  public:
-  CountedWork(std::unique_ptr<Work> inner, std::shared_ptr<CommStats> stats)
-      : inner_(std::move(inner)), stats_(std::move(stats)) {}
+  CountedWork(std::unique_ptr<Work> inner, std::shared_ptr<CommStats> stats, double started)
+      : inner_(std::move(inner)), stats_(std::move(stats)), started_(started) {}
   ~CountedWork() override {
     if (!done_) wait();
   }
   void wait() override {
+    if (done_) return;
     const double t0 = now();
     inner_->wait();
-    stats_->wait_seconds += now() - t0;
-    done_ = true;
+    const double t1 = now();
+    stats_->wait_seconds += t1 - t0;
+    stats_->flight_wait_seconds += t1 - t0;
+    complete(t1);
+  }
+  bool test() override {
+    if (done_) return true;
+    if (inner_->test()) complete(now());
+    return done_;
   }
 
  private:
+  void complete(double at) {
+    stats_->flight_seconds += at - started_;
+    done_ = true;
+  }
   std::unique_ptr<Work> inner_;
   std::shared_ptr<CommStats> stats_;
+  double started_;
   bool done_ = false;
 };
 
@@ -43,7 +56,7 @@ std::unique_ptr<Work> CountingGroup::counted(std::unique_ptr<Work> w, double byt
   stats_->calls += 1;
   stats_->wire_bytes += bytes;
   stats_->wait_seconds += now() - started;  // starting it (MPI may progress it there)
-  return std::make_unique<CountedWork>(std::move(w), stats_);
+  return std::make_unique<CountedWork>(std::move(w), stats_, started);
 }
 
 std::unique_ptr<Work> CountingGroup::allreduce_async(Tensor& t, ReduceOp op) {

@@ -20,6 +20,10 @@ struct CommStats {
   // send/recv B.
   double wire_bytes = 0;
   double wait_seconds = 0;  // inside blocking collectives and Work::wait()
+  // Non-blocking operations: from the start until they were seen complete (by test() or wait()).
+  // flight − the waits inside them is the communication that overlapped other work.
+  double flight_seconds = 0;
+  double flight_wait_seconds = 0;  // the part of wait_seconds spent waiting for them
 };
 
 class CountingGroup : public ProcessGroup {

@@ -125,6 +125,15 @@ class MpiWork : public Work {
     done_ = true;
     for (auto& s : keep_) s.finish();  // the output (the last kept) copied back to its device
   }
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE);
+    if (!flag) return false;
+    done_ = true;
+    for (auto& s : keep_) s.finish();
+    return true;
+  }
 
  private:
   std::vector<MPI_Request> reqs_;

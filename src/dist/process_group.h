@@ -18,6 +18,11 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+  // Lets the transport progress the operation without blocking; true once it is complete (wait()
+  // then returns at once). Open MPI progresses non-blocking collectives only inside MPI calls, so
+  // polling while computing is what lets communication overlap compute on a CPU. The default
+  // reports nothing (wait() completes it).
+  virtual bool test() { return false; }
 };
 
 class ProcessGroup {

@@ -3,6 +3,7 @@
 // sequence). Parameters carry HF names; load and save walk those names.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -107,6 +108,13 @@ class CausalLM {
   // vocab_size (and tie_word_embeddings) follow. The default throws NotImplemented.
   virtual void set_vocab_weights(Tensor embed, Tensor lm_head);
 
+  // Data parallelism's gradient buckets (train/grad_buckets.h): during a training backward,
+  // hook(i) is called once backward has left decoder layer i — every op of the layer has run its
+  // backward, so its parameters' gradients of this backward are complete — in descending layer
+  // order (a layer whose input needs no gradient, e.g. the first with a frozen embedding, is not
+  // reported). Empty: nothing is called.
+  void set_layer_backward_hook(std::function<void(int64_t)> hook) { layer_backward_hook_ = std::move(hook); }
+
   // Convenience: logits for every position of one sequence, with a temporary one-block
   // cache. ids: token ids; returns f32 [T, V].
   Tensor logits_all(const std::vector<int32_t>& ids);
@@ -132,6 +140,7 @@ class CausalLM {
   void merge_adapter(const std::string& name);
 
  protected:
+  std::function<void(int64_t)> layer_backward_hook_;
   // The LoRA state of one call: the requested (or active) adapters, validated.
   std::shared_ptr<const nn::LoraRun> lora_run(const std::optional<std::vector<std::string>>& req,
                                               Rng* dropout_rng) const;

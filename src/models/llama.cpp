@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "autograd/backward_hook.h"
+#include "autograd/grad_mode.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gather.h"
@@ -98,14 +100,25 @@ Llama::Llama(const ModelConfig& c, nn::ParamPlacement wd)
 DecoderLayer::Stream Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute,
                                    size_t begin, size_t end) {
   end = std::min(end, layers_.size());
+  // Marks each layer's input for layer_backward_hook_ (training only: grad mode on).
+  const bool hook = layer_backward_hook_ && autograd::grad_enabled();
+  auto mark = [this](std::vector<Tensor> xs, size_t i) {
+    return autograd::on_backward(xs, [this, i] { layer_backward_hook_(static_cast<int64_t>(i)); });
+  };
   if (!recompute) {
     DecoderLayer::Stream stream{x, Tensor()};
-    for (size_t i = begin; i < end; ++i)
+    for (size_t i = begin; i < end; ++i) {
+      if (hook) {
+        auto m = mark({stream.sum, stream.delta}, i);
+        stream = {m[0], m[1]};
+      }
       stream = layers_[i]->forward(stream, in, caches ? nn::LayerCache{&caches->k[i], &caches->v[i]} : nn::LayerCache{});
+    }
     return stream;
   }
   for (size_t i = begin; i < end; ++i) {
     DecoderLayer* l = layers_[i].get();
+    if (hook) x = mark({x}, i)[0];
     // Two segments per layer, saving x and h (2 × [N, C] per layer instead of 1): the re-run of
     // each then ends in a projection whose output value backward never reads, and skips its GEMM
     // (o_proj, down_proj: ~30% of a layer's re-run GEMM FLOPs at Llama shapes). The attention

@@ -270,6 +270,10 @@ struct TrainArgs {
   // of one pipeline; data parallelism over world / this) and virtual_pp_degree (chunks per stage).
   int64_t pipeline_degree = 1;
   int64_t virtual_pp_degree = 1;
+  // Data parallelism's gradient buckets (train/grad_buckets.h), HF's ddp_bucket_cap_mb (torch
+  // DDP's default 25 MB): consecutive decoder layers' gradients summed in one collective, started
+  // as soon as backward leaves them.
+  double ddp_bucket_cap_mb = 25;
 
   // The last step is also a checkpoint when save_strategy is not "no": HF's DefaultFlowCallback
   // does so; PaddleNLP's (a copy of an older HF) does not, so its JSON files turn this off.

@@ -111,7 +111,7 @@ constexpr Group kGroups[] = {
     {"training", S::kIgnored,
      "report_to run_name logging_dir logging_first_step logging_nan_inf_filter log_level "
      "log_level_replica log_on_each_node disable_tqdm ddp_timeout ddp_backend "
-     "ddp_find_unused_parameters ddp_bucket_cap_mb ddp_broadcast_buffers dataloader_num_workers "
+     "ddp_find_unused_parameters ddp_broadcast_buffers dataloader_num_workers "
      "dataloader_pin_memory dataloader_persistent_workers dataloader_prefetch_factor "
      "remove_unused_columns label_names local_rank use_cpu no_cuda use_mps_device tf32 "
      "skip_memory_metrics save_safetensors save_on_each_node push_to_hub hub_model_id "
@@ -169,6 +169,7 @@ constexpr Group kGroups[] = {
     // ---- PaddleNLP llm/ keys for {src,tgt} SFT data (run_finetune.py DataArgument)
     {"paddlenlp", S::kImplemented, "dataset_name_or_path src_length max_length zero_padding"},
     {"paddlenlp", S::kImplemented, "sharding sharding_parallel_degree pipeline_parallel_degree virtual_pp_degree"},
+    {"training", S::kImplemented, "ddp_bucket_cap_mb"},
     // ---- PaddleNLP llm/ keys for pre-tokenised corpora (run_pretrain.py DataArgument)
     {"paddlenlp", S::kImplemented, "input_dir split"},
 };

@@ -308,7 +308,7 @@ TrainResult Run::go() {
     if (a_.pref_bco_weight > 1e-6) no = "pref_bco_weight (its running baseline is per process)";
     if (!no.empty())
       UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", no, " is not implemented with ", world_size(),
-                   " processes yet; run one process");
+                   pipe_mesh_ ? " processes" : " data-parallel processes", " yet; run one process");
     check_zero();
     if (dp_size() > 1)
       say("data parallel: " + std::to_string(dp_size()) + (pipe_mesh_ ? " replicas" : " processes") + ", each step " +
@@ -344,6 +344,7 @@ TrainResult Run::go() {
   dp_barrier();  // output_dir is ready (or rank 0 has refused it and aborted the run)
   load(from);
   setup_pipeline();
+  setup_grad_buckets();
   setup_schedule();
   rng_.reseed(static_cast<uint64_t>(a_.seed));
   if (a_.fp16) scaler_.emplace();
@@ -384,6 +385,8 @@ TrainResult Run::go() {
       comm.calls += counting->stats().calls - before.calls;
       comm.wire_bytes += counting->stats().wire_bytes - before.wire_bytes;
       comm.wait_seconds += counting->stats().wait_seconds - before.wait_seconds;
+      comm.flight_seconds += counting->stats().flight_seconds - before.flight_seconds;
+      comm.flight_wait_seconds += counting->stats().flight_wait_seconds - before.flight_wait_seconds;
     }
     maybe_eval_and_save();
   }
@@ -396,7 +399,13 @@ TrainResult Run::go() {
                   static_cast<long long>(world_rank()), static_cast<long long>(world_size()),
                   static_cast<double>(comm.calls) / n, comm.wire_bytes / n / 1048576.0, comm.wait_seconds / n * 1e3,
                   step_seconds / n * 1e3);
-    say(buf);
+    std::string line = buf;
+    if (buckets_) {  // in flight from the start until seen complete; what was not waited for overlapped
+      std::snprintf(buf, sizeof buf, "; gradient buckets %.2f ms in flight, %.2f ms of it overlapped with backward",
+                    comm.flight_seconds / n * 1e3, std::max(0.0, comm.flight_seconds - comm.flight_wait_seconds) / n * 1e3);
+      line += buf;
+    }
+    say(line);
   }
   report_memory();
   return finish(loss_sum, state_.global_step - first);

@@ -15,6 +15,7 @@
 #include "data/batch_loader.h"
 #include "models/causal_lm.h"
 #include "train/adamw.h"
+#include "train/grad_buckets.h"
 #include "train/optimizer.h"
 #include "train/pipeline.h"
 #include "train/checkpoint.h"
@@ -127,6 +128,8 @@ class Run {
   std::unique_ptr<dist::DeviceMesh> mesh_;  // ZeRO's sharding and replica groups (before opt_: outlives it)
   std::unique_ptr<dist::DeviceMesh> pipe_mesh_;  // pipeline_parallel_degree > 1: pp × dp
   std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<GradBuckets> buckets_;  // plain data parallelism: the gradient sum in buckets
+  void setup_grad_buckets();
   std::unique_ptr<Optimizer> opt_;
   data::TokenizedDataset train_, eval_, test_;  // test_: do_predict
   std::unique_ptr<data::BatchLoader> loader_;

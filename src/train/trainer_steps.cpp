@@ -103,8 +103,12 @@ double Run::train_step() {
     Rng micro_rng;
     mo.rng = &micro_rng;
     if (pipeline_) loss_sum = pipeline_micros(group, mo, step_seed);
+    int64_t last = -1;  // this process's last micro-batch: its backward completes the gradients
+    for (size_t i = 0; i < group.size(); ++i)
+      if (static_cast<int64_t>(i) % dp == me) last = static_cast<int64_t>(i);
     for (size_t i = 0; i < group.size() && !pipeline_; ++i) {
       if (static_cast<int64_t>(i) % dp != me) continue;
+      if (buckets_ && static_cast<int64_t>(i) == last) buckets_->arm();
       micro_rng.reseed(step_seed + 0x9E3779B97F4A7C15ull * (i + 1));
       MicroResult r = stage_->train_micro(*model_, group[i], mo);
       // Checked on the reduced loss: a NaN or inf here would train every weight into NaN.
@@ -120,13 +124,16 @@ double Run::train_step() {
   // parallel replicas' sums, and under pipeline parallelism each stage's layers' (the others' are
   // zero where a process does not run them).
   if (world_size() > 1) {
+    // Buckets first: some were started during the last backward, and every process must issue
+    // its collectives in the same order (a process without a micro-batch this step started none).
+    if (buckets_) buckets_->finish();
     Tensor l = Tensor::empty({1}, DType::f64);
     l.data<double>()[0] = loss_sum;
     h_.dp->allreduce(l);
     loss_sum = l.data<double>()[0];
     if (zero) {
       zero->reduce_gradients();
-    } else {
+    } else if (!buckets_) {
       Tensor g = arena_->grad_tensor();
       h_.dp->allreduce(g);
     }
@@ -175,6 +182,15 @@ double Run::train_step() {
     h_.progress(p);
   }
   return loss;
+}
+
+// Plain data parallelism (not ZeRO, not a pipeline, whose processes reduce different layers at
+// different times): the gradient sum in buckets started while backward runs.
+void Run::setup_grad_buckets() {
+  if (world_size() == 1 || pipe_mesh_ || dynamic_cast<ZeroOptimizer*>(opt_.get())) return;
+  buckets_ = std::make_unique<GradBuckets>(*arena_, *h_.dp, a_.ddp_bucket_cap_mb * 1048576.0);
+  model_->set_layer_backward_hook([this](int64_t layer) { buckets_->layer_done(layer); });
+  say("gradients summed in " + buckets_->describe() + ", each started as backward leaves its layers");
 }
 
 // Stops the run at the step being computed: nothing of this step reached the weights.

@@ -1,8 +1,9 @@
 // Pipeline parallelism under mpirun (src/train/pipeline.h; docs/training.md, "Several
 // processes"): stories260K's 5 layers split over 2 processes (1F1B, and interleaved over 4
-// virtual stages), with and without recompute, alone and beside data parallelism, full and LoRA
-// (with dropout), give one process's run with the same micro-batches — losses, gradient norms,
-// evaluation and final weights within 1e-5 — and its checkpoints resume under one process.
+// virtual stages), with and without recompute, with ZeRO stage 2, alone and beside data
+// parallelism, full and LoRA (with dropout), give one process's run with the same micro-batches
+// — losses, gradient norms, evaluation and final weights within 1e-5 — and its checkpoints
+// resume under one process.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -68,7 +69,12 @@ TEST(Pipeline, StagesGiveOneProcessesRun) {
              " pipeline_parallel_degree=2 disable_gradient_checkpointing=true output_dir=" + dir +
              "/norecompute");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  for (const std::string run : {"pp", "vpp", "norecompute"}) {
+  // ZeRO stage 2 over both processes: the optimizer state divided, gradients reduce-scattered.
+  auto z2 = train(2, kFull + ga + " pipeline_parallel_degree=2 sharding=stage2 output_dir=" + dir + "/z2");
+  ASSERT_EQ(z2.exit_code, 0) << z2.err;
+  EXPECT_NE(z2.err.find("ZeRO stage 2: this process keeps the optimizer state of elements"), std::string::npos)
+      << z2.err;
+  for (const std::string run : {"pp", "vpp", "norecompute", "z2"}) {
     expect_close(dir + "/one", dir + "/" + run, run);
     EXPECT_LE(
         max_weight_diff(dir + "/one/model.safetensors", dir + "/" + run + "/model.safetensors"),

@@ -38,7 +38,7 @@ struct TableRow {
 // "  3  dp2+zero2      2    2  on   45MiB  339.3  5685  1.71  note..." lines of the table.
 std::vector<TableRow> table_rows(const std::string& out) {
   static const std::regex row(
-      R"(^\s*(\d+)\s+(dp\S+)\s+(\d+)\s+(\d+)\s+(on|off)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*(.*)$)");
+      R"(^\s*(\d+)\s+((?:dp|pp)\S+)\s+(\d+)\s+(\d+)\s+(on|off)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*(.*)$)");
   std::vector<TableRow> rows;
   std::istringstream in(out);
   for (std::string line; std::getline(in, line);) {
@@ -71,11 +71,10 @@ TEST(Tune, TimesEveryLayoutThatFitsAndWritesTheFastest) {
   const std::string out = dir + "/best.yaml";
   // 60 MiB per process: micro-batch 4 without recompute plans about 66 MiB, the others under 55.
   auto r = tune(
-      kSft + " --nproc 2 --steps 2 --micro-batches 2,4,8 --zero 0,2 max_samples=64 --out " + out,
+      kSft + " --nproc 2 --steps 2 --micro-batches 2,4,8 --zero 0,2 --pp 1 max_samples=64 --out " + out,
       "UNILLM_MEMORY_LIMIT=60M");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("tensor and pipeline parallelism are not built yet"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("tensor parallelism is not built yet"), std::string::npos) << r.out;
   // 8 x 2 processes is more than the global batch of 8 (per_device 8 x GA 1).
   EXPECT_NE(r.out.find("micro-batch 8 skipped"), std::string::npos) << r.out;
   const auto rows = table_rows(r.out);
@@ -116,6 +115,29 @@ TEST(Tune, TimesEveryLayoutThatFitsAndWritesTheFastest) {
                         " --plan-only --quiet");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   EXPECT_NE(plan.out.find("\"peak\":"), std::string::npos) << plan.out;
+}
+
+// Pipeline stages join the search by default for sft: pp2 keeps the global batch with every
+// micro-batch on one replica, and a written pp layout trains as such.
+TEST(Tune, PipelineLayoutsJoinTheSearch) {
+  const std::string dir = testing::temp_dir("tune_pp");
+  const std::string out = dir + "/best.yaml";
+  auto r = tune(kSft + " --nproc 2 --steps 1 --micro-batches 2 --zero 0 --recompute on max_samples=64 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto rows = table_rows(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows[0].layout, "dp2");
+  EXPECT_EQ(rows[0].ga, 2);
+  EXPECT_EQ(rows[1].layout, "pp2");
+  EXPECT_EQ(rows[1].ga, 4);  // 2 rows x 4 micro-batches on the one replica = the global 8
+  for (const auto& row : rows) EXPECT_GT(row.step_ms, 0) << row.note;
+  const YAML::Node y = YAML::LoadFile(out);
+  const bool pp_best = r.out.find("best: #2 ") != std::string::npos;
+  EXPECT_EQ(y["pipeline_parallel_degree"].IsDefined(), pp_best) << r.out;
+  // --pp for a stage that does not pipeline is refused.
+  auto bad = tune(kSft + " --nproc 2 --pp 2 stage=rm");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--pp 2: stage rm does not run as pipeline stages"), std::string::npos) << bad.err;
 }
 
 // The last line of stdout as JSON (the --plan-only line).
@@ -173,8 +195,10 @@ TEST(Tune, RefusesBadInvocations) {
   auto bad_key = tune(kSft + " --nproc 2 no_such_key=1");
   EXPECT_NE(bad_key.exit_code, 0);
   EXPECT_NE(bad_key.err.find("no_such_key"), std::string::npos) << bad_key.err;
-  // No micro-batch keeps a global batch of 1 over 2 processes.
-  auto odd = tune(kSft + " --nproc 2 per_device_train_batch_size=1");
+  // No micro-batch keeps a global batch of 1 over 2 data-parallel processes (2 pipeline stages
+  // would: --pp 1 leaves them out).
+  auto odd = tune(kSft + " --nproc 2 --pp 1 per_device_train_batch_size=1 --out " + testing::temp_dir("tune_odd") +
+                  "/best.yaml");  // never into the source dir, should it run
   EXPECT_NE(odd.err.find("no micro-batch keeps the global batch 1 over 2 processes"),
             std::string::npos)
       << odd.err;

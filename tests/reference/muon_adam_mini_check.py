@@ -17,7 +17,10 @@ through:
              n_kv_heads from the model). The package imports torch.distributed._tensor, which
              torch 1.13 lacks, so its published step is re-implemented here branch for branch
              (checked once against the package with that import stubbed: equal weights).
-Weights must agree within 1e-5 (absolute); each optimiser state within 1e-6 of its largest value.
+Weights must agree within 1e-5 (absolute; Muon: within 5e-5 and 1e-6 on average, as single bf16
+roundings in its Newton-Schulz iteration flip with the order of f32 sums, see check_muon); each
+optimiser state within 1e-6 of its largest value. The reference's products of bf16 values are
+computed in f64 and rounded to f32 once, so the check does not depend on OpenBLAS's kernel.
 """
 import argparse
 import math
@@ -92,6 +95,14 @@ def bf(x):
     return x.bfloat16().float()
 
 
+def mm(x, y):
+    """A product of bf16-valued matrices as f32 accumulation approximates it: computed in f64 (exact
+    here) and rounded to f32 once. torch's f32 matmul goes through OpenBLAS, whose kernel (chosen by
+    OPENBLAS_CORETYPE: FMA or not, the order of its sums) moves some products across a bf16
+    rounding boundary, which the five iterations then amplify to ~2e-5."""
+    return (x.double() @ y.double()).float()
+
+
 def ns5_bf16(g, steps=5):
     """zeropower_via_newtonschulz5 with torch 2's bf16 semantics: f32 scalars, each op rounded."""
     a, b, c = (3.4445, -4.7750, 2.0315)
@@ -100,9 +111,9 @@ def ns5_bf16(g, steps=5):
         x = x.T
     x = bf(x / bf(bf(x.norm()) + 1e-7))
     for _ in range(steps):
-        A = bf(x @ x.T)
-        B = bf(bf(b * A) + bf(bf(c * A) @ A))
-        x = bf(bf(a * x) + bf(B @ x))
+        A = bf(mm(x, x.T))
+        B = bf(bf(b * A) + bf(mm(bf(c * A), A)))
+        x = bf(bf(a * x) + bf(mm(B, x)))
     if g.size(0) > g.size(1):
         x = x.T
     return x
@@ -155,8 +166,16 @@ def muon_reference(params, grads, lrs, ns5):
 def check_muon(tool, params, grads, lrs, work):
     out = run_unillm(tool, "muon", params, grads, lrs, work)
     ps, state, use_muon = muon_reference(params, grads, lrs, ns5_bf16)
-    worst = max((out["param." + n].view(p.shape) - p).abs().max().item() for n, p in ps.items())
-    expect(worst <= 1e-5, f"muon: weights after {STEPS} steps within 1e-5 (max abs diff {worst:.2e})")
+    diffs = torch.cat([(out["param." + n].view(p.shape) - p).abs().reshape(-1) for n, p in ps.items()])
+    worst = diffs.max().item()
+    # A bf16 rounding inside the Newton-Schulz iteration that lands the other way (f32 sums in
+    # another order: another kernel) spreads through the next products and moves weights by up to
+    # lr·0.2·sqrt(max(A, B))·2^-8·|u|, about 2e-5 here (torch's own f32 matmul under different
+    # OPENBLAS_CORETYPE kernels moved this reference by 2.5e-5); a wrong update moves weights by
+    # 1e-4 and more (torch 1.13's literal bf16 path: 2e-4). So: within 5e-5, and 1e-6 on average.
+    mean = diffs.mean().item()
+    expect(worst <= 5e-5 and mean <= 1e-6,
+           f"muon: weights after {STEPS} steps within 5e-5 (max abs diff {worst:.2e}, mean {mean:.1e})")
     names = sorted(ps)  # the arena's order
     for key, pick in (("momentum_buffer", True), ("moment1", False), ("moment2", False)):
         ref = torch.cat([state[n][key].reshape(-1) for n in names if use_muon[n] == pick])
