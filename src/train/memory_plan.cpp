@@ -275,20 +275,24 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   // A layer keeps activations once a gradient flows through it (a trainable tensor at or below it).
   bool flows = ps.embed_trainable, any = false;
   int64_t full = 0, rec = 0, widest = 0, rerun = 0;
-  for (const auto& lp : ps.layers) {
+  for (size_t i = 0; i < ps.layers.size(); ++i) {
+    const LayerParams& lp = ps.layers[i];
     flows = flows || lp.trainable;
     if (!flows) continue;
-    if (!any) full += d.N * d.C * d.e, rec += d.N * d.C * d.e;  // the first flowing layer's input
+    // Pipeline stages: this process holds `live` micro-batches of its own layers, none of others'.
+    const int64_t live = in.pipeline_live.empty() ? 1 : in.pipeline_live.at(i);
+    if (!any) full += live * d.N * d.C * d.e, rec += live * d.N * d.C * d.e;  // the first flowing layer's input
     any = true;
-    full += layer_saved(d, lp, c.qk_norm);
-    rec += 2 * d.N * d.C * d.e;  // recompute keeps each segment's input: x and h
-    if (d.e == 4) rec += d.N * (d.q + d.H) * 4;  // and, f32 only, the attention's out and lse
+    full += live * layer_saved(d, lp, c.qk_norm);
+    rec += live * 2 * d.N * d.C * d.e;  // recompute keeps each segment's input: x and h
+    if (d.e == 4) rec += live * d.N * (d.q + d.H) * 4;  // and, f32 only, the attention's out and lse
+    if (live == 0) continue;
     widest = std::max(widest, layer_backward(d, lp));
     rerun = std::max(rerun, rerun_saved(d, lp, c.qk_norm) + layer_backward(d, lp));
   }
   // The loss: the final norm's output (the CE's x), lse, and the batch's i32 tensors (ids,
-  // labels, positions, shifted labels).
-  const int64_t tail = d.N * d.C * d.e + d.N * d.e + 4 * d.N * 4;
+  // labels, positions, shifted labels) — on the last pipeline stage; the others keep the ids.
+  const int64_t tail = in.pipeline_loss ? d.N * d.C * d.e + d.N * d.e + 4 * d.N * 4 : 4 * d.N * 4;
   p.activations_no_recompute = full + tail;
   p.activations_recompute = rec + tail;
   // linear_cross_entropy's eager gradients: dx [N, C] and (lm_head trains) dW [V, C] f32, and the
@@ -301,6 +305,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
                      chunk * (d.V + d.C + (dx ? d.C : 0)) * 4 +
                      (in.threads > 1 ? in.threads * chunk * d.C * 4 : 0);
   if (in.asft_reference_logits) p.loss_transient += d.N * d.C * d.e + chunk * (d.V + d.C) * 4;
+  if (!in.pipeline_loss) p.loss_transient = 0;  // an earlier pipeline stage: no lm_head, no loss
   p.backward_transient = in.recompute ? rerun : widest;
   // Embedding backward: scatter_add_rows builds a [V, C] f32 dW from the [N, C] gradient.
   const int64_t embed_bwd = ps.embed_trainable ? d.V * d.C * 4 + 2 * d.N * d.C * d.e : 0;

@@ -1,6 +1,7 @@
 // Pipeline parallelism's executor (see pipeline.h).
 #include "train/pipeline.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -100,6 +101,8 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
       }
       live.erase({op.micro, op.chunk});
     }
+    // Sends that have completed release their tensors now rather than at the end of the step.
+    sends.erase(std::remove_if(sends.begin(), sends.end(), [](const auto& w) { return w->test(); }), sends.end());
   }
   for (auto& w : sends) w->wait();
   return losses;

@@ -74,6 +74,28 @@ std::vector<std::pair<int64_t, int64_t>> pipeline_layers(int64_t num_layers, int
   return out;
 }
 
+std::vector<int64_t> pipeline_live_per_layer(int64_t num_layers, int pp, int v, int m, int rank) {
+  const auto layers = pipeline_layers(num_layers, pp, v);
+  auto chunk_layers = [&](int c) {
+    const auto [lo, hi] = layers[static_cast<size_t>(c * pp + rank)];
+    return hi - lo;
+  };
+  std::vector<int64_t> live(static_cast<size_t>(v), 0), peak = live;
+  int64_t most = -1;
+  for (const PipeOp& o : pipeline_schedule(pp, v, m, rank)) {
+    live[static_cast<size_t>(o.chunk)] += o.forward ? 1 : -1;
+    int64_t held = 0;
+    for (int c = 0; c < v; ++c) held += live[static_cast<size_t>(c)] * chunk_layers(c);
+    if (held > most) most = held, peak = live;
+  }
+  std::vector<int64_t> out(static_cast<size_t>(num_layers), 0);
+  for (int c = 0; c < v; ++c) {
+    const auto [lo, hi] = layers[static_cast<size_t>(c * pp + rank)];
+    for (int64_t l = lo; l < hi; ++l) out[static_cast<size_t>(l)] = peak[static_cast<size_t>(c)];
+  }
+  return out;
+}
+
 std::string schedule_text(const std::vector<PipeOp>& ops, int v) {
   std::string s;
   for (const PipeOp& o : ops) {

@@ -28,6 +28,12 @@ std::vector<PipeOp> pipeline_schedule(int pp, int v, int m, int rank);
 // virtual stages.
 std::vector<std::pair<int64_t, int64_t>> pipeline_layers(int64_t num_layers, int pp, int v);
 
+// The memory plan's view of a rank (train/memory_plan.h): at the point of its schedule where the
+// most activations are held (forwards whose backward has not run), how many micro-batches' worth
+// each decoder layer holds — 0 for the layers of other ranks; 1F1B's first stage holds
+// min(pp, m) of its layers, the interleaved order's more.
+std::vector<int64_t> pipeline_live_per_layer(int64_t num_layers, int pp, int v, int m, int rank);
+
 // "F0 F1 B0 F2 B1 ..." (with v > 1, "F0.1" is micro-batch 0 on chunk 1).
 std::string schedule_text(const std::vector<PipeOp>& ops, int v);
 

@@ -74,6 +74,25 @@ TEST(MemoryPlan, FullFineTuningByHand) {
   EXPECT_EQ(r.train_peak, 4 * 1704 * 4 + 1752 + 1776 + 2464 + (4 * 1704 * 4 + 1752 + 1776 + 2464) / 8);
 }
 
+// Pipeline stages (2 layers over 2 stages, 1F1B with 4 micro-batches): the first stage holds two
+// micro-batches of layer 0 and no loss, the last one micro-batch of layer 1 and the loss.
+TEST(MemoryPlan, PipelineStagesHoldTheirLayersInFlight) {
+  TrainArgs a;
+  a.finetuning_type = "full";
+  MemoryPlanInputs first = inputs(a, false), last = inputs(a, false);
+  first.pipeline_live = {2, 0};
+  first.pipeline_loss = false;
+  last.pipeline_live = {0, 1};
+  const MemoryPlan p0 = plan_memory(first), p1 = plan_memory(last);
+  // (figures of FullFineTuningByHand: a layer 2592, the embedding output 192, the tail 312 of
+  // which the four i32 [N] 96 stay on every stage)
+  EXPECT_EQ(p0.activations_no_recompute, 2 * 2592 + 2 * 192 + 96);
+  EXPECT_EQ(p1.activations_no_recompute, 2592 + 312);
+  EXPECT_EQ(p0.loss_transient, 0);
+  EXPECT_EQ(p1.loss_transient, 192 + 1024 + 1152);
+  EXPECT_EQ(plan_memory(first).weights, plan_memory(inputs(a, false)).weights);  // the whole model on each
+}
+
 TEST(MemoryPlan, LoraByHand) {
   TrainArgs a;
   a.finetuning_type = "lora";

@@ -61,6 +61,18 @@ TEST(PipelineSchedule, TheSimulationCatchesAHangAndAnOutOfOrderChannel) {
       << simulate_ops(2, 1, 2, ops);
 }
 
+TEST(PipelineSchedule, ActivationsInFlightPerLayer) {
+  using V = std::vector<int64_t>;
+  // 1F1B, 5 layers over 2 stages, 4 micro-batches: stage 0 holds 2 of its 3 layers' micro-batches.
+  EXPECT_EQ(pipeline_live_per_layer(5, 2, 1, 4, 0), (V{2, 2, 2, 0, 0}));
+  EXPECT_EQ(pipeline_live_per_layer(5, 2, 1, 4, 1), (V{0, 0, 0, 1, 1}));
+  EXPECT_EQ(pipeline_live_per_layer(8, 4, 1, 2, 0), (V{2, 2, 0, 0, 0, 0, 0, 0}));  // at most m
+  // Interleaved (2 × 2 chunks of [0,2) [2,3) [3,4) [4,5)), stage 0's order F0.0 F1.0 F0.1 F1.1 F2.0
+  // B0.1 F3.0: there it holds 4 micro-batches of chunk 0 and 1 of chunk 1, 9 layer-micro-batches —
+  // more than one process's 5.
+  EXPECT_EQ(pipeline_live_per_layer(5, 2, 2, 4, 0), (V{4, 4, 0, 1, 0}));
+}
+
 TEST(PipelineSchedule, LayersSplitEvenlyEarlierStagesTakingTheExtra) {
   using P = std::vector<std::pair<int64_t, int64_t>>;
   EXPECT_EQ(pipeline_layers(5, 2, 1), (P{{0, 3}, {3, 5}}));
