@@ -132,7 +132,7 @@ double Run::train_step() {
     h_.dp->allreduce(l);
     loss_sum = l.data<double>()[0];
     if (zero) {
-      zero->reduce_gradients();
+      zero->reduce_gradients(buckets_ != nullptr);
     } else if (!buckets_) {
       Tensor g = arena_->grad_tensor();
       h_.dp->allreduce(g);
@@ -184,10 +184,12 @@ double Run::train_step() {
   return loss;
 }
 
-// Plain data parallelism (not ZeRO, not a pipeline, whose processes reduce different layers at
-// different times): the gradient sum in buckets started while backward runs.
+// Data parallelism and ZeRO stage 1 over every process (which sums the whole arena as plain data
+// parallelism does; stage 2 reduces ranges, and pipeline stages reduce their layers at different
+// times): the gradient sum in buckets started while backward runs.
 void Run::setup_grad_buckets() {
-  if (world_size() == 1 || pipe_mesh_ || dynamic_cast<ZeroOptimizer*>(opt_.get())) return;
+  const auto* zero = dynamic_cast<ZeroOptimizer*>(opt_.get());
+  if (world_size() == 1 || pipe_mesh_ || (zero && !zero->buckets_reduce())) return;
   buckets_ = std::make_unique<GradBuckets>(*arena_, *h_.dp, a_.ddp_bucket_cap_mb * 1048576.0);
   model_->set_layer_backward_hook([this](int64_t layer) { buckets_->layer_done(layer); });
   say("gradients summed in " + buckets_->describe() + ", each started as backward leaves its layers");

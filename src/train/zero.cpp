@@ -84,8 +84,12 @@ void ZeroOptimizer::state_loaded() {
   whole_state_.clear();
 }
 
-void ZeroOptimizer::reduce_gradients() {
+void ZeroOptimizer::reduce_gradients(bool summed) {
   Tensor g = arena_.grad_tensor();
+  if (summed) {
+    UNILLM_CHECK(buckets_reduce(), "[zero] gradients summed outside stage 1 over one group");
+    return;
+  }
   if (stage_ == 1) {
     group_.allreduce(g);
     if (replicas_) replicas_->allreduce(g);

@@ -49,7 +49,12 @@ class ZeroOptimizer : public Optimizer {
   // Sums the gradients over every process: stage 1 all of them (allreduce), stage 2 only this
   // rank's range (reduce-scatter in the sharding group, then an allreduce of the range over the
   // replicas; the rest of the arena's gradients are left partial and unused).
-  void reduce_gradients();
+  // summed: the whole arena's gradients were already summed over the group (the trainer's
+  // gradient buckets, started during backward; stage 1 without replicas only): nothing is left.
+  void reduce_gradients(bool summed = false);
+  // Whether the trainer's gradient buckets can do this optimizer's reduction (stage 1, one
+  // sharding group over every process).
+  bool buckets_reduce() const { return stage_ == 1 && !replicas_; }
   // The arena whose gradients are complete after reduce_gradients(): the whole one (stage 1) or
   // this rank's range (stage 2).
   ParamArena& reduced();
