@@ -1,14 +1,17 @@
-// PiSSA's SVDs and init: the Jacobi SVD reconstructs wide, tall and rank-deficient matrices with
-// orthonormal factors and descending singular values equal to the Gram matrix's eigenvalues'
-// roots; subspace iteration recovers an exactly low-rank matrix and approximates a full one no
-// worse than the full SVD allows; FusedLinear::pissa_init keeps W = residual + s·B·A on each part
-// and removing the adapter gives W back.
+// PiSSA's and GaLore's SVDs and PiSSA's init: the exact SVD (LAPACK) reconstructs wide, tall and
+// large matrices with orthonormal factors and descending singular values equal to the roots of
+// the Gram matrix's eigenvalues (found by a Jacobi eigensolver here), truncates to the leading
+// triplets and refuses NaN; subspace iteration recovers an exactly low-rank matrix and
+// approximates a full one no worse than the full SVD allows; FusedLinear::pissa_init keeps
+// W = residual + s·B·A on each part and removing the adapter gives W back.
 #include "nn/svd.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "nn/linear.h"
 #include "support/expect.h"
@@ -60,6 +63,113 @@ TEST(Svd, FullReconstructsTallAndWide) {
     for (double v : s.s) sig += v * v;
     EXPECT_NEAR(sig, fro, 1e-10 * fro);
   }
+}
+
+// Eigenvalues of the symmetric g [n, n], descending: cyclic Jacobi rotations (gᵀ·J on both
+// sides) until the off-diagonal part vanishes. Independent of LAPACK and of the SVD code.
+std::vector<double> symmetric_eigenvalues(std::vector<double> g, int64_t n) {
+  for (int sweep = 0; sweep < 60; ++sweep) {
+    double off = 0, diag = 0;
+    for (int64_t p = 0; p < n; ++p) {
+      diag += g[p * n + p] * g[p * n + p];
+      for (int64_t q = p + 1; q < n; ++q) off += g[p * n + q] * g[p * n + q];
+    }
+    if (off <= 1e-32 * diag) break;
+    for (int64_t p = 0; p < n; ++p)
+      for (int64_t q = p + 1; q < n; ++q) {
+        const double apq = g[p * n + q];
+        if (apq == 0) continue;
+        const double theta = (g[q * n + q] - g[p * n + p]) / (2 * apq);
+        const double t =
+            (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
+        const double c = 1 / std::sqrt(t * t + 1), s = t * c;
+        for (int64_t e = 0; e < n; ++e) {  // columns p, q
+          const double ep = g[e * n + p], eq = g[e * n + q];
+          g[e * n + p] = c * ep - s * eq;
+          g[e * n + q] = s * ep + c * eq;
+        }
+        for (int64_t e = 0; e < n; ++e) {  // rows p, q
+          const double pe = g[p * n + e], qe = g[q * n + e];
+          g[p * n + e] = c * pe - s * qe;
+          g[q * n + e] = s * pe + c * qe;
+        }
+      }
+  }
+  std::vector<double> ev(static_cast<size_t>(n));
+  for (int64_t p = 0; p < n; ++p) ev[p] = g[p * n + p];
+  std::sort(ev.begin(), ev.end(), std::greater<>());
+  return ev;
+}
+
+// The smaller Gram matrix of a [m, n]: A·Aᵀ [m, m] when wide, Aᵀ·A [n, n] when tall.
+std::vector<double> small_gram(const std::vector<double>& a, int64_t m, int64_t n) {
+  const bool wide = m < n;
+  const int64_t p = std::min(m, n), len = std::max(m, n);
+  auto at = [&](int64_t i, int64_t e) { return wide ? a[i * n + e] : a[e * n + i]; };
+  std::vector<double> g(static_cast<size_t>(p * p), 0.0);
+  for (int64_t i = 0; i < p; ++i)
+    for (int64_t j = 0; j <= i; ++j) {
+      double v = 0;
+      for (int64_t e = 0; e < len; ++e) v += at(i, e) * at(j, e);
+      g[i * p + j] = g[j * p + i] = v;
+    }
+  return g;
+}
+
+TEST(Svd, LargeWideAndTallMatchTheGramEigenvalues) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{300, 700}, {700, 300}}) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n));
+    const int64_t p = std::min(m, n);
+    const auto a = random_matrix(m, n, 21 + m);
+    const Svd s = svd_top(a, m, n, p);
+    ASSERT_EQ(s.u.size(), static_cast<size_t>(m * p));
+    ASSERT_EQ(s.vt.size(), static_cast<size_t>(p * n));
+    // ‖A − U·S·Vt‖_F relative to ‖A‖_F.
+    double err = 0, fro = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double v = 0;
+        for (int64_t q = 0; q < p; ++q) v += s.u[i * p + q] * s.s[q] * s.vt[q * n + j];
+        err += (v - a[i * n + j]) * (v - a[i * n + j]);
+        fro += a[i * n + j] * a[i * n + j];
+      }
+    EXPECT_LE(std::sqrt(err / fro), 1e-10);
+    expect_orthonormal(s, m, n);
+    const std::vector<double> ev = symmetric_eigenvalues(small_gram(a, m, n), p);
+    for (int64_t q = 0; q < p; ++q) EXPECT_NEAR(s.s[q], std::sqrt(ev[q]), 1e-10 * s.s[0]) << q;
+  }
+}
+
+TEST(Svd, TopKIsTheLeadingPartOfTheFullSvd) {
+  // Truncation keeps U's first k columns (a strided copy) and Vt's first k rows.
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{40, 90}, {90, 40}}) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n));
+    const int64_t p = std::min(m, n), k = 7;
+    const auto a = random_matrix(m, n, 5 + n);
+    const Svd full = svd_top(a, m, n, p), top = svd_top(a, m, n, k);
+    ASSERT_EQ(top.u.size(), static_cast<size_t>(m * k));
+    for (int64_t q = 0; q < k; ++q) {
+      EXPECT_EQ(top.s[q], full.s[q]);
+      for (int64_t i = 0; i < m; ++i) EXPECT_EQ(top.u[i * k + q], full.u[i * p + q]);
+      for (int64_t j = 0; j < n; ++j) EXPECT_EQ(top.vt[q * n + j], full.vt[q * n + j]);
+    }
+  }
+}
+
+TEST(Svd, RankDeficientAndNonFiniteInputs) {
+  // A rank-2 [6, 4]: two singular values of zero, still an orthonormal U; a NaN is refused.
+  const int64_t m = 6, n = 4;
+  const auto l = random_matrix(m, 2, 4), r = random_matrix(2, n, 8);
+  std::vector<double> a(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) a[i * n + j] = l[i * 2] * r[j] + l[i * 2 + 1] * r[n + j];
+  const Svd s = svd_top(a, m, n, n);
+  EXPECT_LE(reconstruction_error(a, s, m, n), 1e-12);
+  expect_orthonormal(s, m, n);
+  EXPECT_GT(s.s[1], 0.1);
+  EXPECT_LE(s.s[2], 1e-12 * s.s[0]);
+  a[5] = std::nan("");
+  EXPECT_THROW(svd_top(a, m, n, 2), NumericError);
 }
 
 TEST(Svd, TruncationIsTheBestRankKApproximation) {
