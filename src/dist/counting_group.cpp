@@ -55,7 +55,9 @@ CountingGroup::CountingGroup(std::unique_ptr<ProcessGroup> owned, std::shared_pt
 std::unique_ptr<Work> CountingGroup::counted(std::unique_ptr<Work> w, double bytes, double started) {
   stats_->calls += 1;
   stats_->wire_bytes += bytes;
-  stats_->wait_seconds += now() - started;  // starting it (MPI may progress it there)
+  const double start_call = now() - started;  // starting it (MPI may progress it there)
+  stats_->wait_seconds += start_call;
+  stats_->flight_wait_seconds += start_call;  // not overlapped: the caller was inside MPI
   return std::make_unique<CountedWork>(std::move(w), stats_, started);
 }
 

@@ -12,12 +12,19 @@
 
 namespace unillm::train {
 
-Pipeline::Pipeline(dist::ProcessGroup& group, int v, int64_t num_layers)
+double loss_head_layers(const models::ModelConfig& c) {
+  const double q = static_cast<double>(c.num_heads) * c.head_dim;
+  const double kv = static_cast<double>(c.num_kv_heads) * c.head_dim;
+  const double layer = static_cast<double>(c.hidden_size) * (2 * q + 2 * kv + 3.0 * c.intermediate_size);
+  return layer > 0 ? static_cast<double>(c.vocab_size) * static_cast<double>(c.hidden_size) / layer : 0.0;
+}
+
+Pipeline::Pipeline(dist::ProcessGroup& group, int v, const models::ModelConfig& model)
     : group_(group),
       pp_(group.size()),
       v_(v),
       rank_(group.rank()),
-      layers_(pipeline_layers(num_layers, pp_, v)) {}
+      layers_(pipeline_layers(model.num_layers, pp_, v, loss_head_layers(model))) {}
 
 std::string Pipeline::describe(int m) const {
   std::string s;

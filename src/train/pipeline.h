@@ -18,11 +18,16 @@
 
 namespace unillm::train {
 
+// The loss head's cost (lm_head GEMM) in decoder layers' worth, by weight count: V·C over a
+// layer's attention and MLP projections (stories15M: 9 layers' worth; Llama-2-7B: 0.6).
+double loss_head_layers(const models::ModelConfig& c);
+
 class Pipeline {
  public:
   // group: the ranks of one data-parallel replica's pipeline, rank r holding virtual stages r,
-  // r + pp, …; v: virtual_pp_degree. ConfigError when the layers do not split.
-  Pipeline(dist::ProcessGroup& group, int v, int64_t num_layers);
+  // r + pp, …; v: virtual_pp_degree. The layers split by pipeline_layers with the model's loss
+  // head. ConfigError when they do not split.
+  Pipeline(dist::ProcessGroup& group, int v, const models::ModelConfig& model);
   int stages() const { return pp_; }
   int rank() const { return rank_; }
   // Whether this rank holds the last virtual stage (the loss).

@@ -58,24 +58,38 @@ std::vector<PipeOp> pipeline_schedule(int pp, int v, int m, int rank) {
   return ops;
 }
 
-std::vector<std::pair<int64_t, int64_t>> pipeline_layers(int64_t num_layers, int pp, int v) {
+std::vector<std::pair<int64_t, int64_t>> pipeline_layers(int64_t num_layers, int pp, int v, double tail) {
   const int64_t stages = static_cast<int64_t>(pp) * v;
   if (num_layers < stages)
     UNILLM_THROW(ConfigError, "[pipeline] ", num_layers, " decoder layers cannot be split into ",
                  stages, " pipeline stages (pipeline_parallel_degree ", pp, " × virtual_pp_degree ",
                  v, ")");
+  // The last stage's layer count k: the others share num_layers - k evenly; the smallest k with
+  // the least costly busiest stage (ties leave the extra layers to earlier stages).
+  int64_t last = num_layers;
+  if (stages > 1) {
+    double best = 0;
+    for (int64_t k = 1; k <= num_layers - (stages - 1); ++k) {
+      const int64_t rest = num_layers - k;
+      const double busiest =
+          std::max(static_cast<double>((rest + stages - 2) / (stages - 1)), static_cast<double>(k) + tail);
+      if (k == 1 || busiest < best - 1e-9) best = busiest, last = k;
+    }
+  }
   std::vector<std::pair<int64_t, int64_t>> out;
   int64_t at = 0;
-  for (int64_t g = 0; g < stages; ++g) {
-    const int64_t n = num_layers / stages + (g < num_layers % stages ? 1 : 0);
+  const int64_t rest = num_layers - last, others = stages - 1;
+  for (int64_t g = 0; g < others; ++g) {
+    const int64_t n = rest / others + (g < rest % others ? 1 : 0);
     out.emplace_back(at, at + n);
     at += n;
   }
+  out.emplace_back(at, num_layers);
   return out;
 }
 
-std::vector<int64_t> pipeline_live_per_layer(int64_t num_layers, int pp, int v, int m, int rank) {
-  const auto layers = pipeline_layers(num_layers, pp, v);
+std::vector<int64_t> pipeline_live_per_layer(int64_t num_layers, int pp, int v, int m, int rank, double tail) {
+  const auto layers = pipeline_layers(num_layers, pp, v, tail);
   auto chunk_layers = [&](int c) {
     const auto [lo, hi] = layers[static_cast<size_t>(c * pp + rank)];
     return hi - lo;

@@ -23,16 +23,18 @@ struct PipeOp {
 // m not a multiple of pp (a step short of micro-batches) every forward runs before every backward.
 std::vector<PipeOp> pipeline_schedule(int pp, int v, int m, int rank);
 
-// Layers [first, last) of each of the pp · v virtual stages: num_layers split as evenly as
-// possible, earlier stages taking the extra ones. ConfigError when there are fewer layers than
-// virtual stages.
-std::vector<std::pair<int64_t, int64_t>> pipeline_layers(int64_t num_layers, int pp, int v);
+// Layers [first, last) of each of the pp · v virtual stages, so that the costliest stage costs
+// least: a layer costs 1 and the last stage also runs the loss's head (lm_head and
+// cross-entropy), `tail` layers' worth (loss_head_layers in pipeline.h) — Megatron's
+// account_for_loss_in_pipeline_split. With tail 0 the layers split evenly, earlier stages taking
+// the extra ones. ConfigError when there are fewer layers than virtual stages.
+std::vector<std::pair<int64_t, int64_t>> pipeline_layers(int64_t num_layers, int pp, int v, double tail = 0);
 
 // The memory plan's view of a rank (train/memory_plan.h): at the point of its schedule where the
 // most activations are held (forwards whose backward has not run), how many micro-batches' worth
 // each decoder layer holds — 0 for the layers of other ranks; 1F1B's first stage holds
 // min(pp, m) of its layers, the interleaved order's more.
-std::vector<int64_t> pipeline_live_per_layer(int64_t num_layers, int pp, int v, int m, int rank);
+std::vector<int64_t> pipeline_live_per_layer(int64_t num_layers, int pp, int v, int m, int rank, double tail = 0);
 
 // "F0 F1 B0 F2 B1 ..." (with v > 1, "F0.1" is micro-batch 0 on chunk 1).
 std::string schedule_text(const std::vector<PipeOp>& ops, int v);

@@ -400,8 +400,10 @@ TrainResult Run::go() {
                   static_cast<double>(comm.calls) / n, comm.wire_bytes / n / 1048576.0, comm.wait_seconds / n * 1e3,
                   step_seconds / n * 1e3);
     std::string line = buf;
-    if (buckets_) {  // in flight from the start until seen complete; what was not waited for overlapped
-      std::snprintf(buf, sizeof buf, "; gradient buckets %.2f ms in flight, %.2f ms of it overlapped with backward",
+    // Buckets: in flight from the start until seen complete; pending = in flight outside MPI calls
+    // (Open MPI moves their data only inside MPI calls, so pending is not transfer hidden).
+    if (buckets_) {
+      std::snprintf(buf, sizeof buf, "; gradient buckets %.2f ms in flight, %.2f ms of it pending while backward computed",
                     comm.flight_seconds / n * 1e3, std::max(0.0, comm.flight_seconds - comm.flight_wait_seconds) / n * 1e3);
       line += buf;
     }

@@ -62,7 +62,8 @@ void Run::plan_memory_and_check(const std::string& from) {
   if (pipe_mesh_) {  // this stage's layers, as many micro-batches as its schedule holds at once
     const int rank = pipe_mesh_->coord().pp, pp = pipe_mesh_->shape().pp;
     in.pipeline_live = pipeline_live_per_layer(in.model.num_layers, pp, static_cast<int>(a_.virtual_pp_degree),
-                                               static_cast<int>(a_.gradient_accumulation_steps), rank);
+                                               static_cast<int>(a_.gradient_accumulation_steps), rank,
+                                               loss_head_layers(in.model));
     in.pipeline_loss = rank == pp - 1;
   }
   const std::string stage_advice = stage_->plan_memory(in, h_.memory_limit);

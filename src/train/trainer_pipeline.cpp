@@ -35,8 +35,7 @@ void Run::setup_pipeline() {
     UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": stage ", a_.stage,
                  a_.use_asft_loss ? " with use_asft_loss" : "",
                  " under pipeline_parallel_degree > 1 is not implemented yet (pt and sft are)");
-  pipeline_ = std::make_unique<Pipeline>(pipe_mesh_->pp(), static_cast<int>(a_.virtual_pp_degree),
-                                         model_->config().num_layers);
+  pipeline_ = std::make_unique<Pipeline>(pipe_mesh_->pp(), static_cast<int>(a_.virtual_pp_degree), model_->config());
   say(UNILLM_MSG("pipeline parallel: ", a_.pipeline_degree, " stages",
                  a_.virtual_pp_degree > 1
                      ? UNILLM_MSG(" × ", a_.virtual_pp_degree, " virtual (interleaved)")

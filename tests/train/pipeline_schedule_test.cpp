@@ -2,6 +2,7 @@
 // order's shape, and a simulation of every rank running its schedule against the others (the
 // trainer's blocking receives and non-blocking sends) that finishes for every layout the trainer
 // can run and catches one that would hang.
+#include "train/pipeline.h"
 #include "train/pipeline_schedule.h"
 
 #include <gtest/gtest.h>
@@ -78,6 +79,17 @@ TEST(PipelineSchedule, LayersSplitEvenlyEarlierStagesTakingTheExtra) {
   EXPECT_EQ(pipeline_layers(5, 2, 1), (P{{0, 3}, {3, 5}}));
   EXPECT_EQ(pipeline_layers(5, 2, 2), (P{{0, 2}, {2, 3}, {3, 4}, {4, 5}}));
   EXPECT_EQ(pipeline_layers(8, 4, 1), (P{{0, 2}, {2, 4}, {4, 6}, {6, 8}}));
+  // The loss head weighs on the last stage (Megatron's account_for_loss_in_pipeline_split):
+  // stories15M's lm_head is 9 layers' worth, so its first stage takes 5 of 6 layers; stories260K's
+  // 0.72 changes nothing; Llama-2-7B's 0.6 over 4 stages keeps 8 each.
+  EXPECT_EQ(pipeline_layers(6, 2, 1, 9.2), (P{{0, 5}, {5, 6}}));
+  EXPECT_EQ(pipeline_layers(5, 2, 1, 0.72), (P{{0, 3}, {3, 5}}));
+  EXPECT_EQ(pipeline_layers(32, 4, 1, 0.6), (P{{0, 8}, {8, 16}, {16, 24}, {24, 32}}));
+  EXPECT_EQ(pipeline_layers(8, 2, 2, 2.5), (P{{0, 3}, {3, 5}, {5, 7}, {7, 8}}));
+  models::ModelConfig c;  // stories260K: V 512, C 64, 8 heads of 8, 4 kv heads, F 172
+  c.vocab_size = 512, c.hidden_size = 64, c.num_heads = 8, c.num_kv_heads = 4, c.head_dim = 8;
+  c.intermediate_size = 172;
+  EXPECT_NEAR(loss_head_layers(c), 512.0 * 64 / (64 * (2 * 64 + 2 * 32 + 3 * 172)), 1e-12);
   try {
     pipeline_layers(5, 4, 2);
     FAIL() << "no error";
