@@ -161,17 +161,7 @@ class PluginGroup : public ProcessGroup {
     work({t}, what)->wait();
   }
 
-  void send(const Tensor& t, int dst, int tag) override {
-    if (!on_device(t)) return host_.send(t, dst, tag);
-    check_contiguous(t, "tensor", "send");
-    check_peer(dst, "send");
-    const std::string what =
-        describe("send", t) + " to rank " + std::to_string(dst) + " tag " + std::to_string(tag);
-    issue(what, [&] {
-      return s_->c.table->send(comm_, s_->stream, t.raw_data(), n(t), dtype_code(t.dtype()), dst);
-    });
-    work({t}, what)->wait();
-  }
+  void send(const Tensor& t, int dst, int tag) override { send_async(t, dst, tag)->wait(); }
 
   std::unique_ptr<Work> send_async(const Tensor& t, int dst, int tag) override {
     if (!on_device(t)) return host_.send_async(t, dst, tag);

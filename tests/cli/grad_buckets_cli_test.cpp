@@ -23,15 +23,7 @@ const std::string kShort = " max_steps=9 logging_steps=1 save_strategy=no eval_s
 
 testing::CliResult train(int np, const std::string& args) { return testing::train_processes(np, args); }
 
-void expect_close(const std::string& a_dir, const std::string& b_dir, const std::string& what) {
-  const auto a = testing::logged_figures(a_dir), b = testing::logged_figures(b_dir);
-  ASSERT_EQ(a.size(), b.size()) << what;
-  ASSERT_FALSE(a.empty()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_NEAR(a[i].first, b[i].first, 1e-4 + 1e-5 * std::abs(a[i].first)) << what << " line " << i + 1;
-    EXPECT_NEAR(a[i].second, b[i].second, 1e-5 * std::abs(a[i].second) + 1e-12) << what << " line " << i + 1;
-  }
-}
+using testing::expect_runs_close;
 
 TEST(GradBucketsRun, PerLayerBucketsGiveTheSameRun) {
   const std::string dir = testing::temp_dir("buckets_run");
@@ -61,7 +53,7 @@ TEST(GradBucketsRun, PerLayerBucketsGiveTheSameRun) {
     EXPECT_EQ(testing::logged_figures(dir + "/" + method + "_each"), testing::logged_figures(dir + "/" + method + "_whole"));
     const std::string file = full ? "/model.safetensors" : "/adapter_model.safetensors";
     EXPECT_LE(max_weight_diff(dir + "/" + method + "_each" + file, dir + "/" + method + "_whole" + file), 0.0);
-    expect_close(dir + "/" + method + "_one", dir + "/" + method + "_each", method);
+    expect_runs_close(dir + "/" + method + "_one", dir + "/" + method + "_each", method);
     EXPECT_LE(max_weight_diff(dir + "/" + method + "_one" + file, dir + "/" + method + "_each" + file), 1e-5);
   }
 }

@@ -28,18 +28,7 @@ std::vector<std::pair<double, double>> figures(const std::string& dir) {
 }
 using testing::max_weight_diff;
 
-// Losses as logged (4 decimals) and gradient norms within 1e-5 relative, line by line.
-void expect_close(const std::string& a_dir, const std::string& b_dir, const std::string& what) {
-  const auto a = figures(a_dir), b = figures(b_dir);
-  ASSERT_EQ(a.size(), b.size()) << what;
-  ASSERT_FALSE(a.empty()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_NEAR(a[i].first, b[i].first, 1e-4 + 1e-5 * std::abs(a[i].first))
-        << what << " line " << i + 1;
-    EXPECT_NEAR(a[i].second, b[i].second, 1e-5 * std::abs(a[i].second) + 1e-12)
-        << what << " line " << i + 1;
-  }
-}
+using testing::expect_runs_close;
 
 TEST(Pipeline, StagesGiveOneProcessesRun) {
   const std::string dir = testing::temp_dir("pipe_equal");
@@ -75,7 +64,7 @@ TEST(Pipeline, StagesGiveOneProcessesRun) {
   EXPECT_NE(z2.err.find("ZeRO stage 2: this process keeps the optimizer state of elements"), std::string::npos)
       << z2.err;
   for (const std::string run : {"pp", "vpp", "norecompute", "z2"}) {
-    expect_close(dir + "/one", dir + "/" + run, run);
+    expect_runs_close(dir + "/one", dir + "/" + run, run);
     EXPECT_LE(
         max_weight_diff(dir + "/one/model.safetensors", dir + "/" + run + "/model.safetensors"),
         1e-5)
@@ -95,7 +84,7 @@ TEST(Pipeline, BesideDataParallelAndWithLora) {
   EXPECT_NE(four.err.find("pipeline parallel: 2 stages (1F1B), 2 data-parallel replicas"),
             std::string::npos)
       << four.err;
-  expect_close(dir + "/one", dir + "/four", "pp2 x dp2");
+  expect_runs_close(dir + "/one", dir + "/four", "pp2 x dp2");
   EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/four/model.safetensors"), 1e-5);
   // LoRA with dropout: each stage draws the micro-batch's masks as one process does.
   const std::string lora = kSft + kShort + " lora_dropout=0.1 gradient_accumulation_steps=2";
@@ -103,7 +92,7 @@ TEST(Pipeline, BesideDataParallelAndWithLora) {
   ASSERT_EQ(lone.exit_code, 0) << lone.err;
   auto lpp = train(2, lora + " pipeline_parallel_degree=2 output_dir=" + dir + "/lpp");
   ASSERT_EQ(lpp.exit_code, 0) << lpp.err;
-  expect_close(dir + "/lone", dir + "/lpp", "lora pp2");
+  expect_runs_close(dir + "/lone", dir + "/lpp", "lora pp2");
   EXPECT_LE(max_weight_diff(dir + "/lone/adapter_model.safetensors",
                             dir + "/lpp/adapter_model.safetensors"),
             1e-5);

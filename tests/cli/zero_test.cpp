@@ -27,16 +27,7 @@ std::vector<std::pair<double, double>> figures(const std::string& dir) { return 
 using testing::max_weight_diff;
 using testing::number_after;
 
-// Losses as logged (4 decimals) and gradient norms within 1e-5 relative, line by line.
-void expect_close(const std::string& a_dir, const std::string& b_dir, const std::string& what) {
-  const auto a = figures(a_dir), b = figures(b_dir);
-  ASSERT_EQ(a.size(), b.size()) << what;
-  ASSERT_FALSE(a.empty()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_NEAR(a[i].first, b[i].first, 1e-4 + 1e-5 * std::abs(a[i].first)) << what << " line " << i + 1;
-    EXPECT_NEAR(a[i].second, b[i].second, 1e-5 * std::abs(a[i].second) + 1e-12) << what << " line " << i + 1;
-  }
-}
+using testing::expect_runs_close;
 
 TEST(Zero, StagesOneAndTwoGiveOneProcessesRun) {
   const std::string dir = testing::temp_dir("zero_equal");
@@ -65,7 +56,7 @@ TEST(Zero, StagesOneAndTwoGiveOneProcessesRun) {
   EXPECT_NEAR(number_after(z1.err, "collectives, "), 1.5 * mib, 2e-4) << z1.err;
   EXPECT_NEAR(number_after(z2.err, "collectives, "), mib, 2e-4) << z2.err;
   for (const std::string run : {"dp", "z1", "z2"}) {
-    expect_close(dir + "/one", dir + "/" + run, run);
+    expect_runs_close(dir + "/one", dir + "/" + run, run);
     EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/" + run + "/model.safetensors"), 1e-5) << run;
   }
   // Stage 1 reduces the gradients as plain data parallelism does and updates the same elements
@@ -80,7 +71,7 @@ TEST(Zero, LoraUnderStageTwo) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   auto z2 = train(2, kSft + kShort + kZ2 + " output_dir=" + dir + "/z2");
   ASSERT_EQ(z2.exit_code, 0) << z2.err;
-  expect_close(dir + "/one", dir + "/z2", "lora z2");
+  expect_runs_close(dir + "/one", dir + "/z2", "lora z2");
   EXPECT_LE(max_weight_diff(dir + "/one/adapter_model.safetensors", dir + "/z2/adapter_model.safetensors"), 1e-5);
 }
 
@@ -137,7 +128,7 @@ TEST(Zero, ShardingGroupsReplicatedAcrossDataParallel) {
     auto four = train(4, full + " sharding=" + stage + " sharding_parallel_degree=2 output_dir=" + dir + "/" + stage);
     ASSERT_EQ(four.exit_code, 0) << four.err;
     EXPECT_NE(four.err.find("(sharding groups of 2, 2 replicas)"), std::string::npos) << four.err;
-    expect_close(dir + "/one", dir + "/" + stage, stage);
+    expect_runs_close(dir + "/one", dir + "/" + stage, stage);
     EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/" + stage + "/model.safetensors"), 1e-5) << stage;
   }
   auto bad = train(4, full + " sharding=stage1 sharding_parallel_degree=3 output_dir=" + dir + "/bad");
