@@ -162,13 +162,10 @@ class MpiGroup : public ProcessGroup {
     check_reducible(t, "allreduce");
     Staged s(t);
     std::vector<MPI_Request> reqs;
-    const size_t es = dtype_size(t.dtype());
-    auto* base = static_cast<char*>(s.host.raw_data());
-    for (int64_t off = 0; off < t.numel(); off += kMaxCount) {
-      const int n = static_cast<int>(std::min<int64_t>(kMaxCount, t.numel() - off));
+    for_chunks(s.host, [&](void* p, int n, MPI_Datatype type) {
       reqs.emplace_back();
-      MPI_Iallreduce(MPI_IN_PLACE, base + off * es, n, element_type(t.dtype()), mpi_op(op), comm_, &reqs.back());
-    }
+      MPI_Iallreduce(MPI_IN_PLACE, p, n, type, mpi_op(op), comm_, &reqs.back());
+    });
     std::vector<Staged> keep;
     keep.push_back(std::move(s));
     return work(std::move(reqs), std::move(keep), what("allreduce", t));
@@ -232,13 +229,10 @@ class MpiGroup : public ProcessGroup {
     Staged s(t);
     s.staged = false;  // nothing comes back
     std::vector<MPI_Request> reqs;
-    const size_t es = dtype_size(t.dtype());
-    auto* base = static_cast<char*>(s.host.raw_data());
-    for (int64_t off = 0; off < t.numel(); off += kMaxCount) {
-      const int n = static_cast<int>(std::min<int64_t>(kMaxCount, t.numel() - off));
+    for_chunks(s.host, [&](void* p, int n, MPI_Datatype type) {
       reqs.emplace_back();
-      MPI_Isend(base + off * es, n, element_type(t.dtype()), dst, tag, comm_, &reqs.back());
-    }
+      MPI_Isend(p, n, type, dst, tag, comm_, &reqs.back());
+    });
     std::vector<Staged> keep;
     keep.push_back(std::move(s));
     return work(std::move(reqs), std::move(keep),
