@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "args_test_util.h"
 #include "train/args.h"
 
 namespace unillm::train {
@@ -16,17 +17,8 @@ namespace {
 
 const std::string kBase = "model_name_or_path: m\nstage: sft\nfinetuning_type: full\n";
 
-TrainArgs parse(const std::string& yaml) { return parse_train_args(yaml, "cfg.yaml", {}); }
-
-template <typename E = ConfigError>
-std::string error_of(const std::string& yaml) {
-  try {
-    parse(yaml);
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_args::error_of;
+using testing_args::parse;
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -11,6 +11,7 @@
 #include "models/causal_lm.h"
 #include "models/save.h"
 #include "support/expect.h"
+#include "tiny_llama_util.h"
 #include "support/run_cli.h"
 #include "train/memory_plan.h"
 #include "train/stages/stage.h"
@@ -18,21 +19,7 @@
 namespace unillm::train {
 namespace {
 
-std::unique_ptr<models::CausalLM> tiny_with_adapter() {
-  const std::string path = testing::temp_dir("dpo_stage") + "/config.json";
-  std::ofstream(path) << R"({"model_type": "llama", "vocab_size": 40, "hidden_size": 16, "intermediate_size": 24,
-                             "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1})";
-  auto m = models::build_causal_lm(models::load_model_config(path), DType::f32);
-  models::init_weights(*m, 0.2, 5);
-  nn::LoraConfig c;
-  c.rank = 4;
-  c.alpha = 8;
-  c.target_modules = {"all"};
-  Rng rng(7);
-  m->add_lora("default", c, rng);
-  m->set_active_adapters({"default"});
-  return m;
-}
+std::unique_ptr<models::CausalLM> tiny_with_adapter() { return testing::tiny_llama("dpo_stage", 2, true); }
 
 // Two pairs: chosen rows 0, 1 then rejected rows 2, 3; prompts of 3 tokens are not scored.
 data::Batch two_pairs() {

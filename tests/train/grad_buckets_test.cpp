@@ -14,6 +14,7 @@
 #include "support/expect.h"
 #include "support/run_cli.h"
 #include "train/arena.h"
+#include "tiny_llama_util.h"
 #include "train/grad_buckets.h"
 
 namespace unillm::train {
@@ -48,23 +49,11 @@ class RecordingGroup : public dist::ProcessGroup {
   const float* base_;
 };
 
+// Full: every weight trains; LoRA: only the adapter.
 std::unique_ptr<models::CausalLM> tiny(bool lora) {
-  testing::init_cpu();
-  const std::string path = testing::temp_dir("grad_buckets") + "/config.json";
-  std::ofstream(path) << R"({"model_type": "llama", "vocab_size": 40, "hidden_size": 16, "intermediate_size": 24,
-                             "num_hidden_layers": 3, "num_attention_heads": 2, "num_key_value_heads": 1})";
-  auto m = models::build_causal_lm(models::load_model_config(path), DType::f32);
-  models::init_weights(*m, 0.2, 5);
-  for (auto& p : m->module().parameters()) p.tensor->set_requires_grad(!lora);  // full: every weight trains
-  if (lora) {
-    nn::LoraConfig c;
-    c.rank = 4;
-    c.alpha = 8;
-    c.target_modules = {"all"};
-    Rng rng(7);
-    m->add_lora("default", c, rng);
-    m->set_active_adapters({"default"});
-  }
+  auto m = testing::tiny_llama("grad_buckets", 3, lora);
+  if (!lora)
+    for (auto& p : m->module().parameters()) p.tensor->set_requires_grad(true);
   return m;
 }
 
