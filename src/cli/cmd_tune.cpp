@@ -1,6 +1,6 @@
 // `unillm tune CONFIG.yaml --nproc N`: the layout search of issue 19. Enumerates the layouts
-// N processes can train the config with today (data parallel × ZeRO stage × micro-batch ×
-// recompute, the global batch kept), asks each one's memory plan whether it fits, times a few
+// N processes can train the config with (tensor parallel × pipeline stages × data parallel ×
+// ZeRO stage × micro-batch × recompute, the global batch kept), asks each one's memory plan whether it fits, times a few
 // steps of those that do, prints the table and writes the fastest as a config.
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/tune_run.h"
 #include "core/error.h"
+#include "models/model_config.h"
 #include "train/args.h"
 #include "train/memory_plan.h"
 #include "train/optimizer.h"
@@ -29,11 +30,13 @@ namespace fs = std::filesystem;
 const char* kUsage =
     "usage: unillm tune CONFIG.yaml --nproc N [--steps K] [--out FILE] [key=value ...]\n"
     "                   [--micro-batches 1,2,4] [--zero 0,1,2] [--recompute on,off] [--pp 1,2]\n"
+    "                   [--tp 1,2]\n"
     "                   [--rounds R]\n"
     "                   [--run-timeout SECONDS] [--threads N] [--device NAME]\n"
     "Searches the layouts N processes on this host can train CONFIG with, keeping its global\n"
-    "batch (per_device_train_batch_size x gradient_accumulation_steps of one process): pipeline\n"
-    "stages x data parallel over the rest of the N processes x ZeRO stage (0, 1, 2; AdamW and\n"
+    "batch (per_device_train_batch_size x gradient_accumulation_steps of one process): tensor\n"
+    "parallel x pipeline stages x data parallel over the rest of the N processes x ZeRO stage\n"
+    "(0, 1, 2; AdamW and\n"
     "SGD) x micro-batch x recompute. Each layout's memory plan (`unillm train --plan-only` under mpirun) says\n"
     "whether it fits; those that fit train K steps after one warm-up step, timed. Prints the\n"
     "table and writes the fastest layout as CONFIG with those keys set to --out (default\n"
@@ -50,7 +53,9 @@ const char* kUsage =
     "  --threads, --device  passed to every `unillm train`\n"
     "  --pp L               pipeline stages to try (default 1 and every divisor of N, for stages\n"
     "                       pt and sft); N / pp processes are data-parallel replicas\n"
-    "Tensor parallelism is not built yet: every layout has tp = 1.\n";
+    "  --tp L               tensor-parallel degrees to try (default 1 and every divisor of N that\n"
+    "                       divides the model's heads, key/value heads and MLP width); N / (tp x pp)\n"
+    "                       processes are data-parallel replicas\n";
 
 struct TuneOptions {
   std::string config, out;
@@ -58,6 +63,7 @@ struct TuneOptions {
   std::vector<int64_t> micro;  // empty: powers of two up to the global batch
   std::vector<int> zero;       // empty: 0, 1, 2 as the optimizer allows
   std::vector<int> pp;         // empty: 1 and every divisor of nproc (stages pt and sft)
+  std::vector<int> tp;         // empty: 1 and every divisor of nproc the model splits by
   std::vector<bool> recompute = {true, false};
   std::vector<std::string> overrides, train_flags;
 };
@@ -66,7 +72,9 @@ struct Layout {
   int64_t micro = 1, ga = 1;
   int zero = 0;
   bool recompute = true;
-  int pp = 1;  // pipeline stages; the processes are pp × (nproc / pp) data-parallel replicas
+  int pp = 1;  // pipeline stages; the processes are pp × tp × (nproc / (pp · tp)) data-parallel replicas
+  int tp = 1;  // tensor-parallel degree
+  int dp(int nproc) const { return nproc / (pp * tp); }
 };
 
 struct Row {
@@ -111,9 +119,10 @@ void set_list(TuneOptions& o, const std::string& flag, const std::string& v) {
   if (flag == "--micro-batches") {
     o.micro.clear();
     for (const auto& w : words) o.micro.push_back(parse_int(flag, w, 1));
-  } else if (flag == "--pp") {
-    o.pp.clear();
-    for (const auto& w : words) o.pp.push_back(static_cast<int>(parse_int(flag, w, 1)));
+  } else if (flag == "--pp" || flag == "--tp") {
+    std::vector<int>& list = flag == "--pp" ? o.pp : o.tp;
+    list.clear();
+    for (const auto& w : words) list.push_back(static_cast<int>(parse_int(flag, w, 1)));
   } else if (flag == "--zero") {
     o.zero.clear();
     for (const auto& w : words) {
@@ -148,7 +157,7 @@ TuneOptions parse_options(const std::vector<std::string>& args) {
       o.out = value_of(args, i);
     } else if (a == "--run-timeout") {
       o.timeout_s = static_cast<int>(parse_int(a, value_of(args, i), 1));
-    } else if (a == "--micro-batches" || a == "--zero" || a == "--recompute" || a == "--pp") {
+    } else if (a == "--micro-batches" || a == "--zero" || a == "--recompute" || a == "--pp" || a == "--tp") {
       set_list(o, a, value_of(args, i));
     } else if (a == "--threads" || a == "--device") {
       o.train_flags.push_back(a);
@@ -188,9 +197,10 @@ YAML::Node load_config(const TuneOptions& o) {
 YAML::Node layout_node(const YAML::Node& base, const Layout& l) {
   YAML::Node n = YAML::Clone(base);
   for (const char* k : {"deepspeed", "fsdp", "fsdp_config", "sharding", "sharding_parallel_degree",
-                        "pipeline_parallel_degree", "virtual_pp_degree"})
+                        "pipeline_parallel_degree", "virtual_pp_degree", "tensor_parallel_degree"})
     n.remove(k);
   if (l.pp > 1) n["pipeline_parallel_degree"] = l.pp;
+  if (l.tp > 1) n["tensor_parallel_degree"] = l.tp;
   n["per_device_train_batch_size"] = l.micro;
   n["gradient_accumulation_steps"] = l.ga;
   n["disable_gradient_checkpointing"] = !l.recompute;
@@ -207,10 +217,20 @@ void write_yaml(const std::string& path, const YAML::Node& n, const std::string&
 }
 
 std::string layout_name(const Layout& l, int nproc) {
-  const int dp = nproc / l.pp;
-  std::string s = l.pp > 1 ? "pp" + std::to_string(l.pp) + (dp > 1 ? "xdp" + std::to_string(dp) : "")
-                           : "dp" + std::to_string(nproc);
+  std::string s;
+  auto add = [&s](const char* axis, int degree) {
+    if (degree > 1) s += (s.empty() ? "" : "x") + std::string(axis) + std::to_string(degree);
+  };
+  add("tp", l.tp);
+  add("pp", l.pp);
+  add("dp", l.dp(nproc));
+  if (s.empty()) s = "dp1";
   return s + (l.zero > 0 ? "+zero" + std::to_string(l.zero) : "");
+}
+
+// Whether the model's layers split over tp ranks (nn's own check, from config.json alone).
+bool model_splits(const models::ModelConfig& c, int tp) {
+  return c.num_heads % tp == 0 && c.num_kv_heads % tp == 0 && c.intermediate_size % tp == 0;
 }
 
 // The layouts to try; notes what was left out and why.
@@ -248,18 +268,36 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
   }
   if (!pipelines && o.pp.empty() && o.nproc > 1)
     notes.push_back("pipeline parallelism: stage " + a.stage + " does not run as pipeline stages; pp 1 only");
+  // Tensor parallelism: the divisors of the process count that split the model's heads and MLP.
+  const models::ModelConfig mc =
+      models::load_model_config((fs::path(a.model_name_or_path) / "config.json").string());
+  std::vector<int> tp = o.tp;
+  if (tp.empty()) {
+    tp = {1};
+    for (int t = 2; t <= o.nproc; ++t)
+      if (o.nproc % t == 0 && model_splits(mc, t)) tp.push_back(t);
+  }
+  for (int t : tp) {
+    if (o.nproc % t != 0) UNILLM_THROW(ConfigError, "[tune] --tp ", t, " does not divide --nproc ", o.nproc);
+    if (!model_splits(mc, t))
+      UNILLM_THROW(ConfigError, "[tune] --tp ", t, ": the model's ", mc.num_heads, " heads, ", mc.num_kv_heads,
+                   " key/value heads and MLP width ", mc.intermediate_size, " do not all split ", t, " ways");
+  }
   std::vector<Layout> out;
-  for (int p : pp)
-    for (int64_t m : micro) {
-      const int64_t dp = o.nproc / p;
-      if (global % (m * dp) != 0) {
-        notes.push_back("micro-batch " + std::to_string(m) + " skipped for pp " + std::to_string(p) + ": " +
-                        std::to_string(m) + " x " + std::to_string(dp) +
-                        " data-parallel replicas does not divide the global batch " + std::to_string(global));
-        continue;
+  for (int t : tp)
+    for (int p : pp) {
+      if (o.nproc % (t * p) != 0) continue;  // tp × pp must divide the processes too
+      for (int64_t m : micro) {
+        const int64_t dp = o.nproc / (t * p);
+        if (global % (m * dp) != 0) {
+          notes.push_back("micro-batch " + std::to_string(m) + " skipped for tp " + std::to_string(t) + " pp " +
+                          std::to_string(p) + ": " + std::to_string(m) + " x " + std::to_string(dp) +
+                          " data-parallel replicas does not divide the global batch " + std::to_string(global));
+          continue;
+        }
+        for (int z : zero)
+          for (bool r : o.recompute) out.push_back({m, global / (m * dp), z, r, p, t});
       }
-      for (int z : zero)
-        for (bool r : o.recompute) out.push_back({m, global / (m * dp), z, r, p});
     }
   return out;
 }
@@ -410,8 +448,8 @@ void print_header(const TuneOptions& o, int64_t global, const std::vector<Row>& 
       o.config.c_str(), o.nproc, o.nproc == 1 ? "" : "es", static_cast<long long>(global), o.steps,
       o.rounds > 1 ? (", fastest of " + std::to_string(o.rounds) + " rounds").c_str() : "");
   std::printf(
-      "layouts: pipeline stages x data parallel x ZeRO stage x micro-batch x recompute; tensor "
-      "parallelism is not built yet (tp = 1)\n");
+      "layouts: tensor parallel x pipeline stages x data parallel x ZeRO stage x micro-batch x "
+      "recompute\n");
   if (!rows.empty() && rows[0].plan.ok) {
     const auto& p = rows[0].plan;
     std::printf("memory limit per process: %s (%s)\n",

@@ -154,4 +154,10 @@ Tensor CausalLM::logits_all(const std::vector<int32_t>& ids) {
   return forward(single_sequence_batch(ids, 0, {0}, t, false), caches);
 }
 
+void CausalLM::set_tensor_parallel(nn::Collective* group) {
+  if (group && group->size() > 1)
+    UNILLM_THROW(NotImplemented, "[model] tensor parallelism is not implemented for this model");
+  tp_ = nullptr;
+}
+
 }  // namespace unillm::models

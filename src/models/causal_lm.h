@@ -115,6 +115,18 @@ class CausalLM {
   // reported). Empty: nothing is called.
   void set_layer_backward_hook(std::function<void(int64_t)> hook) { layer_backward_hook_ = std::move(hook); }
 
+  // Tensor parallelism (nn/tensor_parallel.h): the group the training forwards (loss,
+  // hidden_states, hidden_states_range) split their attention and MLP over — each rank its share
+  // of the heads and of the MLP's rows; inference forwards never split. nullptr: no split.
+  // Throws ConfigError when a layer cannot be split over the group (heads, kv heads or the MLP
+  // width not divisible, quantised weights, DoRA/OFT adapters). The default throws NotImplemented.
+  virtual void set_tensor_parallel(nn::Collective* group);
+  nn::Collective* tensor_parallel() const { return tp_; }
+  // The parameters whose gradient on a rank of the group is that rank's own share (its blocks of
+  // the split weights and their adapters, the q/k norms); every other trainable parameter gets
+  // the same whole gradient on each rank of the group.
+  virtual std::vector<const Tensor*> tensor_parallel_tensors() const { return {}; }
+
   // Convenience: logits for every position of one sequence, with a temporary one-block
   // cache. ids: token ids; returns f32 [T, V].
   Tensor logits_all(const std::vector<int32_t>& ids);
@@ -141,6 +153,7 @@ class CausalLM {
 
  protected:
   std::function<void(int64_t)> layer_backward_hook_;
+  nn::Collective* tp_ = nullptr;
   // The LoRA state of one call: the requested (or active) adapters, validated.
   std::shared_ptr<const nn::LoraRun> lora_run(const std::optional<std::vector<std::string>>& req,
                                               Rng* dropout_rng) const;

@@ -52,7 +52,7 @@ Tensor DecoderLayer::attention_block(const Tensor& x, const nn::AttentionInputs&
 
 Tensor DecoderLayer::mlp_block(const Tensor& h, const nn::AttentionInputs& in,
                                ops::OutputUse use) const {
-  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h), in.lora.get(), use));
+  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h), in.lora.get(), use, in.tp));
 }
 
 DecoderLayer::Stream DecoderLayer::forward(const Stream& x, const nn::AttentionInputs& in,
@@ -60,7 +60,17 @@ DecoderLayer::Stream DecoderLayer::forward(const Stream& x, const nn::AttentionI
   ops::AddRmsNormResult a =
       x.delta.defined() ? input_norm_.add_forward(x.sum, x.delta) : ops::AddRmsNormResult{x.sum, input_norm_.forward(x.sum)};
   ops::AddRmsNormResult h = post_attn_norm_.add_forward(a.sum, attn_.forward(a.y, in, cache));
-  return {h.sum, mlp_.forward(h.y, in.lora.get())};
+  return {h.sum, mlp_.forward(h.y, in.lora.get(), ops::OutputUse::kValue, cache.k ? nullptr : in.tp)};
+}
+
+void DecoderLayer::check_split(int size) const {
+  attn_.check_split(size);
+  mlp_.check_split(size);
+}
+
+void DecoderLayer::split_tensors(std::vector<const Tensor*>& out) const {
+  attn_.split_tensors(out);
+  mlp_.split_tensors(out);
 }
 
 namespace {
@@ -189,7 +199,20 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   in.tokens = t;
   // Once per call on the model's device (the attention of every layer reads them).
   in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
+  in.tp = tp_;
   return in;
+}
+
+void Llama::set_tensor_parallel(nn::Collective* group) {
+  if (group && group->size() > 1)
+    for (const auto& l : layers_) l->check_split(group->size());
+  tp_ = group && group->size() > 1 ? group : nullptr;
+}
+
+std::vector<const Tensor*> Llama::tensor_parallel_tensors() const {
+  std::vector<const Tensor*> out;
+  for (const auto& l : layers_) l->split_tensors(out);
+  return out;
 }
 
 Tensor Llama::hidden_states(const TrainBatch& batch, bool recompute) {

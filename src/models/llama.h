@@ -36,6 +36,8 @@ class DecoderLayer : public nn::Module {
   // Whether a segment's parameters need gradients (freeze may train one block of a layer only).
   bool attention_params_need_grad();
   bool mlp_params_need_grad();
+  void check_split(int size) const;
+  void split_tensors(std::vector<const Tensor*>& out) const;
 
  private:
   nn::RMSNorm input_norm_, post_attn_norm_;
@@ -59,6 +61,8 @@ class Llama : public CausalLM, public nn::Module {
   void set_lm_head_quantized(ops::QuantizedWeight q) override;
   const ops::QuantizedWeight& lm_head_quantized() const override { return lm_head_q_; }
   void set_vocab_weights(Tensor embed, Tensor lm_head) override;  // in resize_vocab.cpp
+  void set_tensor_parallel(nn::Collective* group) override;
+  std::vector<const Tensor*> tensor_parallel_tensors() const override;
 
  private:
   ModelConfig c_;

@@ -22,6 +22,8 @@ Attention::Attention(const AttentionConfig& c)
               "o_proj") {
   register_module("", &qkv_);
   register_module("", &o_proj_);
+  qkv_.set_split(TpSplit::kColumn);
+  o_proj_.set_split(TpSplit::kRow);
   if (c.qk_norm) {
     q_norm_ = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps, c.device);
     k_norm_ = std::make_unique<RMSNorm>(c.head_dim, c.norm_eps, c.device);
@@ -32,15 +34,18 @@ Attention::Attention(const AttentionConfig& c)
 
 Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, LayerCache cache,
                           ops::OutputUse use, AttentionStash* stash) const {
-  const int64_t n = x.size(0), h = c_.heads, hkv = c_.kv_heads, d = c_.head_dim;
+  // Under tensor parallelism this rank's heads (q/k/v column-parallel give their rows).
+  const int64_t split = in.tp && !cache.k ? in.tp->size() : 1;
+  const int64_t n = x.size(0), h = c_.heads / split, hkv = c_.kv_heads / split, d = c_.head_dim;
+  Collective* tp = split > 1 ? in.tp : nullptr;
   Tensor q, k, v;
   if (fused_rope_) {
-    auto heads = ops::rope_qkv(qkv_.forward(x, in.lora.get()), in.positions, *in.inv_freq, h, hkv, d);
+    auto heads = ops::rope_qkv(qkv_.forward(x, in.lora.get(), ops::OutputUse::kValue, tp), in.positions, *in.inv_freq, h, hkv, d);
     q = heads.q;
     k = heads.k;
     v = heads.v;
   } else {
-    auto qkv = ops::split_last(qkv_.forward(x, in.lora.get()), {h * d, hkv * d, hkv * d});
+    auto qkv = ops::split_last(qkv_.forward(x, in.lora.get(), ops::OutputUse::kValue, tp), {h * d, hkv * d, hkv * d});
     q = ops::reshape(qkv[0], {n, h, d});
     k = ops::reshape(qkv[1], {n, hkv, d});
     v = ops::reshape(qkv[2], {n, hkv, d});
@@ -74,7 +79,23 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, LayerCache
   Tensor o = ops::attention(q, k, v, layout, scale, stash ? &saves : nullptr);
   if (stash && saves.mode == ops::AttentionSaves::kRecord && use == ops::OutputUse::kValue)
     *stash = AttentionStash{autograd::SavedTensor::activation(saves.out), autograd::SavedTensor(saves.lse)};
-  return o_proj_.forward(ops::reshape(o, {n, h * d}), in.lora.get(), use);
+  return o_proj_.forward(ops::reshape(o, {n, h * d}), in.lora.get(), use, tp);
+}
+
+void Attention::check_split(int size) const {
+  if (size == 1) return;
+  if (c_.heads % size != 0 || c_.kv_heads % size != 0)
+    UNILLM_THROW(ConfigError, "[nn] tensor_parallel_degree ", size, " does not divide the attention's ", c_.heads,
+                 " heads and ", c_.kv_heads, " key/value heads (each rank takes whole heads)");
+  qkv_.check_split(size);
+  o_proj_.check_split(size);
+}
+
+void Attention::split_tensors(std::vector<const Tensor*>& out) const {
+  qkv_.split_tensors(out);
+  o_proj_.split_tensors(out);
+  for (const RMSNorm* norm : {q_norm_.get(), k_norm_.get()})
+    if (norm) out.push_back(&norm->weight());
 }
 
 bool Attention::set_fused_rope(bool on) {

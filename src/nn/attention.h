@@ -36,6 +36,9 @@ struct AttentionInputs {
   // Training: rows × tokens = N; segments keep packed samples apart (undefined: plain causal).
   int64_t rows = 0, tokens = 0;
   Tensor segment_ids;  // [rows, tokens] i32
+  // Training under tensor parallelism (nn/tensor_parallel.h): the group this call's split layers
+  // run over (each rank its share of the heads and of the MLP); nullptr = the whole layer.
+  Collective* tp = nullptr;
 };
 
 // One layer's paged K/V storage [NB, BS, Hkv, D]; both null in training (no cache).
@@ -67,6 +70,12 @@ class Attention : public Module {
   // between the split and the rotation, so they keep the separate ops; returns whether it applies.
   bool set_fused_rope(bool on);
   bool fused_rope() const { return fused_rope_; }
+  // Tensor parallelism: q/k/v column-parallel (heads split), o_proj row-parallel. Throws
+  // ConfigError when the heads, the kv heads or a projection cannot be split over size ranks.
+  void check_split(int size) const;
+  // The tensors whose gradient is a rank's own share (nn/linear.h), and the q/k norms' weights
+  // (each rank's heads add their part of the gradient).
+  void split_tensors(std::vector<const Tensor*>& out) const;
 
  private:
   AttentionConfig c_;

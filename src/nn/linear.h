@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "nn/lora.h"
 #include "nn/module.h"
+#include "nn/tensor_parallel.h"
 #include "ops/linear.h"
 #include "ops/lora_linear.h"
 #include "ops/oft_linear.h"
@@ -33,8 +34,21 @@ class FusedLinear : public Module {
   // x [N, in] -> [N, sum(out)], plus the deltas of the adapters in lora->active that this
   // module holds (names it does not hold are skipped; the caller validates names).
   // use = kGradOnly: only the backward node is wanted, y is zeros (ops::linear's contract).
+  // tp (training under tensor parallelism, nn/tensor_parallel.h): this rank's share by the
+  // layer's split — a column-parallel layer returns its rows of each part ([N, Σ out/size]), a
+  // row-parallel one takes x's share of the input columns ([N, in/size]) and returns the sum
+  // over the group. nullptr, or a layer without a split: the whole layer.
   Tensor forward(const Tensor& x, const LoraRun* lora = nullptr,
-                 ops::OutputUse use = ops::OutputUse::kValue) const;
+                 ops::OutputUse use = ops::OutputUse::kValue, Collective* tp = nullptr) const;
+  // How tensor parallelism splits this layer (set by its parent: Attention, MLP).
+  void set_split(TpSplit s) { split_ = s; }
+  TpSplit split() const { return split_; }
+  // Throws ConfigError (naming the layer) when the layer cannot be split over `size` ranks: a
+  // part or the input not divisible, a quantised weight, DoRA or OFT adapters.
+  void check_split(int size) const;
+  // The tensors whose gradient on a rank is that rank's own share (its block of the weight and
+  // bias, its adapters' A and B): appended to out. Nothing for a layer without a split.
+  void split_tensors(std::vector<const Tensor*>& out) const;
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   const Tensor& weight() const { return weight_; }
@@ -83,6 +97,9 @@ class FusedLinear : public Module {
 
  private:
   ops::LoraAdapterInput adapter_input(const LoraWeights& w) const;
+  // forward under tensor parallelism (nn/linear_tp.cpp).
+  Tensor forward_split(const Tensor& x, const LoraRun* lora, ops::OutputUse use, Collective& tp) const;
+  TpSplit split_ = TpSplit::kNone;
   // OFT (nn/oft.cpp): whether the call applies an OFT adapter this layer holds, the forward then,
   // its op input, and the merge.
   bool oft_active(const LoraRun* run) const;

@@ -10,8 +10,11 @@ class MLP : public Module {
   MLP(int64_t hidden, int64_t ffn, bool bias, ParamPlacement weights);
   // [N, C] -> [N, C], with the adapters of lora (nullptr: none). use = kGradOnly: the result's
   // value is not needed (recompute re-run), so down_proj only records its backward node.
+  // tp: tensor parallelism (gate/up column-parallel, down row-parallel; nn/tensor_parallel.h).
   Tensor forward(const Tensor& x, const LoraRun* lora = nullptr,
-                 ops::OutputUse use = ops::OutputUse::kValue) const;
+                 ops::OutputUse use = ops::OutputUse::kValue, Collective* tp = nullptr) const;
+  void check_split(int size) const;
+  void split_tensors(std::vector<const Tensor*>& out) const;
 
  private:
   FusedLinear gate_up_;

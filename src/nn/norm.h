@@ -16,6 +16,7 @@ class RMSNorm : public Module {
   ops::AddRmsNormResult add_forward(const Tensor& x, const Tensor& delta) const;
   void set_fused_residual(bool on) { fused_residual_ = on; }
   bool fused_residual() const { return fused_residual_; }
+  const Tensor& weight() const { return weight_; }
 
  private:
   Tensor weight_;

@@ -3,6 +3,7 @@
 // LoraLinearNode backward (see lora_linear.h for the maths).
 #include "ops/lora_linear.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -108,7 +109,14 @@ void adapter_forward(const Tensor& x, const LoraAdapterInput& in, Tensor& y, Ada
     Tensor xd = Tensor::empty({m, k}, dt, x.device());
     for (size_t p = 0; p < in.parts.size(); ++p) {
       st.keep.emplace_back(static_cast<size_t>(m * k));
-      lora_dropout_mask(lora_part_seed(in.seed, p), in.dropout, m, k, st.keep.back().data());
+      if (in.mask_cols > 0) {  // the whole input's mask, cut to x's columns
+        std::vector<uint8_t> whole(static_cast<size_t>(m * in.mask_cols));
+        lora_dropout_mask(lora_part_seed(in.seed, p), in.dropout, m, in.mask_cols, whole.data());
+        for (int64_t row = 0; row < m; ++row)
+          std::copy_n(whole.begin() + row * in.mask_cols + in.mask_col_begin, k, st.keep.back().begin() + row * k);
+      } else {
+        lora_dropout_mask(lora_part_seed(in.seed, p), in.dropout, m, k, st.keep.back().data());
+      }
       apply_mask(x, st.keep.back(), in.dropout, xd, false);
       gemm({xd.raw_data(), at(a, p * r * k), at_mut(xa, p * r), m, r, k, k, k, rr, false, true, 1.0,
             0.0, dt},

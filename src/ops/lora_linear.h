@@ -40,6 +40,10 @@ struct LoraAdapterInput {
   // batches requests for different adapters, each on its own run of rows (the segmented LoRA
   // GEMM); only without gradients.
   int64_t row_begin = 0, row_end = -1;
+  // Tensor parallelism's row-parallel layers: x holds input columns [mask_col_begin,
+  // mask_col_begin + K) of mask_cols, and each dropout mask is the whole input's cut to them
+  // (one process's masks). mask_cols = 0: x is the whole input.
+  int64_t mask_col_begin = 0, mask_cols = 0;
 };
 
 Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,

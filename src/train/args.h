@@ -270,6 +270,9 @@ struct TrainArgs {
   // of one pipeline; data parallelism over world / this) and virtual_pp_degree (chunks per stage).
   int64_t pipeline_degree = 1;
   int64_t virtual_pp_degree = 1;
+  // Tensor parallelism (nn/tensor_parallel.h): PaddleNLP's tensor_parallel_degree, the processes
+  // that split each layer's heads and MLP rows (the fastest axis of the mesh).
+  int64_t tensor_degree = 1;
   // Data parallelism's gradient buckets (train/grad_buckets.h), HF's ddp_bucket_cap_mb (torch
   // DDP's default 25 MB): consecutive decoder layers' gradients summed in one collective, started
   // as soon as backward leaves them.

@@ -31,7 +31,7 @@ enum class Map {
   kNotImplemented,    // a method unillm does not have: refused when on
   kInputDir,          // input_dir: run_pretrain.py's corpus → stage pt from that corpus
   kMaxSeqLength,      // run_pretrain.py's max_seq_length → cutoff_len (the block length)
-  kParallelSwitch,    // sequence_parallel: off is fine, on is not implemented yet (parallelism)
+  kParallelSwitch,    // sequence_parallel: off is fine, on is not implemented yet
   kDirect,            // an HF key the YAML table does not implement yet: set through its setter
   kPretrainOnly,      // min_learning_rate, decay_steps: run_pretrain.py's schedule
   kTokenizer,         // tokenizer_name_or_path: run_pretrain.py loads it; run_finetune.py does not
@@ -72,7 +72,8 @@ const std::map<std::string, Map>& paddle_keys() {
       {"device", Map::kIgnored},
       {"use_quick_lora", Map::kIgnored},
       {"greedy_zero_padding", Map::kNotImplemented},
-      {"tensor_parallel_degree", Map::kDegree},
+      {"tensor_parallel_degree", Map::kSame},
+      {"tensor_parallel_output", Map::kIgnored},
       {"pipeline_parallel_degree", Map::kSame},
       {"sharding_parallel_degree", Map::kSame},
       {"sep_parallel_degree", Map::kDegree},
@@ -230,7 +231,12 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
       if (!(v.IsScalar() && v.Scalar().size() && v.Scalar()[0] == '-')) out[key] = Field{key, v, where};
       break;
     case Map::kIgnored:
-      if (on()) warn_ignored(t, key, where, "");
+      if (on())
+        warn_ignored(t, key, where,
+                     key == "tensor_parallel_output"
+                         ? " (under tensor parallelism each rank computes the lm_head and the loss whole: the "
+                           "loss is the same)"
+                         : "");
       break;
     case Map::kDegree:
       if (v.IsScalar() && v.Scalar() != "1" && v.Scalar() != "-1" && v.Scalar() != "0")
@@ -240,7 +246,8 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
     case Map::kParallelSwitch:
       if (on_bool())
         UNILLM_THROW(NotImplemented, "[config] ", where, ": PaddleNLP key '", key,
-                     "' is on: parallelism is not implemented yet (1 device)");
+                     "' is on: sequence parallelism is not implemented yet (tensor_parallel_degree runs "
+                     "without it: set sequence_parallel 0)");
       break;
     case Map::kInputDir:
       out[key] = Field{key, v, where};

@@ -153,14 +153,14 @@ void Run::load(const std::string& from) {
     say("ZeRO stage 3 from " + a_.zero_from + ": sharding the parameters is not built yet; this run shards the "
         "optimizer state and gradients as stage 2 does, and each process holds the whole model (the memory plan "
         "counts it)");
-  if ((stage == 1 || stage == 2) && world_size() > 1 && a_.sharding_degree == 1) {
+  if ((stage == 1 || stage == 2) && world_size() > 1 && sharding_degree() == 1) {
     say("sharding_parallel_degree 1: no sharding group, the optimizer state is not sharded (plain data parallelism)");
     opt_ = make_optimizer(*arena_, oc);
   } else if ((stage == 1 || stage == 2) && world_size() > 1) {
     // PaddleNLP's sharding_parallel_degree below the process count: sharding groups of that size,
     // replicated across the rest (the mesh's sharding and dp groups).
     const int world = static_cast<int>(world_size());
-    const int degree = a_.sharding_degree > 1 ? static_cast<int>(a_.sharding_degree) : world;
+    const int degree = sharding_degree() > 1 ? static_cast<int>(sharding_degree()) : world;
     dist::ProcessGroup* group = h_.dp;
     dist::ProcessGroup* replicas = nullptr;
     if (degree < world) {
@@ -294,13 +294,13 @@ void Run::check_zero() const {
   if (!zero_shardable(kind))
     UNILLM_THROW(NotImplemented, "[train] ZeRO stage ", a_.zero_stage, from, " with optimizer ", kind,
                  " is not implemented yet: its update reads whole matrices; AdamW and SGD are sharded");
-  if (a_.sharding_degree > 1 && (a_.sharding_degree > world_size() || world_size() % a_.sharding_degree != 0))
-    UNILLM_THROW(ConfigError, "[train] sharding_parallel_degree ", a_.sharding_degree, " does not divide the ",
+  if (sharding_degree() > 1 && (sharding_degree() > world_size() || world_size() % sharding_degree() != 0))
+    UNILLM_THROW(ConfigError, "[train] sharding_parallel_degree ", sharding_degree(), " does not divide the ",
                  world_size(), " data-parallel processes; give a divisor, or -1 for all of them");
 }
 
 TrainResult Run::go() {
-  setup_pipeline_mesh();
+  setup_model_mesh();
   if (world_size() > 1) {
     // Not yet with several processes: each would need its share of the work and a merged result.
     std::string no;
@@ -308,10 +308,10 @@ TrainResult Run::go() {
     if (a_.pref_bco_weight > 1e-6) no = "pref_bco_weight (its running baseline is per process)";
     if (!no.empty())
       UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", no, " is not implemented with ", world_size(),
-                   pipe_mesh_ ? " processes" : " data-parallel processes", " yet; run one process");
+                   model_mesh_ ? " processes" : " data-parallel processes", " yet; run one process");
     check_zero();
     if (dp_size() > 1)
-      say("data parallel: " + std::to_string(dp_size()) + (pipe_mesh_ ? " replicas" : " processes") + ", each step " +
+      say("data parallel: " + std::to_string(dp_size()) + (model_mesh_ ? " replicas" : " processes") + ", each step " +
           std::to_string(a_.gradient_accumulation_steps) + " micro-batches on each (" +
           std::to_string(a_.gradient_accumulation_steps * dp_size()) +
           " in all), gradients summed over them, evaluation split");
@@ -343,6 +343,7 @@ TrainResult Run::go() {
   prepare_output_dir();
   dp_barrier();  // output_dir is ready (or rank 0 has refused it and aborted the run)
   load(from);
+  setup_tensor_parallel();
   setup_pipeline();
   setup_grad_buckets();
   setup_schedule();

@@ -64,6 +64,14 @@ std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const
 // process and are added in batch order, so the result is one process's bit for bit.
 EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   autograd::NoGradGuard no_grad;
+  // Tensor parallelism is for training: every process holds the whole model, so each evaluates
+  // its batches alone (no tp peer computes the same batch).
+  struct WholeLayers {
+    models::CausalLM& m;
+    nn::Collective* tp;
+    ~WholeLayers() { m.set_tensor_parallel(tp); }
+  } whole{*model_, model_->tensor_parallel()};
+  model_->set_tensor_parallel(nullptr);
   data::LoaderOptions eo = loader_opts_;
   eo.batch_size = a_.per_device_eval_batch_size;
   const int64_t examples = ds.num_rows() / ds.group;

@@ -58,9 +58,9 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.threads = num_threads();
   in.optimizer = optimizer_config(a_).kind;
   if (a_.zero_stage > 0)  // over the sharding group (PaddleNLP's degree); stage 3 runs as 2
-    in.zero_shards = a_.sharding_degree > 1 ? a_.sharding_degree : a_.sharding_degree == 1 ? 1 : world_size();
-  if (pipe_mesh_) {  // this stage's layers, as many micro-batches as its schedule holds at once
-    const int rank = pipe_mesh_->coord().pp, pp = pipe_mesh_->shape().pp;
+    in.zero_shards = sharding_degree() > 1 ? sharding_degree() : sharding_degree() == 1 ? 1 : world_size();
+  if (model_mesh_ && a_.pipeline_degree > 1) {  // this stage's layers, as many micro-batches as its schedule holds at once
+    const int rank = model_mesh_->coord().pp, pp = model_mesh_->shape().pp;
     in.pipeline_live = pipeline_live_per_layer(in.model.num_layers, pp, static_cast<int>(a_.virtual_pp_degree),
                                                static_cast<int>(a_.gradient_accumulation_steps), rank,
                                                loss_head_layers(in.model));

@@ -8,34 +8,38 @@
 
 namespace unillm::train::detail {
 
-void Run::setup_pipeline_mesh() {
-  if (a_.pipeline_degree == 1 && a_.virtual_pp_degree == 1) return;
-  const int64_t pp = a_.pipeline_degree, world = world_size();
-  if (pp == 1)
+void Run::setup_model_mesh() {
+  const int64_t pp = a_.pipeline_degree, tp = a_.tensor_degree, world = world_size();
+  if (pp == 1 && a_.virtual_pp_degree == 1 && tp == 1) return;
+  if (pp == 1 && a_.virtual_pp_degree > 1)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": virtual_pp_degree ",
                  a_.virtual_pp_degree, " needs pipeline_parallel_degree > 1");
-  if (world % pp != 0)
+  if (world % (pp * tp) != 0)
     UNILLM_THROW(
-        ConfigError, "[train] ", a_.config_path, ": pipeline_parallel_degree ", pp,
+        ConfigError, "[train] ", a_.config_path, ": ",
+        tp > 1 && pp > 1 ? UNILLM_MSG("tensor_parallel_degree ", tp, " × pipeline_parallel_degree ", pp)
+        : tp > 1         ? UNILLM_MSG("tensor_parallel_degree ", tp)
+                         : UNILLM_MSG("pipeline_parallel_degree ", pp),
         " does not divide the ", world,
-        " processes (run it under mpirun -np N or unillm launch --nproc N with N a multiple of ",
-        pp, ")");
+        " processes (run it under mpirun -np N or unillm launch --nproc N with N a multiple of ", pp * tp, ")");
+  // PaddleNLP's sharding_parallel_degree counts the processes that share one model-parallel
+  // shard's optimizer state. Every process here holds the whole model, so ZeRO shards the state
+  // over all of them (each keeps 1/world of it, what tp · pp · sharding ranks each keep there).
   if (a_.sharding_degree > 1 && a_.sharding_degree != world)
-    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": sharding_parallel_degree ",
-                 a_.sharding_degree, " with pipeline_parallel_degree ", pp,
-                 " is not implemented yet; ZeRO shards over all the processes (-1) under pipeline "
-                 "parallelism");
-  pipe_mesh_ = std::make_unique<dist::DeviceMesh>(
-      *h_.dp, dist::mesh_shape(static_cast<int>(world), 1, static_cast<int>(pp), 1));
+    say(UNILLM_MSG("sharding_parallel_degree ", a_.sharding_degree, " under ", pp > 1 ? "pipeline" : "tensor",
+                   " parallelism: every process holds the whole model, so ZeRO shards the optimizer state over all ",
+                   world, " processes"));
+  model_mesh_ = std::make_unique<dist::DeviceMesh>(
+      *h_.dp, dist::mesh_shape(static_cast<int>(world), static_cast<int>(tp), static_cast<int>(pp), 1));
 }
 
 void Run::setup_pipeline() {
-  if (!pipe_mesh_) return;
+  if (!model_mesh_ || a_.pipeline_degree == 1) return;
   if (!stage_->pipelines())
     UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": stage ", a_.stage,
                  a_.use_asft_loss ? " with use_asft_loss" : "",
                  " under pipeline_parallel_degree > 1 is not implemented yet (pt and sft are)");
-  pipeline_ = std::make_unique<Pipeline>(pipe_mesh_->pp(), static_cast<int>(a_.virtual_pp_degree), model_->config());
+  pipeline_ = std::make_unique<Pipeline>(model_mesh_->pp(), static_cast<int>(a_.virtual_pp_degree), model_->config());
   say(UNILLM_MSG("pipeline parallel: ", a_.pipeline_degree, " stages",
                  a_.virtual_pp_degree > 1
                      ? UNILLM_MSG(" × ", a_.virtual_pp_degree, " virtual (interleaved)")

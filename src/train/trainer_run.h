@@ -94,11 +94,14 @@ class Run {
   int64_t dp_size() const;
   int64_t dp_rank() const;
   void check_zero() const;
+  // ZeRO's sharding group size as TrainArgs::sharding_degree says it (-1: every process); under
+  // pipeline or tensor parallelism always every process (setup_model_mesh says why).
+  int64_t sharding_degree() const { return model_mesh_ && a_.sharding_degree > 1 ? -1 : a_.sharding_degree; }
   void gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc);
   bool writer() const { return world_rank() == 0; }
-  // Pipeline parallelism (trainer_pipeline.cpp): the mesh (collective, before anything is
-  // loaded), the pipeline once the model is, and a step's micro-batches through it.
-  void setup_pipeline_mesh();
+  // Pipeline and tensor parallelism (trainer_pipeline.cpp): the mesh (collective, before anything
+  // is loaded), the pipeline once the model is, and a step's micro-batches through it.
+  void setup_model_mesh();
   void setup_pipeline();
   double pipeline_micros(const std::vector<data::Batch>& group, const MicroOptions& mo, uint64_t step_seed);
   void dp_barrier();
@@ -126,7 +129,18 @@ class Run {
   std::unique_ptr<models::CausalLM> model_;
   std::unique_ptr<ParamArena> arena_;
   std::unique_ptr<dist::DeviceMesh> mesh_;  // ZeRO's sharding and replica groups (before opt_: outlives it)
-  std::unique_ptr<dist::DeviceMesh> pipe_mesh_;  // pipeline_parallel_degree > 1: pp × dp
+  // Pipeline or tensor parallelism: the pp × dp × tp mesh (tp fastest).
+  std::unique_ptr<dist::DeviceMesh> model_mesh_;
+  // Tensor parallelism (trainer_tensor_parallel.cpp): the mesh's tp group as the model sees it,
+  // and the trainable parameters every rank of it computes whole (their gradients counted once:
+  // from tp rank 0).
+  std::unique_ptr<nn::Collective> tp_group_;
+  std::vector<const Tensor*> tp_replicated_;
+  void setup_tensor_parallel();
+  int64_t tp_rank() const { return model_mesh_ ? model_mesh_->coord().tp : 0; }
+  // Each rank of a tensor-parallel group computes the same loss; rank 0's alone is counted.
+  bool counts_loss() const { return tp_rank() == 0; }
+  void drop_replicated_grads();
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<GradBuckets> buckets_;  // plain data parallelism: the gradient sum in buckets
   void setup_grad_buckets();

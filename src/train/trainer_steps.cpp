@@ -40,8 +40,8 @@ void accumulate_metrics(std::vector<std::tuple<std::string, double, int64_t>>& a
 
 int64_t Run::world_size() const { return h_.dp ? h_.dp->size() : 1; }
 int64_t Run::world_rank() const { return h_.dp ? h_.dp->rank() : 0; }
-int64_t Run::dp_size() const { return pipe_mesh_ ? pipe_mesh_->shape().dp : world_size(); }
-int64_t Run::dp_rank() const { return pipe_mesh_ ? pipe_mesh_->coord().dp : world_rank(); }
+int64_t Run::dp_size() const { return model_mesh_ ? model_mesh_->shape().dp : world_size(); }
+int64_t Run::dp_rank() const { return model_mesh_ ? model_mesh_->coord().dp : world_rank(); }
 void Run::dp_barrier() {
   if (world_size() > 1) h_.dp->barrier();
 }
@@ -113,11 +113,14 @@ double Run::train_step() {
       MicroResult r = stage_->train_micro(*model_, group[i], mo);
       // Checked on the reduced loss: a NaN or inf here would train every weight into NaN.
       if (!std::isfinite(r.loss)) stop_non_finite("the loss", r.loss);
+      if (!counts_loss()) continue;  // a tensor-parallel peer's copy of rank 0's loss and metrics
       loss_sum += r.loss;
       accumulate_metrics(interval_metrics_, r.metrics);
       add_sums(interval_sums_, r.sums);
     }
+    if (!counts_loss()) loss_sum = 0;
   }
+  drop_replicated_grads();  // tensor parallelism: the whole-computed parameters' once, from tp rank 0
   // ZeRO: the gradients this process holds complete after the reduction are its range's (stage 2).
   auto* zero = dynamic_cast<ZeroOptimizer*>(opt_.get());
   // The step's loss and gradients over every process (before the checks that read them): data
@@ -189,7 +192,7 @@ double Run::train_step() {
 // times): the gradient sum in buckets started while backward runs.
 void Run::setup_grad_buckets() {
   const auto* zero = dynamic_cast<ZeroOptimizer*>(opt_.get());
-  if (world_size() == 1 || pipe_mesh_ || (zero && !zero->buckets_reduce())) return;
+  if (world_size() == 1 || model_mesh_ || (zero && !zero->buckets_reduce())) return;
   buckets_ = std::make_unique<GradBuckets>(*arena_, *h_.dp, a_.ddp_bucket_cap_mb * 1048576.0);
   model_->set_layer_backward_hook([this](int64_t layer) { buckets_->layer_done(layer); });
   say("gradients summed in " + buckets_->describe() + ", each started as backward leaves its layers");

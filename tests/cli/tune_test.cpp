@@ -38,7 +38,7 @@ struct TableRow {
 // "  3  dp2+zero2      2    2  on   45MiB  339.3  5685  1.71  note..." lines of the table.
 std::vector<TableRow> table_rows(const std::string& out) {
   static const std::regex row(
-      R"(^\s*(\d+)\s+((?:dp|pp)\S+)\s+(\d+)\s+(\d+)\s+(on|off)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*(.*)$)");
+      R"(^\s*(\d+)\s+((?:dp|pp|tp)\S+)\s+(\d+)\s+(\d+)\s+(on|off)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*(.*)$)");
   std::vector<TableRow> rows;
   std::istringstream in(out);
   for (std::string line; std::getline(in, line);) {
@@ -71,10 +71,10 @@ TEST(Tune, TimesEveryLayoutThatFitsAndWritesTheFastest) {
   const std::string out = dir + "/best.yaml";
   // 60 MiB per process: micro-batch 4 without recompute plans about 66 MiB, the others under 55.
   auto r = tune(
-      kSft + " --nproc 2 --steps 2 --micro-batches 2,4,8 --zero 0,2 --pp 1 max_samples=64 --out " + out,
+      kSft + " --nproc 2 --steps 2 --micro-batches 2,4,8 --zero 0,2 --pp 1 --tp 1 max_samples=64 --out " + out,
       "UNILLM_MEMORY_LIMIT=60M");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("tensor parallelism is not built yet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("layouts: tensor parallel x pipeline stages x data parallel"), std::string::npos) << r.out;
   // 8 x 2 processes is more than the global batch of 8 (per_device 8 x GA 1).
   EXPECT_NE(r.out.find("micro-batch 8 skipped"), std::string::npos) << r.out;
   const auto rows = table_rows(r.out);
@@ -117,23 +117,32 @@ TEST(Tune, TimesEveryLayoutThatFitsAndWritesTheFastest) {
   EXPECT_NE(plan.out.find("\"peak\":"), std::string::npos) << plan.out;
 }
 
-// Pipeline stages join the search by default for sft: pp2 keeps the global batch with every
-// micro-batch on one replica, and a written pp layout trains as such.
-TEST(Tune, PipelineLayoutsJoinTheSearch) {
+// Pipeline stages join the search by default for sft, tensor parallelism for a model that
+// splits: pp2 and tp2 keep the global batch with every micro-batch on one replica, and a written
+// pp or tp layout trains as such.
+TEST(Tune, PipelineAndTensorLayoutsJoinTheSearch) {
   const std::string dir = testing::temp_dir("tune_pp");
   const std::string out = dir + "/best.yaml";
   auto r = tune(kSft + " --nproc 2 --steps 1 --micro-batches 2 --zero 0 --recompute on max_samples=64 --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto rows = table_rows(r.out);
-  ASSERT_EQ(rows.size(), 2u) << r.out;
+  ASSERT_EQ(rows.size(), 3u) << r.out;
   EXPECT_EQ(rows[0].layout, "dp2");
   EXPECT_EQ(rows[0].ga, 2);
   EXPECT_EQ(rows[1].layout, "pp2");
   EXPECT_EQ(rows[1].ga, 4);  // 2 rows x 4 micro-batches on the one replica = the global 8
+  EXPECT_EQ(rows[2].layout, "tp2");
+  EXPECT_EQ(rows[2].ga, 4);
   for (const auto& row : rows) EXPECT_GT(row.step_ms, 0) << row.note;
   const YAML::Node y = YAML::LoadFile(out);
-  const bool pp_best = r.out.find("best: #2 ") != std::string::npos;
-  EXPECT_EQ(y["pipeline_parallel_degree"].IsDefined(), pp_best) << r.out;
+  EXPECT_EQ(y["pipeline_parallel_degree"].IsDefined(), r.out.find("best: #2 ") != std::string::npos) << r.out;
+  EXPECT_EQ(y["tensor_parallel_degree"].IsDefined(), r.out.find("best: #3 ") != std::string::npos) << r.out;
+  // A degree the model's heads cannot be split by is refused (stories260K: 8 heads, 4 kv heads).
+  auto three = tune(kSft + " --nproc 3 --tp 3");
+  EXPECT_NE(three.exit_code, 0);
+  EXPECT_NE(three.err.find("--tp 3: the model's 8 heads, 4 key/value heads and MLP width 172 do not all split 3 ways"),
+            std::string::npos)
+      << three.err;
   // --pp for a stage that does not pipeline is refused.
   auto bad = tune(kSft + " --nproc 2 --pp 2 stage=rm");
   EXPECT_NE(bad.exit_code, 0);
@@ -196,8 +205,8 @@ TEST(Tune, RefusesBadInvocations) {
   EXPECT_NE(bad_key.exit_code, 0);
   EXPECT_NE(bad_key.err.find("no_such_key"), std::string::npos) << bad_key.err;
   // No micro-batch keeps a global batch of 1 over 2 data-parallel processes (2 pipeline stages
-  // would: --pp 1 leaves them out).
-  auto odd = tune(kSft + " --nproc 2 --pp 1 per_device_train_batch_size=1 --out " + testing::temp_dir("tune_odd") +
+  // or tensor-parallel ranks would: --pp 1 --tp 1 leave them out).
+  auto odd = tune(kSft + " --nproc 2 --pp 1 --tp 1 per_device_train_batch_size=1 --out " + testing::temp_dir("tune_odd") +
                   "/best.yaml");  // never into the source dir, should it run
   EXPECT_NE(odd.err.find("no micro-batch keeps the global batch 1 over 2 processes"),
             std::string::npos)

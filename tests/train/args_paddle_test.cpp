@@ -35,11 +35,9 @@ const std::string kPre = R"({"model_name_or_path": "m", "input_dir": "d", )";
 const std::string kSft = R"({"model_name_or_path": "m", "dataset_name_or_path": "d", )";
 
 TEST(PaddleArgs, OfficialPretrainArguments) {
-  // tensor_parallel_degree 2 needs two devices, in PaddleNLP as here.
-  EXPECT_NE(error_of<NotImplemented>(io::read_file_bytes(official("pretrain_argument.json")))
-                .find("'tensor_parallel_degree' = 2: parallelism is not implemented yet"),
-            std::string::npos);
-  TrainArgs a = load_train_args(official("pretrain_argument.json"), {"tensor_parallel_degree=1"});
+  TrainArgs a = load_train_args(official("pretrain_argument.json"), {});
+  EXPECT_EQ(a.tensor_degree, 2);  // run under two processes (tests/cli/paddlenlp_test.cpp)
+  EXPECT_EQ(a.zero_stage, 2);
   EXPECT_EQ(a.stage, "pt");
   EXPECT_EQ(a.cutoff_len, 4096);
   EXPECT_TRUE(a.pretrain_annealing);  // lr_scheduler_type linear (the default)
@@ -80,13 +78,15 @@ TEST(PaddleArgs, PretrainScheduleKeys) {
 
 TEST(PaddleArgs, ParallelismAndPredictKeys) {
   EXPECT_NE(error_of<NotImplemented>(kPre + R"("sequence_parallel": true})")
-                .find("parallelism is not implemented"),
+                .find("sequence parallelism is not implemented yet (tensor_parallel_degree runs without it"),
             std::string::npos);
-  EXPECT_NE(error_of<NotImplemented>(kPre + R"("tensor_parallel_degree": 2})")
-                .find("'tensor_parallel_degree' = 2"),
+  EXPECT_NE(error_of<NotImplemented>(kPre + R"("sep_parallel_degree": 2})").find("'sep_parallel_degree' = 2"),
             std::string::npos);
+  // Tensor and pipeline parallelism are built: the degrees reach the trainer's arguments.
+  EXPECT_EQ(parse_paddle_args(kPre + R"("tensor_parallel_degree": 2, "tensor_parallel_output": true})", "a.json")
+                .tensor_degree,
+            2);
   EXPECT_EQ(error_of(kPre + R"("sequence_parallel": 0, "virtual_pp_degree": 1})"), "no error");
-  // Pipeline parallelism is built: the degrees reach the trainer's arguments.
   EXPECT_EQ(error_of(kPre + R"("pipeline_parallel_degree": 2, "virtual_pp_degree": 2})"), "no error");
   EXPECT_NE(error_of<NotImplemented>(kSft + R"("do_predict": true})").find("test.json"),
             std::string::npos);

@@ -1,0 +1,176 @@
+// Tensor parallelism under mpirun (nn/tensor_parallel.h; docs/training.md, "Several processes"):
+// tp2 splits stories260K's heads and MLP rows over two processes and gives one process's run
+// with the same micro-batches — losses, gradient norms, evaluation and final weights within
+// 1e-5 — with and without recompute, with ZeRO, beside data and pipeline parallelism (4
+// processes), for LoRA with dropout, and on tiny Qwen2 (q/k/v biases, tied embeddings) and Qwen3
+// (q/k norms) models; its checkpoints resume under data parallelism and under one process.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "io/json_file.h"
+#include "run_compare_util.h"
+
+namespace unillm {
+namespace {
+
+const std::string kSft = "examples/train_lora/stories260K_lora_sft.yaml";
+const std::string kShort =
+    " max_steps=8 logging_steps=1 save_steps=4 eval_steps=4 max_samples=64"
+    " per_device_train_batch_size=2 --quiet";
+const std::string kFull = kSft + " finetuning_type=full" + kShort;
+
+testing::CliResult train(int np, const std::string& args) { return testing::train_processes(np, args); }
+using testing::expect_runs_close;
+using testing::max_weight_diff;
+
+void expect_same_weights(const std::string& a, const std::string& b, const std::string& file = "model.safetensors",
+                         double bound = 1e-5) {
+  EXPECT_LE(max_weight_diff(a + "/" + file, b + "/" + file), bound) << b;
+}
+
+TEST(TensorParallel, Tp2GivesOneProcessesRun) {
+  const std::string dir = testing::temp_dir("tp_equal");
+  const std::string ga = " gradient_accumulation_steps=2";
+  auto one = train(1, kFull + ga + " output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto tp = train(2, kFull + ga + " tensor_parallel_degree=2 output_dir=" + dir + "/tp");
+  ASSERT_EQ(tp.exit_code, 0) << tp.err;
+  EXPECT_NE(tp.err.find("tensor parallel: 2 processes split each layer's attention heads"), std::string::npos)
+      << tp.err;
+  auto plain = train(2, kFull + ga + " tensor_parallel_degree=2 disable_gradient_checkpointing=true output_dir=" +
+                            dir + "/norecompute");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto z1 = train(2, kFull + ga + " tensor_parallel_degree=2 sharding=stage1 output_dir=" + dir + "/z1");
+  ASSERT_EQ(z1.exit_code, 0) << z1.err;
+  EXPECT_NE(z1.err.find("ZeRO stage 1: this process keeps the optimizer state of elements"), std::string::npos)
+      << z1.err;
+  for (const std::string run : {"tp", "norecompute", "z1"}) {
+    expect_runs_close(dir + "/one", dir + "/" + run, run);
+    expect_same_weights(dir + "/one", dir + "/" + run);
+  }
+}
+
+TEST(TensorParallel, BesideDataAndPipelineParallel) {
+  const std::string dir = testing::temp_dir("tp_4d");
+  auto one = train(1, kFull + " gradient_accumulation_steps=4 output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  // tp 2 × dp 2: each replica accumulates 2, one process 4.
+  auto tpdp = train(4, kFull + " gradient_accumulation_steps=2 tensor_parallel_degree=2 output_dir=" + dir + "/tpdp");
+  ASSERT_EQ(tpdp.exit_code, 0) << tpdp.err;
+  EXPECT_NE(tpdp.err.find("data parallel: 2 replicas"), std::string::npos) << tpdp.err;
+  // tp 2 × pp 2: each stage's layers split over a tensor-parallel pair.
+  auto tppp = train(4, kFull + " gradient_accumulation_steps=4 tensor_parallel_degree=2 pipeline_parallel_degree=2 "
+                               "output_dir=" + dir + "/tppp");
+  ASSERT_EQ(tppp.exit_code, 0) << tppp.err;
+  EXPECT_NE(tppp.err.find("pipeline parallel: 2 stages (1F1B), 1 data-parallel replica"), std::string::npos)
+      << tppp.err;
+  for (const std::string run : {"tpdp", "tppp"}) {
+    expect_runs_close(dir + "/one", dir + "/" + run, run);
+    expect_same_weights(dir + "/one", dir + "/" + run);
+  }
+}
+
+// A tiny random model of model_type (unillm init) with stories260K's tokenizer: qwen2 has q/k/v
+// biases and tied embeddings, qwen3 q/k norms and an lm_head of its own.
+std::string tiny_model(const std::string& work, const std::string& model_type) {
+  const nlohmann::json c = {{"architectures", {model_type == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM"}},
+                            {"model_type", model_type},
+                            {"hidden_size", 64},
+                            {"intermediate_size", 96},
+                            {"num_hidden_layers", 2},
+                            {"num_attention_heads", 4},
+                            {"num_key_value_heads", 2},
+                            {"head_dim", 16},
+                            {"vocab_size", 520},
+                            {"max_position_embeddings", 256},
+                            {"rms_norm_eps", 1e-6},
+                            {"rope_theta", 1000000.0},
+                            {"tie_word_embeddings", model_type == "qwen2"},
+                            {"bos_token_id", 1},
+                            {"eos_token_id", 2},
+                            {"initializer_range", 0.2}};
+  const std::string cfg = work + "/" + model_type + ".json", dir = work + "/" + model_type;
+  io::write_file_atomic(cfg, c.dump());
+  auto r = testing::run_unillm("init --config " + cfg + " --out " + dir + " --tokenizer " +
+                               testing::shell_quote(testing::source_path("assets/stories260K")));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return dir;
+}
+
+TEST(TensorParallel, LoraWithDropoutAndQwenModels) {
+  const std::string dir = testing::temp_dir("tp_lora_qwen");
+  // LoRA with dropout: row-parallel layers cut one process's masks to their columns.
+  const std::string lora = kSft + kShort + " lora_dropout=0.1 gradient_accumulation_steps=2";
+  auto lone = train(1, lora + " output_dir=" + dir + "/lone");
+  ASSERT_EQ(lone.exit_code, 0) << lone.err;
+  auto ltp = train(2, lora + " tensor_parallel_degree=2 output_dir=" + dir + "/ltp");
+  ASSERT_EQ(ltp.exit_code, 0) << ltp.err;
+  expect_runs_close(dir + "/lone", dir + "/ltp", "lora tp2");
+  // The row-parallel layers add their partial products in another order, so a gradient differs
+  // from one process's by f32 rounding (the logged norms agree within 1e-7). Adam divides each
+  // gradient by its own running scale, which turns that rounding on the near-zero gradients of a
+  // fresh adapter (B = 0 at the start) into steps of up to ~lr: measured 1.4e-5 at lr 5e-3.
+  expect_same_weights(dir + "/lone", dir + "/ltp", "adapter_model.safetensors", 5e-5);
+  for (const std::string type : {"qwen2", "qwen3"}) {
+    const std::string model = tiny_model(dir, type);
+    const std::string full = kFull + " gradient_accumulation_steps=2 learning_rate=1e-3 model_name_or_path=" + model;
+    auto one = train(1, full + " output_dir=" + dir + "/" + type + "_one");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto tp = train(2, full + " tensor_parallel_degree=2 output_dir=" + dir + "/" + type + "_tp");
+    ASSERT_EQ(tp.exit_code, 0) << tp.err;
+    expect_runs_close(dir + "/" + type + "_one", dir + "/" + type + "_tp", type);
+    expect_same_weights(dir + "/" + type + "_one", dir + "/" + type + "_tp");
+  }
+}
+
+// (loss, grad_norm) lines of a resumed run match the tail of the uninterrupted one.
+void expect_same_tail(const std::string& whole, const std::string& resumed, const std::string& what) {
+  const auto a = testing::logged_figures(whole), b = testing::logged_figures(resumed);
+  ASSERT_EQ(b.size(), 5u) << what;  // steps 5-8 and the final evaluation
+  for (size_t i = 0; i < b.size(); ++i) {
+    const auto& w = a[a.size() - b.size() + i];
+    EXPECT_NEAR(w.first, b[i].first, 1e-4) << what << " " << i;
+    EXPECT_NEAR(w.second, b[i].second, 1e-5 * std::abs(w.second) + 1e-12) << what << " " << i;
+  }
+}
+
+TEST(TensorParallel, CheckpointResumesUnderDataParallelAndOneProcessAndRefusals) {
+  const std::string dir = testing::temp_dir("tp_resume");
+  auto whole = train(2, kFull + " gradient_accumulation_steps=2 tensor_parallel_degree=2 output_dir=" + dir + "/whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  // Under dp2 (accumulation 1 per process: the same 2 micro-batches a step) and one process.
+  for (const auto& [np, name, extra] : std::vector<std::tuple<int, std::string, std::string>>{
+           {2, "dp2", " gradient_accumulation_steps=1"}, {1, "one", " gradient_accumulation_steps=2"}}) {
+    std::filesystem::create_directories(dir + "/" + name);
+    std::filesystem::copy(dir + "/whole/checkpoint-4", dir + "/" + name + "/checkpoint-4",
+                          std::filesystem::copy_options::recursive);
+    auto r = train(np, kFull + extra + " output_dir=" + dir + "/" + name + " resume_from_checkpoint=" + dir + "/" +
+                           name + "/checkpoint-4");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    expect_same_tail(dir + "/whole", dir + "/" + name, name);
+    expect_same_weights(dir + "/whole", dir + "/" + name);
+  }
+  // Refused on every process, with the reason, never a hang.
+  const std::string small = kFull + " max_steps=2 save_strategy=no output_dir=" + dir + "/bad";
+  const std::string qwen = tiny_model(dir, "qwen3");
+  const std::vector<std::tuple<int, std::string, std::string>> bad = {
+      {1, " tensor_parallel_degree=2", "tensor_parallel_degree 2 does not divide the 1 processes"},
+      {4, " tensor_parallel_degree=4 model_name_or_path=" + qwen,
+       "tensor_parallel_degree 4 does not divide the attention's 4 heads and 2 key/value heads"},
+      {2, " tensor_parallel_degree=2 finetuning_type=lora use_dora=true",
+       "tensor parallelism with DoRA (use_dora) adapter 'default'"},
+  };
+  for (const auto& [np, extra, message] : bad) {
+    auto e = train(np, small + extra);
+    EXPECT_NE(e.exit_code, 0) << extra;
+    EXPECT_NE(e.exit_code, 124) << extra;
+    EXPECT_NE(e.err.find(message), std::string::npos) << extra << "\n" << e.err;
+  }
+}
+
+}  // namespace
+}  // namespace unillm

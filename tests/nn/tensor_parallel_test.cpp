@@ -1,0 +1,151 @@
+// Tensor parallelism in nn (nn/tensor_parallel.h): an MLP (gate/up column-parallel with biases,
+// down_proj row-parallel) with LoRA adapters under dropout on both, split over 2 and 4 ranks run
+// as threads of one process with a Collective over shared memory, against the whole layer: every
+// rank's output and input gradient equal the whole layer's, and the ranks' parameter gradients
+// sum to the whole layer's (each rank's non-zero only in its block, or a partial sum); plus the
+// split checks' messages.
+#include "nn/tensor_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "core/rng.h"
+#include "nn/mlp.h"
+#include "ops/elementwise.h"
+#include "support/expect.h"
+
+namespace unillm::nn {
+namespace {
+
+// The ranks of a group are threads; allreduce_sum: post the tensor, wait for all, add every
+// rank's (in rank order, so all get the same sum), wait, write it back.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int size) : size_(size), sync_(size), slots_(static_cast<size_t>(size)) {}
+  int size() const { return size_; }
+  void allreduce_sum(int rank, Tensor& t) {
+    slots_[static_cast<size_t>(rank)] = &t;
+    sync_.arrive_and_wait();
+    Tensor sum = Tensor::zeros(t.shape(), t.dtype());
+    float* s = sum.data<float>();
+    for (const Tensor* other : slots_)
+      for (int64_t i = 0; i < t.numel(); ++i) s[i] += other->data<float>()[i];
+    sync_.arrive_and_wait();
+    t.copy_from(sum);
+  }
+
+ private:
+  int size_;
+  std::barrier<> sync_;
+  std::vector<Tensor*> slots_;
+};
+
+class ThreadCollective : public Collective {
+ public:
+  ThreadCollective(ThreadGroup& g, int rank) : g_(g), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return g_.size(); }
+  void allreduce_sum(Tensor& t) override { g_.allreduce_sum(rank_, t); }
+
+ private:
+  ThreadGroup& g_;
+  int rank_;
+};
+
+Tensor randn(const Shape& shape, uint64_t seed, double scale = 1.0) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (auto& e : v) e = static_cast<float>(scale * rng.normal());
+  return Tensor::from_vector(v, shape, DType::f32);
+}
+
+// An MLP (hidden 8, width 12, biases) with adapter "a" (rank 2, dropout 0.25) on gate/up and
+// down_proj, every parameter random (B too, so the adapters contribute) and requiring grad.
+std::unique_ptr<MLP> make_mlp() {
+  auto mlp = std::make_unique<MLP>(8, 12, true, ParamPlacement(DType::f32));
+  LoraConfig c;
+  c.rank = 2;
+  c.alpha = 4;
+  c.dropout = 0.25;
+  c.target_modules = {"all"};
+  Rng rng(3);
+  mlp->for_each_module("", [&](const std::string&, Module& m) {
+    if (auto* f = dynamic_cast<FusedLinear*>(&m)) {
+      std::vector<size_t> parts;
+      for (size_t p = 0; p < f->parts().size(); ++p) parts.push_back(p);
+      f->add_lora("a", c, parts, rng, parts.size());
+    }
+  });
+  uint64_t seed = 10;
+  for (auto& p : mlp->parameters()) {
+    p.tensor->copy_from(randn(p.tensor->shape(), ++seed, 0.5));
+    p.tensor->set_requires_grad(true);
+  }
+  return mlp;
+}
+
+struct Result {
+  Tensor y, dx;
+  std::vector<Tensor> grads;  // in parameters() order
+};
+
+Result run(MLP& mlp, Collective* tp) {
+  Tensor x = randn({6, 8}, 1);
+  x.set_requires_grad(true);
+  LoraRun lora;
+  lora.active = {"a"};
+  lora.dropout = true;
+  lora.seed = 77;
+  Tensor y = mlp.forward(x, &lora, ops::OutputUse::kValue, tp);
+  autograd::backward(y, randn({6, 8}, 2));
+  Result r{y, x.grad(), {}};
+  for (auto& p : mlp.parameters()) r.grads.push_back(p.tensor->grad().defined() ? p.tensor->grad().clone() : Tensor());
+  return r;
+}
+
+TEST(TensorParallel, SplitMlpWithLoraGivesTheWholeLayer) {
+  testing::init_cpu();
+  auto whole_mlp = make_mlp();
+  const Result whole = run(*whole_mlp, nullptr);
+  for (int size : {2, 4}) {
+    ThreadGroup group(size);
+    std::vector<std::unique_ptr<MLP>> mlps;
+    for (int r = 0; r < size; ++r) mlps.push_back(make_mlp());
+    std::vector<Result> ranks(static_cast<size_t>(size));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r)
+      threads.emplace_back([&, r] {
+        ThreadCollective c(group, r);
+        ranks[static_cast<size_t>(r)] = run(*mlps[static_cast<size_t>(r)], &c);
+      });
+    for (auto& t : threads) t.join();
+    for (const Result& got : ranks) {
+      testing::expect_close(got.y, whole.y, 1e-5, 1e-5);
+      testing::expect_close(got.dx, whole.dx, 1e-5, 1e-5);
+    }
+    ASSERT_EQ(ranks[0].grads.size(), whole.grads.size());
+    for (size_t i = 0; i < whole.grads.size(); ++i) {
+      Tensor sum = Tensor::zeros(whole.grads[i].shape(), DType::f32);
+      for (const Result& got : ranks)
+        if (got.grads[i].defined()) sum = ops::add(sum, got.grads[i]);
+      testing::expect_close(sum, whole.grads[i], 1e-5, 1e-5);
+    }
+  }
+}
+
+TEST(TensorParallel, SplitChecksNameTheLayer) {
+  testing::init_cpu();
+  MLP mlp(8, 12, false, ParamPlacement(DType::f32));
+  mlp.check_split(4);  // 12 rows and 12 input columns split 4 ways
+  testing::expect_throw_with<ConfigError>([&] { mlp.check_split(5); },
+                                          "gate_proj has 12 output rows, which tensor_parallel_degree 5 does not divide");
+  EXPECT_EQ(tp_share(12, 4, 3), (std::pair<int64_t, int64_t>{9, 12}));
+}
+
+}  // namespace
+}  // namespace unillm::nn
