@@ -37,14 +37,15 @@ inline std::vector<std::pair<double, double>> logged_figures(const std::string& 
 }
 
 // Two runs' logged figures line by line: losses as logged (4 decimals) and gradient norms within
-// 1e-5 relative.
-inline void expect_runs_close(const std::string& a_dir, const std::string& b_dir, const std::string& what) {
+// grad_rel relative.
+inline void expect_runs_close(const std::string& a_dir, const std::string& b_dir, const std::string& what,
+                              double grad_rel = 1e-5) {
   const auto a = logged_figures(a_dir), b = logged_figures(b_dir);
   ASSERT_EQ(a.size(), b.size()) << what;
   ASSERT_FALSE(a.empty()) << what;
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_NEAR(a[i].first, b[i].first, 1e-4 + 1e-5 * std::abs(a[i].first)) << what << " line " << i + 1;
-    EXPECT_NEAR(a[i].second, b[i].second, 1e-5 * std::abs(a[i].second) + 1e-12) << what << " line " << i + 1;
+    EXPECT_NEAR(a[i].second, b[i].second, grad_rel * std::abs(a[i].second) + 1e-12) << what << " line " << i + 1;
   }
 }
 
