@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Data- and pipeline-parallel training layouts on this machine: one process with 2 threads against 2 processes
+"""Data-, pipeline- and tensor-parallel training layouts on this machine: one process with 2 threads against 2 processes
 with 1 thread each (plain data parallelism, ZeRO stage 1, ZeRO stage 2), unillm and its peer
 PyTorch (DistributedDataParallel over gloo, and ZeroRedundancyOptimizer for stage 1) on the same
 model, blocks and global batch.
@@ -124,6 +124,9 @@ def main():
             # the same global batch as 4 micro-batches through 2 stages (1F1B); no PyTorch peer here
             ("pp2 (1F1B, 4 micro-batches)", 2, 1, {"pipeline_parallel_degree": 2, "per_device_train_batch_size": batch // 4,
                                                    "gradient_accumulation_steps": 4}, None),
+            # each layer's heads and MLP rows split over 2 processes (PyTorch 1.13 has no tensor parallelism)
+            ("tp2", 2, 1, {"tensor_parallel_degree": 2}, None),
+            ("tp2 + sequence parallel", 2, 1, {"tensor_parallel_degree": 2, "sequence_parallel": True}, None),
         ]
         rows = []
         for name, np_, th, keys, z1 in layouts:
@@ -136,7 +139,8 @@ def main():
     print(f"PyTorch side: OPENBLAS_CORETYPE={a.torch_core or '(as set)'}; unillm: the environment as it is "
           f"(OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')})")
     base_u, base_t = rows[0][3]["tokens_per_s"], rows[0][4]["tokens_per_s"]
-    hidden = json.loads((mdir / "config.json").read_text())["hidden_size"]
+    cfg = json.loads((mdir / "config.json").read_text())
+    hidden, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
     tokens = batch * tb.SEQ
     print(f"\n{a.shape}, f32 full fine-tuning, global batch {batch} x {tb.SEQ}, recompute on, {a.steps} steps "
           "(median after the first)\n")
@@ -152,6 +156,9 @@ def main():
             formula = 2 * (p - 1) / p * B + ((p - 1) / p * B if keys.get("sharding") == "stage1" else 0)
         if keys.get("pipeline_parallel_degree"):  # + each micro-batch's activations out and gradients in
             formula += 2 * batch * tb.SEQ * hidden * 4 / 1048576
+        if keys.get("tensor_parallel_degree"):  # + 4 collectives of [tokens, hidden] f32 per layer: allreduces
+            act = tokens * hidden * 4 / 1048576  # (2 (p-1)/p each), or all-gathers and reduce-scatters ((p-1)/p)
+            formula += 4 * layers * (p - 1) / p * act * (1 if keys.get("sequence_parallel") else 2)
         wait = u.get("wait_ms")
         tstep = tokens / t["tokens_per_s"] * 1e3 if t else None
         fl, ov = u.get("flight_ms"), u.get("overlap_ms")

@@ -154,7 +154,9 @@ Tensor CausalLM::logits_all(const std::vector<int32_t>& ids) {
   return forward(single_sequence_batch(ids, 0, {0}, t, false), caches);
 }
 
-void CausalLM::set_tensor_parallel(nn::Collective* group) {
+void CausalLM::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, bool vocab_parallel) {
+  (void)sequence_parallel;
+  (void)vocab_parallel;
   if (group && group->size() > 1)
     UNILLM_THROW(NotImplemented, "[model] tensor parallelism is not implemented for this model");
   tp_ = nullptr;

@@ -118,10 +118,18 @@ class CausalLM {
   // Tensor parallelism (nn/tensor_parallel.h): the group the training forwards (loss,
   // hidden_states, hidden_states_range) split their attention and MLP over — each rank its share
   // of the heads and of the MLP's rows; inference forwards never split. nullptr: no split.
+  // sequence_parallel: the stream between the split regions is cut by tokens too, and loss()
+  // gives this rank's rows' share of the loss (its loss_sum and count; summed over the group they
+  // are one process's); hidden_states and hidden_states_range are then refused.
   // Throws ConfigError when a layer cannot be split over the group (heads, kv heads or the MLP
   // width not divisible, quantised weights, DoRA/OFT adapters). The default throws NotImplemented.
-  virtual void set_tensor_parallel(nn::Collective* group);
+  // vocab_parallel (PaddleNLP's tensor_parallel_output): loss() splits the lm_head by vocabulary
+  // rows over the group with a parallel cross-entropy (nn::vocab_parallel_loss); with a tied,
+  // trained embedding only under sequence_parallel (whose embedding gradients are each rank's share).
+  virtual void set_tensor_parallel(nn::Collective* group, bool sequence_parallel = false, bool vocab_parallel = false);
   nn::Collective* tensor_parallel() const { return tp_; }
+  bool sequence_parallel() const { return tp_ && sp_; }
+  bool vocab_parallel() const { return tp_ && vp_; }
   // The parameters whose gradient on a rank of the group is that rank's own share (its blocks of
   // the split weights and their adapters, the q/k norms); every other trainable parameter gets
   // the same whole gradient on each rank of the group.
@@ -154,6 +162,7 @@ class CausalLM {
  protected:
   std::function<void(int64_t)> layer_backward_hook_;
   nn::Collective* tp_ = nullptr;
+  bool sp_ = false, vp_ = false;
   // The LoRA state of one call: the requested (or active) adapters, validated.
   std::shared_ptr<const nn::LoraRun> lora_run(const std::optional<std::vector<std::string>>& req,
                                               Rng* dropout_rng) const;

@@ -14,6 +14,7 @@
 #include "ops/linear.h"
 #include "ops/quant.h"
 #include "ops/shape.h"
+#include "ops/take.h"
 
 namespace unillm::models {
 
@@ -52,7 +53,7 @@ Tensor DecoderLayer::attention_block(const Tensor& x, const nn::AttentionInputs&
 
 Tensor DecoderLayer::mlp_block(const Tensor& h, const nn::AttentionInputs& in,
                                ops::OutputUse use) const {
-  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h), in.lora.get(), use, in.tp));
+  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h), in.lora.get(), use, &in.tp));
 }
 
 DecoderLayer::Stream DecoderLayer::forward(const Stream& x, const nn::AttentionInputs& in,
@@ -60,7 +61,7 @@ DecoderLayer::Stream DecoderLayer::forward(const Stream& x, const nn::AttentionI
   ops::AddRmsNormResult a =
       x.delta.defined() ? input_norm_.add_forward(x.sum, x.delta) : ops::AddRmsNormResult{x.sum, input_norm_.forward(x.sum)};
   ops::AddRmsNormResult h = post_attn_norm_.add_forward(a.sum, attn_.forward(a.y, in, cache));
-  return {h.sum, mlp_.forward(h.y, in.lora.get(), ops::OutputUse::kValue, cache.k ? nullptr : in.tp)};
+  return {h.sum, mlp_.forward(h.y, in.lora.get(), ops::OutputUse::kValue, cache.k ? nullptr : &in.tp)};
 }
 
 void DecoderLayer::check_split(int size) const {
@@ -184,8 +185,15 @@ void Llama::set_lm_head_quantized(ops::QuantizedWeight q) {
 LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scale_hint) {
   if (lm_head_q_.defined())
     UNILLM_THROW(ConfigError, "[llama] training through a quantised lm_head is not supported (load the model without --quant_type)");
-  Tensor x = hidden_states(batch, recompute);  // [N, C]
-  auto ce = ops::linear_cross_entropy_eager_grad(x, lm_head(), shifted_labels(batch.labels), grad_scale_hint);
+  const nn::AttentionInputs in = train_inputs(batch);
+  Tensor x = train_hidden(batch, in, recompute);  // [N, C], or this rank's rows
+  Tensor labels = shifted_labels(batch.labels);
+  if (vocab_parallel()) {
+    auto ce = nn::vocab_parallel_loss(x, lm_head(), labels, in.tp, grad_scale_hint);
+    return {ce.loss_sum, ce.count};
+  }
+  if (in.tp.sequence) labels = ops::take_rows(labels, {in.tp.rows()});
+  auto ce = ops::linear_cross_entropy_eager_grad(x, lm_head(), labels, grad_scale_hint);
   return {ce.loss_sum, ce.count};
 }
 
@@ -199,33 +207,58 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   in.tokens = t;
   // Once per call on the model's device (the attention of every layer reads them).
   in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
-  in.tp = tp_;
+  in.tp = {tp_, sp_, b * t};
   return in;
 }
 
-void Llama::set_tensor_parallel(nn::Collective* group) {
-  if (group && group->size() > 1)
+void Llama::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, bool vocab_parallel) {
+  if (group && group->size() > 1) {
     for (const auto& l : layers_) l->check_split(group->size());
+    if (vocab_parallel && c_.tie_word_embeddings && !sequence_parallel && embed_.requires_grad())
+      UNILLM_THROW(ConfigError, "[llama] a vocabulary-parallel lm_head (tensor_parallel_output) tied to a trained "
+                   "embedding needs sequence_parallel: without it the embedding's lookup gradient is computed "
+                   "whole on every process while the lm_head's is each one's share");
+    if (vocab_parallel && c_.vocab_size < group->size())
+      UNILLM_THROW(ConfigError, "[llama] a vocabulary of ", c_.vocab_size, " cannot be split over ", group->size(),
+                   " processes");
+  }
   tp_ = group && group->size() > 1 ? group : nullptr;
+  sp_ = tp_ && sequence_parallel;
+  vp_ = tp_ && vocab_parallel;
+}
+
+void Llama::refuse_sequence_parallel(const char* what) const {
+  if (sp_)
+    UNILLM_THROW(NotImplemented, "[llama] ", what, " under sequence parallelism is not implemented (each "
+                 "process holds only its rows of the hidden states; the token loss of pt and sft runs)");
+}
+
+Tensor Llama::train_hidden(const TrainBatch& batch, const nn::AttentionInputs& in, bool recompute) {
+  Tensor ids = batch.input_ids.contiguous().view({batch.input_ids.numel()});
+  if (in.tp.sequence) {  // this rank's tokens only, from the embedding to the final norm
+    const auto [lo, hi] = in.tp.rows();
+    ids = ids.slice(0, lo, hi).contiguous();
+  }
+  return final_norm(layers(ops::embedding(ids, embed_), in, nullptr, recompute), Tensor());
 }
 
 std::vector<const Tensor*> Llama::tensor_parallel_tensors() const {
   std::vector<const Tensor*> out;
   for (const auto& l : layers_) l->split_tensors(out);
+  if (vp_) out.push_back(&lm_head());  // each rank's vocabulary rows
   return out;
 }
 
 Tensor Llama::hidden_states(const TrainBatch& batch, bool recompute) {
-  const nn::AttentionInputs in = train_inputs(batch);
-  const int64_t n = batch.input_ids.numel();
-  return final_norm(layers(ops::embedding(batch.input_ids.contiguous().view({n}), embed_), in, nullptr, recompute),
-                    Tensor());  // [N, C]
+  refuse_sequence_parallel("hidden_states (a loss other than the token loss)");
+  return train_hidden(batch, train_inputs(batch), recompute);  // [N, C]
 }
 
 Tensor Llama::hidden_states_range(const TrainBatch& batch, const Tensor& input, int64_t begin, int64_t end,
                                   bool recompute) {
   if (begin < 0 || end > c_.num_layers || begin >= end)
     UNILLM_THROW(ShapeError, "[llama] pipeline stage of layers [", begin, ", ", end, ") of ", c_.num_layers);
+  refuse_sequence_parallel("a pipeline stage");
   const nn::AttentionInputs in = train_inputs(batch);
   const int64_t n = batch.input_ids.numel();
   Tensor x = begin == 0 ? ops::embedding(batch.input_ids.contiguous().view({n}), embed_) : input;

@@ -61,7 +61,7 @@ class Llama : public CausalLM, public nn::Module {
   void set_lm_head_quantized(ops::QuantizedWeight q) override;
   const ops::QuantizedWeight& lm_head_quantized() const override { return lm_head_q_; }
   void set_vocab_weights(Tensor embed, Tensor lm_head) override;  // in resize_vocab.cpp
-  void set_tensor_parallel(nn::Collective* group) override;
+  void set_tensor_parallel(nn::Collective* group, bool sequence_parallel = false, bool vocab_parallel = false) override;
   std::vector<const Tensor*> tensor_parallel_tensors() const override;
 
  private:
@@ -79,8 +79,13 @@ class Llama : public CausalLM, public nn::Module {
   // Layers [begin, end) only when given (a pipeline stage's).
   DecoderLayer::Stream layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute,
                               size_t begin = 0, size_t end = SIZE_MAX);
-  // The training attention inputs of a batch (positions, LoRA run with its dropout draw, segments).
+  // The training attention inputs of a batch (positions, LoRA run with its dropout draw, segments,
+  // tensor parallelism).
   nn::AttentionInputs train_inputs(const TrainBatch& batch) const;
+  // The training forward to the final norm: [N, C], or this rank's rows under sequence
+  // parallelism (in.tp.rows()).
+  Tensor train_hidden(const TrainBatch& batch, const nn::AttentionInputs& in, bool recompute);
+  void refuse_sequence_parallel(const char* what) const;
   // The final norm of the stream's rows (all when rows is undefined).
   Tensor final_norm(DecoderLayer::Stream stream, const Tensor& rows) const;
   nn::Scope model_;  // the "model." scope of HF names

@@ -34,18 +34,21 @@ Attention::Attention(const AttentionConfig& c)
 
 Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, LayerCache cache,
                           ops::OutputUse use, AttentionStash* stash) const {
-  // Under tensor parallelism this rank's heads (q/k/v column-parallel give their rows).
-  const int64_t split = in.tp && !cache.k ? in.tp->size() : 1;
-  const int64_t n = x.size(0), h = c_.heads / split, hkv = c_.kv_heads / split, d = c_.head_dim;
-  Collective* tp = split > 1 ? in.tp : nullptr;
+  // Under tensor parallelism this rank's heads (q/k/v column-parallel give their rows), of every
+  // token (sequence parallelism gathers them).
+  const TensorParallel* tp = in.tp.active() && !cache.k ? &in.tp : nullptr;
+  const int64_t split = tp ? tp->group->size() : 1;
+  const int64_t h = c_.heads / split, hkv = c_.kv_heads / split, d = c_.head_dim;
+  const Tensor projected = qkv_.forward(x, in.lora.get(), ops::OutputUse::kValue, tp);
+  const int64_t n = projected.size(0);
   Tensor q, k, v;
   if (fused_rope_) {
-    auto heads = ops::rope_qkv(qkv_.forward(x, in.lora.get(), ops::OutputUse::kValue, tp), in.positions, *in.inv_freq, h, hkv, d);
+    auto heads = ops::rope_qkv(projected, in.positions, *in.inv_freq, h, hkv, d);
     q = heads.q;
     k = heads.k;
     v = heads.v;
   } else {
-    auto qkv = ops::split_last(qkv_.forward(x, in.lora.get(), ops::OutputUse::kValue, tp), {h * d, hkv * d, hkv * d});
+    auto qkv = ops::split_last(projected, {h * d, hkv * d, hkv * d});
     q = ops::reshape(qkv[0], {n, h, d});
     k = ops::reshape(qkv[1], {n, hkv, d});
     v = ops::reshape(qkv[2], {n, hkv, d});

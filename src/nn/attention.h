@@ -37,8 +37,9 @@ struct AttentionInputs {
   int64_t rows = 0, tokens = 0;
   Tensor segment_ids;  // [rows, tokens] i32
   // Training under tensor parallelism (nn/tensor_parallel.h): the group this call's split layers
-  // run over (each rank its share of the heads and of the MLP); nullptr = the whole layer.
-  Collective* tp = nullptr;
+  // run over (each rank its share of the heads and of the MLP; under sequence parallelism x is
+  // the rank's token rows and so is the result); no group: the whole layer.
+  TensorParallel tp;
 };
 
 // One layer's paged K/V storage [NB, BS, Hkv, D]; both null in training (no cache).

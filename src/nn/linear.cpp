@@ -40,8 +40,8 @@ int64_t FusedLinear::part_begin(size_t i) const {
   return row;
 }
 
-Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse use, Collective* tp) const {
-  if (tp && split_ != TpSplit::kNone && tp->size() > 1) return forward_split(x, lora, use, *tp);  // nn/linear_tp.cpp
+Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse use, const TensorParallel* tp) const {
+  if (tp && split_ != TpSplit::kNone && tp->active()) return forward_split(x, lora, use, *tp);  // nn/linear_tp.cpp
   if (observer_) observer_(x);
   if (oft_active(lora)) return forward_with_oft(x, *lora, use);  // nn/oft.cpp
   std::vector<ops::LoraAdapterInput> adapters;

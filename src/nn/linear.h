@@ -37,9 +37,10 @@ class FusedLinear : public Module {
   // tp (training under tensor parallelism, nn/tensor_parallel.h): this rank's share by the
   // layer's split — a column-parallel layer returns its rows of each part ([N, Σ out/size]), a
   // row-parallel one takes x's share of the input columns ([N, in/size]) and returns the sum
-  // over the group. nullptr, or a layer without a split: the whole layer.
+  // over the group (with sequence parallelism a column-parallel layer takes the rank's token rows
+  // and a row-parallel one returns them). nullptr, or a layer without a split: the whole layer.
   Tensor forward(const Tensor& x, const LoraRun* lora = nullptr,
-                 ops::OutputUse use = ops::OutputUse::kValue, Collective* tp = nullptr) const;
+                 ops::OutputUse use = ops::OutputUse::kValue, const TensorParallel* tp = nullptr) const;
   // How tensor parallelism splits this layer (set by its parent: Attention, MLP).
   void set_split(TpSplit s) { split_ = s; }
   TpSplit split() const { return split_; }
@@ -98,7 +99,7 @@ class FusedLinear : public Module {
  private:
   ops::LoraAdapterInput adapter_input(const LoraWeights& w) const;
   // forward under tensor parallelism (nn/linear_tp.cpp).
-  Tensor forward_split(const Tensor& x, const LoraRun* lora, ops::OutputUse use, Collective& tp) const;
+  Tensor forward_split(const Tensor& x, const LoraRun* lora, ops::OutputUse use, const TensorParallel& tp) const;
   TpSplit split_ = TpSplit::kNone;
   // OFT (nn/oft.cpp): whether the call applies an OFT adapter this layer holds, the forward then,
   // its op input, and the merge.

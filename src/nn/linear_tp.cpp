@@ -41,8 +41,8 @@ void FusedLinear::split_tensors(std::vector<const Tensor*>& out) const {
   }
 }
 
-Tensor FusedLinear::forward_split(const Tensor& x, const LoraRun* lora, ops::OutputUse use, Collective& tp) const {
-  const int n = tp.size(), r = tp.rank();
+Tensor FusedLinear::forward_split(const Tensor& x, const LoraRun* lora, ops::OutputUse use, const TensorParallel& tp) const {
+  const int n = tp.group->size(), r = tp.group->rank();
   std::vector<ops::LoraAdapterInput> adapters;
   auto adapter = [&](size_t i) -> const LoraWeights* {
     if (!lora) return nullptr;
@@ -75,7 +75,7 @@ Tensor FusedLinear::forward_split(const Tensor& x, const LoraRun* lora, ops::Out
       in.b = ops::take_rows(w->b, b_rows);
       adapters.push_back(std::move(in));
     }
-    const Tensor xr = tp_copy(x, tp);
+    const Tensor xr = tp_enter(x, tp);
     const Tensor wr = ops::take_rows(weight_, rows);
     const Tensor br = bias_.defined() ? ops::take_rows(bias_, rows) : Tensor();
     return adapters.empty() ? ops::linear(xr, wr, br, use) : ops::lora_linear(xr, wr, br, adapters, use);
@@ -97,9 +97,11 @@ Tensor FusedLinear::forward_split(const Tensor& x, const LoraRun* lora, ops::Out
     adapters.push_back(std::move(in));
   }
   const Tensor wc = ops::take_cols(weight_, c0, c1);
+  // Row-parallel input comes from this rank's column-parallel layers (the gathered tokens under
+  // sequence parallelism).
   const Tensor bias = r == 0 ? bias_ : Tensor();
   const Tensor partial = adapters.empty() ? ops::linear(x, wc, bias, use) : ops::lora_linear(x, wc, bias, adapters, use);
-  return tp_reduce(partial, tp, use);
+  return tp_exit(partial, tp, use);
 }
 
 }  // namespace unillm::nn

@@ -14,8 +14,8 @@ MLP::MLP(int64_t hidden, int64_t ffn, bool bias, ParamPlacement weights)
   down_.set_split(TpSplit::kRow);
 }
 
-Tensor MLP::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse use, Collective* tp) const {
-  if (tp && tp->size() == 1) tp = nullptr;
+Tensor MLP::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse use, const TensorParallel* tp) const {
+  if (tp && !tp->active()) tp = nullptr;
   return down_.forward(ops::swiglu(gate_up_.forward(x, lora, ops::OutputUse::kValue, tp)), lora, use, tp);
 }
 

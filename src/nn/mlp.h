@@ -12,7 +12,7 @@ class MLP : public Module {
   // value is not needed (recompute re-run), so down_proj only records its backward node.
   // tp: tensor parallelism (gate/up column-parallel, down row-parallel; nn/tensor_parallel.h).
   Tensor forward(const Tensor& x, const LoraRun* lora = nullptr,
-                 ops::OutputUse use = ops::OutputUse::kValue, Collective* tp = nullptr) const;
+                 ops::OutputUse use = ops::OutputUse::kValue, const TensorParallel* tp = nullptr) const;
   void check_split(int size) const;
   void split_tensors(std::vector<const Tensor*>& out) const;
 

@@ -273,6 +273,12 @@ struct TrainArgs {
   // Tensor parallelism (nn/tensor_parallel.h): PaddleNLP's tensor_parallel_degree, the processes
   // that split each layer's heads and MLP rows (the fastest axis of the mesh).
   int64_t tensor_degree = 1;
+  // PaddleNLP's sequence_parallel: under tensor parallelism the stream between the split regions
+  // is cut by tokens too (nn/tensor_parallel.h).
+  bool sequence_parallel = false;
+  // PaddleNLP's tensor_parallel_output: under tensor parallelism the lm_head is split by
+  // vocabulary rows with a parallel cross-entropy (nn::vocab_parallel_loss).
+  bool tensor_parallel_output = false;
   // Data parallelism's gradient buckets (train/grad_buckets.h), HF's ddp_bucket_cap_mb (torch
   // DDP's default 25 MB): consecutive decoder layers' gradients summed in one collective, started
   // as soon as backward leaves them.

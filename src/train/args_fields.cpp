@@ -22,8 +22,11 @@ void not_implemented(const Field& f, const std::string& what) {
                " is not implemented yet");
 }
 
+// YAML's booleans, and 0 / 1 as HF's argument parsers take them (PaddleNLP's launch scripts and
+// argument files write `"zero_padding": 0`, `"sequence_parallel": 1`).
 bool get_bool(const Field& f) {
   bool v;
+  if (f.node.IsScalar() && (f.node.Scalar() == "0" || f.node.Scalar() == "1")) return f.node.Scalar() == "1";
   if (!f.node.IsScalar() || !YAML::convert<bool>::decode(f.node, v)) bad_value(f, "true or false");
   return v;
 }

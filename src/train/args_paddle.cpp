@@ -31,7 +31,6 @@ enum class Map {
   kNotImplemented,    // a method unillm does not have: refused when on
   kInputDir,          // input_dir: run_pretrain.py's corpus → stage pt from that corpus
   kMaxSeqLength,      // run_pretrain.py's max_seq_length → cutoff_len (the block length)
-  kParallelSwitch,    // sequence_parallel: off is fine, on is not implemented yet
   kDirect,            // an HF key the YAML table does not implement yet: set through its setter
   kPretrainOnly,      // min_learning_rate, decay_steps: run_pretrain.py's schedule
   kTokenizer,         // tokenizer_name_or_path: run_pretrain.py loads it; run_finetune.py does not
@@ -73,7 +72,15 @@ const std::map<std::string, Map>& paddle_keys() {
       {"use_quick_lora", Map::kIgnored},
       {"greedy_zero_padding", Map::kNotImplemented},
       {"tensor_parallel_degree", Map::kSame},
-      {"tensor_parallel_output", Map::kIgnored},
+      {"tensor_parallel_output", Map::kSame},
+      {"fuse_attention_qkv", Map::kIgnored},
+      {"fuse_attention_ffn", Map::kIgnored},
+      {"enable_linear_fused_grad_add", Map::kIgnored},
+      {"recompute_use_reentrant", Map::kIgnored},
+      {"load_sharded_model", Map::kIgnored},
+      {"save_sharded_model", Map::kIgnored},
+      {"force_reshard_pp", Map::kIgnored},
+      {"pad_to_multiple_of", Map::kIgnored},
       {"pipeline_parallel_degree", Map::kSame},
       {"sharding_parallel_degree", Map::kSame},
       {"sep_parallel_degree", Map::kDegree},
@@ -100,7 +107,7 @@ const std::map<std::string, Map>& paddle_keys() {
       {"share_folder", Map::kIgnored},
       {"distributed_dataloader", Map::kIgnored},
       {"virtual_pp_degree", Map::kSame},
-      {"sequence_parallel", Map::kParallelSwitch},
+      {"sequence_parallel", Map::kSame},
       {"min_learning_rate", Map::kPretrainOnly},
       {"decay_steps", Map::kPretrainOnly},
       {"tokenizer_name_or_path", Map::kTokenizer},
@@ -175,6 +182,23 @@ void warn_ignored(Translation& t, const std::string& key, const std::string& whe
                        "' is accepted and ignored by unillm" + why);
 }
 
+// Why an accepted Paddle-only switch changes nothing here ("" for the plain notice).
+std::string ignored_because(const std::string& key) {
+  static const std::map<std::string, std::string> why = {
+      {"fuse_attention_qkv", "q/k/v are always one fused projection"},
+      {"fuse_attention_ffn", "gate/up are always one fused projection"},
+      {"enable_linear_fused_grad_add", "weight gradients accumulate into the gradient arena directly"},
+      {"recompute_use_reentrant", "recompute re-runs each layer's segments in backward either way"},
+      {"load_sharded_model", "checkpoints are unified HF dirs whatever the layout; any layout resumes them"},
+      {"save_sharded_model", "checkpoints are unified HF dirs whatever the layout; any layout resumes them"},
+      {"force_reshard_pp", "checkpoints are unified HF dirs whatever the layout; any layout resumes them"},
+      {"pad_to_multiple_of", "each micro-batch is padded to its longest row; padding is never scored, so the loss is "
+                             "the same"},
+  };
+  auto it = why.find(key);
+  return it == why.end() ? "" : " (" + it->second + ")";
+}
+
 // continue_training false (run_pretrain.py's default): PaddleNLP builds the model from its config
 // with random weights, as train_from_scratch does; true loads model_name_or_path's weights.
 void set_from_scratch(Translation& t, bool from_scratch, const std::string& where) {
@@ -231,23 +255,12 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
       if (!(v.IsScalar() && v.Scalar().size() && v.Scalar()[0] == '-')) out[key] = Field{key, v, where};
       break;
     case Map::kIgnored:
-      if (on())
-        warn_ignored(t, key, where,
-                     key == "tensor_parallel_output"
-                         ? " (under tensor parallelism each rank computes the lm_head and the loss whole: the "
-                           "loss is the same)"
-                         : "");
+      if (on()) warn_ignored(t, key, where, ignored_because(key));
       break;
     case Map::kDegree:
       if (v.IsScalar() && v.Scalar() != "1" && v.Scalar() != "-1" && v.Scalar() != "0")
         UNILLM_THROW(NotImplemented, "[config] ", where, ": PaddleNLP key '", key, "' = ", v.Scalar(),
                      ": parallelism is not implemented yet (1 device)");
-      break;
-    case Map::kParallelSwitch:
-      if (on_bool())
-        UNILLM_THROW(NotImplemented, "[config] ", where, ": PaddleNLP key '", key,
-                     "' is on: sequence parallelism is not implemented yet (tensor_parallel_degree runs "
-                     "without it: set sequence_parallel 0)");
       break;
     case Map::kInputDir:
       out[key] = Field{key, v, where};

@@ -223,6 +223,8 @@ bool set_parallel_field(TrainArgs& a, const Field& f) {
     d = get_int(f, -1);
     if (d == -1 || d == 0) d = 1;  // PaddleNLP's "off"
     if (d < 1) bad_value(f, "a number of processes (1: off)");
+  } else if (f.key == "sequence_parallel" || f.key == "tensor_parallel_output") {
+    (f.key == "sequence_parallel" ? a.sequence_parallel : a.tensor_parallel_output) = !is_off(f.node);
   } else if (f.key == "ddp_bucket_cap_mb") {
     a.ddp_bucket_cap_mb = is_off(f.node) ? 25 : get_number_in(f, 0, 1e9, true, false);  // null: torch's 25
   } else if (f.key == "fsdp_config") {

@@ -155,7 +155,7 @@ constexpr Group kGroups[] = {
     // ---- LLaMA-Factory MegatronBridgeArguments (its Megatron training path)
     {"megatron", S::kNotImplemented,
      "tensor_model_parallel_size pipeline_model_parallel_size expert_model_parallel_size "
-     "context_parallel_size virtual_pipeline_model_parallel_size sequence_parallel "
+     "context_parallel_size virtual_pipeline_model_parallel_size "
      "recompute_granularity recompute_method recompute_num_layers "
      "account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
      "bias_activation_fusion apply_rope_fusion masked_softmax_fusion cross_entropy_loss_fusion "
@@ -169,7 +169,7 @@ constexpr Group kGroups[] = {
     // ---- PaddleNLP llm/ keys for {src,tgt} SFT data (run_finetune.py DataArgument)
     {"paddlenlp", S::kImplemented, "dataset_name_or_path src_length max_length zero_padding"},
     {"paddlenlp", S::kImplemented, "sharding sharding_parallel_degree pipeline_parallel_degree virtual_pp_degree "
-     "tensor_parallel_degree"},
+     "tensor_parallel_degree sequence_parallel tensor_parallel_output"},
     {"training", S::kImplemented, "ddp_bucket_cap_mb"},
     // ---- PaddleNLP llm/ keys for pre-tokenised corpora (run_pretrain.py DataArgument)
     {"paddlenlp", S::kImplemented, "input_dir split"},

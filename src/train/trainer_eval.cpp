@@ -69,8 +69,9 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   struct WholeLayers {
     models::CausalLM& m;
     nn::Collective* tp;
-    ~WholeLayers() { m.set_tensor_parallel(tp); }
-  } whole{*model_, model_->tensor_parallel()};
+    bool sp, vp;
+    ~WholeLayers() { m.set_tensor_parallel(tp, sp, vp); }
+  } whole{*model_, model_->tensor_parallel(), model_->sequence_parallel(), model_->vocab_parallel()};
   model_->set_tensor_parallel(nullptr);
   data::LoaderOptions eo = loader_opts_;
   eo.batch_size = a_.per_device_eval_batch_size;

@@ -138,8 +138,9 @@ class Run {
   std::vector<const Tensor*> tp_replicated_;
   void setup_tensor_parallel();
   int64_t tp_rank() const { return model_mesh_ ? model_mesh_->coord().tp : 0; }
-  // Each rank of a tensor-parallel group computes the same loss; rank 0's alone is counted.
-  bool counts_loss() const { return tp_rank() == 0; }
+  // Each rank of a tensor-parallel group computes the same loss; rank 0's alone is counted (under
+  // sequence parallelism each computes its tokens' share, and all are).
+  bool counts_loss() const { return tp_rank() == 0 || model_->sequence_parallel(); }
   void drop_replicated_grads();
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<GradBuckets> buckets_;  // plain data parallelism: the gradient sum in buckets

@@ -21,6 +21,8 @@ class GroupCollective : public nn::Collective {
   int rank() const override { return g_.rank(); }
   int size() const override { return g_.size(); }
   void allreduce_sum(Tensor& t) override { g_.allreduce(t, dist::ReduceOp::sum); }
+  void allgather(const Tensor& in, Tensor& out) override { g_.allgather(in, out); }
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override { g_.reduce_scatter(in, out, dist::ReduceOp::sum); }
 
  private:
   dist::ProcessGroup& g_;
@@ -29,14 +31,45 @@ class GroupCollective : public nn::Collective {
 }  // namespace
 
 void Run::setup_tensor_parallel() {
-  if (a_.tensor_degree == 1) return;
+  if (a_.tensor_degree == 1) {
+    if (a_.sequence_parallel)
+      say("sequence_parallel without tensor parallelism (tensor_parallel_degree 1) does nothing");
+    return;
+  }
+  const bool sp = a_.sequence_parallel;
+  if (sp && a_.pipeline_degree > 1)
+    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": sequence_parallel with pipeline_parallel_degree ",
+                 a_.pipeline_degree, " is not implemented yet (tensor parallelism with pipeline stages runs without it)");
+  if (sp && !stage_->model_token_loss())
+    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": sequence_parallel with stage ", a_.stage,
+                 a_.stage == "sft" || a_.stage == "pt" ? " and its loss variant" : "",
+                 " is not implemented yet: its loss needs every token's hidden state (pt and sft's plain token "
+                 "loss runs; tensor parallelism runs without sequence_parallel)");
+  // tensor_parallel_output splits the lm_head of CausalLM::loss(); a stage with a loss of its own
+  // multiplies the lm_head whole.
+  // A trained embedding tied to the lm_head mixes a lookup gradient computed whole on every process
+  // (without sequence parallelism) with the lm_head's per-process share: then the lm_head stays whole.
+  const bool tied_trained = model_->config().tie_word_embeddings && model_->lm_head_weight().requires_grad() && !sp;
+  // Pipeline stages compute the loss in Stage::head_loss, from the whole lm_head.
+  const bool staged = a_.pipeline_degree > 1;
+  const bool vp = a_.tensor_parallel_output && stage_->model_token_loss() && !tied_trained && !staged;
+  if (a_.tensor_parallel_output && !vp)
+    say(staged ? std::string("tensor_parallel_output: the last pipeline stage computes the lm_head whole (splitting it "
+                             "is not built with pipeline stages yet)")
+        : tied_trained ? std::string("tensor_parallel_output: the lm_head is tied to the trained embedding, whose lookup "
+                                   "gradient each process computes whole without sequence_parallel; each process "
+                                   "computes the lm_head whole (set sequence_parallel to split it)")
+                     : "tensor_parallel_output: stage " + a_.stage + "'s loss reads the whole lm_head; each process "
+                       "computes it whole (pt and sft's token loss splits it)");
   tp_group_ = std::make_unique<GroupCollective>(model_mesh_->tp());
   try {
-    model_->set_tensor_parallel(tp_group_.get());
+    model_->set_tensor_parallel(tp_group_.get(), sp, vp);
   } catch (const ConfigError& e) {
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": tensor_parallel_degree ", a_.tensor_degree, ": ",
                  e.what());
   }
+  // Under sequence parallelism every gradient is a rank's own share (each runs the norms, the
+  // embedding and the loss on its tokens): nothing is computed whole.
   std::set<const void*> split;
   for (const Tensor* t : model_->tensor_parallel_tensors())
     if (t->defined()) split.insert(t->raw_data());
@@ -44,12 +77,15 @@ void Run::setup_tensor_parallel() {
   for (nn::Module* m : stage_->extra_modules()) trained.push_back(m);
   for (nn::Module* m : trained)
     for (const nn::ParamRef& p : m->parameters())
-      if (p.tensor->requires_grad() && !split.count(p.tensor->raw_data())) tp_replicated_.push_back(p.tensor);
+      if (!sp && p.tensor->requires_grad() && !split.count(p.tensor->raw_data())) tp_replicated_.push_back(p.tensor);
   say(UNILLM_MSG("tensor parallel: ", a_.tensor_degree, " processes split each layer's attention heads (q/k/v "
-                 "column-parallel, o_proj row-parallel) and MLP rows (gate/up column-, down_proj row-parallel); "
-                 "the embedding, norms and lm_head are computed whole on each; every process holds the whole "
-                 "model (tensor-parallel rank ",
-                 tp_rank(), ")"));
+                 "column-parallel, o_proj row-parallel) and MLP rows (gate/up column-, down_proj row-parallel); ",
+                 sp ? "sequence parallel: each runs the embedding, norms and loss on its share of the tokens"
+                    : "the embedding and norms are computed whole on each",
+                 vp ? "; the lm_head is split by vocabulary rows, with a parallel cross-entropy (tensor_parallel_output)"
+                 : sp ? ""
+                      : "; so is the lm_head",
+                 "; every process holds the whole model (tensor-parallel rank ", tp_rank(), ")"));
 }
 
 void Run::drop_replicated_grads() {

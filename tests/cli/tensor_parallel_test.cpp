@@ -1,8 +1,8 @@
 // Tensor parallelism under mpirun (nn/tensor_parallel.h; docs/training.md, "Several processes"):
 // tp2 splits stories260K's heads and MLP rows over two processes and gives one process's run
 // with the same micro-batches — losses, gradient norms, evaluation and final weights within
-// 1e-5 — with and without recompute, with ZeRO, beside data and pipeline parallelism (4
-// processes), for LoRA with dropout, on tiny Qwen2 (q/k/v biases, tied embeddings) and Qwen3
+// 1e-5 — with and without recompute, with sequence parallelism (tp 2 and 4), with ZeRO, beside
+// data and pipeline parallelism (4 processes), for LoRA with dropout, on tiny Qwen2 (q/k/v biases, tied embeddings) and Qwen3
 // (q/k norms) models and for the preference stages; its checkpoints resume under data
 // parallelism and under one process.
 #include <gtest/gtest.h>
@@ -49,7 +49,29 @@ TEST(TensorParallel, Tp2GivesOneProcessesRun) {
   ASSERT_EQ(z1.exit_code, 0) << z1.err;
   EXPECT_NE(z1.err.find("ZeRO stage 1: this process keeps the optimizer state of elements"), std::string::npos)
       << z1.err;
-  for (const std::string run : {"tp", "norecompute", "z1"}) {
+  // Sequence parallelism: the norms, embedding and loss on each process's tokens.
+  auto sp = train(2, kFull + ga + " tensor_parallel_degree=2 sequence_parallel=true output_dir=" + dir + "/sp");
+  ASSERT_EQ(sp.exit_code, 0) << sp.err;
+  EXPECT_NE(sp.err.find("sequence parallel: each runs the embedding, norms and loss on its share of the tokens"),
+            std::string::npos)
+      << sp.err;
+  auto spn = train(2, kFull + ga +
+                          " tensor_parallel_degree=2 sequence_parallel=true disable_gradient_checkpointing=true "
+                          "output_dir=" + dir + "/sp_norecompute");
+  ASSERT_EQ(spn.exit_code, 0) << spn.err;
+  // The lm_head split by vocabulary rows (tensor_parallel_output) with sequence parallelism (its
+  // tied embedding is trained; without sequence parallelism it stays whole, said at start).
+  auto vp = train(2, kFull + ga + " tensor_parallel_degree=2 sequence_parallel=true tensor_parallel_output=true "
+                                  "output_dir=" + dir + "/vp_sp");
+  ASSERT_EQ(vp.exit_code, 0) << vp.err;
+  EXPECT_NE(vp.err.find("the lm_head is split by vocabulary rows, with a parallel cross-entropy"), std::string::npos)
+      << vp.err;
+  auto whole = train(2, kFull + ga + " tensor_parallel_degree=2 tensor_parallel_output=true max_steps=1 "
+                                     "save_strategy=no output_dir=" + dir + "/vp_whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_NE(whole.err.find("tensor_parallel_output: the lm_head is tied to the trained embedding"), std::string::npos)
+      << whole.err;
+  for (const std::string run : {"tp", "norecompute", "z1", "sp", "sp_norecompute", "vp_sp"}) {
     expect_runs_close(dir + "/one", dir + "/" + run, run);
     expect_same_weights(dir + "/one", dir + "/" + run);
   }
@@ -64,12 +86,20 @@ TEST(TensorParallel, BesideDataAndPipelineParallel) {
   ASSERT_EQ(tpdp.exit_code, 0) << tpdp.err;
   EXPECT_NE(tpdp.err.find("data parallel: 2 replicas"), std::string::npos) << tpdp.err;
   // tp 2 × pp 2: each stage's layers split over a tensor-parallel pair.
+  // (tensor_parallel_output: the last stage's loss takes the lm_head whole, said at start.)
   auto tppp = train(4, kFull + " gradient_accumulation_steps=4 tensor_parallel_degree=2 pipeline_parallel_degree=2 "
-                               "output_dir=" + dir + "/tppp");
+                               "tensor_parallel_output=true output_dir=" + dir + "/tppp");
   ASSERT_EQ(tppp.exit_code, 0) << tppp.err;
+  EXPECT_NE(tppp.err.find("tensor_parallel_output: the last pipeline stage computes the lm_head whole"),
+            std::string::npos)
+      << tppp.err;
   EXPECT_NE(tppp.err.find("pipeline parallel: 2 stages (1F1B), 1 data-parallel replica"), std::string::npos)
       << tppp.err;
-  for (const std::string run : {"tpdp", "tppp"}) {
+  // tp 4 with sequence parallelism (5 layers' heads 8 / kv 4 / MLP 172 split 4 ways).
+  auto sp4 = train(4, kFull + " gradient_accumulation_steps=4 tensor_parallel_degree=4 sequence_parallel=true "
+                              "output_dir=" + dir + "/sp4");
+  ASSERT_EQ(sp4.exit_code, 0) << sp4.err;
+  for (const std::string run : {"tpdp", "tppp", "sp4"}) {
     expect_runs_close(dir + "/one", dir + "/" + run, run);
     expect_same_weights(dir + "/one", dir + "/" + run);
   }
@@ -111,6 +141,21 @@ TEST(TensorParallel, LoraWithDropoutAndQwenModels) {
   auto ltp = train(2, lora + " tensor_parallel_degree=2 output_dir=" + dir + "/ltp");
   ASSERT_EQ(ltp.exit_code, 0) << ltp.err;
   expect_runs_close(dir + "/lone", dir + "/ltp", "lora tp2");
+  auto lsp = train(2, lora + " tensor_parallel_degree=2 sequence_parallel=true output_dir=" + dir + "/lsp");
+  ASSERT_EQ(lsp.exit_code, 0) << lsp.err;
+  expect_runs_close(dir + "/lone", dir + "/lsp", "lora tp2 + sp");
+  expect_same_weights(dir + "/lone", dir + "/lsp", "adapter_model.safetensors", 5e-5);
+  // LoRA's frozen tied lm_head split by vocabulary rows without sequence parallelism; with SGD,
+  // whose steps are the gradients themselves (no Adam normalisation of near-zero ones), so the
+  // adapters agree as closely as the gradients do.
+  const std::string sgd = lora + " optim=sgd learning_rate=0.5";
+  auto sone = train(1, sgd + " output_dir=" + dir + "/sone");
+  ASSERT_EQ(sone.exit_code, 0) << sone.err;
+  auto lvp = train(2, sgd + " tensor_parallel_degree=2 tensor_parallel_output=true output_dir=" + dir + "/lvp");
+  ASSERT_EQ(lvp.exit_code, 0) << lvp.err;
+  EXPECT_NE(lvp.err.find("the lm_head is split by vocabulary rows"), std::string::npos) << lvp.err;
+  expect_runs_close(dir + "/sone", dir + "/lvp", "lora tp2 + vocabulary-parallel lm_head");
+  expect_same_weights(dir + "/sone", dir + "/lvp", "adapter_model.safetensors");
   // The row-parallel layers add their partial products in another order, so a gradient differs
   // from one process's by f32 rounding (the logged norms agree within 1e-7). Adam divides each
   // gradient by its own running scale, which turns that rounding on the near-zero gradients of a
@@ -121,7 +166,12 @@ TEST(TensorParallel, LoraWithDropoutAndQwenModels) {
     const std::string full = kFull + " gradient_accumulation_steps=2 learning_rate=1e-3 model_name_or_path=" + model;
     auto one = train(1, full + " output_dir=" + dir + "/" + type + "_one");
     ASSERT_EQ(one.exit_code, 0) << one.err;
-    auto tp = train(2, full + " tensor_parallel_degree=2 output_dir=" + dir + "/" + type + "_tp");
+    // Qwen2's tied embedding under sequence parallelism: its lookup's and its lm_head's gradients are
+    // both each process's tokens' share.
+    // Qwen3's own lm_head split by vocabulary rows (its 520 rows, 260 each).
+    auto tp = train(2, full + " tensor_parallel_degree=2 sequence_parallel=" + (type == "qwen2" ? "true" : "false") +
+                           " tensor_parallel_output=" + (type == "qwen3" ? "true" : "false") + " output_dir=" + dir +
+                           "/" + type + "_tp");
     ASSERT_EQ(tp.exit_code, 0) << tp.err;
     expect_runs_close(dir + "/" + type + "_one", dir + "/" + type + "_tp", type);
     expect_same_weights(dir + "/" + type + "_one", dir + "/" + type + "_tp");
@@ -188,6 +238,10 @@ TEST(TensorParallel, CheckpointResumesUnderDataParallelAndOneProcessAndRefusals)
        "tensor_parallel_degree 4 does not divide the attention's 4 heads and 2 key/value heads"},
       {2, " tensor_parallel_degree=2 finetuning_type=lora use_dora=true",
        "tensor parallelism with DoRA (use_dora) adapter 'default'"},
+      {2, " tensor_parallel_degree=2 sequence_parallel=true use_dft_loss=true",
+       "sequence_parallel with stage sft and its loss variant is not implemented yet"},
+      {4, " tensor_parallel_degree=2 sequence_parallel=true pipeline_parallel_degree=2",
+       "sequence_parallel with pipeline_parallel_degree 2 is not implemented yet"},
   };
   for (const auto& [np, extra, message] : bad) {
     auto e = train(np, small + extra);

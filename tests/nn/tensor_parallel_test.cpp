@@ -1,9 +1,10 @@
 // Tensor parallelism in nn (nn/tensor_parallel.h): an MLP (gate/up column-parallel with biases,
 // down_proj row-parallel) with LoRA adapters under dropout on both, split over 2 and 4 ranks run
 // as threads of one process with a Collective over shared memory, against the whole layer: every
-// rank's output and input gradient equal the whole layer's, and the ranks' parameter gradients
-// sum to the whole layer's (each rank's non-zero only in its block, or a partial sum); plus the
-// split checks' messages.
+// rank's output and input gradient equal the whole layer's (their rows of it under sequence
+// parallelism, uneven shares included), and the ranks' parameter gradients sum to the whole
+// layer's (each rank's non-zero only in its block, or a partial sum); plus the split checks'
+// messages.
 #include "nn/tensor_parallel.h"
 
 #include <gtest/gtest.h>
@@ -51,6 +52,20 @@ class ThreadCollective : public Collective {
   int rank() const override { return rank_; }
   int size() const override { return g_.size(); }
   void allreduce_sum(Tensor& t) override { g_.allreduce_sum(rank_, t); }
+  // Through allreduce_sum: each rank's block placed in zeros and summed.
+  void allgather(const Tensor& in, Tensor& out) override {
+    Tensor all = Tensor::zeros(out.shape(), out.dtype());
+    const int64_t k = in.size(0);
+    all.slice(0, rank_ * k, (rank_ + 1) * k).copy_from(in);
+    g_.allreduce_sum(rank_, all);
+    out.copy_from(all);
+  }
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override {
+    Tensor sum = in.clone();
+    g_.allreduce_sum(rank_, sum);
+    const int64_t k = out.size(0);
+    out.copy_from(sum.slice(0, rank_ * k, (rank_ + 1) * k));
+  }
 
  private:
   ThreadGroup& g_;
@@ -94,15 +109,23 @@ struct Result {
   std::vector<Tensor> grads;  // in parameters() order
 };
 
-Result run(MLP& mlp, Collective* tp) {
-  Tensor x = randn({6, 8}, 1);
+// The layer over 6 tokens, upstream gradient R; under sequence parallelism the rank's rows of
+// both (its y and dx are then those rows).
+Result run(MLP& mlp, Collective* group, bool sequence = false) {
+  TensorParallel tp{group, sequence, 6};
+  Tensor x = randn({6, 8}, 1), dy = randn({6, 8}, 2);
+  if (sequence) {
+    const auto [lo, hi] = tp.rows();
+    x = x.slice(0, lo, hi).contiguous();
+    dy = dy.slice(0, lo, hi).contiguous();
+  }
   x.set_requires_grad(true);
   LoraRun lora;
   lora.active = {"a"};
   lora.dropout = true;
   lora.seed = 77;
-  Tensor y = mlp.forward(x, &lora, ops::OutputUse::kValue, tp);
-  autograd::backward(y, randn({6, 8}, 2));
+  Tensor y = mlp.forward(x, &lora, ops::OutputUse::kValue, group ? &tp : nullptr);
+  autograd::backward(y, dy);
   Result r{y, x.grad(), {}};
   for (auto& p : mlp.parameters()) r.grads.push_back(p.tensor->grad().defined() ? p.tensor->grad().clone() : Tensor());
   return r;
@@ -112,7 +135,7 @@ TEST(TensorParallel, SplitMlpWithLoraGivesTheWholeLayer) {
   testing::init_cpu();
   auto whole_mlp = make_mlp();
   const Result whole = run(*whole_mlp, nullptr);
-  for (int size : {2, 4}) {
+  for (const auto& [size, sequence] : std::vector<std::pair<int, bool>>{{2, false}, {4, false}, {2, true}, {4, true}}) {
     ThreadGroup group(size);
     std::vector<std::unique_ptr<MLP>> mlps;
     for (int r = 0; r < size; ++r) mlps.push_back(make_mlp());
@@ -121,12 +144,15 @@ TEST(TensorParallel, SplitMlpWithLoraGivesTheWholeLayer) {
     for (int r = 0; r < size; ++r)
       threads.emplace_back([&, r] {
         ThreadCollective c(group, r);
-        ranks[static_cast<size_t>(r)] = run(*mlps[static_cast<size_t>(r)], &c);
+        ranks[static_cast<size_t>(r)] = run(*mlps[static_cast<size_t>(r)], &c, sequence);
       });
     for (auto& t : threads) t.join();
-    for (const Result& got : ranks) {
-      testing::expect_close(got.y, whole.y, 1e-5, 1e-5);
-      testing::expect_close(got.dx, whole.dx, 1e-5, 1e-5);
+    for (int r = 0; r < size; ++r) {
+      const Result& got = ranks[static_cast<size_t>(r)];
+      // Sequence parallelism: 6 tokens over 4 ranks are 1, 2, 1, 2 rows.
+      const int64_t lo = sequence ? r * 6 / size : 0, hi = sequence ? (r + 1) * 6 / size : 6;
+      testing::expect_close(got.y, whole.y.slice(0, lo, hi).contiguous(), 1e-5, 1e-5);
+      testing::expect_close(got.dx, whole.dx.slice(0, lo, hi).contiguous(), 1e-5, 1e-5);
     }
     ASSERT_EQ(ranks[0].grads.size(), whole.grads.size());
     for (size_t i = 0; i < whole.grads.size(); ++i) {

@@ -77,9 +77,7 @@ TEST(PaddleArgs, PretrainScheduleKeys) {
 }
 
 TEST(PaddleArgs, ParallelismAndPredictKeys) {
-  EXPECT_NE(error_of<NotImplemented>(kPre + R"("sequence_parallel": true})")
-                .find("sequence parallelism is not implemented yet (tensor_parallel_degree runs without it"),
-            std::string::npos);
+  EXPECT_TRUE(parse_paddle_args(kPre + R"("sequence_parallel": true})", "a.json").sequence_parallel);
   EXPECT_NE(error_of<NotImplemented>(kPre + R"("sep_parallel_degree": 2})").find("'sep_parallel_degree' = 2"),
             std::string::npos);
   // Tensor and pipeline parallelism are built: the degrees reach the trainer's arguments.

@@ -129,6 +129,9 @@ TEST(TrainArgs, WrongTypesAndRangesNameFileKeyAndExpectation) {
             "count >= 2, got '2.5'");
   EXPECT_NE(error_of<ConfigError>(kBase + "adam_beta2: 1.0\n").find("expected a number in [0, 1)"),
             std::string::npos);
+  // 0 and 1 are booleans too (HF's parsers, PaddleNLP's files); 2 is not.
+  EXPECT_TRUE(parse_train_args(kBase + "plot_loss: 1\n", "c.yaml").plot_loss);
+  EXPECT_NE(error_of<ConfigError>(kBase + "plot_loss: 2\n").find("expected true or false"), std::string::npos);
   EXPECT_NE(error_of<ConfigError>(kBase + "do_train: maybe\n").find("expected true or false"),
             std::string::npos);
   EXPECT_NE(error_of<ConfigError>(kBase + "logging_steps: 0\n").find("'logging_steps'"),

@@ -107,6 +107,7 @@ class LmStage : public Stage {
   }
 
   bool token_loss() const override { return true; }
+  bool model_token_loss() const override { return !a_.use_asft_loss && !weighting_; }
   std::vector<std::string> plot_keys() const override { return {"loss", "eval_loss"}; }
 
  private:

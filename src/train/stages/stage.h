@@ -117,6 +117,9 @@ class Stage {
   virtual StageMetrics summarize(const SumMetrics& sums) const;
   // Whether the loss is a token cross-entropy (eval_perplexity = exp(eval_loss) is logged then).
   virtual bool token_loss() const { return false; }
+  // Whether the loss is CausalLM::loss()'s plain token loss, which sequence parallelism splits by
+  // tokens (nn/tensor_parallel.h): pt and sft without a loss variant.
+  virtual bool model_token_loss() const { return false; }
   // The log keys plot_loss draws (LLaMA-Factory's workflow for the stage).
   virtual std::vector<std::string> plot_keys() const = 0;
 };
