@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Data-, pipeline- and tensor-parallel training layouts on this machine: one process with 2 threads against 2 processes
-with 1 thread each (plain data parallelism, ZeRO stage 1, ZeRO stage 2), unillm and its peer
+with 1 thread each (plain data parallelism, ZeRO stage 1, ZeRO stage 2, pipeline and tensor
+parallelism), unillm and its peer
 PyTorch (DistributedDataParallel over gloo, and ZeroRedundancyOptimizer for stage 1) on the same
 model, blocks and global batch.
 
@@ -12,7 +13,9 @@ waiting in collectives (the run's "communication per step" line: time inside MPI
 communication not hidden behind compute) and the rest (compute); the bytes each process sent per
 step against the layout's formula (ring volume of the f32 trainable arena B = 4 x params:
 allreduce 2(p-1)/p B; stage 1 adds an allgather (p-1)/p B; stage 2 reduce-scatters and
-all-gathers, (p-1)/p B each); scaling efficiency = tokens/s of the 2-process layout over the
+all-gathers, (p-1)/p B each; tensor parallelism adds 4 allreduces of the [tokens, hidden] f32
+activations per layer, or with sequence parallelism 10 all-gathers / reduce-scatters, (p-1)/p each,
+recompute's re-run included); scaling efficiency = tokens/s of the 2-process layout over the
 1-process, 2-thread run (the same cores); unillm / PyTorch in the same layout.
 
 Expect communication to be exposed, not overlapped: gradients are reduced after backward (no
@@ -125,8 +128,15 @@ def main():
             ("pp2 (1F1B, 4 micro-batches)", 2, 1, {"pipeline_parallel_degree": 2, "per_device_train_batch_size": batch // 4,
                                                    "gradient_accumulation_steps": 4}, None),
             # each layer's heads and MLP rows split over 2 processes (PyTorch 1.13 has no tensor parallelism)
-            ("tp2", 2, 1, {"tensor_parallel_degree": 2}, None),
-            ("tp2 + sequence parallel", 2, 1, {"tensor_parallel_degree": 2, "sequence_parallel": True}, None),
+            # (one replica: each process trains the whole global batch)
+            ("tp2", 2, 1, {"tensor_parallel_degree": 2, "per_device_train_batch_size": batch}, None),
+            ("tp2 + vocabulary-parallel lm_head", 2, 1, {"tensor_parallel_degree": 2, "tensor_parallel_output": True,
+                                                         "per_device_train_batch_size": batch}, None),
+            ("tp2 + sequence parallel", 2, 1, {"tensor_parallel_degree": 2, "sequence_parallel": True,
+                                               "per_device_train_batch_size": batch}, None),
+            ("tp2 + sp + vocabulary-parallel lm_head", 2, 1,
+             {"tensor_parallel_degree": 2, "sequence_parallel": True, "tensor_parallel_output": True,
+              "per_device_train_batch_size": batch}, None),
         ]
         rows = []
         for name, np_, th, keys, z1 in layouts:
@@ -156,9 +166,14 @@ def main():
             formula = 2 * (p - 1) / p * B + ((p - 1) / p * B if keys.get("sharding") == "stage1" else 0)
         if keys.get("pipeline_parallel_degree"):  # + each micro-batch's activations out and gradients in
             formula += 2 * batch * tb.SEQ * hidden * 4 / 1048576
-        if keys.get("tensor_parallel_degree"):  # + 4 collectives of [tokens, hidden] f32 per layer: allreduces
-            act = tokens * hidden * 4 / 1048576  # (2 (p-1)/p each), or all-gathers and reduce-scatters ((p-1)/p)
-            formula += 4 * layers * (p - 1) / p * act * (1 if keys.get("sequence_parallel") else 2)
+        if keys.get("tensor_parallel_degree"):  # + per layer, [tokens, hidden] f32 each: 4 allreduces
+            act = tokens * hidden * 4 / 1048576  # (2 (p-1)/p each); with sequence parallelism 4 all-gathers and
+            if keys.get("sequence_parallel"):    # 4 reduce-scatters ((p-1)/p each), and recompute's re-run
+                formula += 10 * layers * (p - 1) / p * act  # gathers again (2 more)
+                if keys.get("tensor_parallel_output"):  # the lm_head's input gathered, its gradient scattered
+                    formula += 2 * (p - 1) / p * act
+            else:  # (a vocabulary-parallel lm_head's input gradient: one more allreduce)
+                formula += (4 * layers + (1 if keys.get("tensor_parallel_output") else 0)) * 2 * (p - 1) / p * act
         wait = u.get("wait_ms")
         tstep = tokens / t["tokens_per_s"] * 1e3 if t else None
         fl, ov = u.get("flight_ms"), u.get("overlap_ms")

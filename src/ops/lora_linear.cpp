@@ -48,11 +48,7 @@ void check_adapter(const Tensor& x, int64_t n, const LoraAdapterInput& ad, size_
 
 // C = alpha·op(A)·op(B) + beta·C on sub-blocks of ta, tb, tc (the args point into them; C is
 // bound in-out: the product writes a block of it).
-void gemm(LoraGemmArgs g, const Tensor& ta, const Tensor& tb, const Tensor& tc) {
-  if (g.m == 0 || g.n == 0) return;
-  KernelCall<LoraGemmArgs>("lora_gemm", tc.device(), g.dtype, g)
-      .in(ta, &g.a).in(tb, &g.b).inout(tc, &g.c).run(lora_gemm_reference);
-}
+void gemm(LoraGemmArgs g, const Tensor& ta, const Tensor& tb, const Tensor& tc) { strided_gemm(g, ta, tb, tc); }
 
 // Element pointer arithmetic on raw buffers of dtype (f32/f64).
 const void* at(const Tensor& t, int64_t elements) {
@@ -346,6 +342,12 @@ void lora_gemm_reference(const LoraGemmArgs& g) {
       const double c = g.beta == 0.0 ? 0.0 : g.beta * load_scalar(g.c, g.dtype, ic);
       store_scalar(g.c, g.dtype, ic, c + g.alpha * s);
     }
+}
+
+void strided_gemm(LoraGemmArgs g, const Tensor& ta, const Tensor& tb, const Tensor& tc) {
+  if (g.m == 0 || g.n == 0) return;
+  KernelCall<LoraGemmArgs>("lora_gemm", tc.device(), g.dtype, g)
+      .in(ta, &g.a).in(tb, &g.b).inout(tc, &g.c).run(lora_gemm_reference);
 }
 
 uint64_t lora_part_seed(uint64_t seed, size_t part) {

@@ -70,6 +70,10 @@ struct LoraGemmArgs {
 using LoraGemmKernel = void(const LoraGemmArgs&);
 // Naive loops with double accumulation (the CPU fallback).
 void lora_gemm_reference(const LoraGemmArgs& a);
+// One such GEMM through the "lora_gemm" kernel (g's pointers point into a, b and c, contiguous
+// tensors of g.dtype on one device; c is read when beta ≠ 0). Also the vocabulary-parallel
+// cross-entropy's (ops/vocab_parallel_cross_entropy.h).
+void strided_gemm(LoraGemmArgs g, const Tensor& a, const Tensor& b, const Tensor& c);
 
 // The dropout mask of one part: keep[i] = 1 with probability 1 − p, drawn from seed (16-bit
 // uniforms, one xoshiro stream per row: independent of the thread count).

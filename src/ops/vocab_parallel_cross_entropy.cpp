@@ -1,7 +1,7 @@
-// vocab_parallel_cross_entropy: row chunks of logits through ops::linear, the per-row statistics on
-// the host combined over the group by the caller's reduce, and the eager gradients through
-// ops::linear again (dx = dlogits·W_r as dlogits·(W_rᵀ)ᵀ, dW_r = dlogitsᵀ·x as a product of the
-// transposed copies).
+// vocab_parallel_cross_entropy: row chunks of logits through strided GEMMs (ops::strided_gemm, the
+// "lora_gemm" kernel: BLAS on the CPU), the per-row statistics on the host combined over the
+// group by the caller's reduce, one exp per logit kept for the eager gradients, and dx / dW
+// through the same GEMMs with transposed operands (no copies).
 #include "ops/vocab_parallel_cross_entropy.h"
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
+#include "ops/lora_linear.h"
 
 namespace unillm::ops {
 namespace {
@@ -46,8 +47,6 @@ class VocabParallelNode : public autograd::Node {
   double assumed_;
 };
 
-Tensor transposed(const Tensor& t) { return t.transpose(0, 1).contiguous(); }
-
 }  // namespace
 
 CrossEntropyResult vocab_parallel_cross_entropy(const Tensor& x_in, const Tensor& w_in, const Tensor& labels_in,
@@ -74,30 +73,36 @@ CrossEntropyResult vocab_parallel_cross_entropy(const Tensor& x_in, const Tensor
   const bool grads = autograd::needs_grad({x_in, w_in});
   const double assumed = grad_scale != 0 ? grad_scale : 1.0;
   autograd::NoGradGuard no_grad;
-  const Tensor wt = transposed(w.to(DType::f32));  // [C, V_r]
+  const Tensor w32 = w.to(DType::f32);  // the GEMMs' operand (a copy only for bf16/f16 weights)
   Tensor dx = grads ? Tensor::zeros({n, c}, DType::f32) : Tensor();
   Tensor dw = grads ? Tensor::zeros({vr, c}, DType::f32) : Tensor();
   const int64_t chunk = std::max<int64_t>(1, cross_entropy_auto_chunk(std::max<int64_t>(vr, 1), DType::f32));
+  Tensor logits = Tensor::empty({std::min(n, chunk), vr}, DType::f32);
+  float* l = logits.data<float>();
   double loss = 0;
   int64_t count = 0;
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t r1 = std::min(n, r0 + chunk), m = r1 - r0;
-    const Tensor xc = x.slice(0, r0, r1).contiguous();
-    Tensor logits = linear(xc, w);  // [m, V_r] f32
-    float* l = logits.data<float>();
-    // Per row: the max over the group, then Σ exp(logit − max) and the target logit (the one rank
-    // holding the label adds it), summed over the group in one call.
-    std::vector<double> mx(static_cast<size_t>(m), -std::numeric_limits<double>::infinity());
+    // logits [m, V_r] = x rows · W_rᵀ
+    strided_gemm({static_cast<const float*>(x.data<float>()) + r0 * c, w32.raw_data(), l, m, vr, c, c, c, vr, false,
+                  true, 1.0, 0.0, DType::f32},
+                 x, w32, logits);
+    // Per row: the max over the group; then e = exp(logit − local max), kept for the gradient, and
+    // Σ e·exp(local max − max) with the target logit (the one rank holding the label adds it),
+    // summed over the group in one call.
+    std::vector<double> local(static_cast<size_t>(m), -std::numeric_limits<double>::infinity());
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < vr; ++j) mx[i] = std::max(mx[i], static_cast<double>(l[i * vr + j]));
+      for (int64_t j = 0; j < vr; ++j) local[i] = std::max(local[i], static_cast<double>(l[i * vr + j]));
+    std::vector<double> mx = local;
     reduce(mx, true);
     std::vector<double> sums(static_cast<size_t>(2 * m), 0.0);
     for (int64_t i = 0; i < m; ++i) {
-      double s = 0;
-      for (int64_t j = 0; j < vr; ++j) s += std::exp(static_cast<double>(l[i * vr + j]) - mx[i]);
-      sums[i] = s;
       const int64_t t = lab[r0 + i] - vocab_begin;
       if (lab[r0 + i] != kIgnoreIndex && t >= 0 && t < vr) sums[m + i] = l[i * vr + t];
+      const auto lm = static_cast<float>(local[i]);
+      double s = 0;
+      for (int64_t j = 0; j < vr; ++j) s += (l[i * vr + j] = std::exp(l[i * vr + j] - lm));
+      sums[i] = vr > 0 ? s * std::exp(local[i] - mx[i]) : 0.0;
     }
     reduce(sums, false);
     for (int64_t i = 0; i < m; ++i) {
@@ -109,15 +114,19 @@ CrossEntropyResult vocab_parallel_cross_entropy(const Tensor& x_in, const Tensor
         ++count;
       }
       if (!grads) continue;
-      // dlogits = assumed · (softmax − onehot); ignored rows have none.
-      for (int64_t j = 0; j < vr; ++j)
-        l[i * vr + j] = scored ? static_cast<float>(assumed * std::exp(static_cast<double>(l[i * vr + j]) - lse)) : 0.0f;
+      // dlogits = assumed · (softmax − onehot), softmax = e · exp(local max − lse); ignored rows none.
+      const auto f = static_cast<float>(scored ? assumed * std::exp(local[i] - lse) : 0.0);
+      for (int64_t j = 0; j < vr; ++j) l[i * vr + j] *= f;
       const int64_t t = lab[row] - vocab_begin;
       if (scored && t >= 0 && t < vr) l[i * vr + t] -= static_cast<float>(assumed);
     }
     if (!grads) continue;
-    dx.slice(0, r0, r1).copy_from(linear(logits, wt));                  // [m, C]
-    dw = add(dw, linear(transposed(logits), transposed(xc)));           // [V_r, C]
+    // dx rows = dlogits · W_r; dW_r += dlogitsᵀ · x rows.
+    strided_gemm({l, w32.raw_data(), dx.data<float>() + r0 * c, m, c, vr, vr, c, c, false, false, 1.0, 0.0,
+                  DType::f32},
+                 logits, w32, dx);
+    strided_gemm({l, x.data<float>() + r0 * c, dw.raw_data(), vr, c, m, vr, c, c, true, false, 1.0, 1.0, DType::f32},
+                 logits, x, dw);
   }
   CrossEntropyResult r;
   r.loss_sum = Tensor::from_vector({static_cast<float>(loss)}, {});
