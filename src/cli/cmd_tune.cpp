@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 const char* kUsage =
     "usage: unillm tune CONFIG.yaml --nproc N [--steps K] [--out FILE] [key=value ...]\n"
     "                   [--micro-batches 1,2,4] [--zero 0,1,2] [--recompute on,off] [--pp 1,2]\n"
-    "                   [--tp 1,2]\n"
+    "                   [--tp 1,2] [--sp on,off]\n"
     "                   [--rounds R]\n"
     "                   [--run-timeout SECONDS] [--threads N] [--device NAME]\n"
     "Searches the layouts N processes on this host can train CONFIG with, keeping its global\n"
@@ -55,7 +55,9 @@ const char* kUsage =
     "                       pt and sft); N / pp processes are data-parallel replicas\n"
     "  --tp L               tensor-parallel degrees to try (default 1 and every divisor of N that\n"
     "                       divides the model's heads, key/value heads and MLP width); N / (tp x pp)\n"
-    "                       processes are data-parallel replicas\n";
+    "                       processes are data-parallel replicas\n"
+    "  --sp L               sequence parallelism for the tp > 1 layouts: on, off or both (default both\n"
+    "                       for stages pt and sft without pipeline stages, else off)\n";
 
 struct TuneOptions {
   std::string config, out;
@@ -64,6 +66,7 @@ struct TuneOptions {
   std::vector<int> zero;       // empty: 0, 1, 2 as the optimizer allows
   std::vector<int> pp;         // empty: 1 and every divisor of nproc (stages pt and sft)
   std::vector<int> tp;         // empty: 1 and every divisor of nproc the model splits by
+  std::vector<bool> sp;        // empty: off and on (tp > 1, pp 1, stages pt and sft), else off
   std::vector<bool> recompute = {true, false};
   std::vector<std::string> overrides, train_flags;
 };
@@ -74,6 +77,7 @@ struct Layout {
   bool recompute = true;
   int pp = 1;  // pipeline stages; the processes are pp × tp × (nproc / (pp · tp)) data-parallel replicas
   int tp = 1;  // tensor-parallel degree
+  bool sp = false;  // sequence parallelism (tp > 1)
   int dp(int nproc) const { return nproc / (pp * tp); }
 };
 
@@ -111,7 +115,7 @@ std::string value_of(const std::vector<std::string>& args, size_t& i) {
   return args[++i];
 }
 
-// Applies a list flag (--micro-batches, --zero, --recompute, --pp) to o.
+// Applies a list flag (--micro-batches, --zero, --recompute, --pp, --tp, --sp) to o.
 void set_list(TuneOptions& o, const std::string& flag, const std::string& v) {
   const auto words = split_commas(v);
   if (words.empty())
@@ -133,11 +137,12 @@ void set_list(TuneOptions& o, const std::string& flag, const std::string& v) {
       o.zero.push_back(static_cast<int>(z));
     }
   } else {
-    o.recompute.clear();
+    std::vector<bool>& list = flag == "--sp" ? o.sp : o.recompute;
+    list.clear();
     for (const auto& w : words) {
       if (w != "on" && w != "off")
-        UNILLM_THROW(ConfigError, "[tune] --recompute ", w, ": expected on, off or on,off");
-      o.recompute.push_back(w == "on");
+        UNILLM_THROW(ConfigError, "[tune] ", flag, " ", w, ": expected on, off or on,off");
+      list.push_back(w == "on");
     }
   }
 }
@@ -157,7 +162,8 @@ TuneOptions parse_options(const std::vector<std::string>& args) {
       o.out = value_of(args, i);
     } else if (a == "--run-timeout") {
       o.timeout_s = static_cast<int>(parse_int(a, value_of(args, i), 1));
-    } else if (a == "--micro-batches" || a == "--zero" || a == "--recompute" || a == "--pp" || a == "--tp") {
+    } else if (a == "--micro-batches" || a == "--zero" || a == "--recompute" || a == "--pp" || a == "--tp" ||
+               a == "--sp") {
       set_list(o, a, value_of(args, i));
     } else if (a == "--threads" || a == "--device") {
       o.train_flags.push_back(a);
@@ -197,10 +203,12 @@ YAML::Node load_config(const TuneOptions& o) {
 YAML::Node layout_node(const YAML::Node& base, const Layout& l) {
   YAML::Node n = YAML::Clone(base);
   for (const char* k : {"deepspeed", "fsdp", "fsdp_config", "sharding", "sharding_parallel_degree",
-                        "pipeline_parallel_degree", "virtual_pp_degree", "tensor_parallel_degree"})
+                        "pipeline_parallel_degree", "virtual_pp_degree", "tensor_parallel_degree",
+                        "sequence_parallel"})
     n.remove(k);
   if (l.pp > 1) n["pipeline_parallel_degree"] = l.pp;
   if (l.tp > 1) n["tensor_parallel_degree"] = l.tp;
+  if (l.sp) n["sequence_parallel"] = true;
   n["per_device_train_batch_size"] = l.micro;
   n["gradient_accumulation_steps"] = l.ga;
   n["disable_gradient_checkpointing"] = !l.recompute;
@@ -225,7 +233,7 @@ std::string layout_name(const Layout& l, int nproc) {
   add("pp", l.pp);
   add("dp", l.dp(nproc));
   if (s.empty()) s = "dp1";
-  return s + (l.zero > 0 ? "+zero" + std::to_string(l.zero) : "");
+  return s + (l.sp ? "+sp" : "") + (l.zero > 0 ? "+zero" + std::to_string(l.zero) : "");
 }
 
 // Whether the model's layers split over tp ranks (nn's own check, from config.json alone).
@@ -295,8 +303,13 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
                           " data-parallel replicas does not divide the global batch " + std::to_string(global));
           continue;
         }
-        for (int z : zero)
-          for (bool r : o.recompute) out.push_back({m, global / (m * dp), z, r, p, t});
+        // Sequence parallelism needs the plain token loss and no pipeline stages (the trainer's rule).
+        std::vector<bool> sps = {false};
+        if (t > 1 && p == 1 && pipelines && !a.use_dft_loss && !a.use_eaft_loss)
+          sps = o.sp.empty() ? std::vector<bool>{false, true} : o.sp;
+        for (bool q : sps)
+          for (int z : zero)
+            for (bool r : o.recompute) out.push_back({m, global / (m * dp), z, r, p, t, q});
       }
     }
   return out;
