@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
+#include "tiny_qwen_util.h"
 
 namespace unillm {
 namespace {
@@ -110,29 +111,7 @@ TEST(GgufCli, QuantisedExportsComeBackWithinTheirRounding) {
 
 // A tiny random model of model_type (unillm init) with stories260K's tokenizer.
 std::string tiny_model(const std::string& work, const std::string& model_type) {
-  nlohmann::json c = {
-      {"architectures", {model_type == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM"}},
-      {"model_type", model_type},
-      {"hidden_size", 64},
-      {"intermediate_size", 96},
-      {"num_hidden_layers", 2},
-      {"num_attention_heads", 4},
-      {"num_key_value_heads", 2},
-      {"head_dim", model_type == "qwen3" ? 32 : 16},
-      {"vocab_size", 520},
-      {"max_position_embeddings", 256},
-      {"rms_norm_eps", 1e-6},
-      {"rope_theta", 1000000.0},
-      {"tie_word_embeddings", model_type == "qwen2"},
-      {"bos_token_id", 1},
-      {"eos_token_id", 2},
-      {"initializer_range", 0.2}};
-  const std::string cfg = work + "/" + model_type + ".json", dir = work + "/" + model_type;
-  io::write_file_atomic(cfg, c.dump());
-  auto r = run_unillm("init --config " + cfg + " --out " + dir + " --tokenizer " +
-                      shell_quote(stories()));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return dir;
+  return testing::tiny_qwen(work, model_type, model_type == "qwen3" ? 32 : 16);
 }
 
 TEST(GgufCli, Qwen2AndQwen3ComeBackBitForBit) {

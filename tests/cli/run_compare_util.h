@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,32 @@ inline void expect_runs_close(const std::string& a_dir, const std::string& b_dir
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_NEAR(a[i].first, b[i].first, 1e-4 + 1e-5 * std::abs(a[i].first)) << what << " line " << i + 1;
     EXPECT_NEAR(a[i].second, b[i].second, grad_rel * std::abs(a[i].second) + 1e-12) << what << " line " << i + 1;
+  }
+}
+
+// A resumed run's logged figures against the tail of the uninterrupted one's (the same number of
+// lines from the end): losses within 1e-4, gradient norms within 1e-5 relative.
+inline void expect_same_tail(const std::string& whole_dir, const std::string& resumed_dir, size_t lines,
+                             const std::string& what) {
+  const auto a = logged_figures(whole_dir), b = logged_figures(resumed_dir);
+  ASSERT_EQ(b.size(), lines) << what;
+  ASSERT_GE(a.size(), b.size()) << what;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const auto& w = a[a.size() - b.size() + i];
+    EXPECT_NEAR(w.first, b[i].first, 1e-4) << what << " line " << i;
+    EXPECT_NEAR(w.second, b[i].second, 1e-5 * std::abs(w.second) + 1e-12) << what << " line " << i;
+  }
+}
+
+// Each (processes, extra arguments, message) run of `unillm train base extra` is refused on every
+// process, with the message, and never hangs (timeout's 124).
+inline void expect_refused(const std::string& base,
+                           const std::vector<std::tuple<int, std::string, std::string>>& bad) {
+  for (const auto& [np, extra, message] : bad) {
+    auto e = train_processes(np, base + extra);
+    EXPECT_NE(e.exit_code, 0) << extra;
+    EXPECT_NE(e.exit_code, 124) << extra;
+    EXPECT_NE(e.err.find(message), std::string::npos) << extra << "\n" << e.err;
   }
 }
 

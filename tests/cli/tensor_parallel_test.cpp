@@ -9,11 +9,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "io/json_file.h"
 #include "run_compare_util.h"
+#include "tiny_qwen_util.h"
 
 namespace unillm {
 namespace {
@@ -105,31 +104,8 @@ TEST(TensorParallel, BesideDataAndPipelineParallel) {
   }
 }
 
-// A tiny random model of model_type (unillm init) with stories260K's tokenizer: qwen2 has q/k/v
-// biases and tied embeddings, qwen3 q/k norms and an lm_head of its own.
 std::string tiny_model(const std::string& work, const std::string& model_type) {
-  const nlohmann::json c = {{"architectures", {model_type == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM"}},
-                            {"model_type", model_type},
-                            {"hidden_size", 64},
-                            {"intermediate_size", 96},
-                            {"num_hidden_layers", 2},
-                            {"num_attention_heads", 4},
-                            {"num_key_value_heads", 2},
-                            {"head_dim", 16},
-                            {"vocab_size", 520},
-                            {"max_position_embeddings", 256},
-                            {"rms_norm_eps", 1e-6},
-                            {"rope_theta", 1000000.0},
-                            {"tie_word_embeddings", model_type == "qwen2"},
-                            {"bos_token_id", 1},
-                            {"eos_token_id", 2},
-                            {"initializer_range", 0.2}};
-  const std::string cfg = work + "/" + model_type + ".json", dir = work + "/" + model_type;
-  io::write_file_atomic(cfg, c.dump());
-  auto r = testing::run_unillm("init --config " + cfg + " --out " + dir + " --tokenizer " +
-                               testing::shell_quote(testing::source_path("assets/stories260K")));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return dir;
+  return testing::tiny_qwen(work, model_type, 16);
 }
 
 TEST(TensorParallel, LoraWithDropoutAndQwenModels) {
@@ -202,17 +178,6 @@ TEST(TensorParallel, PreferenceStages) {
   }
 }
 
-// (loss, grad_norm) lines of a resumed run match the tail of the uninterrupted one.
-void expect_same_tail(const std::string& whole, const std::string& resumed, const std::string& what) {
-  const auto a = testing::logged_figures(whole), b = testing::logged_figures(resumed);
-  ASSERT_EQ(b.size(), 5u) << what;  // steps 5-8 and the final evaluation
-  for (size_t i = 0; i < b.size(); ++i) {
-    const auto& w = a[a.size() - b.size() + i];
-    EXPECT_NEAR(w.first, b[i].first, 1e-4) << what << " " << i;
-    EXPECT_NEAR(w.second, b[i].second, 1e-5 * std::abs(w.second) + 1e-12) << what << " " << i;
-  }
-}
-
 TEST(TensorParallel, CheckpointResumesUnderDataParallelAndOneProcessAndRefusals) {
   const std::string dir = testing::temp_dir("tp_resume");
   auto whole = train(2, kFull + " gradient_accumulation_steps=2 tensor_parallel_degree=2 output_dir=" + dir + "/whole");
@@ -226,7 +191,7 @@ TEST(TensorParallel, CheckpointResumesUnderDataParallelAndOneProcessAndRefusals)
     auto r = train(np, kFull + extra + " output_dir=" + dir + "/" + name + " resume_from_checkpoint=" + dir + "/" +
                            name + "/checkpoint-4");
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    expect_same_tail(dir + "/whole", dir + "/" + name, name);
+    testing::expect_same_tail(dir + "/whole", dir + "/" + name, 5, name);  // steps 5-8, final eval
     expect_same_weights(dir + "/whole", dir + "/" + name);
   }
   // Refused on every process, with the reason, never a hang.
@@ -243,12 +208,7 @@ TEST(TensorParallel, CheckpointResumesUnderDataParallelAndOneProcessAndRefusals)
       {4, " tensor_parallel_degree=2 sequence_parallel=true pipeline_parallel_degree=2",
        "sequence_parallel with pipeline_parallel_degree 2 is not implemented yet"},
   };
-  for (const auto& [np, extra, message] : bad) {
-    auto e = train(np, small + extra);
-    EXPECT_NE(e.exit_code, 0) << extra;
-    EXPECT_NE(e.exit_code, 124) << extra;
-    EXPECT_NE(e.err.find(message), std::string::npos) << extra << "\n" << e.err;
-  }
+  testing::expect_refused(small, bad);
 }
 
 }  // namespace
