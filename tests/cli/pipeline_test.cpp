@@ -14,11 +14,9 @@
 namespace unillm {
 namespace {
 
-const std::string kSft = "examples/train_lora/stories260K_lora_sft.yaml";
-const std::string kShort =
-    " max_steps=8 logging_steps=1 save_steps=4 eval_steps=4 max_samples=64"
-    " per_device_train_batch_size=2 --quiet";
-const std::string kFull = kSft + " finetuning_type=full" + kShort;
+const std::string& kSft = testing::kStoriesSft;
+const std::string& kShort = testing::kStoriesShort;
+const std::string& kFull = testing::kStoriesFull;
 
 testing::CliResult train(int np, const std::string& args) {
   return testing::train_processes(np, args);

@@ -19,6 +19,13 @@
 
 namespace unillm::testing {
 
+// The runs the parallel-training tests compare: stories260K's SFT example, 8 short steps with an
+// evaluation and a checkpoint every 4, as LoRA (kStoriesSft + kStoriesShort) or full fine-tuning.
+inline const std::string kStoriesSft = "examples/train_lora/stories260K_lora_sft.yaml";
+inline const std::string kStoriesShort =
+    " max_steps=8 logging_steps=1 save_steps=4 eval_steps=4 max_samples=64 per_device_train_batch_size=2 --quiet";
+inline const std::string kStoriesFull = kStoriesSft + " finetuning_type=full" + kStoriesShort;
+
 // Run from the source dir (the examples' relative paths); np > 1 under mpirun --oversubscribe.
 inline CliResult train_processes(int np, const std::string& args) {
   const std::string bin = std::string(UNILLM_BINARY_DIR) + "/unillm train " + args;
