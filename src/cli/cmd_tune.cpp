@@ -57,7 +57,7 @@ const char* kUsage =
     "                       divides the model's heads, key/value heads and MLP width); N / (tp x pp)\n"
     "                       processes are data-parallel replicas\n"
     "  --sp L               sequence parallelism for the tp > 1 layouts: on, off or both (default both\n"
-    "                       for stages pt and sft without pipeline stages, else off)\n";
+    "                       for stages pt and sft, else off)\n";
 
 struct TuneOptions {
   std::string config, out;
@@ -66,7 +66,7 @@ struct TuneOptions {
   std::vector<int> zero;       // empty: 0, 1, 2 as the optimizer allows
   std::vector<int> pp;         // empty: 1 and every divisor of nproc (stages pt and sft)
   std::vector<int> tp;         // empty: 1 and every divisor of nproc the model splits by
-  std::vector<bool> sp;        // empty: off and on (tp > 1, pp 1, stages pt and sft), else off
+  std::vector<bool> sp;        // empty: off and on (tp > 1, stages pt and sft), else off
   std::vector<bool> recompute = {true, false};
   std::vector<std::string> overrides, train_flags;
 };
@@ -303,9 +303,9 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
                           " data-parallel replicas does not divide the global batch " + std::to_string(global));
           continue;
         }
-        // Sequence parallelism needs the plain token loss and no pipeline stages (the trainer's rule).
+        // Sequence parallelism needs the plain token loss (the trainer's rule).
         std::vector<bool> sps = {false};
-        if (t > 1 && p == 1 && pipelines && !a.use_dft_loss && !a.use_eaft_loss)
+        if (t > 1 && pipelines && !a.use_dft_loss && !a.use_eaft_loss)
           sps = o.sp.empty() ? std::vector<bool>{false, true} : o.sp;
         for (bool q : sps)
           for (int z : zero)

@@ -154,6 +154,8 @@ Tensor CausalLM::logits_all(const std::vector<int32_t>& ids) {
   return forward(single_sequence_batch(ids, 0, {0}, t, false), caches);
 }
 
+Tensor CausalLM::loss_labels(const TrainBatch& batch) const { return shifted_labels(batch.labels); }
+
 void CausalLM::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, bool vocab_parallel) {
   (void)sequence_parallel;
   (void)vocab_parallel;

@@ -120,7 +120,8 @@ class CausalLM {
   // of the heads and of the MLP's rows; inference forwards never split. nullptr: no split.
   // sequence_parallel: the stream between the split regions is cut by tokens too, and loss()
   // gives this rank's rows' share of the loss (its loss_sum and count; summed over the group they
-  // are one process's); hidden_states and hidden_states_range are then refused.
+  // are one process's), hidden_states_range takes and gives this rank's rows (train_rows of them;
+  // loss_labels are theirs), and hidden_states is refused.
   // Throws ConfigError when a layer cannot be split over the group (heads, kv heads or the MLP
   // width not divisible, quantised weights, DoRA/OFT adapters). The default throws NotImplemented.
   // vocab_parallel (PaddleNLP's tensor_parallel_output): loss() splits the lm_head by vocabulary
@@ -130,6 +131,11 @@ class CausalLM {
   nn::Collective* tensor_parallel() const { return tp_; }
   bool sequence_parallel() const { return tp_ && sp_; }
   bool vocab_parallel() const { return tp_ && vp_; }
+  // The rows a training forward of this batch holds on this process (B·T, or this rank's share
+  // under sequence parallelism), and their shifted labels (shifted_labels of the batch, cut to
+  // those rows): what a pipeline stage sends and its head scores.
+  virtual int64_t train_rows(const TrainBatch& batch) const { return batch.input_ids.numel(); }
+  virtual Tensor loss_labels(const TrainBatch& batch) const;
   // The parameters whose gradient on a rank of the group is that rank's own share (its blocks of
   // the split weights and their adapters, the q/k norms); every other trainable parameter gets
   // the same whole gradient on each rank of the group.

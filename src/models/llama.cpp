@@ -187,13 +187,11 @@ LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scal
     UNILLM_THROW(ConfigError, "[llama] training through a quantised lm_head is not supported (load the model without --quant_type)");
   const nn::AttentionInputs in = train_inputs(batch);
   Tensor x = train_hidden(batch, in, recompute);  // [N, C], or this rank's rows
-  Tensor labels = shifted_labels(batch.labels);
-  if (vocab_parallel()) {
-    auto ce = nn::vocab_parallel_loss(x, lm_head(), labels, in.tp, grad_scale_hint);
+  if (vocab_parallel()) {  // every row's labels: the lm_head's vocabulary split sees every token
+    auto ce = nn::vocab_parallel_loss(x, lm_head(), shifted_labels(batch.labels), in.tp, grad_scale_hint);
     return {ce.loss_sum, ce.count};
   }
-  if (in.tp.sequence) labels = ops::take_rows(labels, {in.tp.rows()});
-  auto ce = ops::linear_cross_entropy_eager_grad(x, lm_head(), labels, grad_scale_hint);
+  auto ce = ops::linear_cross_entropy_eager_grad(x, lm_head(), loss_labels(batch), grad_scale_hint);
   return {ce.loss_sum, ce.count};
 }
 
@@ -227,6 +225,18 @@ void Llama::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, b
   vp_ = tp_ && vocab_parallel;
 }
 
+int64_t Llama::train_rows(const TrainBatch& batch) const {
+  if (!sequence_parallel()) return batch.input_ids.numel();
+  const auto [lo, hi] = nn::TensorParallel{tp_, true, batch.input_ids.numel()}.rows();
+  return hi - lo;
+}
+
+Tensor Llama::loss_labels(const TrainBatch& batch) const {
+  Tensor labels = shifted_labels(batch.labels);
+  if (!sequence_parallel()) return labels;
+  return ops::take_rows(labels, {nn::TensorParallel{tp_, true, labels.numel()}.rows()});
+}
+
 void Llama::refuse_sequence_parallel(const char* what) const {
   if (sp_)
     UNILLM_THROW(NotImplemented, "[llama] ", what, " under sequence parallelism is not implemented (each "
@@ -258,10 +268,12 @@ Tensor Llama::hidden_states_range(const TrainBatch& batch, const Tensor& input, 
                                   bool recompute) {
   if (begin < 0 || end > c_.num_layers || begin >= end)
     UNILLM_THROW(ShapeError, "[llama] pipeline stage of layers [", begin, ", ", end, ") of ", c_.num_layers);
-  refuse_sequence_parallel("a pipeline stage");
   const nn::AttentionInputs in = train_inputs(batch);
-  const int64_t n = batch.input_ids.numel();
-  Tensor x = begin == 0 ? ops::embedding(batch.input_ids.contiguous().view({n}), embed_) : input;
+  // Under sequence parallelism a stage holds this rank's rows, from the embedding on.
+  const int64_t n = train_rows(batch);
+  Tensor ids = batch.input_ids.contiguous().view({batch.input_ids.numel()});
+  if (in.tp.sequence) ids = ids.slice(0, in.tp.rows().first, in.tp.rows().second).contiguous();
+  Tensor x = begin == 0 ? ops::embedding(ids, embed_) : input;
   if (!x.defined() || x.ndim() != 2 || x.size(0) != n || x.size(1) != c_.hidden_size)
     UNILLM_THROW(ShapeError, "[llama] pipeline stage from layer ", begin, ": input of [", n, ", ", c_.hidden_size,
                  "] expected");

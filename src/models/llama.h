@@ -63,6 +63,8 @@ class Llama : public CausalLM, public nn::Module {
   void set_vocab_weights(Tensor embed, Tensor lm_head) override;  // in resize_vocab.cpp
   void set_tensor_parallel(nn::Collective* group, bool sequence_parallel = false, bool vocab_parallel = false) override;
   std::vector<const Tensor*> tensor_parallel_tensors() const override;
+  int64_t train_rows(const TrainBatch& batch) const override;
+  Tensor loss_labels(const TrainBatch& batch) const override;
 
  private:
   ModelConfig c_;

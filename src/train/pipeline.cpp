@@ -75,7 +75,7 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
   for (const PipeOp& op : pipeline_schedule(pp_, v_, m, rank_)) {
     const int g = op.chunk * pp_ + rank_;
     const Micro& mb = micros[static_cast<size_t>(op.micro)];
-    const int64_t n = mb.batch.input_ids.numel();
+    const int64_t n = model.train_rows(mb.batch);  // this rank's rows under sequence parallelism
     Live& l = live[{op.micro, op.chunk}];
     if (op.forward) {
       if (g > 0) {

@@ -37,9 +37,6 @@ void Run::setup_tensor_parallel() {
     return;
   }
   const bool sp = a_.sequence_parallel;
-  if (sp && a_.pipeline_degree > 1)
-    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": sequence_parallel with pipeline_parallel_degree ",
-                 a_.pipeline_degree, " is not implemented yet (tensor parallelism with pipeline stages runs without it)");
   if (sp && !stage_->model_token_loss())
     UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": sequence_parallel with stage ", a_.stage,
                  a_.stage == "sft" || a_.stage == "pt" ? " and its loss variant" : "",

@@ -99,7 +99,7 @@ class LmStage : public Stage {
                                double hint) override {
     if (a_.use_asft_loss) return Stage::head_loss(model, x, tb, hint);
     if (!weighting_) {  // model.loss()'s head
-      auto ce = ops::linear_cross_entropy_eager_grad(x, model.lm_head_weight(), models::shifted_labels(tb.labels), hint);
+      auto ce = ops::linear_cross_entropy_eager_grad(x, model.lm_head_weight(), model.loss_labels(tb), hint);
       return {ce.loss_sum, ce.count};
     }
     auto r = ops::weighted_cross_entropy(x, model.lm_head_weight(), models::shifted_labels(tb.labels), *weighting_);
