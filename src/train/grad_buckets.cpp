@@ -87,6 +87,7 @@ void GradBuckets::arm() { armed_ = true; }
 void GradBuckets::start_ready() {
   while (next_ < buckets_.size() && ready_[next_]) {
     const Bucket& b = buckets_[next_];
+    if (before_start_) before_start_(b.lo, b.hi);
     Tensor g = arena_.grad_tensor().slice(0, b.lo, b.hi);
     works_[next_] = group_.allreduce_async(g, dist::ReduceOp::sum);
     ++next_;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ class GradBuckets {
   void layer_done(int64_t layer);
   // Starts every bucket not started yet, in order, and waits for all; disarms.
   void finish();
+  // Called with a bucket's arena range [lo, hi) just before its allreduce starts, when its
+  // gradients are complete (tensor parallelism drops there the gradients its rank does not count).
+  void set_before_start(std::function<void(int64_t, int64_t)> fn) { before_start_ = std::move(fn); }
 
  private:
   struct Bucket {
@@ -56,6 +60,7 @@ class GradBuckets {
   size_t next_ = 0;  // buckets_[0, next_) are started
   bool armed_ = false;
   std::string layout_note_;  // why there is one bucket, when the layers could not be cut
+  std::function<void(int64_t, int64_t)> before_start_;
 };
 
 }  // namespace unillm::train

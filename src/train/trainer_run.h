@@ -141,7 +141,9 @@ class Run {
   // Each rank of a tensor-parallel group computes the same loss; rank 0's alone is counted (under
   // sequence parallelism each computes its tokens' share, and all are).
   bool counts_loss() const { return tp_rank() == 0 || model_->sequence_parallel(); }
-  void drop_replicated_grads();
+  // Zeroes, on tp ranks other than 0, the gradients of the whole-computed parameters within arena
+  // elements [lo, hi).
+  void drop_replicated_grads(int64_t lo, int64_t hi);
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<GradBuckets> buckets_;  // plain data parallelism: the gradient sum in buckets
   void setup_grad_buckets();

@@ -120,7 +120,9 @@ double Run::train_step() {
     }
     if (!counts_loss()) loss_sum = 0;
   }
-  drop_replicated_grads();  // tensor parallelism: the whole-computed parameters' once, from tp rank 0
+  // Tensor parallelism: the whole-computed parameters' gradients once, from tp rank 0 (with
+  // buckets, each bucket drops its range just before its allreduce starts).
+  if (!buckets_) drop_replicated_grads(0, arena_->numel());
   // ZeRO: the gradients this process holds complete after the reduction are its range's (stage 2).
   auto* zero = dynamic_cast<ZeroOptimizer*>(opt_.get());
   // The step's loss and gradients over every process (before the checks that read them): data
@@ -192,8 +194,10 @@ double Run::train_step() {
 // times): the gradient sum in buckets started while backward runs.
 void Run::setup_grad_buckets() {
   const auto* zero = dynamic_cast<ZeroOptimizer*>(opt_.get());
-  if (world_size() == 1 || model_mesh_ || (zero && !zero->buckets_reduce())) return;
+  if (world_size() == 1 || pipeline_ || (zero && !zero->buckets_reduce())) return;
   buckets_ = std::make_unique<GradBuckets>(*arena_, *h_.dp, a_.ddp_bucket_cap_mb * 1048576.0);
+  if (!tp_replicated_.empty() && !counts_loss())
+    buckets_->set_before_start([this](int64_t lo, int64_t hi) { drop_replicated_grads(lo, hi); });
   model_->set_layer_backward_hook([this](int64_t layer) { buckets_->layer_done(layer); });
   say("gradients summed in " + buckets_->describe() + ", each started as backward leaves its layers");
 }

@@ -6,6 +6,7 @@
 // others drop them, so the data-parallel path's sum over all processes (allreduce or ZeRO's
 // reduce-scatter) gives one process's gradients, and clipping, the optimizers, checkpoints and
 // resume need nothing else.
+#include <algorithm>
 #include <set>
 
 #include "train/trainer_run.h"
@@ -85,11 +86,15 @@ void Run::setup_tensor_parallel() {
                  "; every process holds the whole model (tensor-parallel rank ", tp_rank(), ")"));
 }
 
-void Run::drop_replicated_grads() {
+void Run::drop_replicated_grads(int64_t lo, int64_t hi) {
   if (!tp_group_ || counts_loss()) return;
+  const float* base = arena_->grads();
   for (const Tensor* t : tp_replicated_) {
-    Tensor g = t->grad();
-    if (g.defined()) g.fill(0);
+    Tensor g = t->grad();  // a view of the arena's gradients
+    if (!g.defined()) continue;
+    const int64_t at = g.data<float>() - base, n = g.numel();
+    const int64_t from = std::max(lo, at), to = std::min(hi, at + n);
+    if (from < to) g.view({n}).slice(0, from - at, to - at).fill(0);
   }
 }
 

@@ -42,6 +42,12 @@ TEST(TensorParallel, Tp2GivesOneProcessesRun) {
   auto plain = train(2, kFull + ga + " tensor_parallel_degree=2 disable_gradient_checkpointing=true output_dir=" +
                             dir + "/norecompute");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  // A bucket per layer: each process other than the group's first drops its whole-computed
+  // parameters' gradients bucket by bucket, as each bucket's sum starts during backward.
+  auto buckets = train(2, kFull + ga + " tensor_parallel_degree=2 ddp_bucket_cap_mb=0.01 output_dir=" + dir +
+                              "/buckets");
+  ASSERT_EQ(buckets.exit_code, 0) << buckets.err;
+  EXPECT_NE(buckets.err.find("gradients summed in"), std::string::npos) << buckets.err;
   auto z1 = train(2, kFull + ga + " tensor_parallel_degree=2 sharding=stage1 output_dir=" + dir + "/z1");
   ASSERT_EQ(z1.exit_code, 0) << z1.err;
   EXPECT_NE(z1.err.find("ZeRO stage 1: this process keeps the optimizer state of elements"), std::string::npos)
@@ -68,7 +74,7 @@ TEST(TensorParallel, Tp2GivesOneProcessesRun) {
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   EXPECT_NE(whole.err.find("tensor_parallel_output: the lm_head is tied to the trained embedding"), std::string::npos)
       << whole.err;
-  for (const std::string run : {"tp", "norecompute", "z1", "sp", "sp_norecompute", "vp_sp"}) {
+  for (const std::string run : {"tp", "norecompute", "buckets", "z1", "sp", "sp_norecompute", "vp_sp"}) {
     expect_runs_close(dir + "/one", dir + "/" + run, run);
     expect_same_weights(dir + "/one", dir + "/" + run);
   }
