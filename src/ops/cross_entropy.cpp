@@ -126,6 +126,10 @@ class EagerCrossEntropyNode : public autograd::Node {
 
 }  // namespace
 
+std::shared_ptr<autograd::Node> eager_grad_node(Tensor dx, Tensor dw, double assumed) {
+  return std::make_shared<EagerCrossEntropyNode>(std::move(dx), std::move(dw), assumed);
+}
+
 CrossEntropyResult linear_cross_entropy_eager_grad(const Tensor& x_in, const Tensor& w_in,
                                                    const Tensor& labels_in, double grad_scale,
                                                    int64_t chunk_rows) {

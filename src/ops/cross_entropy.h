@@ -6,9 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
+
+namespace unillm::autograd {
+class Node;
+}
 
 namespace unillm::ops {
 
@@ -49,6 +54,11 @@ CrossEntropyRows linear_cross_entropy_rows(const Tensor& x, const Tensor& w, con
 CrossEntropyResult linear_cross_entropy_eager_grad(const Tensor& x, const Tensor& w,
                                                    const Tensor& labels, double grad_scale,
                                                    int64_t chunk_rows = 0);
+
+// The backward node of an eager-gradient loss: holds dx and dw computed in the forward for an
+// assumed d(loss_sum) and gives them scaled to the actual one (inputs x, w; also the
+// vocabulary-parallel cross-entropy's, ops/vocab_parallel_cross_entropy.h).
+std::shared_ptr<autograd::Node> eager_grad_node(Tensor dx, Tensor dw, double assumed);
 
 // Fused kernel: forward outputs as LinearCrossEntropyArgs plus dx/dw as the backward kernel
 // would produce them for grad_scale. Kernel key "linear_cross_entropy_fused" by w's dtype.

@@ -12,42 +12,9 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
-#include "ops/elementwise.h"
-#include "ops/linear.h"
 #include "ops/lora_linear.h"
 
 namespace unillm::ops {
-namespace {
-
-// The eager gradients, rescaled by the backward's d(loss_sum) over the assumed one.
-class VocabParallelNode : public autograd::Node {
- public:
-  VocabParallelNode(Tensor dx, Tensor dw, double assumed) : dx_(std::move(dx)), dw_(std::move(dw)), assumed_(assumed) {}
-  std::string name() const override { return "VocabParallelCrossEntropyNode"; }
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    const double f = g[0].item_flat(0) / assumed_;
-    auto scaled = [f](const Tensor& t) {
-      if (!t.defined() || f == 1.0) return t;
-      Tensor out = t.clone();
-      float* p = out.data<float>();
-      for (int64_t i = 0; i < out.numel(); ++i) p[i] = static_cast<float>(p[i] * f);
-      return out;
-    };
-    std::vector<Tensor> out{needs_input_grad(0) ? scaled(dx_) : Tensor(), needs_input_grad(1) ? scaled(dw_) : Tensor()};
-    dx_ = dw_ = Tensor();  // one backward, as the gradients are consumed
-    return out;
-  }
-  void release_saved() override {
-    dx_ = Tensor();
-    dw_ = Tensor();
-  }
-
- private:
-  Tensor dx_, dw_;
-  double assumed_;
-};
-
-}  // namespace
 
 CrossEntropyResult vocab_parallel_cross_entropy(const Tensor& x_in, const Tensor& w_in, const Tensor& labels_in,
                                                 int64_t vocab_begin, int64_t vocab, const GroupReduce& reduce,
@@ -133,7 +100,7 @@ CrossEntropyResult vocab_parallel_cross_entropy(const Tensor& x_in, const Tensor
   r.count = count;
   if (grads) {
     autograd::GradModeGuard on(true);
-    autograd::record(std::make_shared<VocabParallelNode>(dx, dw, assumed), {x_in, w_in}, {&r.loss_sum});
+    autograd::record(eager_grad_node(dx, dw, assumed), {x_in, w_in, labels_in}, {&r.loss_sum});
   }
   return r;
 }

@@ -4,23 +4,15 @@
 
 #include "core/error.h"
 #include "train/args.h"
+#include "args_test_util.h"
 
 namespace unillm::train {
 namespace {
 
 const std::string kBase = "model_name_or_path: m\nstage: sft\nfinetuning_type: lora\n";
 
-TrainArgs parse(const std::string& yaml) { return parse_train_args(yaml, "cfg.yaml", {}); }
-
-template <class E>
-std::string error_of(const std::string& yaml) {
-  try {
-    parse(yaml);
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_args::error_of;
+using testing_args::parse;
 
 bool warned(const TrainArgs& a, const std::string& part) {
   for (const auto& w : a.warnings)

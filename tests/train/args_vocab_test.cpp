@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "support/run_cli.h"
 #include "train/args.h"
+#include "args_test_util.h"
 #include "train/vocab.h"
 
 namespace unillm::train {
@@ -15,17 +16,8 @@ namespace {
 
 const std::string kBase = "model_name_or_path: m\nstage: sft\nfinetuning_type: lora\n";
 
-TrainArgs parse(const std::string& yaml) { return parse_train_args(yaml, "cfg.yaml", {}); }
-
-template <class E>
-std::string error_of(const std::string& yaml) {
-  try {
-    parse(yaml);
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_args::error_of;
+using testing_args::parse;
 
 TEST(VocabArgs, ListsAndDefaults) {
   TrainArgs d = parse(kBase);
