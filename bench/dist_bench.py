@@ -71,6 +71,9 @@ def run_unillm(binary, mdir, batch, steps, np_, threads, extra, work, tag):
                   r"([\d.]+) ms", p.stderr)
     if m:
         r.update(collectives=float(m.group(1)), mib=float(m.group(2)), wait_ms=float(m.group(3)))
+    m = re.search(r"in the training steps ([\d.]+) (MiB|GiB)", p.stderr)
+    if m:
+        r["steps_peak_mib"] = float(m.group(1)) * (1024 if m.group(2) == "GiB" else 1)
     m = re.search(r"gradient buckets ([\d.]+) ms in flight, ([\d.]+) ms of it pending", p.stderr)
     if m:
         r.update(flight_ms=float(m.group(1)), overlap_ms=float(m.group(2)))
@@ -124,6 +127,8 @@ def main():
             ("dp2, a bucket per layer", 2, 1, {"ddp_bucket_cap_mb": 4}, None),
             ("dp2 + ZeRO-1", 2, 1, {"sharding": "stage1"}, True),
             ("dp2 + ZeRO-2", 2, 1, {"deepspeed": str(REPO / "tests/data/llamafactory_examples/deepspeed/ds_z2_config.json")}, None),
+            # parameters sharded too: each layer gathered for its forward and again for its backward
+            ("dp2 + ZeRO-3", 2, 1, {"deepspeed": str(REPO / "tests/data/llamafactory_examples/deepspeed/ds_z3_config.json")}, None),
             # the same global batch as 4 micro-batches through 2 stages (1F1B); no PyTorch peer here
             ("pp2 (1F1B, 4 micro-batches)", 2, 1, {"pipeline_parallel_degree": 2, "per_device_train_batch_size": batch // 4,
                                                    "gradient_accumulation_steps": 4}, None),
@@ -164,6 +169,9 @@ def main():
         formula = 0.0
         if p > 1:
             formula = 2 * (p - 1) / p * B + ((p - 1) / p * B if keys.get("sharding") == "stage1" else 0)
+        if "ds_z3" in str(keys.get("deepspeed", "")):  # per micro-batch: layers gathered twice and reduce-
+            root = cfg["vocab_size"] * hidden * (1 if cfg.get("tie_word_embeddings") else 2) + hidden  # scattered,
+            formula = (p - 1) / p * 4 * (3 * (u["params"] - root) + 2 * root) / 1048576  # the root once each
         if keys.get("pipeline_parallel_degree"):  # + each micro-batch's activations out and gradients in
             formula += 2 * batch * tb.SEQ * hidden * 4 / 1048576
         if keys.get("tensor_parallel_degree"):  # + per layer, [tokens, hidden] f32 each: 4 allreduces
@@ -183,6 +191,10 @@ def main():
               f"{u['tokens_per_s'] / base_u:.2f} | {f'{tstep:.0f}' if t else '-'} | "
               f"{t['tokens_per_s'] / base_t if t else float('nan'):.2f} | "
               f"{u['tokens_per_s'] / t['tokens_per_s'] if t else float('nan'):.2f}x |")
+    print("\nallocator peak inside the training steps (per process; evaluation and saving excluded):")
+    for name, _, _, u, _ in rows:
+        if "steps_peak_mib" in u:
+            print(f"  {name}: {u['steps_peak_mib']:.0f} MiB")
     print("\nloss at each step (same data, same global batch):")
     for name, _, _, u, _ in rows:
         print(f"  {name}: {u['losses']}")

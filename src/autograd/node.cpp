@@ -18,7 +18,9 @@ const Tensor& SavedTensor::get() const {
     UNILLM_THROW(Error, "[autograd] saved tensor used after it was released: backward ran "
                         "through this graph already (pass retain_graph to run it twice)");
   UNILLM_CHECK(tensor_.defined(), "[autograd] get() of an empty SavedTensor");
-  UNILLM_CHECK(tensor_.raw_data() == data_, "[autograd] saved tensor was re-pointed");
+  // A storage whose memory comes and goes (ZeRO-3's gathered parameters, Storage::refill) must
+  // hold it again when backward reads it.
+  UNILLM_CHECK(tensor_.storage()->holds_memory(), "[autograd] a saved tensor's memory was released and not refilled");
   if (!hooks_) return tensor_;
   if (!unpacked_.defined()) unpacked_ = hooks_->unpack(tensor_);
   return unpacked_;

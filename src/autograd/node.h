@@ -26,9 +26,10 @@ struct Edge {
 };
 
 // A tensor kept for backward. It keeps a detached view (no autograd state, so saving an op's own
-// output cannot form a node -> tensor -> node cycle) and records the data pointer at save time;
-// saved tensors are never written in place by the ops (DESIGN.md), and get() catches a re-pointed
-// view cheaply. get() after release() throws (backward ran without retain_graph).
+// output cannot form a node -> tensor -> node cycle); saved tensors are never written in place by
+// the ops (DESIGN.md). Its storage may give its memory back and be refilled with the same values
+// before backward (ZeRO-3's parameters, Storage::refill); get() catches one that was not refilled.
+// get() after release() throws (backward ran without retain_graph).
 //
 // Weights and index tensors are saved with the constructor, as they are. Activations (values
 // computed in the forward that backward reads) are saved with activation(): when saved-tensor
@@ -38,7 +39,7 @@ class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t)
-      : tensor_(t.detach()), data_(t.defined() ? t.raw_data() : nullptr), saved_(t.defined()) {}
+      : tensor_(t.detach()), saved_(t.defined()) {}
   static SavedTensor activation(const Tensor& t);
   // The saved tensor (the unpacked one for a packed activation).
   const Tensor& get() const;
@@ -52,7 +53,6 @@ class SavedTensor {
 
  private:
   Tensor tensor_;  // what is kept: the tensor itself, or the hooks' pack result
-  void* data_ = nullptr;
   bool saved_ = false;
   std::shared_ptr<const SavedTensorHooks> hooks_;  // set when tensor_ is packed
   mutable Tensor unpacked_;

@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 const char* kUsage =
     "usage: unillm tune CONFIG.yaml --nproc N [--steps K] [--out FILE] [key=value ...]\n"
-    "                   [--micro-batches 1,2,4] [--zero 0,1,2] [--recompute on,off] [--pp 1,2]\n"
+    "                   [--micro-batches 1,2,4] [--zero 0,1,2,3] [--recompute on,off] [--pp 1,2]\n"
     "                   [--tp 1,2] [--sp on,off]\n"
     "                   [--rounds R]\n"
     "                   [--run-timeout SECONDS] [--threads N] [--device NAME]\n"
@@ -47,7 +47,8 @@ const char* kUsage =
     "                       fastest round (default 1): other load on the host only adds time\n"
     "  --micro-batches L    per_device_train_batch_size values to try (default 1, 2, 4, ... up to\n"
     "                       the global batch)\n"
-    "  --zero L             ZeRO stages to try (default 0,1,2 where the optimizer is sharded)\n"
+    "  --zero L             ZeRO stages to try (default 0,1,2 where the optimizer is sharded; 3, which\n"
+    "                       also shards the parameters, on request, without --tp/--pp)\n"
     "  --recompute L        on, off or both (default on,off)\n"
     "  --run-timeout S      bound on each child run (default 600)\n"
     "  --threads, --device  passed to every `unillm train`\n"
@@ -131,9 +132,7 @@ void set_list(TuneOptions& o, const std::string& flag, const std::string& v) {
     o.zero.clear();
     for (const auto& w : words) {
       const auto z = parse_int(flag, w, 0);
-      if (z > 2)
-        UNILLM_THROW(ConfigError, "[tune] --zero ", w,
-                     ": stages 0, 1 and 2 are built (stage 3 is not yet)");
+      if (z > 3) UNILLM_THROW(ConfigError, "[tune] --zero ", w, ": ZeRO stages are 0, 1, 2 and 3");
       o.zero.push_back(static_cast<int>(z));
     }
   } else {
@@ -308,8 +307,11 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
         if (t > 1 && pipelines && !a.use_dft_loss && !a.use_eaft_loss)
           sps = o.sp.empty() ? std::vector<bool>{false, true} : o.sp;
         for (bool q : sps)
-          for (int z : zero)
+          for (int z : zero) {
+            // Stage 3 shards the parameters of pure data parallelism only (else it runs as 2).
+            if (z == 3 && (t > 1 || p > 1)) continue;
             for (bool r : o.recompute) out.push_back({m, global / (m * dp), z, r, p, t, q});
+          }
       }
     }
   return out;

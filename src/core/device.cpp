@@ -149,4 +149,15 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   return std::make_shared<Storage>(p, bytes, device, std::move(owner));
 }
 
+void Storage::refill() {
+  std::shared_ptr<Storage> fresh = allocate(bytes_, device_);
+  data_ = fresh->data();
+  owner_ = std::move(fresh);  // keeps the fresh memory (and its deallocation) alive
+}
+
+void Storage::release() {
+  data_ = nullptr;
+  owner_.reset();
+}
+
 }  // namespace unillm

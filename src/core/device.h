@@ -98,6 +98,14 @@ class Storage {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  // Memory that comes and goes under one storage object (ZeRO-3's gathered parameters,
+  // train/param_shards.h): refill() gives it fresh memory of bytes() from the device's
+  // allocator (contents undefined), release() frees it. Every view of the storage, including
+  // tensors an autograd graph saved, reads whatever it holds at the time; between release() and
+  // refill() data() is null.
+  void refill();
+  void release();
+  bool holds_memory() const { return data_ != nullptr || bytes_ == 0; }
 
  private:
   void* data_;

@@ -114,6 +114,16 @@ class CausalLM {
   // order (a layer whose input needs no gradient, e.g. the first with a frozen embedding, is not
   // reported). Empty: nothing is called.
   void set_layer_backward_hook(std::function<void(int64_t)> hook) { layer_backward_hook_ = std::move(hook); }
+  // ZeRO-3's just-in-time parameters (train/param_shards.h): before_forward(i) / after_forward(i)
+  // are called around decoder layer i in every forward through the layers (any grad mode: the
+  // layer reads its parameters only in between); before_backward(i) in a training backward just
+  // before backward enters layer i (its output's gradient is complete), so a recompute re-run or a
+  // saved graph finds its parameters; the layer-backward hook above reports leaving it. Empty
+  // functions are not called.
+  struct LayerHooks {
+    std::function<void(int64_t)> before_forward, after_forward, before_backward;
+  };
+  void set_layer_hooks(LayerHooks hooks) { layer_hooks_ = std::move(hooks); }
 
   // Tensor parallelism (nn/tensor_parallel.h): the group the training forwards (loss,
   // hidden_states, hidden_states_range) split their attention and MLP over — each rank its share
@@ -167,6 +177,7 @@ class CausalLM {
 
  protected:
   std::function<void(int64_t)> layer_backward_hook_;
+  LayerHooks layer_hooks_;
   nn::Collective* tp_ = nullptr;
   bool sp_ = false, vp_ = false;
   // The LoRA state of one call: the requested (or active) adapters, validated.

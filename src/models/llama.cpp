@@ -116,6 +116,16 @@ DecoderLayer::Stream Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCa
   auto mark = [this](std::vector<Tensor> xs, size_t i) {
     return autograd::on_backward(xs, [this, i] { layer_backward_hook_(static_cast<int64_t>(i)); });
   };
+  // ZeRO-3 (set_layer_hooks): around each layer's forward, and a marker on its output whose
+  // backward runs just before the layer's.
+  const LayerHooks& lh = layer_hooks_;
+  const bool entering = lh.before_backward && autograd::grad_enabled();
+  auto around = [&lh](const std::function<void(int64_t)>& f, size_t i) {
+    if (f) f(static_cast<int64_t>(i));
+  };
+  auto mark_entry = [&lh](std::vector<Tensor> xs, size_t i) {
+    return autograd::on_backward(xs, [f = lh.before_backward, i] { f(static_cast<int64_t>(i)); });
+  };
   if (!recompute) {
     DecoderLayer::Stream stream{x, Tensor()};
     for (size_t i = begin; i < end; ++i) {
@@ -123,13 +133,20 @@ DecoderLayer::Stream Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCa
         auto m = mark({stream.sum, stream.delta}, i);
         stream = {m[0], m[1]};
       }
+      around(lh.before_forward, i);
       stream = layers_[i]->forward(stream, in, caches ? nn::LayerCache{&caches->k[i], &caches->v[i]} : nn::LayerCache{});
+      around(lh.after_forward, i);
+      if (entering) {
+        auto m = mark_entry({stream.sum, stream.delta}, i);
+        stream = {m[0], m[1]};
+      }
     }
     return stream;
   }
   for (size_t i = begin; i < end; ++i) {
     DecoderLayer* l = layers_[i].get();
     if (hook) x = mark({x}, i)[0];
+    around(lh.before_forward, i);
     // Two segments per layer, saving x and h (2 × [N, C] per layer instead of 1): the re-run of
     // each then ends in a projection whose output value backward never reads, and skips its GEMM
     // (o_proj, down_proj: ~30% of a layer's re-run GEMM FLOPs at Llama shapes). The attention
@@ -144,6 +161,8 @@ DecoderLayer::Stream Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCa
     x = nn::recompute(
         [l, in](const Tensor& h, ops::OutputUse use) { return l->mlp_block(h, in, use); }, x,
         l->mlp_params_need_grad());
+    around(lh.after_forward, i);
+    if (entering) x = mark_entry({x}, i)[0];
   }
   return {x, Tensor()};
 }

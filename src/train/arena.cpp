@@ -111,7 +111,34 @@ ParamArena ParamArena::range(int64_t lo, int64_t hi) const {
   return r;
 }
 
+ParamArena ParamArena::copy_runs(const std::vector<ArenaRun>& runs, int64_t numel) const {
+  ParamArena r;
+  r.numel_ = numel;
+  r.params_ = Tensor::zeros({numel}, DType::f32, params_.device());
+  r.grads_ = Tensor::zeros({numel}, DType::f32, params_.device());
+  for (const ArenaRun& run : runs) {
+    UNILLM_CHECK(0 <= run.lo && run.lo <= run.hi && run.hi <= numel_ && run.at >= 0 && run.at + run.hi - run.lo <= numel,
+                 "[train] arena run [", run.lo, ", ", run.hi, ") at ", run.at, " outside the arenas");
+    if (run.hi == run.lo) continue;
+    r.params_.slice(0, run.at, run.at + run.hi - run.lo).copy_from(params_.slice(0, run.lo, run.hi));
+    ParamArena part = range(run.lo, run.hi);
+    for (ArenaSegment& seg : part.segments_) {
+      seg.offset += run.at;
+      r.segments_.push_back(std::move(seg));
+    }
+  }
+  std::sort(r.segments_.begin(), r.segments_.end(),
+            [](const ArenaSegment& a, const ArenaSegment& b) { return a.offset < b.offset; });
+  return r;
+}
+
+void ParamArena::release_storage() {
+  for (Tensor* t : {&params_, &grads_})
+    if (t->defined()) t->storage()->release();
+}
+
 void ParamArena::zero_grads() {
+  if (!grads_.storage()->holds_memory()) return;  // released: ZeRO-3 zeroes its shard
   if (grads_.device().is_cpu())
     std::memset(grads_.raw_data(), 0, grads_.nbytes());
   else

@@ -24,6 +24,11 @@ struct ArenaSegment {
   double lr_scale = 1.0;  // the segment's lr = the scheduled lr × this (LoRA+'s groups)
 };
 
+// Arena elements [lo, hi) placed at `at` of another arena (ZeRO-3's pieces, train/param_shards.h).
+struct ArenaRun {
+  int64_t lo = 0, hi = 0, at = 0;
+};
+
 class ParamArena {
  public:
   // Packs the parameters of m that require grad. bf16/f16 ones are upcast (LLaMA-Factory's
@@ -48,6 +53,13 @@ class ParamArena {
   // rebased to 0. A segment the range cuts keeps only the elements inside, as a 1-D segment
   // of that many (part_rows left empty): only elementwise optimisers may step a cut arena.
   ParamArena range(int64_t lo, int64_t hi) const;
+  // An arena of its own of `numel` elements holding a copy of this arena's runs (gradients zero,
+  // elements outside every run zero and in no segment); segments clipped to each run as range()
+  // clips them. ZeRO-3's shard: a rank's pieces of every unit, which are several arena ranges.
+  ParamArena copy_runs(const std::vector<ArenaRun>& runs, int64_t numel) const;
+  // Frees the parameter and gradient storage (ZeRO-3: the parameters live in their units and the
+  // shard from then on); segments and numel() stay. zero_grads() then does nothing.
+  void release_storage();
 
  private:
   ParamArena() = default;

@@ -71,6 +71,10 @@ struct MemoryPlanInputs {
   bool asft_reference_logits = false;
   std::string optimizer = "adamw";  // OptimizerConfig::kind: sizes the optimizer state
   int64_t zero_shards = 1;  // ZeRO (train/zero.h): each process holds 1/zero_shards of the state
+  // ZeRO-3 (train/param_shards.h): between uses each process keeps 1/param_shards of the weights
+  // and gradients; a step gathers the root unit and one layer at a time. Loading, evaluation and
+  // saving still hold the whole model.
+  int64_t param_shards = 1;
   // Pipeline parallelism (train/pipeline_schedule.h pipeline_live_per_layer): per decoder layer,
   // how many micro-batches' activations this process holds at its peak (0: another stage's
   // layer), and whether it runs the loss (the last stage). Empty: one process, every layer once.

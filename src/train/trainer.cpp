@@ -146,14 +146,27 @@ void Run::load(const std::string& from) {
   OptimizerConfig oc = optimizer_config(a_);
   const models::ModelConfig& mc = model_->config();  // Adam-mini's head blocks
   oc.hidden_size = mc.hidden_size, oc.num_heads = mc.num_heads, oc.num_kv_heads = mc.num_kv_heads;
-  // Stage 3's parameter sharding is not built: it runs as stage 2, said here; the memory plan
-  // counts whole parameters on each process, so a model that needs stage 3 to fit is refused there.
-  const int64_t stage = std::min<int64_t>(a_.zero_stage, 2);
-  if (a_.zero_stage == 3 && world_size() > 1)
-    say("ZeRO stage 3 from " + a_.zero_from + ": sharding the parameters is not built yet; this run shards the "
-        "optimizer state and gradients as stage 2 does, and each process holds the whole model (the memory plan "
-        "counts it)");
-  if ((stage == 1 || stage == 2) && world_size() > 1 && sharding_degree() == 1) {
+  // Stage 3 shards the parameters where it can; elsewhere it runs as stage 2, said here (the
+  // memory plan then counts whole parameters on each process).
+  const bool zero3 = a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty();
+  const int64_t stage = zero3 ? 3 : std::min<int64_t>(a_.zero_stage, 2);
+  if (a_.zero_stage == 3 && world_size() > 1 && !zero3)
+    say("ZeRO stage 3 from " + a_.zero_from + ": the parameters are not sharded " + zero3_fallback() +
+        "; this run shards the optimizer state and gradients as stage 2 does, and each process holds the whole "
+        "model (the memory plan counts it)");
+  if (zero3) {
+    shards_ = std::make_unique<ParamShards>(trainable, *arena_, *h_.dp);
+    auto z = std::make_unique<ZeroOptimizer>(*arena_, *h_.dp, shards_->pieces(),
+                                             [&oc](ParamArena& shard) { return make_optimizer(shard, oc); });
+    shards_->shard(*arena_, z->shard());
+    opt_ = std::move(z);
+    ParamShards* s = shards_.get();
+    model_->set_layer_hooks({[s](int64_t l) { s->before_forward(l); }, [s](int64_t l) { s->after_forward(l); },
+                             [s](int64_t l) { s->before_backward(l); }});
+    model_->set_layer_backward_hook([s](int64_t l) { s->after_backward(l); });
+    say("ZeRO stage 3 from " + a_.zero_from + ": parameters, gradients and optimizer state sharded over " +
+        std::to_string(world_size()) + " processes in " + shards_->describe());
+  } else if ((stage == 1 || stage == 2) && world_size() > 1 && sharding_degree() == 1) {
     say("sharding_parallel_degree 1: no sharding group, the optimizer state is not sharded (plain data parallelism)");
     opt_ = make_optimizer(*arena_, oc);
   } else if ((stage == 1 || stage == 2) && world_size() > 1) {
@@ -285,6 +298,16 @@ void Run::restore(const std::string& dir) {
   say("resumed from " + dir + " at step " + std::to_string(state_.global_step));
 }
 
+std::string Run::zero3_fallback() const {
+  if (model_mesh_) return UNILLM_MSG("under ", a_.pipeline_degree > 1 ? "pipeline" : "tensor", " parallelism");
+  if (sharding_degree() > 0 && sharding_degree() < world_size())
+    return UNILLM_MSG("with sharding_parallel_degree ", sharding_degree(), " below the ", world_size(), " processes");
+  if (a_.use_dora) return "with DoRA (its magnitude reads whole weights outside the layer's backward)";
+  if (a_.finetuning_type == "oft") return "with OFT (its rotations are built from whole parameters)";
+  if (a_.quantization_bit > 0) return "with QLoRA (the quantised base is not a parameter)";
+  return "";
+}
+
 // ZeRO with several processes: what is built (stages 1 and 2 of elementwise optimisers over the
 // whole data-parallel group) or a clear refusal.
 void Run::check_zero() const {
@@ -380,7 +403,13 @@ TrainResult Run::go() {
   while (state_.global_step < total_steps_) {
     const dist::CommStats before = counting ? counting->stats() : dist::CommStats{};
     const auto t0 = Clock::now();
+    // The steps' own allocator peak (evaluation and saving, which ZeRO-3 runs on the whole model,
+    // are outside it); the run's peak is kept across the resets.
+    Allocator& alloc = backend_for(a_.device).allocator(a_.device.index);
+    run_alloc_peak_ = std::max(run_alloc_peak_, alloc.peak_bytes());
+    alloc.reset_peak();
     loss_sum += train_step();
+    steps_alloc_peak_ = std::max(steps_alloc_peak_, alloc.peak_bytes());
     step_seconds += since(t0);
     if (counting) {
       comm.calls += counting->stats().calls - before.calls;

@@ -147,6 +147,7 @@ void Run::gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<
 
 void Run::run_eval() {
   const auto t0 = Clock::now();
+  const ParamShards::Whole whole(shards_.get());  // ZeRO-3: evaluation reads the whole model
   // Token accuracy (pt/sft) runs when it decides the best checkpoint; a stage may report its own.
   last_eval_ = evaluate(eval_, stage_->token_loss() && a_.metric_for_best_model == "accuracy");
   last_eval_step_ = state_.global_step;
@@ -200,6 +201,7 @@ void Run::load_best_at_end() {
   say("loading the best checkpoint " + best + " (eval " + a_.metric_for_best_model + " " +
       std::to_string(*state_.best_metric) + ")");
   opt_.reset();
+  shards_.reset();
   arena_.reset();
   model_.reset();
   load(best);

@@ -57,8 +57,9 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.baseline_bytes = read_process_memory().rss;
   in.threads = num_threads();
   in.optimizer = optimizer_config(a_).kind;
-  if (a_.zero_stage > 0)  // over the sharding group (PaddleNLP's degree); stage 3 runs as 2
+  if (a_.zero_stage > 0)  // over the sharding group (PaddleNLP's degree)
     in.zero_shards = sharding_degree() > 1 ? sharding_degree() : sharding_degree() == 1 ? 1 : world_size();
+  if (a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty()) in.param_shards = world_size();
   if (model_mesh_ && a_.pipeline_degree > 1) {  // this stage's layers, as many micro-batches as its schedule holds at once
     const int rank = model_mesh_->coord().pp, pp = model_mesh_->shape().pp;
     in.pipeline_live = pipeline_live_per_layer(in.model.num_layers, pp, static_cast<int>(a_.virtual_pp_degree),
@@ -82,12 +83,14 @@ void Run::plan_memory_and_check(const std::string& from) {
 
 void Run::report_memory() const {
   const ProcessMemory m = read_process_memory();
-  const auto alloc = static_cast<int64_t>(backend_for(Device{}).allocator(0).peak_bytes());
+  Allocator& a = backend_for(a_.device).allocator(a_.device.index);
+  const auto alloc = static_cast<int64_t>(std::max(run_alloc_peak_, a.peak_bytes()));
   const double ratio = plan_.peak > 0 ? static_cast<double>(m.peak_rss) / static_cast<double>(plan_.peak) : 0.0;
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f", ratio);
   say("memory: predicted peak " + format_bytes(plan_.peak) + ", measured " + format_bytes(m.peak_rss) +
-      " (measured/predicted " + buf + "; allocator peak " + format_bytes(alloc) + ")");
+      " (measured/predicted " + buf + "; allocator peak " + format_bytes(alloc) + ", in the training steps " +
+      format_bytes(static_cast<int64_t>(steps_alloc_peak_)) + ")");
 }
 
 }  // namespace unillm::train::detail

@@ -17,6 +17,7 @@
 #include "train/adamw.h"
 #include "train/grad_buckets.h"
 #include "train/optimizer.h"
+#include "train/param_shards.h"
 #include "train/pipeline.h"
 #include "train/checkpoint.h"
 #include "train/loss_scaler.h"
@@ -96,6 +97,9 @@ class Run {
   void check_zero() const;
   // ZeRO's sharding group size as TrainArgs::sharding_degree says it (-1: every process); under
   // pipeline or tensor parallelism always every process (setup_model_mesh says why).
+  // Why ZeRO stage 3 with several processes runs as stage 2 here ("" when it shards the
+  // parameters: train/param_shards.h).
+  std::string zero3_fallback() const;
   int64_t sharding_degree() const { return model_mesh_ && a_.sharding_degree > 1 ? -1 : a_.sharding_degree; }
   void gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc);
   bool writer() const { return world_rank() == 0; }
@@ -128,6 +132,8 @@ class Run {
   std::unique_ptr<Stage> stage_;  // the loss, data and metrics of a.stage
   std::unique_ptr<models::CausalLM> model_;
   std::unique_ptr<ParamArena> arena_;
+  std::unique_ptr<ParamShards> shards_;
+  size_t run_alloc_peak_ = 0, steps_alloc_peak_ = 0;  // the allocator's peak: the run's, the steps' only  // ZeRO-3: the parameters' units (null otherwise)
   std::unique_ptr<dist::DeviceMesh> mesh_;  // ZeRO's sharding and replica groups (before opt_: outlives it)
   // Pipeline or tensor parallelism: the pp × dp × tp mesh (tp fastest).
   std::unique_ptr<dist::DeviceMesh> model_mesh_;

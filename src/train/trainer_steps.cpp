@@ -110,7 +110,9 @@ double Run::train_step() {
       if (static_cast<int64_t>(i) % dp != me) continue;
       if (buckets_ && static_cast<int64_t>(i) == last) buckets_->arm();
       micro_rng.reseed(step_seed + 0x9E3779B97F4A7C15ull * (i + 1));
+      if (shards_) shards_->begin_micro();
       MicroResult r = stage_->train_micro(*model_, group[i], mo);
+      if (shards_) shards_->end_micro();
       // Checked on the reduced loss: a NaN or inf here would train every weight into NaN.
       if (!std::isfinite(r.loss)) stop_non_finite("the loss", r.loss);
       if (!counts_loss()) continue;  // a tensor-parallel peer's copy of rank 0's loss and metrics
@@ -119,6 +121,17 @@ double Run::train_step() {
       add_sums(interval_sums_, r.sums);
     }
     if (!counts_loss()) loss_sum = 0;
+    // ZeRO-3: every process gathers and reduces each unit once per micro-batch, so one with fewer
+    // micro-batches in the epoch's last group runs the group's first again as a stand-in whose
+    // reductions contribute zeros (the same collectives, nothing added) and drops its result.
+    const auto mine = static_cast<int64_t>(group.size() / dp) + (me < static_cast<int64_t>(group.size() % dp) ? 1 : 0);
+    const auto most = static_cast<int64_t>((group.size() + dp - 1) / dp);
+    for (int64_t k = mine; shards_ && k < most; ++k) {
+      micro_rng.reseed(step_seed);
+      shards_->begin_micro(/*stand_in=*/true);
+      stage_->train_micro(*model_, group[0], mo);
+      shards_->end_micro();
+    }
   }
   // Tensor parallelism: the whole-computed parameters' gradients once, from tp rank 0 (with
   // buckets, each bucket drops its range just before its allreduce starts).
@@ -160,6 +173,7 @@ double Run::train_step() {
     state_.loss_scale_growth_tracker = scaler_->growth_tracker;
   }
   arena_->zero_grads();
+  if (zero) zero->zero_grads();  // stage 3's shard (the whole arena's storage is released)
   ++state_.global_step;
   const auto st = loader_->state();
   state_.loader_epoch = st.epoch;
@@ -183,7 +197,7 @@ double Run::train_step() {
     p.epoch = state_.epoch;
     p.elapsed_s = since(start_);
     p.remaining_s = p.elapsed_s / std::max<int64_t>(state_.global_step, 1) * (total_steps_ - state_.global_step);
-    p.memory_bytes = backend_for(a_.device).allocator(a_.device.index).peak_bytes();
+    p.memory_bytes = std::max(run_alloc_peak_, backend_for(a_.device).allocator(a_.device.index).peak_bytes());
     h_.progress(p);
   }
   return loss;
@@ -217,7 +231,7 @@ void Run::stop_non_finite(const std::string& what, double value) const {
 // Weights are checked before every save (a pass at save time only): a learning rate that
 // overflows the update gives inf/NaN weights whose loss is still finite at this step.
 void Run::check_weights_finite(const std::string& dir) const {
-  if (arena_->all_finite()) return;
+  if (shards_ ? shards_->all_finite() : arena_->all_finite()) return;
   UNILLM_THROW(NumericError, "[train] step ", state_.global_step,
                ": the trained weights hold NaN or inf after the optimizer step (learning_rate ",
                a_.learning_rate, " too high?); ", dir, " is not written. ",
@@ -286,6 +300,7 @@ void Run::save_now() {
     stage_->save_extra(dir, true);
   };
   if (!a_.save_only_model) opt_->gather_state();  // ZeRO: every process's range (a collective)
+  const ParamShards::Whole whole(shards_.get());  // ZeRO-3: the whole model for the writer
   if (!writer()) {  // rank 0 writes; the others wait until the checkpoint is complete
     last_checkpoint_ = name;
     dp_barrier();
@@ -304,6 +319,7 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   const double runtime = since(start_);
   load_best_at_end();
   check_weights_finite(a_.output_dir);
+  const ParamShards::Whole whole(shards_.get());  // ZeRO-3: the whole model for predict and the writer
   if (loss_predict()) predict();
   state_.rng = rng_.state();
   state_.elapsed_seconds = runtime;

@@ -1,4 +1,5 @@
-// ZeRO stages 1 and 2: the arena cut into per-rank ranges, state and steps per range.
+// ZeRO stages 1 and 2: the arena cut into per-rank ranges, state and steps per range; stage 3's
+// pieces (train/param_shards.h).
 #include "train/zero.h"
 
 #include <algorithm>
@@ -38,8 +39,38 @@ ZeroOptimizer::ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, int s
                  "' is not one value per element; it cannot be sharded by range");
 }
 
+ZeroOptimizer::ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, ZeroPieces pieces, const MakeInner& make_inner)
+    : Optimizer(arena),
+      group_(group),
+      replicas_(nullptr),
+      stage_(3),
+      per_rank_(pieces.per_rank),
+      shard_(arena.copy_runs(pieces.runs_by_rank.at(static_cast<size_t>(group.rank())), pieces.per_rank)),
+      pieces_(std::move(pieces)) {
+  UNILLM_CHECK(static_cast<int>(pieces_.runs_by_rank.size()) == group.size(), "[train] ZeRO-3 pieces for ",
+               pieces_.runs_by_rank.size(), " ranks, the group has ", group.size());
+  inner_ = make_inner(shard_);
+  for (const auto& [name, t] : inner_->state())
+    UNILLM_CHECK(t->numel() == shard_.numel(), "[train] ZeRO: ", inner_->kind(), "'s state '", name,
+                 "' is not one value per element; it cannot be sharded");
+}
+
+void ZeroOptimizer::zero_grads() {
+  if (stage_ == 3) shard_.zero_grads();
+}
+
 void ZeroOptimizer::gather_into(const Tensor& mine, Tensor& whole) {
   const Device dev = whole.device();
+  if (stage_ == 3) {  // every rank's pieces, each run put back where the arena has it
+    Tensor out = Tensor::empty({per_rank_ * group_.size()}, mine.dtype(), dev);
+    group_.allgather(mine, out);
+    for (size_t q = 0; q < pieces_.runs_by_rank.size(); ++q)
+      for (const ArenaRun& r : pieces_.runs_by_rank[q]) {
+        const int64_t at = static_cast<int64_t>(q) * per_rank_ + r.at;
+        whole.slice(0, r.lo, r.hi).copy_from(out.slice(0, at, at + r.hi - r.lo));
+      }
+    return;
+  }
   Tensor in = Tensor::zeros({per_rank_}, mine.dtype(), dev);
   if (mine.numel() > 0) in.slice(0, 0, mine.numel()).copy_from(mine);
   Tensor out = Tensor::empty({per_rank_ * group_.size()}, mine.dtype(), dev);
@@ -51,6 +82,7 @@ void ZeroOptimizer::step(double lr) {
   whole_state_.clear();  // a gathered copy is stale once the state moves on
   inner_->step(lr);
   step_ = inner_->steps();
+  if (stage_ == 3) return;  // the units gather the updated pieces when they are next used
   Tensor params = arena_.param_tensor();
   gather_into(shard_.param_tensor(), params);
 }
@@ -79,12 +111,20 @@ void ZeroOptimizer::gather_state() {
 void ZeroOptimizer::state_loaded() {
   StateTensors inner = inner_->state();
   UNILLM_CHECK(whole_state_.size() == inner.size(), "[train] ZeRO: state loaded without state()");
-  for (size_t i = 0; i < inner.size(); ++i) inner[i].second->copy_from(whole_state_[i].slice(0, lo_, hi_));
+  for (size_t i = 0; i < inner.size(); ++i) {
+    if (stage_ != 3) {
+      inner[i].second->copy_from(whole_state_[i].slice(0, lo_, hi_));
+      continue;
+    }
+    for (const ArenaRun& r : pieces_.runs_by_rank[static_cast<size_t>(group_.rank())])
+      inner[i].second->slice(0, r.at, r.at + r.hi - r.lo).copy_from(whole_state_[i].slice(0, r.lo, r.hi));
+  }
   inner_->set_steps(steps());
   whole_state_.clear();
 }
 
 void ZeroOptimizer::reduce_gradients(bool summed) {
+  if (stage_ == 3) return;  // each unit was reduce-scattered into the shard as backward left it
   Tensor g = arena_.grad_tensor();
   if (summed) {
     UNILLM_CHECK(buckets_reduce(), "[zero] gradients summed outside stage 1 over one group");

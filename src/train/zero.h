@@ -1,4 +1,4 @@
-// ZeRO stages 1 and 2 over the flat parameter arena (docs/ARCHITECTURE.md, "Parallel training"):
+// ZeRO stages 1, 2 and 3 over the flat parameter arena (docs/ARCHITECTURE.md, "Parallel training"):
 // the arena is cut into one contiguous range per data-parallel rank, cutting across parameters
 // (the arena is partitioned, not the parameter list). Each rank keeps the optimiser state of its
 // range only and steps only it; the updated parameters are then all-gathered. Stage 1 sums the
@@ -6,7 +6,7 @@
 // rank holds the summed gradients of its own range, and the clip norm is an allreduce of the
 // ranges' squared norms. Checkpoints stay unified: the state is gathered into whole-arena
 // tensors named as one process names them, and a resume under any number of ranks takes its
-// range of them.
+// range of them. Stage 3 shards by units instead of one range (ZeroPieces, train/param_shards.h).
 #pragma once
 
 #include <functional>
@@ -27,9 +27,20 @@ std::pair<int64_t, int64_t> zero_range(int64_t n, int world, int rank);
 // ZeRO shards (AdamW, SGD).
 bool zero_shardable(const std::string& kind);
 
+// ZeRO-3's shard layout (train/param_shards.h): each rank's pieces of the arena, as runs placed in
+// a shard of per_rank elements (the same on every rank).
+struct ZeroPieces {
+  std::vector<std::vector<ArenaRun>> runs_by_rank;
+  int64_t per_rank = 0;
+};
+
 class ZeroOptimizer : public Optimizer {
  public:
   using MakeInner = std::function<std::unique_ptr<Optimizer>(ParamArena& shard)>;
+  // Stage 3: the inner optimiser steps a copy of this rank's pieces (ParamArena::copy_runs); the
+  // gradients reach the shard during backward (ParamShards reduce-scatters each unit), so
+  // reduce_gradients() does nothing, and step() gathers nothing (the units gather just in time).
+  ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, ZeroPieces pieces, const MakeInner& make_inner);
   // stage 1 or 2; make_inner builds the real optimiser over this rank's range of `arena`, cut
   // over the ranks of `group`. `replicas` (PaddleNLP's sharding_parallel_degree below the process
   // count: sharding groups replicated across dp) joins the ranks holding the same range in the
@@ -64,6 +75,10 @@ class ZeroOptimizer : public Optimizer {
   // True on every rank when all ranks' reduced gradients are finite (an fp16 step is skipped
   // by all or none).
   bool all_ranks(bool mine);
+  // Stage 3: the shard the units gather from and reduce into, and its gradients zeroed (the whole
+  // arena's storage is released).
+  ParamArena& shard() { return shard_; }
+  void zero_grads();
 
  private:
   // this rank's range padded to s elements -> every rank's, copied back into `whole`.
@@ -76,6 +91,7 @@ class ZeroOptimizer : public Optimizer {
   ParamArena shard_;
   std::unique_ptr<Optimizer> inner_;
   std::vector<Tensor> whole_state_;  // gathered for a save, or loaded from a checkpoint
+  ZeroPieces pieces_;  // stage 3
 };
 
 }  // namespace unillm::train

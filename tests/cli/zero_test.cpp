@@ -2,7 +2,8 @@
 // processes"): sharding the optimizer state (stage 1) and the gradients' reduction (stage 2) over
 // the arena gives the run of one process with gradient_accumulation_steps × 2 (within f32
 // rounding of the reordered sums), checkpoints stay one process's layout so a run resumes under
-// any layout; stage 3 runs as stage 2 (said at start), and an optimizer that reads whole matrices
+// any layout; stage 3 runs as stage 2 where it cannot shard the parameters (said at start;
+// tests/cli/zero3_test.cpp has the sharded runs), and an optimizer that reads whole matrices
 // is refused on every process rather than leaving one waiting.
 #include <gtest/gtest.h>
 
@@ -141,15 +142,17 @@ TEST(Zero, ShardingGroupsReplicatedAcrossDataParallel) {
 TEST(Zero, WhatIsNotBuiltIsRefusedOnEveryProcessOrSaid) {
   const std::string dir = testing::temp_dir("zero_refused");
   const std::string full = kSft + " finetuning_type=full" + kShort + " max_steps=3 save_strategy=no";
-  // Stage 3 (LLaMA-Factory's ds_z3_config.json) runs as stage 2 and says so: the same run.
+  // Stage 3 (LLaMA-Factory's ds_z3_config.json) where its parameters are not sharded (DoRA's
+  // magnitudes read whole weights) runs as stage 2 and says so: the same run.
   const std::string z3 = " deepspeed=tests/data/llamafactory_examples/deepspeed/ds_z3_config.json";
-  auto three = train(2, full + z3 + " output_dir=" + dir + "/z3");
+  const std::string dora = kSft + kShort + " max_steps=3 save_strategy=no use_dora=true";
+  auto three = train(2, dora + z3 + " output_dir=" + dir + "/z3");
   ASSERT_EQ(three.exit_code, 0) << three.err;
   EXPECT_NE(three.err.find("ZeRO stage 3 from command line (deepspeed: tests/data/llamafactory_examples/deepspeed/"
-                           "ds_z3_config.json): sharding the parameters is not built yet"),
+                           "ds_z3_config.json): the parameters are not sharded with DoRA"),
             std::string::npos)
       << three.err;
-  auto two = train(2, full + kZ2 + " output_dir=" + dir + "/z2");
+  auto two = train(2, dora + kZ2 + " output_dir=" + dir + "/z2");
   ASSERT_EQ(two.exit_code, 0) << two.err;
   EXPECT_EQ(figures(dir + "/z2"), figures(dir + "/z3"));
   auto ada = train(2, full + " sharding=stage1 optim=adafactor output_dir=" + dir + "/ada");

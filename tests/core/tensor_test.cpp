@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "support/expect.h"
@@ -16,6 +17,26 @@ class TensorTest : public ::testing::Test {
  protected:
   void SetUp() override { testing::init_cpu(); }
 };
+
+// Storage::refill / release (ZeRO-3's gathered parameters): views made before keep reading the
+// storage's current memory; released memory goes back to the allocator.
+TEST_F(TensorTest, StorageMemoryComesAndGoesUnderItsViews) {
+  Tensor t = Tensor::zeros({4, 256}, DType::f32);
+  Tensor row = t.slice(0, 2, 3);
+  const auto& storage = t.storage();
+  Allocator& a = backend_for(Device{}).allocator(0);
+  const size_t before = a.bytes_in_use();
+  storage->release();
+  EXPECT_FALSE(storage->holds_memory());
+  EXPECT_EQ(storage->data(), nullptr);
+  EXPECT_EQ(a.bytes_in_use(), before - 4 * 256 * 4);
+  storage->refill();
+  EXPECT_TRUE(storage->holds_memory());
+  EXPECT_EQ(a.bytes_in_use(), before);
+  t.fill(3.0);
+  EXPECT_EQ(row.item({0, 5}), 3.0);  // the old view reads the new memory
+  EXPECT_EQ(row.raw_data(), static_cast<char*>(storage->data()) + 2 * 256 * 4);
+}
 
 TEST_F(TensorTest, ViewsShareStorageAndIndexCorrectly) {
   Tensor t = Tensor::from_vector({0, 1, 2, 3, 4, 5}, {2, 3});

@@ -74,6 +74,22 @@ TEST(MemoryPlan, FullFineTuningByHand) {
   EXPECT_EQ(r.train_peak, 4 * 1704 * 4 + 1752 + 1776 + 2464 + (4 * 1704 * 4 + 1752 + 1776 + 2464) / 8);
 }
 
+// ZeRO-3 over 2 processes: the steps hold half of every weight and gradient plus the root unit
+// (embedding and lm_head 2 · 32 · 8 and the final norm 8, at f32) and one layer (the rest over 2
+// layers); the whole-model phases hold every weight beside the sharded gradients and state.
+TEST(MemoryPlan, ZeroThreeHoldsPiecesAndTheGatheredUnits) {
+  TrainArgs a;
+  a.finetuning_type = "full";
+  MemoryPlanInputs in = inputs(a, true);
+  in.zero_shards = in.param_shards = 2;
+  const MemoryPlan p = plan_memory(in);
+  const int64_t root = (2 * 32 * 8 + 8) * 4, layer = (1704 * 4 - root) / 2;
+  EXPECT_EQ(p.weights, 1704 * 4 / 2 + root + layer);
+  EXPECT_EQ(p.gradients, 1704 * 4 / 2 + root + layer);
+  EXPECT_EQ(p.optimizer, 1704 * 4);
+  EXPECT_GE(p.train_peak, 1704 * 4 + p.gradients + p.optimizer);  // evaluation and saving: every weight
+}
+
 // Pipeline stages (2 layers over 2 stages, 1F1B with 4 micro-batches): the first stage holds two
 // micro-batches of layer 0 and no loss, the last one micro-batch of layer 1 and the loss.
 TEST(MemoryPlan, PipelineStagesHoldTheirLayersInFlight) {

@@ -109,6 +109,37 @@ TEST(Optimizer, ZeroRangesStepAsTheWholeArena) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(whole.params()[i], cut.params()[i]) << i;
 }
 
+// ZeRO-3's shard (train/param_shards.h): several arena ranges copied into an arena of its own,
+// each placed where the runs say, segments clipped and rebased as range() clips them; padding
+// elements are zero and in no segment; the copy does not alias the arena.
+TEST(Optimizer, CopyRunsPlacesRangesInAnArenaOfItsOwn) {
+  Toy m(7);
+  ParamArena arena(m);
+  apply_loraplus(arena, 16.0, 1e-6, 1e-3);
+  const int64_t n = arena.numel();
+  // The fused matrix' last 40 elements, then (after 2 padding elements) the bias.
+  const ParamArena s = arena.copy_runs({{200, 240, 0}, {n - 7, n, 42}}, 52);
+  ASSERT_EQ(s.numel(), 52);
+  for (int64_t i = 0; i < 40; ++i) ASSERT_EQ(s.param_tensor().item_flat(i), arena.params()[200 + i]) << i;
+  EXPECT_EQ(s.param_tensor().item_flat(40), 0.0);
+  EXPECT_EQ(s.param_tensor().item_flat(41), 0.0);
+  for (int64_t i = 0; i < 7; ++i) ASSERT_EQ(s.param_tensor().item_flat(42 + i), arena.params()[n - 7 + i]) << i;
+  ASSERT_EQ(s.segments().size(), 2u);
+  EXPECT_EQ(s.segments()[0].offset, 0);
+  EXPECT_EQ(s.segments()[0].numel, 40);
+  EXPECT_EQ(s.segments()[0].shape, (std::vector<int64_t>{40}));  // cut: 1-D
+  EXPECT_EQ(s.segments()[1].offset, 42);
+  EXPECT_EQ(s.segments()[1].shape, (std::vector<int64_t>{7}));  // whole: its own shape
+  EXPECT_FALSE(s.segments()[1].decay);
+  EXPECT_NE(s.param_tensor().storage(), arena.param_tensor().storage());
+  EXPECT_EQ(s.grad_tensor().to_float_vector(), std::vector<float>(52, 0.0f));
+  // Released, the arena keeps its layout and zero_grads() does nothing.
+  arena.release_storage();
+  EXPECT_EQ(arena.numel(), n);
+  EXPECT_FALSE(arena.param_tensor().storage()->holds_memory());
+  arena.zero_grads();
+}
+
 TEST(Optimizer, KindsFromHfNames) {
   EXPECT_EQ(optimizer_kind("adamw_torch_fused"), "adamw");
   EXPECT_EQ(optimizer_kind("paged_adamw_8bit"), "adamw_8bit");

@@ -1,0 +1,271 @@
+// ZeRO-3's units: layout, just-in-time gathers and per-unit gradient reduction.
+#include "train/param_shards.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "ops/elementwise.h"
+#include "ops/optimizer.h"
+
+namespace unillm::train {
+
+namespace {
+
+constexpr int64_t kAlign = 64;  // bytes: each frozen parameter starts on a cache line
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// The decoder layer of an HF name ("model.layers.3.mlp.up_proj.weight" -> 3), or -1.
+int64_t layer_of(const std::string& name) {
+  static const std::string kPrefix = "model.layers.";
+  if (name.rfind(kPrefix, 0) != 0) return -1;
+  size_t end = kPrefix.size();
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+  if (end == kPrefix.size() || end >= name.size() || name[end] != '.') return -1;
+  return std::stoll(name.substr(kPrefix.size(), end - kPrefix.size()));
+}
+
+// A storage of `bytes` that holds no memory until refill().
+std::shared_ptr<Storage> released_storage(int64_t bytes, Device device) {
+  return std::make_shared<Storage>(nullptr, static_cast<size_t>(bytes), device, nullptr);
+}
+
+// Rank q's trainable runs of one unit: its piece [q·per, (q+1)·per) of the unit's flat buffer,
+// through the unit's parameters to arena ranges, placed from shard_at on.
+template <typename Params>
+void unit_runs(const Params& params, int64_t per, int64_t numel, int q, int64_t shard_at, std::vector<ArenaRun>& out) {
+  const int64_t lo = std::min(numel, per * q), hi = std::min(numel, per * (q + 1));
+  for (const auto& p : params) {
+    if (!p.trainable) continue;
+    const int64_t n = p.tensor->numel();
+    const int64_t b = std::max(lo, p.at), e = std::min(hi, p.at + n);
+    if (b >= e) continue;
+    out.push_back({p.arena_offset + (b - p.at), p.arena_offset + (e - p.at), shard_at + (b - lo)});
+  }
+}
+
+}  // namespace
+
+ParamShards::ParamShards(const std::vector<nn::Module*>& modules, const ParamArena& arena, dist::ProcessGroup& group)
+    : group_(group), device_(arena.param_tensor().device()) {
+  std::set<const Tensor*> seen;
+  const auto& arena_storage = arena.param_tensor().storage();
+  for (size_t mi = 0; mi < modules.size(); ++mi) {
+    for (const nn::ParamRef& r : modules[mi]->parameters()) {
+      if (!seen.insert(r.tensor).second || !r.tensor->defined()) continue;
+      const int64_t layer = mi == 0 ? layer_of(r.hf_names.at(0)) : -1;
+      const auto u = static_cast<size_t>(layer + 1);
+      if (units_.size() <= u) units_.resize(u + 1);
+      Param p;
+      p.tensor = r.tensor;
+      p.trainable = r.tensor->requires_grad();
+      if (p.trainable) {
+        UNILLM_CHECK(r.tensor->storage() == arena_storage && r.tensor->dtype() == DType::f32,
+                     "[zero3] trainable parameter ", r.hf_names.at(0), " is not in the arena");
+        p.arena_offset = r.tensor->offset();
+      }
+      units_[u].params.push_back(p);
+    }
+  }
+  if (units_.empty()) units_.resize(1);
+  const int world = group.size();
+  int64_t shard_at = 0;
+  for (Unit& u : units_) {
+    for (Param& p : u.params) {
+      if (p.trainable) {
+        p.at = u.train_numel;
+        u.train_numel += p.tensor->numel();
+      } else {
+        p.at = round_up(u.frozen_bytes, kAlign);
+        u.frozen_bytes = p.at + static_cast<int64_t>(p.tensor->nbytes());
+      }
+    }
+    u.train_per = (u.train_numel + world - 1) / world;
+    u.frozen_per = round_up(u.frozen_bytes, 4 * world) / 4 / world;
+    u.shard_at = shard_at;
+    shard_at += u.train_per;
+  }
+}
+
+ZeroPieces ParamShards::pieces() const {
+  ZeroPieces z;
+  z.runs_by_rank.resize(static_cast<size_t>(group_.size()));
+  for (const Unit& u : units_) {
+    z.per_rank += u.train_per;
+    for (int q = 0; q < group_.size(); ++q)
+      unit_runs(u.params, u.train_per, u.train_numel, q, u.shard_at, z.runs_by_rank[static_cast<size_t>(q)]);
+  }
+  return z;
+}
+
+void ParamShards::shard(ParamArena& arena, ParamArena& shard) {
+  UNILLM_CHECK(!sharded_, "[zero3] sharded twice");
+  shard_ = &shard;
+  const int world = group_.size(), rank = group_.rank();
+  for (Unit& u : units_) {
+    const int64_t train_bytes = u.train_per * world * 4;
+    u.train = released_storage(train_bytes, device_);
+    u.grad = released_storage(train_bytes, device_);
+    u.frozen = released_storage(u.frozen_per * world * 4, device_);
+    // This rank's bytes of the frozen buffer, packed from the whole parameters once.
+    u.frozen_piece = Tensor::zeros({u.frozen_per}, DType::i32, device_);
+    if (u.frozen_per > 0) {
+      Tensor whole = Tensor::zeros({u.frozen_per * world}, DType::i32, device_);
+      for (const Param& p : u.params) {
+        if (p.trainable) continue;
+        Tensor dst(whole.storage(), p.tensor->shape(), p.tensor->dtype(), p.at / static_cast<int64_t>(dtype_size(p.tensor->dtype())));
+        dst.copy_from(*p.tensor);
+      }
+      u.frozen_piece.copy_from(whole.slice(0, u.frozen_per * rank, u.frozen_per * (rank + 1)));
+    }
+    for (const Param& p : u.params) {
+      Tensor& t = *p.tensor;
+      if (p.trainable) {
+        Tensor v(u.train, t.shape(), DType::f32, p.at);
+        v.set_requires_grad(true);
+        v.set_grad(Tensor(u.grad, t.shape(), DType::f32, p.at));
+        t = v;
+      } else {
+        t = Tensor(u.frozen, t.shape(), t.dtype(), p.at / static_cast<int64_t>(dtype_size(t.dtype())));
+      }
+    }
+  }
+  arena.release_storage();
+  sharded_ = true;
+}
+
+void ParamShards::gather(Unit& u, bool grads) {
+  if (u.train_per > 0) {
+    u.train->refill();
+    Tensor out(u.train, {u.train_per * group_.size()}, DType::f32);
+    group_.allgather(shard_->param_tensor().slice(0, u.shard_at, u.shard_at + u.train_per), out);
+    if (grads) {
+      u.grad->refill();
+      Tensor(u.grad, {u.train_per * group_.size()}, DType::f32).fill(0.0);
+    }
+  }
+  if (u.frozen_per > 0) {
+    u.frozen->refill();
+    Tensor out(u.frozen, {u.frozen_per * group_.size()}, DType::i32);
+    group_.allgather(u.frozen_piece, out);
+  }
+  u.gathered = true;
+  u.with_grads = grads && u.train_per > 0;
+}
+
+void ParamShards::release(Unit& u) {
+  u.train->release();
+  u.frozen->release();
+  u.gathered = false;
+}
+
+void ParamShards::reduce(Unit& u) {
+  if (!u.with_grads) return;
+  autograd::NoGradGuard no_grad;
+  Tensor out = Tensor::empty({u.train_per}, DType::f32, device_);
+  Tensor whole(u.grad, {u.train_per * group_.size()}, DType::f32);
+  if (stand_in_) whole.fill(0.0);
+  group_.reduce_scatter(whole, out);
+  Tensor mine = shard_->grad_tensor().slice(0, u.shard_at, u.shard_at + u.train_per);
+  mine.copy_from(ops::add(mine, out));  // += : micro-batches accumulate
+  u.grad->release();
+  u.with_grads = false;
+}
+
+ParamShards::Unit& ParamShards::layer_unit(int64_t layer) {
+  const auto i = static_cast<size_t>(layer + 1);
+  UNILLM_CHECK(i < units_.size(), "[zero3] layer ", layer, " has no unit");
+  return units_[i];
+}
+
+void ParamShards::before_forward(int64_t layer) {
+  Unit& u = layer_unit(layer);
+  if (whole_ > 0 || u.gathered) return;
+  gather(u, false);
+  u.forward = true;
+}
+
+void ParamShards::after_forward(int64_t layer) {
+  Unit& u = layer_unit(layer);
+  if (!u.forward) return;
+  u.forward = false;
+  release(u);
+}
+
+void ParamShards::before_backward(int64_t layer) {
+  Unit& u = layer_unit(layer);
+  if (u.open++ > 0) return;
+  if (u.gathered) release(u);  // a Whole scope's copy: gather again with a gradient buffer
+  gather(u, true);
+}
+
+void ParamShards::after_backward(int64_t layer) {
+  Unit& u = layer_unit(layer);
+  if (u.open == 0 || --u.open > 0) return;
+  reduce(u);
+  release(u);
+}
+
+void ParamShards::begin_micro(bool stand_in) {
+  stand_in_ = stand_in;
+  Unit& root = units_[0];
+  if (root.gathered) release(root);
+  gather(root, true);
+}
+
+void ParamShards::end_micro() {
+  for (size_t i = units_.size(); i-- > 1;) {
+    Unit& u = units_[i];
+    if (u.open == 0) continue;
+    u.open = 0;
+    reduce(u);
+    release(u);
+  }
+  reduce(units_[0]);
+  release(units_[0]);
+  stand_in_ = false;
+}
+
+ParamShards::Whole::Whole(ParamShards* s) : s_(s) {
+  if (!s_ || s_->whole_++ > 0) return;
+  for (Unit& u : s_->units_)
+    if (!u.gathered) s_->gather(u, false);
+}
+
+ParamShards::Whole::~Whole() {
+  if (!s_ || --s_->whole_ > 0) return;
+  for (Unit& u : s_->units_)
+    if (u.gathered) s_->release(u);
+}
+
+bool ParamShards::all_finite() {
+  const Tensor host = shard_->param_tensor().device().is_cpu() ? shard_->param_tensor() : shard_->param_tensor().to(Device{});
+  Tensor bad = Tensor::empty({1}, DType::i32);
+  bad.data<int32_t>()[0] = all_finite_f32(host.data<float>(), static_cast<size_t>(host.numel())) ? 0 : 1;
+  group_.allreduce(bad, dist::ReduceOp::max);
+  return bad.data<int32_t>()[0] == 0;
+}
+
+int64_t ParamShards::kept_bytes() const {
+  int64_t n = 0;
+  for (const Unit& u : units_) n += u.train_per * 4 + u.frozen_per * 4;
+  return n;
+}
+
+std::string ParamShards::describe() const {
+  int64_t whole = 0, largest = 0;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const int64_t b = units_[i].train_numel * 4 + units_[i].frozen_bytes;
+    whole += b;
+    if (i > 0) largest = std::max(largest, b);
+  }
+  const auto mib = [](int64_t b) { return std::to_string(b / 1048576) + "." + std::to_string(b % 1048576 * 10 / 1048576); };
+  return UNILLM_MSG(units_.size() - 1, " layer units and a root unit (", mib(units_[0].train_numel * 4 + units_[0].frozen_bytes),
+                    " MiB); this process keeps ", mib(kept_bytes()), " of ", mib(whole),
+                    " MiB of parameters and gathers a unit (at most ", mib(largest), " MiB) just in time");
+}
+
+}  // namespace unillm::train

@@ -1,0 +1,105 @@
+// ZeRO stage 3's parameter sharding (docs/ARCHITECTURE.md, "Parallel training"): every
+// parameter of the model, trainable or frozen, belongs to a unit (one per decoder layer, one root
+// unit for the rest); each rank keeps 1/W of each unit's flat buffers, and a unit's whole
+// parameters exist only while it is gathered — around its layer's forward, again for its
+// backward (with a gradient buffer that is reduce-scattered into the rank's piece as backward
+// leaves the layer), and for whole-model phases (evaluation, saving: ParamShards::Whole).
+//
+// The parameters are re-pointed once to views of their unit's storages, whose memory comes and
+// goes (Storage::refill/release), so module code, saved autograd tensors and recompute closures
+// need no change. The trainable pieces live in ZeroOptimizer's shard (its stage 3), which steps
+// them; this class only moves them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "nn/module.h"
+#include "train/arena.h"
+#include "train/zero.h"
+
+namespace unillm::train {
+
+class ParamShards {
+ public:
+  // The units of `modules`' parameters (the model's module first: its "model.layers.<i>."
+  // parameters make unit i + 1, everything else unit 0) over `group`. Computes the layout only;
+  // the parameters stay whole until shard().
+  ParamShards(const std::vector<nn::Module*>& modules, const ParamArena& arena, dist::ProcessGroup& group);
+  ParamShards(const ParamShards&) = delete;
+  ParamShards& operator=(const ParamShards&) = delete;
+
+  // Every rank's pieces of the trainable arena, for ZeroOptimizer's stage 3.
+  ZeroPieces pieces() const;
+  // Keeps this rank's pieces of the frozen parameters, points every parameter at its unit's
+  // (released) storage, and releases the whole arena: from here on the parameters hold memory
+  // only while gathered. `shard` is ZeroOptimizer::shard(), already holding this rank's
+  // trainable pieces.
+  void shard(ParamArena& arena, ParamArena& shard);
+
+  // The model's layer hooks (CausalLM::LayerHooks and the layer-backward hook).
+  void before_forward(int64_t layer);
+  void after_forward(int64_t layer);
+  void before_backward(int64_t layer);
+  void after_backward(int64_t layer);
+  // Around one micro-batch's forward and backward: the root unit is gathered (with its gradient
+  // buffer) for the whole micro-batch; end_micro() reduces the layers whose backward did not
+  // report leaving (the first layer under a frozen embedding), then the root, and frees them.
+  // stand_in: this micro-batch only keeps the collectives in step with the other processes (its
+  // gradients are replaced by zeros in each reduction).
+  void begin_micro(bool stand_in = false);
+  void end_micro();
+
+  // Every unit gathered for a whole-model phase (evaluation, saving), freed when it ends. Nests.
+  class Whole {
+   public:
+    explicit Whole(ParamShards* s);  // null: nothing to do
+    ~Whole();
+    Whole(const Whole&) = delete;
+    Whole& operator=(const Whole&) = delete;
+
+   private:
+    ParamShards* s_;
+  };
+
+  // True on every rank when every rank's trainable pieces are finite (a collective).
+  bool all_finite();
+  // "N units, this process keeps X of Y parameter bytes" for the run's log.
+  std::string describe() const;
+  // Bytes this process keeps between uses: its pieces of every unit, padding included.
+  int64_t kept_bytes() const;
+
+ private:
+  struct Param {
+    Tensor* tensor = nullptr;
+    bool trainable = false;
+    int64_t at = 0;  // elements into the unit's trainable buffer, or bytes into its frozen one
+    int64_t arena_offset = 0;  // trainable: the arena's element offset
+  };
+  struct Unit {
+    std::vector<Param> params;
+    int64_t train_numel = 0, train_per = 0;  // elements, and each rank's piece (padded)
+    int64_t shard_at = 0;  // where this rank's trainable piece starts in the shard
+    int64_t frozen_bytes = 0, frozen_per = 0;  // bytes, and each rank's piece in i32 words
+    std::shared_ptr<Storage> train, grad, frozen;  // whole buffers, memory only while gathered
+    Tensor frozen_piece;  // [frozen_per] i32: this rank's bytes
+    bool gathered = false, with_grads = false, forward = false;
+    int open = 0;  // backwards between before_backward and the reduction
+  };
+  void gather(Unit& u, bool grads);
+  void release(Unit& u);
+  void reduce(Unit& u);  // reduce-scatters the gradient buffer into this rank's piece, frees it
+  Unit& layer_unit(int64_t layer);
+
+  dist::ProcessGroup& group_;
+  Device device_;
+  std::vector<Unit> units_;  // [0] root, [i + 1] layer i
+  ParamArena* shard_ = nullptr;
+  int whole_ = 0;  // Whole scopes open
+  bool sharded_ = false;
+  bool stand_in_ = false;
+};
+
+}  // namespace unillm::train

@@ -1,0 +1,102 @@
+// ZeRO stage 3 under `mpirun -np 2` (src/train/param_shards.h; docs/training.md, "Stage 3"):
+// every parameter, trainable or frozen, is kept as 1/2 per process and gathered per decoder layer
+// just in time, gradients are reduce-scattered per layer as backward leaves it, and the run is one
+// process's with gradient_accumulation_steps × 2. The data (57 rows in batches of 4) leaves the
+// epoch's last step a single micro-batch, so the second process runs the stand-in that keeps
+// the collectives in step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "run_compare_util.h"
+
+namespace unillm {
+namespace {
+
+using testing::expect_runs_close;
+using testing::max_weight_diff;
+using testing::number_after;
+
+const std::string kSft = "examples/train_lora/stories260K_lora_sft.yaml";
+const std::string kShort = " max_steps=8 logging_steps=1 save_steps=4 eval_steps=4 max_samples=64"
+                           " per_device_train_batch_size=4 --quiet";
+const std::string kZ3 = " deepspeed=tests/data/llamafactory_examples/deepspeed/ds_z3_config.json";
+
+testing::CliResult train(int np, const std::string& args) { return testing::train_processes(np, args); }
+
+TEST(Zero3, ShardsTheParametersAndGivesOneProcessesRun) {
+  const std::string dir = testing::temp_dir("zero3_equal");
+  for (const auto& [name, config, weights] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"full", kSft + " finetuning_type=full", "model.safetensors"},
+           {"full_no_recompute", kSft + " finetuning_type=full disable_gradient_checkpointing=true", "model.safetensors"},
+           {"lora", kSft, "adapter_model.safetensors"},
+           {"lora_bf16", kSft + " bf16=true", "adapter_model.safetensors"}}) {
+    const std::string args = config + kShort + " output_dir=" + dir + "/" + name;
+    auto one = train(1, args + "_one gradient_accumulation_steps=2");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto z3 = train(2, args + "_z3" + kZ3);
+    ASSERT_EQ(z3.exit_code, 0) << z3.err;
+    EXPECT_NE(z3.err.find("parameters, gradients and optimizer state sharded over 2 processes in 5 layer units and a "
+                          "root unit"),
+              std::string::npos)
+        << z3.err;
+    expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_z3", name);
+    EXPECT_LE(max_weight_diff(dir + "/" + name + "_one/" + weights, dir + "/" + name + "_z3/" + weights), 1e-5) << name;
+    if (name != "full") continue;
+    // Per step each process all-gathers every layer twice (forward, backward) and the root unit
+    // (the tied embedding and the final norm) once, and reduce-scatters each once: ring volume
+    // (p−1)/p of 4 bytes × (3 · layers + 2 · root) for p = 2, plus the loss and the clip norm.
+    const double n = number_after(z3.err, "training "), root = 512 * 64 + 64;
+    ASSERT_EQ(n, 260032) << z3.err;
+    const double mib = 0.5 * 4 * (3 * (n - root) + 2 * root) / 1048576.0;
+    EXPECT_NEAR(number_after(z3.err, "collectives, "), mib, 2e-4) << z3.err;
+    // What a process keeps between uses: half of every unit.
+    EXPECT_NE(z3.err.find("this process keeps 0.4 of 0.9 MiB of parameters"), std::string::npos) << z3.err;
+  }
+}
+
+// DPO with LoRA: its reference is the same model with the adapter off, a no-grad forward through
+// the same just-in-time layers.
+TEST(Zero3, DpoWithLora) {
+  const std::string dir = testing::temp_dir("zero3_dpo");
+  const std::string args = "examples/train_lora/stories260K_lora_dpo.yaml max_steps=4 logging_steps=1 "
+                           "save_strategy=no max_samples=32 bf16=false --quiet output_dir=" + dir;
+  auto one = train(1, args + "/one gradient_accumulation_steps=2");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto z3 = train(2, args + "/z3 gradient_accumulation_steps=1" + kZ3);
+  ASSERT_EQ(z3.exit_code, 0) << z3.err;
+  expect_runs_close(dir + "/one", dir + "/z3", "dpo", 5e-5);
+}
+
+TEST(Zero3, CheckpointsAreOneProcessesAndResumeUnderAnyLayout) {
+  const std::string dir = testing::temp_dir("zero3_resume");
+  const std::string full = kSft + " finetuning_type=full" + kShort;
+  auto whole = train(2, full + kZ3 + " output_dir=" + dir + "/whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  auto plain = train(2, full + " output_dir=" + dir + "/plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  // The sharded state and weights are saved whole, named and shaped as one process saves them.
+  EXPECT_LE(max_weight_diff(dir + "/plain/checkpoint-4/optimizer.safetensors", dir + "/whole/checkpoint-4/optimizer.safetensors"),
+            1e-6);
+  EXPECT_LE(max_weight_diff(dir + "/plain/checkpoint-4/model.safetensors", dir + "/whole/checkpoint-4/model.safetensors"),
+            1e-6);
+  // Stage 3's checkpoint continued by stage 3 and by one process (accumulation 2); plain data
+  // parallelism's continued by stage 3.
+  const std::vector<std::tuple<std::string, int, std::string, std::string>> layouts = {
+      {"z3", 2, "/whole/checkpoint-4", kZ3},
+      {"one", 1, "/whole/checkpoint-4", " gradient_accumulation_steps=2"},
+      {"from_plain", 2, "/plain/checkpoint-4", kZ3}};
+  for (const auto& [tag, np, ckpt, extra] : layouts) {
+    std::filesystem::create_directories(dir + "/" + tag);
+    std::filesystem::copy(dir + ckpt, dir + "/" + tag + "/checkpoint-4", std::filesystem::copy_options::recursive);
+    auto r = train(np, full + extra + " output_dir=" + dir + "/" + tag + " resume_from_checkpoint=" + dir + "/" + tag +
+                           "/checkpoint-4");
+    ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.err;
+    testing::expect_same_tail(dir + "/whole", dir + "/" + tag, 5, tag);
+    EXPECT_LE(max_weight_diff(dir + "/whole/model.safetensors", dir + "/" + tag + "/model.safetensors"), 1e-5) << tag;
+  }
+}
+
+}  // namespace
+}  // namespace unillm
