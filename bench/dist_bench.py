@@ -169,9 +169,9 @@ def main():
         formula = 0.0
         if p > 1:
             formula = 2 * (p - 1) / p * B + ((p - 1) / p * B if keys.get("sharding") == "stage1" else 0)
-        if "ds_z3" in str(keys.get("deepspeed", "")):  # per micro-batch: layers gathered twice and reduce-
-            root = cfg["vocab_size"] * hidden * (1 if cfg.get("tie_word_embeddings") else 2) + hidden  # scattered,
-            formula = (p - 1) / p * 4 * (3 * (u["params"] - root) + 2 * root) / 1048576  # the root once each
+        if "ds_z3" in str(keys.get("deepspeed", "")):  # per micro-batch: layers (and an untied embedding)
+            root = cfg["vocab_size"] * hidden + hidden  # gathered twice and reduce-scattered, the root
+            formula = (p - 1) / p * 4 * (3 * (u["params"] - root) + 2 * root) / 1048576  # (lm_head, norm) once each
         if keys.get("pipeline_parallel_degree"):  # + each micro-batch's activations out and gradients in
             formula += 2 * batch * tb.SEQ * hidden * 4 / 1048576
         if keys.get("tensor_parallel_degree"):  # + per layer, [tokens, hidden] f32 each: 4 allreduces

@@ -118,8 +118,9 @@ class CausalLM {
   // are called around decoder layer i in every forward through the layers (any grad mode: the
   // layer reads its parameters only in between); before_backward(i) in a training backward just
   // before backward enters layer i (its output's gradient is complete), so a recompute re-run or a
-  // saved graph finds its parameters; the layer-backward hook above reports leaving it. Empty
-  // functions are not called.
+  // saved graph finds its parameters; the layer-backward hook above reports leaving it. Layer -1
+  // is the token embedding (forward hooks around the lookup, before_backward as backward reaches
+  // it; nothing reports leaving it). Empty functions are not called.
   struct LayerHooks {
     std::function<void(int64_t)> before_forward, after_forward, before_backward;
   };

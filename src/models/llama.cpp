@@ -175,9 +175,19 @@ Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
   in.lora = b.adapter_rows.empty() ? lora_run(b.adapters, nullptr) : lora_run(b.adapter_rows);
   in.slot_mapping = b.slot_mapping;
   in.batch = &b.attn;
-  Tensor x = final_norm(layers(ops::embedding(b.ids, embed_), in, &caches, false), b.logit_rows);  // [M, C]
+  Tensor x = final_norm(layers(embed(b.ids), in, &caches, false), b.logit_rows);  // [M, C]
   if (lm_head_q_.defined()) return ops::linear_q(x, lm_head_q_);  // [M, V]
   return ops::linear(x, lm_head());  // [M, V]
+}
+
+Tensor Llama::embed(const Tensor& ids) {
+  const LayerHooks& lh = layer_hooks_;
+  if (lh.before_forward) lh.before_forward(-1);
+  Tensor x = ops::embedding(ids, embed_);
+  if (lh.after_forward) lh.after_forward(-1);
+  if (lh.before_backward && autograd::grad_enabled())
+    x = autograd::on_backward({x}, [f = lh.before_backward] { f(-1); })[0];
+  return x;
 }
 
 Tensor Llama::final_norm(DecoderLayer::Stream stream, const Tensor& rows) const {
@@ -268,7 +278,7 @@ Tensor Llama::train_hidden(const TrainBatch& batch, const nn::AttentionInputs& i
     const auto [lo, hi] = in.tp.rows();
     ids = ids.slice(0, lo, hi).contiguous();
   }
-  return final_norm(layers(ops::embedding(ids, embed_), in, nullptr, recompute), Tensor());
+  return final_norm(layers(embed(ids), in, nullptr, recompute), Tensor());
 }
 
 std::vector<const Tensor*> Llama::tensor_parallel_tensors() const {
@@ -292,7 +302,7 @@ Tensor Llama::hidden_states_range(const TrainBatch& batch, const Tensor& input, 
   const int64_t n = train_rows(batch);
   Tensor ids = batch.input_ids.contiguous().view({batch.input_ids.numel()});
   if (in.tp.sequence) ids = ids.slice(0, in.tp.rows().first, in.tp.rows().second).contiguous();
-  Tensor x = begin == 0 ? ops::embedding(ids, embed_) : input;
+  Tensor x = begin == 0 ? embed(ids) : input;
   if (!x.defined() || x.ndim() != 2 || x.size(0) != n || x.size(1) != c_.hidden_size)
     UNILLM_THROW(ShapeError, "[llama] pipeline stage from layer ", begin, ": input of [", n, ", ", c_.hidden_size,
                  "] expected");

@@ -90,6 +90,8 @@ class Llama : public CausalLM, public nn::Module {
   void refuse_sequence_parallel(const char* what) const;
   // The final norm of the stream's rows (all when rows is undefined).
   Tensor final_norm(DecoderLayer::Stream stream, const Tensor& rows) const;
+  // The token embedding, with the layer hooks' index -1 around it (ZeRO-3's embedding unit).
+  Tensor embed(const Tensor& ids);
   nn::Scope model_;  // the "model." scope of HF names
 };
 

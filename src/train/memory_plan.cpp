@@ -345,16 +345,19 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   p.allocator_cache = (state + working) / 8;
   p.train_peak = p.baseline + p.runtime + state + working + p.allocator_cache;
   if (in.param_shards > 1) {
-    // ZeRO-3: pieces of every unit plus the root unit (embedding, lm_head, final norm) and one
-    // layer gathered, with their gradient buffers; whole-model phases (evaluation, saving) hold
-    // every weight again beside the sharded gradients and state. Units are taken at f32 (an
-    // upper bound for bf16 frozen parts).
+    // ZeRO-3: pieces of every unit plus the root unit (lm_head, final norm; the embedding too when
+    // tied) and one layer or the untied embedding's unit gathered, with their gradient buffers;
+    // whole-model phases (evaluation, saving) hold every weight again beside the sharded
+    // gradients and state. Units are taken at f32 (an upper bound for bf16 frozen parts).
     const int64_t W = in.param_shards;
     const int64_t whole_weights = p.weights, whole_grads = p.gradients;
-    const int64_t root = std::min(whole_weights, (d.V * d.C * (c.tie_word_embeddings ? 1 : 2) + d.C) * 4);
-    const int64_t layer = ps.layers.empty() ? 0 : (whole_weights - root) / static_cast<int64_t>(ps.layers.size());
-    p.weights = (whole_weights + W - 1) / W + root + layer;
-    p.gradients = (whole_grads + W - 1) / W + std::min(whole_grads, root + layer);
+    const int64_t root = std::min(whole_weights, (d.V * d.C + d.C) * 4);
+    const int64_t embed = c.tie_word_embeddings ? 0 : std::min(whole_weights - root, d.V * d.C * 4);
+    const int64_t layer =
+        ps.layers.empty() ? 0 : (whole_weights - root - embed) / static_cast<int64_t>(ps.layers.size());
+    const int64_t gathered = root + std::max(layer, embed);
+    p.weights = (whole_weights + W - 1) / W + gathered;
+    p.gradients = (whole_grads + W - 1) / W + std::min(whole_grads, gathered);
     const int64_t sharded_state = p.weights + p.gradients + p.optimizer + p.reference;
     p.allocator_cache = (sharded_state + working) / 8;
     p.train_peak = std::max(p.baseline + p.runtime + sharded_state + working + p.allocator_cache,

@@ -49,14 +49,19 @@ void unit_runs(const Params& params, int64_t per, int64_t numel, int q, int64_t 
 
 }  // namespace
 
-ParamShards::ParamShards(const std::vector<nn::Module*>& modules, const ParamArena& arena, dist::ProcessGroup& group)
+ParamShards::ParamShards(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena& arena,
+                         dist::ProcessGroup& group)
     : group_(group), device_(arena.param_tensor().device()) {
   std::set<const Tensor*> seen;
   const auto& arena_storage = arena.param_tensor().storage();
+  std::vector<Param> embedding;
   for (size_t mi = 0; mi < modules.size(); ++mi) {
     for (const nn::ParamRef& r : modules[mi]->parameters()) {
       if (!seen.insert(r.tensor).second || !r.tensor->defined()) continue;
       const int64_t layer = mi == 0 ? layer_of(r.hf_names.at(0)) : -1;
+      // An untied embedding is read only by the lookup: a unit of its own, gathered around it.
+      // Tied, it is the lm_head too and stays in the root unit.
+      const bool lookup_only = mi == 0 && !tied_embedding && r.hf_names.at(0) == "model.embed_tokens.weight";
       const auto u = static_cast<size_t>(layer + 1);
       if (units_.size() <= u) units_.resize(u + 1);
       Param p;
@@ -67,10 +72,15 @@ ParamShards::ParamShards(const std::vector<nn::Module*>& modules, const ParamAre
                      "[zero3] trainable parameter ", r.hf_names.at(0), " is not in the arena");
         p.arena_offset = r.tensor->offset();
       }
-      units_[u].params.push_back(p);
+      (lookup_only ? embedding : units_[u].params).push_back(p);
     }
   }
   if (units_.empty()) units_.resize(1);
+  if (!embedding.empty()) {
+    embedding_unit_ = static_cast<int64_t>(units_.size());
+    units_.emplace_back();
+    units_.back().params = std::move(embedding);
+  }
   const int world = group.size();
   int64_t shard_at = 0;
   for (Unit& u : units_) {
@@ -175,35 +185,44 @@ void ParamShards::reduce(Unit& u) {
   u.with_grads = false;
 }
 
-ParamShards::Unit& ParamShards::layer_unit(int64_t layer) {
+ParamShards::Unit* ParamShards::layer_unit(int64_t layer) {
+  if (layer == -1) return embedding_unit_ > 0 ? &units_[static_cast<size_t>(embedding_unit_)] : nullptr;
   const auto i = static_cast<size_t>(layer + 1);
-  UNILLM_CHECK(i < units_.size(), "[zero3] layer ", layer, " has no unit");
-  return units_[i];
+  UNILLM_CHECK(layer >= 0 && static_cast<int64_t>(i) < (embedding_unit_ > 0 ? embedding_unit_ : static_cast<int64_t>(units_.size())),
+               "[zero3] layer ", layer, " has no unit");
+  return &units_[i];
 }
 
 void ParamShards::before_forward(int64_t layer) {
-  Unit& u = layer_unit(layer);
+  Unit* p = layer_unit(layer);
+  if (!p) return;
+  Unit& u = *p;
   if (whole_ > 0 || u.gathered) return;
   gather(u, false);
   u.forward = true;
 }
 
 void ParamShards::after_forward(int64_t layer) {
-  Unit& u = layer_unit(layer);
-  if (!u.forward) return;
+  Unit* p = layer_unit(layer);
+  if (!p || !p->forward) return;
+  Unit& u = *p;
   u.forward = false;
   release(u);
 }
 
 void ParamShards::before_backward(int64_t layer) {
-  Unit& u = layer_unit(layer);
+  Unit* p = layer_unit(layer);
+  if (!p) return;
+  Unit& u = *p;
   if (u.open++ > 0) return;
   if (u.gathered) release(u);  // a Whole scope's copy: gather again with a gradient buffer
   gather(u, true);
 }
 
 void ParamShards::after_backward(int64_t layer) {
-  Unit& u = layer_unit(layer);
+  Unit* p = layer_unit(layer);
+  if (!p) return;
+  Unit& u = *p;
   if (u.open == 0 || --u.open > 0) return;
   reduce(u);
   release(u);
@@ -262,8 +281,10 @@ std::string ParamShards::describe() const {
     whole += b;
     if (i > 0) largest = std::max(largest, b);
   }
+  const int64_t layers = static_cast<int64_t>(units_.size()) - 1 - (embedding_unit_ > 0 ? 1 : 0);
   const auto mib = [](int64_t b) { return std::to_string(b / 1048576) + "." + std::to_string(b % 1048576 * 10 / 1048576); };
-  return UNILLM_MSG(units_.size() - 1, " layer units and a root unit (", mib(units_[0].train_numel * 4 + units_[0].frozen_bytes),
+  return UNILLM_MSG(layers, " layer units", embedding_unit_ > 0 ? ", an embedding unit" : "", " and a root unit (",
+                    mib(units_[0].train_numel * 4 + units_[0].frozen_bytes),
                     " MiB); this process keeps ", mib(kept_bytes()), " of ", mib(whole),
                     " MiB of parameters and gathers a unit (at most ", mib(largest), " MiB) just in time");
 }

@@ -24,10 +24,12 @@ namespace unillm::train {
 
 class ParamShards {
  public:
-  // The units of `modules`' parameters (the model's module first: its "model.layers.<i>."
-  // parameters make unit i + 1, everything else unit 0) over `group`. Computes the layout only;
-  // the parameters stay whole until shard().
-  ParamShards(const std::vector<nn::Module*>& modules, const ParamArena& arena, dist::ProcessGroup& group);
+  // The units of `modules`' parameters over `group` (the model's module first: its
+  // "model.layers.<i>." parameters make unit i + 1, its embedding a unit of its own unless it is
+  // tied to the lm_head, everything else unit 0). Computes the layout only; the parameters stay
+  // whole until shard().
+  ParamShards(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena& arena,
+              dist::ProcessGroup& group);
   ParamShards(const ParamShards&) = delete;
   ParamShards& operator=(const ParamShards&) = delete;
 
@@ -91,11 +93,12 @@ class ParamShards {
   void gather(Unit& u, bool grads);
   void release(Unit& u);
   void reduce(Unit& u);  // reduce-scatters the gradient buffer into this rank's piece, frees it
-  Unit& layer_unit(int64_t layer);
+  Unit* layer_unit(int64_t layer);  // -1: the embedding's unit (null when it has none)
 
   dist::ProcessGroup& group_;
   Device device_;
-  std::vector<Unit> units_;  // [0] root, [i + 1] layer i
+  std::vector<Unit> units_;  // [0] root, [i + 1] layer i, then an untied embedding's unit
+  int64_t embedding_unit_ = -1;
   ParamArena* shard_ = nullptr;
   int whole_ = 0;  // Whole scopes open
   bool sharded_ = false;

@@ -155,7 +155,7 @@ void Run::load(const std::string& from) {
         "; this run shards the optimizer state and gradients as stage 2 does, and each process holds the whole "
         "model (the memory plan counts it)");
   if (zero3) {
-    shards_ = std::make_unique<ParamShards>(trainable, *arena_, *h_.dp);
+    shards_ = std::make_unique<ParamShards>(trainable, model_->config().tie_word_embeddings, *arena_, *h_.dp);
     auto z = std::make_unique<ZeroOptimizer>(*arena_, *h_.dp, shards_->pieces(),
                                              [&oc](ParamArena& shard) { return make_optimizer(shard, oc); });
     shards_->shard(*arena_, z->shard());

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -101,6 +102,23 @@ inline double max_weight_diff(const std::string& a_path, const std::string& b_pa
       m = std::max(m, std::abs(static_cast<double>(x[i]) - y[i]) / (1 + std::abs(static_cast<double>(y[i]))));
   }
   return m;
+}
+
+// Each (tag, processes, checkpoint under dir, extra arguments) copies that checkpoint into a new
+// output_dir dir/tag and resumes it with `base + extra`: its log must be the tail of
+// dir/whole_tag's (`lines` lines) and its final model.safetensors that run's within 1e-5.
+using ResumeLayout = std::tuple<std::string, int, std::string, std::string>;
+inline void expect_resumes_under(const std::string& dir, const std::string& base, const std::string& whole_tag,
+                                 const std::vector<ResumeLayout>& layouts, size_t lines) {
+  for (const auto& [tag, np, ckpt, extra] : layouts) {
+    const std::string out = dir + "/" + tag, copy = out + "/" + std::filesystem::path(ckpt).filename().string();
+    std::filesystem::create_directories(out);
+    std::filesystem::copy(dir + ckpt, copy, std::filesystem::copy_options::recursive);
+    auto r = train_processes(np, base + extra + " output_dir=" + out + " resume_from_checkpoint=" + copy);
+    ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.err;
+    expect_same_tail(dir + "/" + whole_tag, out, lines, tag);
+    EXPECT_LE(max_weight_diff(dir + "/" + whole_tag + "/model.safetensors", out + "/model.safetensors"), 1e-5) << tag;
+  }
 }
 
 }  // namespace unillm::testing

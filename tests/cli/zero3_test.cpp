@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "run_compare_util.h"
+#include "tiny_qwen_util.h"
 
 namespace unillm {
 namespace {
@@ -56,6 +57,27 @@ TEST(Zero3, ShardsTheParametersAndGivesOneProcessesRun) {
   }
 }
 
+// Qwen3's lm_head of its own: the embedding is a unit of its own, gathered only around the lookup
+// and again for its gradient as backward reaches it; Qwen2's tied one stays in the root unit.
+TEST(Zero3, EmbeddingUnitOfAnUntiedModel) {
+  const std::string dir = testing::temp_dir("zero3_qwen");
+  for (const std::string type : {"qwen3", "qwen2"}) {
+    const std::string model = testing::tiny_qwen(dir, type, 16);
+    const std::string full = kSft + " finetuning_type=full learning_rate=1e-3" + kShort + " model_name_or_path=" + model +
+                             " output_dir=" + dir + "/" + type;
+    auto one = train(1, full + "_one gradient_accumulation_steps=2");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto z3 = train(2, full + "_z3" + kZ3);
+    ASSERT_EQ(z3.exit_code, 0) << z3.err;
+    EXPECT_EQ(z3.err.find("2 layer units, an embedding unit and a root unit") != std::string::npos, type == "qwen3")
+        << z3.err;
+    expect_runs_close(dir + "/" + type + "_one", dir + "/" + type + "_z3", type);
+    EXPECT_LE(max_weight_diff(dir + "/" + type + "_one/model.safetensors", dir + "/" + type + "_z3/model.safetensors"),
+              1e-5)
+        << type;
+  }
+}
+
 // DPO with LoRA: its reference is the same model with the adapter off, a no-grad forward through
 // the same just-in-time layers.
 TEST(Zero3, DpoWithLora) {
@@ -83,19 +105,11 @@ TEST(Zero3, CheckpointsAreOneProcessesAndResumeUnderAnyLayout) {
             1e-6);
   // Stage 3's checkpoint continued by stage 3 and by one process (accumulation 2); plain data
   // parallelism's continued by stage 3.
-  const std::vector<std::tuple<std::string, int, std::string, std::string>> layouts = {
-      {"z3", 2, "/whole/checkpoint-4", kZ3},
-      {"one", 1, "/whole/checkpoint-4", " gradient_accumulation_steps=2"},
-      {"from_plain", 2, "/plain/checkpoint-4", kZ3}};
-  for (const auto& [tag, np, ckpt, extra] : layouts) {
-    std::filesystem::create_directories(dir + "/" + tag);
-    std::filesystem::copy(dir + ckpt, dir + "/" + tag + "/checkpoint-4", std::filesystem::copy_options::recursive);
-    auto r = train(np, full + extra + " output_dir=" + dir + "/" + tag + " resume_from_checkpoint=" + dir + "/" + tag +
-                           "/checkpoint-4");
-    ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.err;
-    testing::expect_same_tail(dir + "/whole", dir + "/" + tag, 5, tag);
-    EXPECT_LE(max_weight_diff(dir + "/whole/model.safetensors", dir + "/" + tag + "/model.safetensors"), 1e-5) << tag;
-  }
+  testing::expect_resumes_under(dir, full, "whole",
+                                {{"z3", 2, "/whole/checkpoint-4", kZ3},
+                                 {"one", 1, "/whole/checkpoint-4", " gradient_accumulation_steps=2"},
+                                 {"from_plain", 2, "/plain/checkpoint-4", kZ3}},
+                                5);
 }
 
 }  // namespace

@@ -96,26 +96,12 @@ TEST(Zero, CheckpointsAreOneProcessesAndResumeUnderAnyLayout) {
   EXPECT_LE(max_weight_diff(dir + "/whole/model.safetensors", dir + "/z2/model.safetensors"), 0.0);
   // The stage-2 checkpoint continued by one process (accumulation 2) and by stage 1, and plain
   // data parallelism's checkpoint continued by stage 2.
-  const std::vector<std::tuple<std::string, int, std::string, std::string>> layouts = {
-      {"one", 1, "/whole/checkpoint-4", " gradient_accumulation_steps=2"},
-      {"z1", 2, "/whole/checkpoint-4", " sharding=stage1"},
-      {"from_plain", 2, "/plain/checkpoint-4", kZ2}};
-  for (const auto& [tag, np, ckpt, extra] : layouts) {
-    std::filesystem::create_directories(dir + "/" + tag);
-    std::filesystem::copy(dir + ckpt, dir + "/" + tag + "/checkpoint-4", std::filesystem::copy_options::recursive);
-    auto r = train(np, full + extra + " output_dir=" + dir + "/" + tag + " resume_from_checkpoint=" + dir + "/" + tag +
-                           "/checkpoint-4");
-    ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.err;
-    // Its log (a new output_dir) holds steps 5-8 and the final evaluation.
-    const auto a = figures(dir + "/whole"), b = figures(dir + "/" + tag);
-    ASSERT_EQ(b.size(), 5u) << tag;
-    for (size_t i = 0; i < b.size(); ++i) {
-      const auto& w = a[a.size() - b.size() + i];
-      EXPECT_NEAR(w.first, b[i].first, 1e-4) << tag << " " << i;
-      EXPECT_NEAR(w.second, b[i].second, 1e-5 * std::abs(w.second) + 1e-12) << tag << " " << i;
-    }
-    EXPECT_LE(max_weight_diff(dir + "/whole/model.safetensors", dir + "/" + tag + "/model.safetensors"), 1e-5) << tag;
-  }
+  // Its log (a new output_dir) holds steps 5-8 and the final evaluation.
+  testing::expect_resumes_under(dir, full, "whole",
+                                {{"one", 1, "/whole/checkpoint-4", " gradient_accumulation_steps=2"},
+                                 {"z1", 2, "/whole/checkpoint-4", " sharding=stage1"},
+                                 {"from_plain", 2, "/plain/checkpoint-4", kZ2}},
+                                5);
 }
 
 // PaddleNLP's sharding_parallel_degree below the process count: 4 processes as 2 sharding groups

@@ -75,15 +75,17 @@ TEST(MemoryPlan, FullFineTuningByHand) {
 }
 
 // ZeRO-3 over 2 processes: the steps hold half of every weight and gradient plus the root unit
-// (embedding and lm_head 2 · 32 · 8 and the final norm 8, at f32) and one layer (the rest over 2
-// layers); the whole-model phases hold every weight beside the sharded gradients and state.
+// (the untied lm_head 32 · 8 and the final norm 8, at f32) and the larger of one layer (the rest
+// over 2 layers) and the embedding's unit (32 · 8); the whole-model phases hold every weight
+// beside the sharded gradients and state.
 TEST(MemoryPlan, ZeroThreeHoldsPiecesAndTheGatheredUnits) {
   TrainArgs a;
   a.finetuning_type = "full";
   MemoryPlanInputs in = inputs(a, true);
   in.zero_shards = in.param_shards = 2;
   const MemoryPlan p = plan_memory(in);
-  const int64_t root = (2 * 32 * 8 + 8) * 4, layer = (1704 * 4 - root) / 2;
+  const int64_t root = (32 * 8 + 8) * 4, embed = 32 * 8 * 4, layer = (1704 * 4 - root - embed) / 2;
+  ASSERT_GT(layer, embed);
   EXPECT_EQ(p.weights, 1704 * 4 / 2 + root + layer);
   EXPECT_EQ(p.gradients, 1704 * 4 / 2 + root + layer);
   EXPECT_EQ(p.optimizer, 1704 * 4);
