@@ -218,9 +218,11 @@ YAML::Node layout_node(const YAML::Node& base, const Layout& l) {
 void write_yaml(const std::string& path, const YAML::Node& n, const std::string& header) {
   YAML::Emitter e;
   e << n;
+  std::error_code ec;  // --out into a directory that does not exist yet: made, as output_dir is
+  if (const fs::path parent = fs::path(path).parent_path(); !parent.empty()) fs::create_directories(parent, ec);
   std::ofstream f(path);
   f << header << e.c_str() << "\n";
-  if (!f) UNILLM_THROW(IoError, "[tune] cannot write ", path);
+  if (!f) UNILLM_THROW(IoError, "[tune] cannot write ", path, ec ? " (" + ec.message() + ")" : std::string());
 }
 
 std::string layout_name(const Layout& l, int nproc) {

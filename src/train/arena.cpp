@@ -48,7 +48,7 @@ void collect_rows(nn::Module& m, const std::vector<nn::ParamRef>& refs, std::map
 
 }  // namespace
 
-ParamArena::ParamArena(const std::vector<nn::Module*>& modules) {
+ParamArena::ParamArena(const std::vector<nn::Module*>& modules, bool with_grads) {
   std::vector<nn::ParamRef> refs;
   std::map<std::string, int64_t> rows_of;
   for (nn::Module* m : modules) {
@@ -65,7 +65,7 @@ ParamArena::ParamArena(const std::vector<nn::Module*>& modules) {
   // On the parameters' device (the model's): the optimizer and clipping run there.
   const Device device = refs.empty() ? Device{} : refs.front().tensor->device();
   params_ = Tensor::empty({numel_}, DType::f32, device);
-  grads_ = Tensor::zeros({numel_}, DType::f32, device);
+  if (with_grads) grads_ = Tensor::zeros({numel_}, DType::f32, device);
   int64_t off = 0;
   for (auto& r : refs) {
     Tensor& p = *r.tensor;
@@ -74,7 +74,7 @@ ParamArena::ParamArena(const std::vector<nn::Module*>& modules) {
     dst.copy_from(p);  // a bf16/f16 parameter is upcast: the arena is its f32 master copy
     Tensor packed = dst;
     packed.set_requires_grad(true);
-    packed.set_grad(grads_.slice(0, off, off + n).view(p.shape()));
+    if (with_grads) packed.set_grad(grads_.slice(0, off, off + n).view(p.shape()));
     p = packed;  // the module now reads its parameter from the arena
     ArenaSegment seg;
     seg.name = r.hf_names.at(0);
@@ -95,7 +95,7 @@ ParamArena ParamArena::range(int64_t lo, int64_t hi) const {
   ParamArena r;
   r.numel_ = hi - lo;
   r.params_ = params_.slice(0, lo, hi);
-  r.grads_ = grads_.slice(0, lo, hi);
+  if (grads_.defined()) r.grads_ = grads_.slice(0, lo, hi);
   for (const auto& seg : segments_) {
     const int64_t b = std::max(seg.offset, lo), e = std::min(seg.offset + seg.numel, hi);
     if (b >= e) continue;
@@ -138,7 +138,7 @@ void ParamArena::release_storage() {
 }
 
 void ParamArena::zero_grads() {
-  if (!grads_.storage()->holds_memory()) return;  // released: ZeRO-3 zeroes its shard
+  if (!grads_.defined() || !grads_.storage()->holds_memory()) return;  // ZeRO-3 zeroes its shard
   if (grads_.device().is_cpu())
     std::memset(grads_.raw_data(), 0, grads_.nbytes());
   else

@@ -36,7 +36,9 @@ class ParamArena {
   explicit ParamArena(nn::Module& m) : ParamArena(std::vector<nn::Module*>{&m}) {}
   // The trainable parameters of several modules, in order (the model, then a stage's own, such
   // as a reward model's value head).
-  explicit ParamArena(const std::vector<nn::Module*>& modules);
+  // with_grads false: no whole gradient buffer (ZeRO-3, whose gradients live in its units and
+  // shard: train/param_shards.h); the parameters get no .grad until they are re-pointed.
+  explicit ParamArena(const std::vector<nn::Module*>& modules, bool with_grads = true);
   int64_t numel() const { return numel_; }
   const std::vector<ArenaSegment>& segments() const { return segments_; }
   // For setting per-segment optimiser settings (lr_scale, decay) before the optimiser is built.

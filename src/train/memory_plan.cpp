@@ -368,10 +368,12 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   // and the packed copy of the trainable tensors plus the gradients.
   const int64_t frozen_bytes = in.frozen_loaded_f32 ? 4 : in.frozen_weight_bytes;
   const int64_t built = (ps.base - ps.frozen) * 4 + ps.frozen * frozen_bytes;
-  p.load_peak = p.baseline + std::max(built + in.largest_tensor_bytes, built + 2 * ps.trainable * 4);
+  // (ZeRO-3's arena has no whole gradient buffer: its gradients live in its units.)
+  const int64_t packing = (in.param_shards > 1 ? 1 : 2) * ps.trainable * 4;
+  p.load_peak = p.baseline + std::max(built + in.largest_tensor_bytes, built + packing);
   // A reference copy loads after the policy (with one tensor's pages of its own).
   if (in.reference_weights > 0)
-    p.load_peak = std::max(p.load_peak, p.baseline + built + 2 * ps.trainable * 4 + p.reference + in.largest_tensor_bytes);
+    p.load_peak = std::max(p.load_peak, p.baseline + built + packing + p.reference + in.largest_tensor_bytes);
   p.peak = std::max(p.train_peak, p.load_peak);
   return p;
 }

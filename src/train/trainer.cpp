@@ -135,7 +135,10 @@ void Run::load(const std::string& from) {
   prepare_stage(from);  // a reference model, a value head
   std::vector<nn::Module*> trainable{&model_->module()};
   for (nn::Module* m : stage_->extra_modules()) trainable.push_back(m);
-  arena_ = std::make_unique<ParamArena>(trainable);
+  // Stage 3 shards the parameters where it can (elsewhere it runs as stage 2, said below); its
+  // gradients live in its units and shard, so the arena gets no whole gradient buffer.
+  const bool zero3 = a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty();
+  arena_ = std::make_unique<ParamArena>(trainable, /*with_grads=*/!zero3);
   if (arena_->numel() == 0)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": finetuning_type ", a_.finetuning_type,
                  " leaves no trainable parameter (check the freeze_* / lora_* keys)");
@@ -146,9 +149,8 @@ void Run::load(const std::string& from) {
   OptimizerConfig oc = optimizer_config(a_);
   const models::ModelConfig& mc = model_->config();  // Adam-mini's head blocks
   oc.hidden_size = mc.hidden_size, oc.num_heads = mc.num_heads, oc.num_kv_heads = mc.num_kv_heads;
-  // Stage 3 shards the parameters where it can; elsewhere it runs as stage 2, said here (the
-  // memory plan then counts whole parameters on each process).
-  const bool zero3 = a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty();
+  // Stage 3 where it cannot shard the parameters runs as stage 2, said here (the memory plan then
+  // counts whole parameters on each process).
   const int64_t stage = zero3 ? 3 : std::min<int64_t>(a_.zero_stage, 2);
   if (a_.zero_stage == 3 && world_size() > 1 && !zero3)
     say("ZeRO stage 3 from " + a_.zero_from + ": the parameters are not sharded " + zero3_fallback() +

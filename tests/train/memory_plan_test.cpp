@@ -90,6 +90,8 @@ TEST(MemoryPlan, ZeroThreeHoldsPiecesAndTheGatheredUnits) {
   EXPECT_EQ(p.gradients, 1704 * 4 / 2 + root + layer);
   EXPECT_EQ(p.optimizer, 1704 * 4);
   EXPECT_GE(p.train_peak, 1704 * 4 + p.gradients + p.optimizer);  // evaluation and saving: every weight
+  // Loading: the f32 model and the arena's packed copy, without a whole gradient buffer.
+  EXPECT_EQ(p.load_peak, 6816 + std::max<int64_t>(6816, in.largest_tensor_bytes));
 }
 
 // Pipeline stages (2 layers over 2 stages, 1F1B with 4 micro-batches): the first stage holds two
