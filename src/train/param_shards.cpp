@@ -8,7 +8,6 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "ops/elementwise.h"
-#include "ops/optimizer.h"
 
 namespace unillm::train {
 
@@ -261,9 +260,8 @@ ParamShards::Whole::~Whole() {
 }
 
 bool ParamShards::all_finite() {
-  const Tensor host = shard_->param_tensor().device().is_cpu() ? shard_->param_tensor() : shard_->param_tensor().to(Device{});
   Tensor bad = Tensor::empty({1}, DType::i32);
-  bad.data<int32_t>()[0] = all_finite_f32(host.data<float>(), static_cast<size_t>(host.numel())) ? 0 : 1;
+  bad.data<int32_t>()[0] = shard_->all_finite() ? 0 : 1;  // this process's pieces, then every process's
   group_.allreduce(bad, dist::ReduceOp::max);
   return bad.data<int32_t>()[0] == 0;
 }
