@@ -123,6 +123,16 @@ TEST_F(AttentionTest, ChunkedPrefillWithPrefixAndOddSizes) {
     }
 }
 
+// The AVX-512 kernel unrolls its dot products by head_dim / 16 (1 to 8 registers) and takes
+// its generic loop otherwise: every unroll, one odd size and a GQA group, decode and prefill.
+TEST_F(AttentionTest, EveryHeadDimTheWideKernelUnrolls) {
+  for (int64_t d : {16, 32, 48, 80, 96, 112, 128, 24})
+    for (int64_t group : {1, 4}) {
+      SCOPED_TRACE(::testing::Message() << "head_dim=" << d << " group=" << group);
+      check({{1, 6, 1}, {19, 6, 37}, 2 * group, 2, d, 8}, DType::f32, 50 + d + group);
+    }
+}
+
 // --kv-cache-dtype bf16 / f16: f32 queries over a 16-bit cache. The oracle reads the same
 // rounded cache values (in double), so only the kernel's f32 arithmetic differs.
 TEST_F(AttentionTest, HalfPrecisionCachesUnderF32Queries) {

@@ -61,6 +61,91 @@ struct Avx512Ops {
       _mm512_mask_storeu_ps(acc + i, m, _mm512_fmadd_ps(vp, load16(x + i, m), _mm512_maskz_loadu_ps(m, acc + i)));
     }
   }
+  static __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+
+  // out[t] = scale · q · k_t for n keys k_t = k + t · stride. Head dims that are a multiple of 16
+  // up to 128 keep q in registers and reduce four dots together (one shuffle tree for four
+  // instead of a horizontal sum each: at D = 64 the sum cost as much as the dot).
+  template <typename C>
+  static void dots(const float* q, const C* k, int64_t stride, int64_t n, int64_t D, float scale, float* out) {
+    switch (D % 16 == 0 ? D / 16 : 0) {
+      case 1: return dots_n<1>(q, k, stride, n, scale, out);
+      case 2: return dots_n<2>(q, k, stride, n, scale, out);
+      case 3: return dots_n<3>(q, k, stride, n, scale, out);
+      case 4: return dots_n<4>(q, k, stride, n, scale, out);
+      case 5: return dots_n<5>(q, k, stride, n, scale, out);
+      case 6: return dots_n<6>(q, k, stride, n, scale, out);
+      case 7: return dots_n<7>(q, k, stride, n, scale, out);
+      case 8: return dots_n<8>(q, k, stride, n, scale, out);
+      default:
+        for (int64_t t = 0; t < n; ++t) out[t] = dot(q, k + t * stride, D) * scale;
+    }
+  }
+  // acc += Σ_t p[t] · x_t for n rows x_t = x + t · stride, acc held in registers across the rows
+  // (same per-element order of operations as n axpy calls).
+  template <typename C>
+  static void axpy_rows(float* acc, const float* p, const C* x, int64_t stride, int64_t n, int64_t D) {
+    switch (D % 16 == 0 ? D / 16 : 0) {
+      case 1: return axpy_rows_n<1>(acc, p, x, stride, n);
+      case 2: return axpy_rows_n<2>(acc, p, x, stride, n);
+      case 3: return axpy_rows_n<3>(acc, p, x, stride, n);
+      case 4: return axpy_rows_n<4>(acc, p, x, stride, n);
+      case 5: return axpy_rows_n<5>(acc, p, x, stride, n);
+      case 6: return axpy_rows_n<6>(acc, p, x, stride, n);
+      case 7: return axpy_rows_n<7>(acc, p, x, stride, n);
+      case 8: return axpy_rows_n<8>(acc, p, x, stride, n);
+      default:
+        for (int64_t t = 0; t < n; ++t) axpy(acc, p[t], x + t * stride, D);
+    }
+  }
+  template <int NJ, typename C>
+  static void dots_n(const float* q, const C* k, int64_t stride, int64_t n, float scale, float* out) {
+    __m512 qv[NJ];
+    for (int j = 0; j < NJ; ++j) qv[j] = _mm512_loadu_ps(q + 16 * j);
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+      const C* k0 = k + t * stride;
+      __m512 a0 = _mm512_mul_ps(qv[0], load16(k0, kAll16)), a1 = _mm512_mul_ps(qv[0], load16(k0 + stride, kAll16));
+      __m512 a2 = _mm512_mul_ps(qv[0], load16(k0 + 2 * stride, kAll16));
+      __m512 a3 = _mm512_mul_ps(qv[0], load16(k0 + 3 * stride, kAll16));
+      for (int j = 1; j < NJ; ++j) {
+        a0 = _mm512_fmadd_ps(qv[j], load16(k0 + 16 * j, kAll16), a0);
+        a1 = _mm512_fmadd_ps(qv[j], load16(k0 + stride + 16 * j, kAll16), a1);
+        a2 = _mm512_fmadd_ps(qv[j], load16(k0 + 2 * stride + 16 * j, kAll16), a2);
+        a3 = _mm512_fmadd_ps(qv[j], load16(k0 + 3 * stride + 16 * j, kAll16), a3);
+      }
+      _mm_storeu_ps(out + t, _mm_mul_ps(hsum4x16(a0, a1, a2, a3), _mm_set1_ps(scale)));
+    }
+    for (; t < n; ++t) {
+      const C* kt = k + t * stride;
+      __m512 a = _mm512_mul_ps(qv[0], load16(kt, kAll16));
+      for (int j = 1; j < NJ; ++j) a = _mm512_fmadd_ps(qv[j], load16(kt + 16 * j, kAll16), a);
+      out[t] = hsum16(a) * scale;
+    }
+  }
+  template <int NJ, typename C>
+  static void axpy_rows_n(float* acc, const float* p, const C* x, int64_t stride, int64_t n) {
+    __m512 a[NJ];
+    for (int j = 0; j < NJ; ++j) a[j] = _mm512_loadu_ps(acc + 16 * j);
+    for (int64_t t = 0; t < n; ++t) {
+      const __m512 vp = _mm512_set1_ps(p[t]);
+      const C* xt = x + t * stride;
+      for (int j = 0; j < NJ; ++j) a[j] = _mm512_fmadd_ps(vp, load16(xt + 16 * j, kAll16), a[j]);
+    }
+    for (int j = 0; j < NJ; ++j) _mm512_storeu_ps(acc + 16 * j, a[j]);
+  }
+  // The horizontal sums of a, b, c, d as {Σa, Σb, Σc, Σd}: pairs of 32-bit and then 64-bit
+  // interleaves add within each 128-bit lane, then the four lanes are added.
+  static __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
+    const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));  // a02 b02 a13 b13
+    const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));  // c02 d02 c13 d13
+    const __m512d abd = _mm512_castps_pd(ab), cdd = _mm512_castps_pd(cd);
+    const __m512 s = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(abd, cdd)),
+                                   _mm512_castpd_ps(_mm512_unpackhi_pd(abd, cdd)));  // a b c d per lane
+    const __m256 h = _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, s, 0), _mm512_maskz_extractf32x8_ps(0xff, s, 1));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  }
+
   static float dot(const float* a, const float* b, int64_t n) {
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;
     int64_t i = 0;

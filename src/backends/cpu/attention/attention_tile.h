@@ -2,7 +2,8 @@
 // kv head, a few query rows); its R = rows · G query vectors (all G query heads of the kv head) walk
 // the sequence's KV blocks once through the block table, keeping a running max m, sum l and an
 // unnormalised accumulator per vector (online softmax). The vector-ops policy V (dot, axpy, scale,
-// exp_shift) is kernels/paged_attention.cpp's ScalarOps or attention_avx2_ops.h's Avx2Ops, so each
+// exp_shift, and optionally the many-row dots / axpy_rows) is kernels/paged_attention.cpp's
+// ScalarOps, attention_avx2_ops.h's Avx2Ops or attention_avx512_ops.h's Avx512Ops, so each
 // kernel file gets its own instantiation compiled with its own flags.
 #pragma once
 
@@ -38,7 +39,29 @@ std::vector<AttnTile> attention_tiles(const ops::AttentionArgs& a, int64_t rows_
 template <typename T>
 struct AttnScratch {
   std::vector<T> acc, m, l, scores;  // [R, D], [R], [R], [R, BS]
+  std::vector<int64_t> q_off, k_off, last;  // per query vector: its q row, its kv head's offset
+                                            // in a slot, its last visible position
 };
+
+// The scores of n keys at stride `stride` against q (scaled), and acc += Σ_t p[t] · x_t over n
+// value rows: a policy may do either for many rows at once (V::dots / V::axpy_rows, keeping q
+// or acc in registers and reducing four dots together); otherwise one row at a time.
+template <typename V, typename T, typename C>
+void scores_of(const T* q, const C* k, int64_t stride, int64_t n, int64_t D, T scale, T* out) {
+  if constexpr (requires { V::dots(q, k, stride, n, D, scale, out); }) {
+    V::dots(q, k, stride, n, D, scale, out);
+  } else {
+    for (int64_t t = 0; t < n; ++t) out[t] = V::dot(q, k + t * stride, D) * scale;
+  }
+}
+template <typename V, typename T, typename C>
+void weighted_sum_of(T* acc, const T* p, const C* x, int64_t stride, int64_t n, int64_t D) {
+  if constexpr (requires { V::axpy_rows(acc, p, x, stride, n, D); }) {
+    V::axpy_rows(acc, p, x, stride, n, D);
+  } else {
+    for (int64_t t = 0; t < n; ++t) V::axpy(acc, p[t], x + t * stride, D);
+  }
+}
 
 template <typename T, typename V, typename C = T>
 void attention_tile(const ops::AttentionArgs& a, const AttnTile& tl, AttnScratch<T>& w) {
@@ -56,40 +79,39 @@ void attention_tile(const ops::AttentionArgs& a, const AttnTile& tl, AttnScratch
   std::fill(acc, acc + R * D, T(0));
   std::fill(m, m + R, -std::numeric_limits<T>::infinity());
   std::fill(l, l + R, T(0));
-  auto head_of = [&](int64_t v) { return tl.kv_head + v / G % NG; };  // the vector's kv head
-  auto q_off = [&](int64_t v) {
-    return ((row_base + v / per_row) * a.heads + head_of(v) * G + v % G) * D;
-  };
-  auto last_of = [&](int64_t v) { return first_pos + v / per_row; };  // its last visible position
+  // Each vector's offsets once per tile (not per key: the divisions cost more than a dot of 64).
+  int64_t *q_off = w.q_off.data(), *k_off = w.k_off.data(), *last = w.last.data();
+  for (int64_t v = 0; v < R; ++v) {
+    const int64_t head = tl.kv_head + v / G % NG;
+    q_off[v] = ((row_base + v / per_row) * a.heads + head * G + v % G) * D;
+    k_off[v] = head * D;
+    last[v] = first_pos + v / per_row;
+  }
   for (int64_t b = 0; b * BS <= last_pos; ++b) {
     const int64_t t0 = b * BS, tn = std::min(BS, last_pos + 1 - t0);
     const int64_t base = int64_t{bt[b]} * BS * slot;  // the block's first slot, kv head 0
     const C* kb = static_cast<const C*>(a.k_cache) + base;
     const C* vb = static_cast<const C*>(a.v_cache) + base;
-    // Scores, slot by slot (each slot's heads are adjacent), then the online-softmax update.
-    for (int64_t t = 0; t < tn; ++t)
-      for (int64_t v = 0; v < R; ++v)
-        if (t0 + t <= last_of(v))
-          sc[v * BS + t] = V::dot(q + q_off(v), kb + t * slot + head_of(v) * D, D) * T(a.scale);
+    // Per vector: its scores over the block's visible keys, the online-softmax update, then
+    // P · V into its accumulator (the block's rows stay in cache across the tile's vectors).
     for (int64_t v = 0; v < R; ++v) {
-      const int64_t nv = std::min(tn, last_of(v) - t0 + 1);
+      const int64_t nv = std::min(tn, last[v] - t0 + 1);
       if (nv <= 0) continue;
       T* s = sc + v * BS;
+      scores_of<V>(q + q_off[v], kb + k_off[v], slot, nv, D, T(a.scale), s);
       T mb = -std::numeric_limits<T>::infinity();
       for (int64_t t = 0; t < nv; ++t) mb = std::max(mb, s[t]);
       const T mn = std::max(m[v], mb), corr = std::exp(m[v] - mn);
       l[v] = l[v] * corr + V::exp_shift(s, nv, mn);
       if (corr != T(1)) V::scale(acc + v * D, corr, D);
       m[v] = mn;
+      weighted_sum_of<V>(acc + v * D, s, vb + k_off[v], slot, nv, D);
     }
-    for (int64_t t = 0; t < tn; ++t)  // P · V, each V row read once for all R vectors
-      for (int64_t v = 0; v < R; ++v)
-        if (t0 + t <= last_of(v)) V::axpy(acc + v * D, sc[v * BS + t], vb + t * slot + head_of(v) * D, D);
   }
   T* out = static_cast<T*>(a.out);
   for (int64_t v = 0; v < R; ++v) {
     const T inv = l[v] > T(0) ? T(1) / l[v] : T(0);
-    for (int64_t i = 0; i < D; ++i) out[q_off(v) + i] = acc[v * D + i] * inv;
+    for (int64_t i = 0; i < D; ++i) out[q_off[v] + i] = acc[v * D + i] * inv;
   }
 }
 
@@ -107,7 +129,8 @@ void attention_run(const ops::AttentionArgs& a) {
   parallel_for(nt, 1, [&](int64_t lo, int64_t hi) {
     const int64_t R = rows_per_tile * G * max_heads;
     AttnScratch<T> w{std::vector<T>(R * a.head_dim), std::vector<T>(R), std::vector<T>(R),
-                     std::vector<T>(R * a.block_size)};
+                     std::vector<T>(R * a.block_size), std::vector<int64_t>(R), std::vector<int64_t>(R),
+                     std::vector<int64_t>(R)};
     for (int64_t c = lo; c < hi; ++c)
       for (int64_t i = c; i < n; i += nt) attention_tile<T, V, C>(a, tiles[i], w);
   });
