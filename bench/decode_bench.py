@@ -69,12 +69,18 @@ def kv_bytes_per_token(s, ctx):
 
 # Bytes per weight of each quantised format (codes + scales), and of the lm_head beside it.
 QUANT = {
-    # unillm: int8 codes + an f32 scale per row (~1 B); int4 g32 asymmetric: 4 bits + f32 scale
-    # and minimum per 32 (0.75 B); the lm_head int8 under both.
-    "int8": dict(flag="weight_only_int8", unillm=1.0, unillm_head=1.0, ftype=7, gguf="Q8_0",
+    # unillm: int8 codes + an f32 scale per row (~1 B); int4 g32 asymmetric: 4 bits + an f16
+    # scale and minimum per 32 (0.625 B, llama.cpp's Q4_1 bytes); int4-sym: symmetric codes with
+    # an f16 scale per 32 (0.5625 B, Q4_0's bytes); the lm_head int8 under all.
+    "int8": dict(flags=["--quant_type", "weight_only_int8"], unillm=1.0, unillm_head=1.0, ftype=7, gguf="Q8_0",
                  llama=34 / 32, llama_head=34 / 32),
-    "int4": dict(flag="weight_only_int4", unillm=0.75, unillm_head=1.0, ftype=2, gguf="Q4_0",
+    "int4": dict(flags=["--quant_type", "weight_only_int4"], unillm=0.625, unillm_head=1.0, ftype=2, gguf="Q4_0",
                  llama=18 / 32, llama_head=210 / 256),  # llama-quantize keeps output at Q6_K
+    "int4-sym": dict(flags=["--quant_type", "weight_only_int4", "--quant-symmetric"], unillm=0.5625, unillm_head=1.0,
+                     ftype=2, gguf="Q4_0", llama=18 / 32, llama_head=210 / 256),
+    # int4 with f32 scales (the format before f16 scales): 0.75 B.
+    "int4-f32": dict(flags=["--quant_type", "weight_only_int4", "--scale-dtype", "f32"], unillm=0.75,
+                     unillm_head=1.0, ftype=2, gguf="Q4_0", llama=18 / 32, llama_head=210 / 256),
 }
 
 
@@ -166,7 +172,7 @@ def main():
                                 (model_dir, gguf_path))
 
     prompt = [1] + [int(x) for x in np.random.default_rng(7).integers(3, s["vocab"], a.prompt - 1)]
-    extra = ["--quant_type", QUANT[a.quant]["flag"]] if a.quant else []
+    extra = QUANT[a.quant]["flags"] if a.quant else []
     if a.quant:
         gguf_path = llama_quantize(gguf_path, a.quant, a.threads)
     llm = make_models.llama_cpp_open(gguf_path, a.threads, n_ctx=a.prompt + a.decode + 16)
@@ -182,7 +188,7 @@ def main():
         q = QUANT[a.quant]
         ub = quant_bytes_per_token(s, q["unillm"], q["unillm_head"])
         lb = quant_bytes_per_token(s, q["llama"], q["llama_head"])
-        print(f"\n{tag}; unillm {q['flag']} vs llama.cpp {q['gguf']}")
+        print(f"\n{tag}; unillm {' '.join(q['flags'][1:])} vs llama.cpp {q['gguf']}")
         print(f"{'':22}{'unillm':>10}{'llama.cpp':>11}{'ratio':>8}")
         print(f"{'prefill-' + str(a.prompt) + ' tok/s':22}{u[0]:10.1f}{g[0]:11.1f}{u[0] / g[0]:8.2f}")
         print(f"{'decode-' + str(a.decode) + ' tok/s':22}{u[1]:10.1f}{g[1]:11.1f}{u[1] / g[1]:8.2f}")

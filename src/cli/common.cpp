@@ -209,6 +209,10 @@ void add_inference_options(ArgParser& p, InferenceOptions& o) {
   p.option("group-size", "int4 group size along K (default 32: within 8 % perplexity on stories260K; 64 and 128 are smaller)", &o.group_size);
   p.flag("quant-symmetric", "int4: symmetric codes (default asymmetric: a scale and a minimum per group)",
          &o.symmetric);
+  p.option("scale-dtype",
+           "how quantised scales (and int4 minimums) are stored: f16 or f32 (default f16 for int4, a quarter fewer "
+           "bytes at g32; f32 for int8)",
+           &o.scale_dtype);
   p.option("keep-f32", "keep these dense: lm_head (quantised to int8 otherwise), embed (always dense)", &o.keep_f32);
   p.option("passes", "run exactly these inference passes, comma-separated (default: quantize_weights when --quant_type is set, then the exact fusions fuse_residual_rms_norm, fuse_rope_into_qk)",
            &o.passes);
@@ -247,6 +251,10 @@ models::PassPlan inference_plan(const InferenceOptions& o) {
   std::optional<models::QuantizeOptions> quant;
   if (!o.quant_type.empty())
     quant = models::QuantizeOptions{ops::quant_type_from_name(o.quant_type), o.group_size, o.symmetric};
+  if (!o.scale_dtype.empty()) {
+    if (!quant) UNILLM_THROW(ConfigError, "[cli] --scale-dtype sets how quantised scales are stored: it needs --quant_type");
+    quant->scale_dtype = ops::scale_dtype_from_name(o.scale_dtype);
+  }
   for (const auto& part : split_commas(o.keep_f32)) {
     if (part != "lm_head" && part != "embed")
       UNILLM_THROW(ConfigError, "[cli] --keep-f32 takes lm_head and embed, got '", part, "'");

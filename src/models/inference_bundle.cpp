@@ -32,6 +32,7 @@ ordered_json plan_json(const PassPlan& plan, DType dense) {
         p["group_size"] = plan.quantize.group;
         p["symmetric"] = plan.quantize.symmetric;
       }
+      p["scale_dtype"] = dtype_name(plan.quantize.scales());
       p["keep_f32"] = plan.quantize.keep_lm_head ? ordered_json::array({"lm_head", "embed"}) : ordered_json::array({"embed"});
       // Informational: the codes are in the checkpoint, a load does not calibrate again.
       p["method"] = plan.quantize.hessians ? "gptq" : "round_to_nearest";
@@ -125,6 +126,10 @@ std::optional<PassPlan> read_inference_plan(const std::string& dir) {
         plan.quantize.group = s["group_size"].get<int64_t>();
         plan.quantize.symmetric = s.value("symmetric", false);
       }
+      // Bundles before f16 scales have no 'scale_dtype': theirs are f32.
+      const ordered_json sd = s.value("scale_dtype", ordered_json("f32"));
+      if (!sd.is_string() || (sd != "f32" && sd != "f16")) bad_plan(p, at, ": 'scale_dtype' must be \"f16\" or \"f32\"");
+      plan.quantize.scale_dtype = sd == "f16" ? DType::f16 : DType::f32;
       if (s.contains("keep_f32") && s["keep_f32"].is_array())
         for (const auto& k : s["keep_f32"]) plan.quantize.keep_lm_head = plan.quantize.keep_lm_head || k == "lm_head";
     }
@@ -159,6 +164,9 @@ std::set<std::string> attach_quantized_weights(CausalLM& model, const io::Checkp
     q.scales = get(base + ".scales");
     if (ckpt.has(base + ".mins")) q.mins = get(base + ".mins");
     q.check(dir + ": " + base);
+    if (q.scales.dtype() != qo.scales())
+      UNILLM_THROW(IoError, "[bundle] ", dir, ": ", base, ".scales is ", dtype_name(q.scales.dtype()),
+                   " but inference_plan.json says scale_dtype ", dtype_name(qo.scales()));
     lin->set_quantized(std::move(q));
     ++layers;
   });

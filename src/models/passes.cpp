@@ -52,9 +52,10 @@ void quantize_weights(CausalLM& model, const QuantizeOptions& q,
     if (q.hessians)
       if (auto it = q.hessians->by_module.find(fused_name(prefix, *lin)); it != q.hessians->by_module.end())
         h = &it->second;
+    const std::string name = fused_name(prefix, *lin);
     ops::QuantizedWeight w = h ? ops::gptq_quantize_weight(lin->weight(), *h, q.type, q.group, q.symmetric, 0.01,
-                                                           fused_name(prefix, *lin))
-                               : ops::quantize_weight(lin->weight(), q.type, q.group, q.symmetric);
+                                                           name, q.scales())
+                               : ops::quantize_weight(lin->weight(), q.type, q.group, q.symmetric, q.scales(), name);
     calibrated += h != nullptr;
     after += w.bytes();
     lin->set_quantized(std::move(w));
@@ -63,10 +64,12 @@ void quantize_weights(CausalLM& model, const QuantizeOptions& q,
   std::string what = ops::quant_type_name(q.type);
   if (q.type == ops::QuantType::int4)
     what += " g" + std::to_string(q.group) + (q.symmetric ? " symmetric" : " asymmetric");
+  what += std::string(", ") + dtype_name(q.scales()) + " scales";
   std::string head = "lm_head dense";
   if (!q.keep_lm_head && !model.lm_head_quantized().defined()) {
     const Tensor& w = model.lm_head_weight();
-    ops::QuantizedWeight hq = ops::quantize_weight(w, ops::QuantType::int8, 0, true);
+    ops::QuantizedWeight hq = ops::quantize_weight(w, ops::QuantType::int8, 0, true,
+                                                   q.scale_dtype ? *q.scale_dtype : DType::f32, "lm_head");
     head = "lm_head int8 (" + mib(w.nbytes()) + " -> " + mib(hq.bytes()) + ")";
     model.set_lm_head_quantized(std::move(hq));
   }

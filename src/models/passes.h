@@ -26,6 +26,11 @@ struct QuantizeOptions {
   // bits than Q4_0), unless kept dense. The embedding is always dense: its rows are gathered,
   // not multiplied.
   bool keep_lm_head = false;
+  // How the scales (and mins) are stored: f16 or f32; unset = f16 for int4 (a quarter fewer
+  // bytes than f32 at g32, read every decode step), f32 for int8 (one scale a row). The
+  // lm_head's int8 scales follow it when set.
+  std::optional<DType> scale_dtype;
+  DType scales() const { return scale_dtype ? *scale_dtype : type == ops::QuantType::int4 ? DType::f16 : DType::f32; }
   // GPTQ (models/calibration.h, ops/gptq.h): each decoder linear with statistics here is
   // quantised by GPTQ instead of rounding to nearest; the lm_head stays round-to-nearest int8.
   std::shared_ptr<const InputHessians> hessians = nullptr;

@@ -84,7 +84,7 @@ std::optional<Matrix> upper_factor_of_inverse(Matrix h, int64_t k, double damp) 
 }  // namespace
 
 QuantizedWeight gptq_quantize_weight(const Tensor& w_in, const Tensor& hessian, QuantType type, int64_t group,
-                                     bool symmetric, double damp, const std::string& what) {
+                                     bool symmetric, double damp, const std::string& what, DType scale_dtype) {
   check_defined("gptq", "w", w_in);
   check_defined("gptq", "hessian", hessian);
   check_ndim("gptq", "w", w_in, 2);
@@ -92,10 +92,11 @@ QuantizedWeight gptq_quantize_weight(const Tensor& w_in, const Tensor& hessian, 
   if (hessian.shape() != Shape{k, k})
     UNILLM_THROW(ShapeError, "[gptq] ", what, ": hessian has shape ", shape_str(hessian.shape()), ", expected [", k,
                  ", ", k, "]");
-  QuantizedWeight q = quantize_weight(w_in, type, group, symmetric);  // the layout, and the checks
+  // The layout and the checks (codes and scales are then recomputed).
+  QuantizedWeight q = quantize_weight(w_in, type, group, symmetric, scale_dtype, what);
   q.data = Tensor::zeros(q.data.shape(), q.data.dtype());
-  q.scales = Tensor::empty(q.scales.shape(), DType::f32);
-  if (q.mins.defined()) q.mins = Tensor::empty(q.mins.shape(), DType::f32);
+  q.scales = Tensor::empty(q.scales.shape(), scale_dtype);
+  if (q.mins.defined()) q.mins = Tensor::empty(q.mins.shape(), scale_dtype);
 
   Matrix h(static_cast<size_t>(k * k));
   const Tensor hc = hessian.to(Device{}).to(DType::f64).contiguous();
@@ -113,8 +114,8 @@ QuantizedWeight gptq_quantize_weight(const Tensor& w_in, const Tensor& hessian, 
     UNILLM_THROW(ConfigError, "[gptq] ", what, ": the calibration Hessian is not positive definite even with ",
                  damp * 1000, " damping (too few or degenerate calibration rows?)");
   const int64_t G = q.groups();
-  float* scales = q.scales.data<float>();
-  float* mins = q.mins.defined() ? q.mins.data<float>() : nullptr;
+  void* scales = q.scales.raw_data();
+  void* mins = q.mins.defined() ? q.mins.raw_data() : nullptr;
   void* codes = q.data.raw_data();
   const Matrix& U = *u;
   parallel_for(n, 1, [&](int64_t lo, int64_t hi) {
@@ -126,9 +127,10 @@ QuantizedWeight gptq_quantize_weight(const Tensor& w_in, const Tensor& hessian, 
         if (i % q.group == 0) {
           const int64_t g = i / q.group, len = std::min(q.group, k - i);
           for (int64_t j = 0; j < len; ++j) grp[j] = static_cast<float>(row[i + j]);
-          s = quant_detail::group_scale(grp.data(), len, type, q.symmetric);
-          scales[r * G + g] = s.scale;
-          if (mins) mins[r * G + g] = s.lo;
+          s = quant_detail::stored_as(quant_detail::group_scale(grp.data(), len, type, q.symmetric), scale_dtype,
+                                      what);
+          quant_detail::store_scale(scales, scale_dtype, r * G + g, s.scale);
+          if (mins) quant_detail::store_scale(mins, scale_dtype, r * G + g, s.lo);
         }
         const int c = quant_detail::code_of(static_cast<float>(row[i]), s, type, q.symmetric);
         // Bytes of u4x2 rows are shared by two columns, but a row's bytes belong to this thread.

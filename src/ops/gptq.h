@@ -9,7 +9,7 @@
 //   H += damp · mean(diag H) · I;  U = the upper Cholesky factor of H⁻¹ (H⁻¹ = Uᵀ·U);
 //   for each column i in order (every row independently):
 //     at a group's first column: fit the group's scale (and min) to the current, error-updated
-//       weights of that group as round-to-nearest does;
+//       weights of that group as round-to-nearest does (rounded to scale_dtype, as stored);
 //     q_i = the nearest code of w_i;  e = (w_i − value(q_i)) / U_ii;  w_j −= e · U_ij for j > i.
 // A Hessian that is not positive definite after damping is retried with ten times the damping
 // (up to 1000×), then a ConfigError naming `what`.
@@ -23,6 +23,7 @@
 namespace unillm::ops {
 
 QuantizedWeight gptq_quantize_weight(const Tensor& w, const Tensor& hessian, QuantType type, int64_t group,
-                                     bool symmetric, double damp = 0.01, const std::string& what = "weight");
+                                     bool symmetric, double damp = 0.01, const std::string& what = "weight",
+                                     DType scale_dtype = DType::f32);
 
 }  // namespace unillm::ops

@@ -98,6 +98,23 @@ GroupScale group_scale(const float* w, int64_t len, QuantType t, bool symmetric)
   return best;
 }
 
+GroupScale stored_as(GroupScale g, DType dtype, const std::string& what) {
+  if (dtype == DType::f32) return g;
+  const float scale = f16_to_f32(f32_to_f16(g.scale)), lo = f16_to_f32(f32_to_f16(g.lo));
+  if (!std::isfinite(scale) || !std::isfinite(lo))
+    UNILLM_THROW(ConfigError, "[quant] ", what, ": a group's scale ", g.scale, " or minimum ", g.lo,
+                 " does not fit in f16 (beyond 65504): quantise with --scale-dtype f32");
+  return {scale, lo};
+}
+
+void store_scale(void* p, DType dtype, int64_t i, float v) {
+  if (dtype == DType::f16) {
+    static_cast<uint16_t*>(p)[i] = f32_to_f16(v);
+  } else {
+    static_cast<float*>(p)[i] = v;
+  }
+}
+
 float value_of(int code, float scale, float lo, QuantType t, bool symmetric) {
   if (t == QuantType::int8) return scale * static_cast<float>(code);
   if (symmetric) return scale * static_cast<float>(code - 8);
@@ -143,9 +160,10 @@ void dequantize_rows(const QuantizedWeight& q, const Tensor& data, const Tensor&
   for (int64_t r = r0; r < r0 + rows; ++r)
     for (int64_t j = 0; j < q.k; ++j) {
       const int64_t g = j / q.group;
-      out[(r - r0) * q.k + j] =
-          value_of(code_at(q, data.raw_data(), r, j), scales.data<float>()[r * G + g],
-                   mins.defined() ? mins.data<float>()[r * G + g] : 0.0f, q.type, q.symmetric);
+      out[(r - r0) * q.k + j] = value_of(
+          code_at(q, data.raw_data(), r, j), static_cast<float>(load_scalar(scales.raw_data(), scales.dtype(), r * G + g)),
+          mins.defined() ? static_cast<float>(load_scalar(mins.raw_data(), mins.dtype(), r * G + g)) : 0.0f, q.type,
+          q.symmetric);
     }
 }
 
@@ -240,15 +258,24 @@ void QuantizedWeight::check(const std::string& what) const {
                  data.defined() ? shape_str(data.shape()) + " " + dtype_name(data.dtype()) : std::string("nothing"),
                  ", expected [", n, ", ", cols, "] ", dtype_name(code_dtype(type)));
   const Shape gs{n, groups()};
-  if (!scales.defined() || scales.dtype() != DType::f32 || scales.shape() != gs)
-    UNILLM_THROW(ShapeError, "[quant] ", what, ": scales must be f32 ", shape_str(gs));
+  if (!scales.defined() || (scales.dtype() != DType::f32 && scales.dtype() != DType::f16) || scales.shape() != gs)
+    UNILLM_THROW(ShapeError, "[quant] ", what, ": scales must be f32 or f16 ", shape_str(gs));
   const bool want_mins = type == QuantType::int4 && !symmetric;
-  if (want_mins != mins.defined() || (want_mins && (mins.dtype() != DType::f32 || mins.shape() != gs)))
-    UNILLM_THROW(ShapeError, "[quant] ", what, want_mins ? ": mins must be f32 " + shape_str(gs)
-                                                        : std::string(": a symmetric weight has no mins"));
+  if (want_mins != mins.defined() || (want_mins && (mins.dtype() != scales.dtype() || mins.shape() != gs)))
+    UNILLM_THROW(ShapeError, "[quant] ", what,
+                 want_mins ? std::string(": mins must be ") + dtype_name(scales.dtype()) + " " + shape_str(gs) +
+                                 " (the scales' dtype)"
+                           : std::string(": a symmetric weight has no mins"));
 }
 
-QuantizedWeight quantize_weight(const Tensor& w_in, QuantType type, int64_t group, bool symmetric) {
+DType scale_dtype_from_name(const std::string& name) {
+  if (name == "f16" || name == "float16") return DType::f16;
+  if (name == "f32" || name == "float32") return DType::f32;
+  UNILLM_THROW(ConfigError, "[quant] the scale dtype must be f16 or f32, got '", name, "'");
+}
+
+QuantizedWeight quantize_weight(const Tensor& w_in, QuantType type, int64_t group, bool symmetric, DType scale_dtype,
+                                const std::string& what) {
   check_defined("quantize_weight", "w", w_in);
   check_ndim("quantize_weight", "w", w_in, 2);
   if (!is_floating(w_in.dtype()) || w_in.dtype() == DType::f64)
@@ -261,12 +288,14 @@ QuantizedWeight quantize_weight(const Tensor& w_in, QuantType type, int64_t grou
   q.k = w_in.size(1);
   q.group = type == QuantType::int8 ? q.k : group;
   if (q.group <= 0) UNILLM_THROW(ConfigError, "[quantize_weight] the group size must be positive, got ", group);
+  if (scale_dtype != DType::f32 && scale_dtype != DType::f16)
+    UNILLM_THROW(DTypeError, "[quantize_weight] scales are f32 or f16, not ", dtype_name(scale_dtype));
   const Device device = w_in.device();
   const Tensor w = w_in.to(Device{}).to(DType::f32).contiguous();
   const int64_t G = q.groups(), cols = type == QuantType::int8 ? q.k : (q.k + 1) / 2;
   Tensor data = Tensor::zeros({q.n, cols}, code_dtype(type));
-  Tensor scales = Tensor::empty({q.n, G}, DType::f32);
-  Tensor mins = q.symmetric ? Tensor() : Tensor::empty({q.n, G}, DType::f32);
+  Tensor scales = Tensor::empty({q.n, G}, scale_dtype);
+  Tensor mins = q.symmetric ? Tensor() : Tensor::empty({q.n, G}, scale_dtype);
   const float* src = w.data<float>();
   // Rows in parallel (each owns its bytes of the codes): the int4 scale search costs ~2 µs a group.
   parallel_for(q.n, 8, [&](int64_t lo, int64_t hi) {
@@ -274,9 +303,9 @@ QuantizedWeight quantize_weight(const Tensor& w_in, QuantType type, int64_t grou
       for (int64_t g = 0; g < G; ++g) {
         const int64_t k0 = g * q.group, len = std::min(q.group, q.k - k0);
         const float* row = src + r * q.k + k0;
-        const GroupScale s = group_scale(row, len, type, q.symmetric);
-        scales.data<float>()[r * G + g] = s.scale;
-        if (mins.defined()) mins.data<float>()[r * G + g] = s.lo;
+        const GroupScale s = quant_detail::stored_as(group_scale(row, len, type, q.symmetric), scale_dtype, what);
+        quant_detail::store_scale(scales.raw_data(), scale_dtype, r * G + g, s.scale);
+        if (mins.defined()) quant_detail::store_scale(mins.raw_data(), scale_dtype, r * G + g, s.lo);
         for (int64_t j = 0; j < len; ++j)
           quant_detail::store_code(data.raw_data(), type, q.k, r, k0 + j, code_of(row[j], s, type, q.symmetric));
       }
@@ -307,10 +336,10 @@ Tensor linear_q(const Tensor& x_in, const QuantizedWeight& w, const Tensor& bias
   const int64_t m = x.numel() / w.k;
   Tensor y = Tensor::empty(out_shape, DType::f32, x.device());
   if (y.numel() > 0) {
-    QLinearArgs a{x.data<float>(), w.data.raw_data(), w.scales.data<float>(),
-                  w.mins.defined() ? w.mins.data<float>() : nullptr,
+    QLinearArgs a{x.data<float>(), w.data.raw_data(), w.scales.raw_data(),
+                  w.mins.defined() ? w.mins.raw_data() : nullptr,
                   bias.defined() ? bias.data<float>() : nullptr, y.data<float>(), m, w.k, w.n, w.group,
-                  w.data.dtype(), linear_q_int8_activations()};
+                  w.data.dtype(), linear_q_int8_activations(), w.scales.dtype()};
     KernelCall<QLinearArgs>(kOp, w.data.device(), w.data.dtype(), a)
         .in(x, &a.x).in(w.data, &a.w).in(w.scales, &a.scales).in(w.mins, &a.mins).in(bias, &a.bias)
         .out(y, &a.y).run(linear_q_reference);
@@ -333,13 +362,14 @@ void linear_q_reference(const QLinearArgs& a) {
       const auto* row = static_cast<const uint8_t*>(a.w) + j * row_bytes;
       for (int64_t p = 0; p < a.k; ++p) {
         const int64_t g = p / a.group;
-        const float scale = a.scales[j * G + g];
+        const auto scale = static_cast<float>(load_scalar(a.scales, a.scale_dtype, j * G + g));
         float w;
         if (int8) {
           w = scale * static_cast<float>(reinterpret_cast<const int8_t*>(row)[p]);
         } else {
           const int c = unpack_u4(row, p);
-          w = a.mins ? scale * static_cast<float>(c) + a.mins[j * G + g] : scale * static_cast<float>(c - 8);
+          w = a.mins ? scale * static_cast<float>(c) + static_cast<float>(load_scalar(a.mins, a.scale_dtype, j * G + g))
+                     : scale * static_cast<float>(c - 8);
         }
         s += static_cast<double>(a.x[i * a.k + p]) * w;
       }

@@ -44,9 +44,9 @@ struct QuantizedWeight {
   int64_t n = 0, k = 0, group = 0;  // group = k for int8
   Tensor data;    // int8: i8 [N, K]; int4: u4x2 [N, ceil(K / 2)], even k in the low nibble;
                   // nf4/fp4: u4x2 [ceil(N·K / 2)] flat, bnb's bytes (even element: HIGH nibble)
-  Tensor scales;  // f32 [N, G], G = ceil(K / group); nf4/fp4: f32 [B] absmax per block
+  Tensor scales;  // f32 or f16 [N, G], G = ceil(K / group); nf4/fp4: f32 [B] absmax per block
                   // (B = ceil(N·K / group)), or with double quantisation f32 [ceil(B / 256)]
-  Tensor mins;    // f32 [N, G] for asymmetric int4, else undefined
+  Tensor mins;    // [N, G] of the scales' dtype for asymmetric int4, else undefined
   // nf4/fp4 double quantisation: the block absmaxes minus their mean, as bnb's 8-bit dynamic
   // codes (i8 [B] holding u8 indices into ops::dynamic_map()) in blocks of 256 with `scales`;
   // undefined without double quantisation.
@@ -64,8 +64,14 @@ struct QuantizedWeight {
 // Quantises w (f32, bf16 or f16 [N, K], any device: computed on the CPU) with the formulas
 // above. group is ignored for int8; for int4 it must be positive (32, 64 and 128 are usual);
 // nf4/fp4 take it as the blocksize (symmetric ignored, no double quantisation: see
-// ops::quantize_4bit for that).
-QuantizedWeight quantize_weight(const Tensor& w, QuantType type, int64_t group, bool symmetric);
+// ops::quantize_4bit for that). scale_dtype (int8/int4: f32 or f16) is how scales and mins are
+// stored; with f16 each group's fitted scale and min are rounded to f16 before its codes are
+// chosen, so the codes are the nearest for the stored values. A scale or min beyond f16's range
+// is a ConfigError naming `what`.
+QuantizedWeight quantize_weight(const Tensor& w, QuantType type, int64_t group, bool symmetric,
+                                DType scale_dtype = DType::f32, const std::string& what = "weight");
+// f32 or f16, else a ConfigError naming the spelling ("f16"/"float16", "f32"/"float32").
+DType scale_dtype_from_name(const std::string& name);
 // The f32 [N, K] the codes stand for (on q's device).
 Tensor dequantize_weight(const QuantizedWeight& q);
 
@@ -77,8 +83,8 @@ Tensor linear_q(const Tensor& x, const QuantizedWeight& w, const Tensor& bias = 
 struct QLinearArgs {
   const float* x;  // [M, K]
   const void* w;  // codes (QuantizedWeight::data)
-  const float* scales;  // [N, G]
-  const float* mins;  // [N, G] or nullptr (symmetric)
+  const void* scales;  // [N, G] of scale_dtype
+  const void* mins;  // [N, G] of scale_dtype, or nullptr (symmetric)
   const float* bias;  // [N] or nullptr
   float* y;  // [M, N] (overwritten)
   int64_t m, k, n, group;
@@ -86,6 +92,7 @@ struct QLinearArgs {
   // The kernel may quantise x to int8 (per block of 32, scale max|x| / 127) and multiply codes
   // by codes (VNNI) where the CPU has it: linear_q_int8_activations().
   bool int8_activations = false;
+  DType scale_dtype = DType::f32;  // of scales and mins: f32 or f16
 };
 
 // Whether linear_q lets kernels quantise the activations to int8 (default on: on CPUs with

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ops/quant.h"
 
@@ -15,6 +16,12 @@ struct GroupScale {
 
 // The scale (and low end) of the len weights of one group, by the formulas of quant.h.
 GroupScale group_scale(const float* w, int64_t len, QuantType t, bool symmetric);
+// g as it will be stored in `dtype` (f32: unchanged; f16: scale and low end rounded to f16), so
+// that codes chosen for the result are the nearest for the stored values. A value beyond f16's
+// range is a ConfigError naming `what`.
+GroupScale stored_as(GroupScale g, DType dtype, const std::string& what);
+// Stores v as element i of a scale (or min) buffer of dtype f32 or f16.
+void store_scale(void* p, DType dtype, int64_t i, float v);
 // The code of w (nearest, clamped) and the value a code stands for.
 int code_of(float w, const GroupScale& g, QuantType t, bool symmetric);
 float value_of(int code, float scale, float lo, QuantType t, bool symmetric);

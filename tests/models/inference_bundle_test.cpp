@@ -63,8 +63,11 @@ TEST(InferenceBundle, QuantisedBundlesLoadTheirCodesAsTheyAre) {
   testing::init_cpu();
   for (const models::QuantizeOptions& q :
        {models::QuantizeOptions{ops::QuantType::int8, 0, true}, models::QuantizeOptions{ops::QuantType::int4, 32, false},
-        models::QuantizeOptions{ops::QuantType::int4, 64, true}}) {
-    SCOPED_TRACE(::testing::Message() << ops::quant_type_name(q.type) << " g" << q.group);
+        models::QuantizeOptions{ops::QuantType::int4, 64, true},
+        models::QuantizeOptions{ops::QuantType::int4, 32, false, false, DType::f32},
+        models::QuantizeOptions{ops::QuantType::int8, 0, true, false, DType::f16}}) {
+    SCOPED_TRACE(::testing::Message() << ops::quant_type_name(q.type) << " g" << q.group << " "
+                                      << dtype_name(q.scales()) << " scales");
     auto mem = models::load_causal_lm(kModel);
     models::run_passes(*mem, models::make_pass_plan(q, {}, {}), [](const std::string&) {});
     const std::string dir = write_bundle("bundle_q", q);
@@ -80,6 +83,11 @@ TEST(InferenceBundle, QuantisedBundlesLoadTheirCodesAsTheyAre) {
     ASSERT_TRUE(plan.has_value());
     EXPECT_EQ(plan->passes, (std::vector<std::string>{"quantize_weights", "fuse_residual_rms_norm", "fuse_rope_into_qk"}));
     EXPECT_EQ(plan->quantize.type, q.type);
+    EXPECT_EQ(plan->quantize.scales(), q.scales()) << "f16 for int4 and f32 for int8 unless set";
+    loaded->module().for_each_module("", [&](const std::string& name, nn::Module& m) {
+      if (auto* l = dynamic_cast<nn::FusedLinear*>(&m); l && l->is_quantized())
+        EXPECT_EQ(l->quantized().scales.dtype(), q.scales()) << name;
+    });
   }
 }
 
@@ -98,6 +106,14 @@ TEST(InferenceBundle, DamagedBundlesAreClearErrors) {
   expect_throw_with<ConfigError>([&] { models::load_causal_lm(dir); }, "inference_plan.json: 'version' must be 1");
   rewrite(plan, R"({"format": "unillm-inference", "version": 1, "passes": [{"name": "quantize_weights", "quant_type": "weight_only_int4", "group_size": 64}]})");
   expect_throw_with<ShapeError>([&] { models::load_causal_lm(dir); }, "scales must be f32");
+  // The plan and the tensors disagree on the scales' dtype (f16, the int4 default, stored).
+  const std::string f16 = R"("scale_dtype": "f16")";
+  const size_t at = good.find(f16);
+  ASSERT_NE(at, std::string::npos) << good;
+  rewrite(plan, std::string(good).replace(at, f16.size(), R"("scale_dtype": "f32")"));
+  expect_throw_with<IoError>([&] { models::load_causal_lm(dir); }, "scales is f16 but inference_plan.json says scale_dtype f32");
+  rewrite(plan, std::string(good).replace(at, f16.size(), R"("scale_dtype": "bf16")"));
+  expect_throw_with<ConfigError>([&] { models::load_causal_lm(dir); }, R"('scale_dtype' must be "f16" or "f32")");
   rewrite(plan, good);
   // A truncated weight file.
   const std::string weights = dir + "/model.safetensors";

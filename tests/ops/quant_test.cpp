@@ -20,13 +20,19 @@ struct Format {
   int64_t group;
   bool symmetric;
   const char* name;
+  DType scales = DType::f32;
 };
 const Format kFormats[] = {{QuantType::int8, 0, true, "int8"},
                            {QuantType::int4, 32, true, "int4 g32 sym"},
                            {QuantType::int4, 32, false, "int4 g32 asym"},
                            {QuantType::int4, 64, false, "int4 g64 asym"},
                            {QuantType::int4, 128, true, "int4 g128 sym"},
-                           {QuantType::int4, 5, false, "int4 g5 (groups start mid-byte)"}};
+                           {QuantType::int4, 5, false, "int4 g5 (groups start mid-byte)"},
+                           {QuantType::int8, 0, true, "int8 f16 scales", DType::f16},
+                           {QuantType::int4, 32, false, "int4 g32 asym f16 scales", DType::f16},
+                           {QuantType::int4, 32, true, "int4 g32 sym f16 scales", DType::f16},
+                           {QuantType::int4, 128, false, "int4 g128 asym f16 scales", DType::f16},
+                           {QuantType::int4, 5, false, "int4 g5 f16 scales", DType::f16}};
 
 // The value code j of row r stands for, from the formulas of quant.h (independent of quant.cpp).
 double dequant(const QuantizedWeight& q, int64_t r, int64_t j) {
@@ -48,10 +54,17 @@ TEST_F(QuantTest, CodesAreNearestForTheirScaleAndBeatMinMax) {
     Tensor w = optest::randn({n, k}, DType::f32, 3, 0.2);
     w.data<float>()[5] = 0;  // a zero in a group
     for (int64_t j = 0; j < k; ++j) w.data<float>()[2 * k + j] = 0.5f;  // a constant row
-    const QuantizedWeight q = ops::quantize_weight(w, f.type, f.group, f.symmetric);
+    const QuantizedWeight q = ops::quantize_weight(w, f.type, f.group, f.symmetric, f.scales);
     q.check("test");
+    EXPECT_EQ(q.scales.dtype(), f.scales);
+    if (q.mins.defined()) {
+      EXPECT_EQ(q.mins.dtype(), f.scales);
+    }
     const int64_t group = f.type == QuantType::int8 ? k : f.group;
     EXPECT_EQ(q.group, group);
+    // f16 scales are the fitted ones rounded (2^-11 relative): the min/max comparison below
+    // then allows 1 % more squared error.
+    const double f16 = f.scales == DType::f16 ? 1.0 : 0.0;
     for (int64_t r = 0; r < n; ++r)
       for (int64_t g = 0; g * group < k; ++g) {
         const int64_t k0 = g * group, k1 = std::min(k, (g + 1) * group);
@@ -62,14 +75,19 @@ TEST_F(QuantTest, CodesAreNearestForTheirScaleAndBeatMinMax) {
         }
         const double scale = q.scales.item({r, g});
         if (f.type == QuantType::int8) {
-          EXPECT_NEAR(scale, amax / 127, 1e-6 * std::max(1.0, amax));
+          EXPECT_NEAR(scale, amax / 127, 1e-6 * std::max(1.0, amax) + f16 * 1e-3 * scale);
         }
         // Each code is the nearest one (within the code range) for the group's stored scale.
         const double off = f.symmetric ? 0 : q.mins.item({r, g});
         const int cmin = f.type == QuantType::int8 ? -127 : f.symmetric ? -8 : 0;
         const int cmax = f.type == QuantType::int8 ? 127 : f.symmetric ? 7 : 15;
         double err = 0, minmax_err = 0;
-        const double mm_step = f.type == QuantType::int8 ? amax / 127 : f.symmetric ? amax / 7 : (hi - lo) / 15;
+        double mm_step = f.type == QuantType::int8 ? amax / 127 : f.symmetric ? amax / 7 : (hi - lo) / 15;
+        double mm_lo = lo;
+        if (f16 > 0) {  // the min/max quantiser's scale and min stored as f16 too
+          mm_step = f16_to_f32(f32_to_f16(static_cast<float>(mm_step)));
+          mm_lo = f16_to_f32(f32_to_f16(static_cast<float>(lo)));
+        }
         for (int64_t j = k0; j < k1; ++j) {
           const double v = w.item({r, j}), d = dequant(q, r, j);
           double best = 1e30;
@@ -77,11 +95,11 @@ TEST_F(QuantTest, CodesAreNearestForTheirScaleAndBeatMinMax) {
           EXPECT_LE(std::fabs(v - d), best + 1e-6) << "row " << r << " col " << j << ": not the nearest code";
           err += (v - d) * (v - d);
           // The plain min/max quantiser, written out here.
-          const double base = f.symmetric ? 0 : lo;
+          const double base = f.symmetric ? 0 : mm_lo;
           const double c = mm_step > 0 ? std::clamp(std::nearbyint((v - base) / mm_step), double(cmin), double(cmax)) : 0;
           minmax_err += std::pow(v - (mm_step * c + base), 2);
         }
-        EXPECT_LE(err, minmax_err * (1 + 1e-5) + 1e-12) << "row " << r << " group " << g;
+        EXPECT_LE(err, minmax_err * (1 + 1e-5 + f16 * 1e-2) + 1e-12) << "row " << r << " group " << g;
       }
     // dequantize_weight agrees with the formulas, and a constant row comes back exactly.
     const Tensor deq = ops::dequantize_weight(q);
@@ -116,7 +134,7 @@ TEST_F(QuantTest, LinearQMatchesTheDequantisedProduct) {
         Tensor x = optest::randn({s.m, s.k}, DType::f32, seed++);
         Tensor w = optest::randn({s.n, s.k}, DType::f32, seed++, 0.1);
         Tensor b = bias ? optest::randn({s.n}, DType::f32, seed++) : Tensor();
-        const QuantizedWeight q = ops::quantize_weight(w, f.type, f.group, f.symmetric);
+        const QuantizedWeight q = ops::quantize_weight(w, f.type, f.group, f.symmetric, f.scales);
         std::vector<double> want(s.m * s.n), scale(s.m * s.n);
         for (int64_t i = 0; i < s.m; ++i)
           for (int64_t j = 0; j < s.n; ++j) {
@@ -131,9 +149,9 @@ TEST_F(QuantTest, LinearQMatchesTheDequantisedProduct) {
         optest::expect_near(ops::linear_q(x, q, b), want, 1e-6, 1e-5, scale);
         // The reference kernel (the fallback) too.
         Tensor y = Tensor::empty({s.m, s.n}, DType::f32);
-        ops::QLinearArgs a{x.data<float>(), q.data.raw_data(), q.scales.data<float>(),
-                           q.mins.defined() ? q.mins.data<float>() : nullptr, bias ? b.data<float>() : nullptr,
-                           y.data<float>(), s.m, s.k, s.n, q.group, q.data.dtype()};
+        ops::QLinearArgs a{x.data<float>(), q.data.raw_data(), q.scales.raw_data(),
+                           q.mins.defined() ? q.mins.raw_data() : nullptr, bias ? b.data<float>() : nullptr,
+                           y.data<float>(), s.m, s.k, s.n, q.group, q.data.dtype(), false, q.scales.dtype()};
         ops::linear_q_reference(a);
         optest::expect_near(y, want, 1e-6, 1e-5, scale);
       }
@@ -151,7 +169,7 @@ TEST_F(QuantTest, Int8ActivationsStayWithinTheirRoundingError) {
       SCOPED_TRACE(::testing::Message() << f.name << " M=" << s.m << " K=" << s.k);
       Tensor x = optest::randn({s.m, s.k}, DType::f32, seed++);
       const QuantizedWeight q = ops::quantize_weight(optest::randn({s.n, s.k}, DType::f32, seed++, 0.1), f.type,
-                                                     f.group, f.symmetric);
+                                                     f.group, f.symmetric, f.scales);
       std::vector<double> want(s.m * s.n), bound(s.m * s.n);
       for (int64_t i = 0; i < s.m; ++i) {
         std::vector<double> xr(s.k);  // x rounded to int8 per block of 32
@@ -182,13 +200,14 @@ TEST_F(QuantTest, Int8ActivationsStayWithinTheirRoundingError) {
 
 TEST_F(QuantTest, BackwardGivesDxThroughTheFrozenWeight) {
   ExactActivations exact;
-  for (const Format& f : {kFormats[0], kFormats[2]}) {
+  for (const Format& f : {kFormats[0], kFormats[2], kFormats[7]}) {
     SCOPED_TRACE(f.name);
     Tensor x = optest::randn({3, 172}, DType::f32, 5);
     x.set_requires_grad(true);
     Tensor b = optest::randn({9}, DType::f32, 6);
     b.set_requires_grad(true);
-    const QuantizedWeight q = ops::quantize_weight(optest::randn({9, 172}, DType::f32, 7, 0.1), f.type, 32, f.symmetric);
+    const QuantizedWeight q =
+        ops::quantize_weight(optest::randn({9, 172}, DType::f32, 7, 0.1), f.type, 32, f.symmetric, f.scales);
     Tensor dy = optest::randn({3, 9}, DType::f32, 8);
     Tensor y = ops::linear_q(x, q, b);
     autograd::backward(y, dy);
@@ -211,6 +230,22 @@ TEST_F(QuantTest, BadInputsAreClearErrors) {
   EXPECT_THROW(ops::linear_q(optest::randn({2, 9}, DType::f32, 2), q), ShapeError);
   q.mins = Tensor();
   EXPECT_THROW(q.check("layer 0 q_proj"), ShapeError);
+  // Mins in another dtype than the scales.
+  q = ops::quantize_weight(w, QuantType::int4, 4, false, DType::f16);
+  q.mins = q.mins.to(DType::f32);
+  EXPECT_THROW(q.check("layer 0 q_proj"), ShapeError);
+  // A scale beyond f16's range names the layer and the way out.
+  Tensor big = Tensor::from_vector(std::vector<float>(64, 1e6f), {2, 32});
+  try {
+    ops::quantize_weight(big, QuantType::int4, 32, true, DType::f16, "layers.3.mlp.down_proj");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.3.mlp.down_proj"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--scale-dtype f32"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(ops::quantize_weight(big, QuantType::int4, 32, true, DType::f32));
+  EXPECT_THROW(ops::scale_dtype_from_name("bf16"), ConfigError);
+  EXPECT_THROW(ops::quantize_weight(w, QuantType::int4, 4, false, DType::bf16), DTypeError);
   EXPECT_EQ(ops::quant_type_from_name("weight_only_int8"), QuantType::int8);
 }
 

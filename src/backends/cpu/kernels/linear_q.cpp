@@ -54,18 +54,21 @@ int64_t row_bytes(const QLinearArgs& a) { return a.w_dtype == DType::i8 ? a.k : 
 // Dequantises rows [r0, r0 + rows) of W into out [rows, K].
 void dequantize_rows(const QLinearArgs& a, int64_t r0, int64_t rows, float* out) {
   const int64_t G = (a.k + a.group - 1) / a.group, rb = row_bytes(a);
+  std::vector<float> sbuf(static_cast<size_t>(G)), mbuf(static_cast<size_t>(G));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t j = r0 + r;
     const auto* row = static_cast<const uint8_t*>(a.w) + j * rb;
+    const float* scales = row_scales(a.scales, a.scale_dtype, j, G, sbuf.data());
+    const float* mins = a.mins ? row_scales(a.mins, a.scale_dtype, j, G, mbuf.data()) : nullptr;
     float* o = out + r * a.k;
     for (int64_t g = 0; g < G; ++g) {
       const int64_t k0 = g * a.group, len = std::min(a.group, a.k - k0);
-      const float scale = a.scales[j * G + g];
+      const float scale = scales[g];
       if (a.w_dtype == DType::i8) {
         const auto* q = reinterpret_cast<const int8_t*>(row) + k0;
         for (int64_t i = 0; i < len; ++i) o[k0 + i] = scale * static_cast<float>(q[i]);
       } else {
-        const float off = a.mins ? a.mins[j * G + g] : -8.0f * scale;
+        const float off = mins ? mins[g] : -8.0f * scale;
         for (int64_t i = 0; i < len; ++i) o[k0 + i] = scale * static_cast<float>(ops::unpack_u4(row, k0 + i)) + off;
       }
     }
@@ -105,18 +108,20 @@ void linear_q_gemv(const QLinearArgs& a) {
   // The SIMD rows take groups of whole 32-code blocks; other group sizes run the portable row.
   const auto row_u4 = a.group % 32 == 0 ? D.row_u4 : &portable::row_u4;
   parallel_for(a.n, 16, [&](int64_t lo, int64_t hi) {
+    std::vector<float> sbuf(static_cast<size_t>(G)), mbuf(static_cast<size_t>(G));
     for (int64_t j = lo; j < hi; ++j) {
       const auto* row = static_cast<const uint8_t*>(a.w) + j * rb;
+      const float* scales = row_scales(a.scales, a.scale_dtype, j, G, sbuf.data());
+      const float* mins = a.mins ? row_scales(a.mins, a.scale_dtype, j, G, mbuf.data()) : nullptr;
       for (int64_t i = 0; i < a.m; ++i) {
         const float* x = a.x + i * a.k;
         float s = a.bias ? a.bias[j] : 0.0f;
         if (int8) {
-          s += a.scales[j] * D.dot_i8(x, reinterpret_cast<const int8_t*>(row), a.k);
+          s += scales[0] * D.dot_i8(x, reinterpret_cast<const int8_t*>(row), a.k);
         } else {
-          const float* scales = a.scales + j * G;
           s += row_u4(x, row, scales, a.k, a.group);
           for (int64_t g = 0; g < G; ++g)  // the code offsets: + lo (asymmetric) or - 8 · scale
-            s += (a.mins ? a.mins[j * G + g] : -8.0f * scales[g]) * xsum[i * G + g];
+            s += (mins ? mins[g] : -8.0f * scales[g]) * xsum[i * G + g];
         }
         a.y[i * a.n + j] = s;
       }

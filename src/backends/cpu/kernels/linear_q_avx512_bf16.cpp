@@ -97,6 +97,21 @@ float row_u4_vnni_wide(const uint8_t* row, const int8_t* xq, const float* sxv, c
   return avx512::hsum16(acc);
 }
 
+// Output row j's G scales (or mins) as f32, as cpu::row_scales, with f16 widened in place by
+// vcvtph2ps (every avx512_bf16 CPU has it): the shared helper's call per row showed in profiles.
+const float* row_scales_f16c(const void* base, DType dtype, int64_t j, int64_t G, float* buf) {
+  if (dtype != DType::f16) return row_scales(base, dtype, j, G, buf);
+  const auto* h = static_cast<const uint16_t*>(base) + j * G;
+  int64_t g = 0;
+  for (; g + 16 <= G; g += 16)
+    _mm512_storeu_ps(buf + g, _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + g))));
+  if (g < G) {
+    const auto m = static_cast<__mmask16>((1u << (G - g)) - 1);
+    _mm512_mask_storeu_ps(buf + g, m, _mm512_maskz_cvtph_ps(m, _mm256_maskz_loadu_epi16(m, h + g)));
+  }
+  return buf;
+}
+
 // Σ_g a_g · b_g over n groups.
 float dot_groups(const float* a, const float* b, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
@@ -129,11 +144,11 @@ bool linear_q_u4_vnni_wide(const ops::QLinearArgs& a) {
     }
   }
   parallel_for(a.n, 16, [&](int64_t lo, int64_t hi) {
-    std::vector<float> offs(static_cast<size_t>(G));
+    std::vector<float> sbuf(static_cast<size_t>(G)), offs(static_cast<size_t>(G));
     for (int64_t j = lo; j < hi; ++j) {
       const auto* row = static_cast<const uint8_t*>(a.w) + j * rb;
-      const float* scales = a.scales + j * G;
-      const float* mins = a.mins ? a.mins + j * G : offs.data();
+      const float* scales = row_scales_f16c(a.scales, a.scale_dtype, j, G, sbuf.data());
+      const float* mins = a.mins ? row_scales_f16c(a.mins, a.scale_dtype, j, G, offs.data()) : offs.data();
       if (!a.mins)  // symmetric: w = scale · (c − 8)
         for (int64_t g = 0; g < G; ++g) offs[g] = -8.0f * scales[g];
       for (int64_t i = 0; i < a.m; ++i)
@@ -163,12 +178,14 @@ bool linear_q_u4_vnni(const ops::QLinearArgs& a) {
     }
   }
   parallel_for(a.n, 16, [&](int64_t lo, int64_t hi) {
+    std::vector<float> sbuf(static_cast<size_t>(G)), mbuf(static_cast<size_t>(G));
     for (int64_t j = lo; j < hi; ++j) {
       const auto* row = static_cast<const uint8_t*>(a.w) + j * rb;
-      const float* scales = a.scales + j * G;
+      const float* scales = row_scales_f16c(a.scales, a.scale_dtype, j, G, sbuf.data());
+      const float* mins = a.mins ? row_scales_f16c(a.mins, a.scale_dtype, j, G, mbuf.data()) : nullptr;
       for (int64_t i = 0; i < a.m; ++i) {
         float s = (a.bias ? a.bias[j] : 0.0f) + row_u4_vnni(row, xq.data() + i * a.k, sx.data() + i * nb, scales, a.k, a.group);
-        for (int64_t g = 0; g < G; ++g) s += (a.mins ? a.mins[j * G + g] : -8.0f * scales[g]) * xsum[i * G + g];
+        for (int64_t g = 0; g < G; ++g) s += (mins ? mins[g] : -8.0f * scales[g]) * xsum[i * G + g];
         a.y[i * a.n + j] = s;
       }
     }

@@ -5,9 +5,19 @@
 
 #include <cstdint>
 
+#include "backends/cpu/simd/convert.h"
 #include "ops/quant.h"
 
 namespace unillm::cpu {
+
+// Output row j's G scales (or mins) of a [N, G] buffer as f32: a pointer into it for f32 scales,
+// else widened from f16 into buf (G floats). Converting one row's G values before its dot keeps
+// the inner loops on f32 scales; the bytes read from memory are the f16 ones.
+inline const float* row_scales(const void* base, DType dtype, int64_t j, int64_t G, float* buf) {
+  if (dtype == DType::f32) return static_cast<const float*>(base) + j * G;
+  to_f32(static_cast<const uint16_t*>(base) + j * G, dtype, buf, G);
+  return buf;
+}
 
 struct QDots {
   // Σ x[i] · q[i] for i < n.
