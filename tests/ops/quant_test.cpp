@@ -165,7 +165,8 @@ TEST_F(QuantTest, Int8ActivationsStayWithinTheirRoundingError) {
   ASSERT_TRUE(ops::linear_q_int8_activations()) << "on by default";
   uint64_t seed = 50;
   for (const Format& f : kFormats)
-    for (const Shape3& s : {Shape3{1, 768, 40}, Shape3{3, 256, 33}, Shape3{4, 128, 17}, Shape3{2, 192, 9}}) {
+    for (const Shape3& s : {Shape3{1, 768, 40}, Shape3{3, 256, 33}, Shape3{4, 128, 17}, Shape3{2, 192, 9},
+                            Shape3{1, 96, 11}, Shape3{2, 100, 5}}) {  // K: an odd count of 32-blocks; not whole blocks
       SCOPED_TRACE(::testing::Message() << f.name << " M=" << s.m << " K=" << s.k);
       Tensor x = optest::randn({s.m, s.k}, DType::f32, seed++);
       const QuantizedWeight q = ops::quantize_weight(optest::randn({s.n, s.k}, DType::f32, seed++, 0.1), f.type,

@@ -1,0 +1,83 @@
+// ops::linear_q (weight-only int8 / int4) at stories110M's shapes: decode GEMV (M = 1) in GB/s of
+// weight bytes (codes + scales), with the activations quantised to int8 (VNNI, the default) or
+// kept f32 (ops::set_linear_q_int8_activations(false)); and the prefill product (M = 256) in
+// tokens/s. Profiling aid for the kernels; the peer comparison is decode_bench.py.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/register.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "ops/quant.h"
+
+namespace {
+
+using unillm::DType;
+using unillm::Tensor;
+using unillm::ops::QuantType;
+using unillm::ops::QuantizedWeight;
+
+Tensor random_tensor(const unillm::Shape& shape, uint64_t seed, double sd) {
+  unillm::Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(unillm::shape_numel(shape)));
+  for (auto& e : v) e = static_cast<float>(rng.normal() * sd);
+  return Tensor::from_vector(v, shape, DType::f32);
+}
+
+int64_t weight_bytes(const QuantizedWeight& q) {
+  return q.data.nbytes() + q.scales.nbytes() + (q.mins.defined() ? q.mins.nbytes() : 0);
+}
+
+// Args: {M, N, K, type (0 int8, 1 int4 g32 asymmetric, 2 int4 g32 symmetric), int8 activations}.
+void BM_LinearQ(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2), type = state.range(3);
+  const QuantizedWeight q = unillm::ops::quantize_weight(random_tensor({n, k}, 1, 0.05),
+                                                         type == 0 ? QuantType::int8 : QuantType::int4, 32,
+                                                         type != 1, type == 0 ? DType::f32 : DType::f16);
+  const Tensor x = random_tensor({m, k}, 2, 1.0);
+  unillm::ops::set_linear_q_int8_activations(state.range(4) != 0);
+  for (auto _ : state) {
+    Tensor y = unillm::ops::linear_q(x, q);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  unillm::ops::set_linear_q_int8_activations(true);
+  if (m == 1)
+    state.counters["GB/s"] = benchmark::Counter(static_cast<double>(weight_bytes(q)) / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  else
+    state.counters["rows/s"] = benchmark::Counter(static_cast<double>(m), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// q/k/v fused, gate/up fused, down, the vocabulary head; decode and a 256-token prefill. The
+// 128000-row head (Llama 3's vocabulary) streams from DRAM where the smaller shapes stay in cache:
+// kernels that win in cache can lose there (bench/quant.md, fourth run).
+BENCHMARK(BM_LinearQ)
+    ->ArgsProduct({{1}, {2304, 4096}, {768}, {0, 1, 2}, {0, 1}})
+    ->ArgsProduct({{1}, {768}, {2048}, {0, 1, 2}, {0, 1}})
+    ->ArgsProduct({{1}, {32000, 128000}, {768}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{256}, {2304}, {768}, {0, 1, 2}, {0, 1}})
+    ->UseRealTime();
+
+}  // namespace
+
+// Extra flag: --threads=N (default: the affinity cores), parsed before Google Benchmark's flags.
+int main(int argc, char** argv) {
+  int threads = 0;
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      threads = std::atoi(argv[i] + 10);
+      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+      --argc;
+      break;
+    }
+  unillm::cpu::register_cpu_backend();
+  unillm::cpu::set_num_threads(threads);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
