@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 
 #include "backends/cpu/register.h"
 #include "backends/cpu/simd/isa.h"
@@ -15,6 +14,7 @@
 #include "core/rng.h"
 #include "ops/attention.h"
 #include "ops/causal_attention.h"
+#include "bench_flags.h"
 
 namespace {
 
@@ -109,19 +109,6 @@ BENCHMARK(BM_PagedAttentionFwdPeer)->Arg(6)->Arg(2)->Unit(benchmark::kMillisecon
 
 }  // namespace
 
-// Takes "--name=" off argv; returns its value or nullptr.
-const char* take_flag(int& argc, char** argv, const char* name) {
-  const size_t len = std::strlen(name);
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], name, len) == 0) {
-      const char* v = argv[i] + len;
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc;
-      return v;
-    }
-  return nullptr;
-}
-
 // Extra flags, parsed before Google Benchmark's: --threads=N (default: the affinity cores) and
 // --isa=LEVEL (default auto; e.g. avx2 to time that level's kernels on an AVX-512 CPU).
 int main(int argc, char** argv) {
@@ -135,9 +122,5 @@ int main(int argc, char** argv) {
   unillm::cpu::register_cpu_backend(cap);
   unillm::cpu::set_num_threads(t ? std::atoi(t) : 0);
   std::printf("threads: %d, isa: %s\n", unillm::num_threads(), unillm::cpu::isa_name(unillm::cpu::chosen_isa()));
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return run_benchmarks(argc, argv);
 }

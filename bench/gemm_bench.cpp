@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include "core/rng.h"
 #include "ops/cross_entropy.h"
 #include "ops/linear.h"
+#include "bench_flags.h"
 
 namespace {
 
@@ -290,18 +290,9 @@ BENCHMARK(BM_CrossEntropyEager)
 
 }  // namespace
 
-// Extra flag: --threads=N (default: the affinity cores), parsed before Google Benchmark's flags.
+// Flags: --threads=N (default: the affinity cores), then Google Benchmark's.
 int main(int argc, char** argv) {
-  int threads = 0;
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      threads = std::atoi(argv[i] + 10);
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc;
-      break;
-    }
-  unillm::cpu::register_cpu_backend();
-  unillm::cpu::set_num_threads(threads);
+  start_cpu(argc, argv);
   pin_threads();
   const double ghz = measure_ghz();
   const int n = unillm::num_threads();
@@ -312,9 +303,5 @@ int main(int argc, char** argv) {
               "cores at %.2f GHz\n", 32 * ghz * n, n, ghz);
   g_peak_flops = all.total;
   std::printf("pct_peak = 100 x GEMM GFLOP/s / %.1f (the measured %d-thread FMA peak)\n", g_peak_flops / 1e9, n);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return run_benchmarks(argc, argv);
 }

@@ -4,14 +4,11 @@
 // tokens/s. Profiling aid for the kernels; the peer comparison is decode_bench.py.
 #include <benchmark/benchmark.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
-#include "backends/cpu/register.h"
-#include "core/parallel.h"
 #include "core/rng.h"
 #include "ops/quant.h"
+#include "bench_flags.h"
 
 namespace {
 
@@ -63,21 +60,8 @@ BENCHMARK(BM_LinearQ)
 
 }  // namespace
 
-// Extra flag: --threads=N (default: the affinity cores), parsed before Google Benchmark's flags.
+// Flags: --threads=N (default: the affinity cores), then Google Benchmark's.
 int main(int argc, char** argv) {
-  int threads = 0;
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      threads = std::atoi(argv[i] + 10);
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc;
-      break;
-    }
-  unillm::cpu::register_cpu_backend();
-  unillm::cpu::set_num_threads(threads);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  start_cpu(argc, argv);
+  return run_benchmarks(argc, argv);
 }
