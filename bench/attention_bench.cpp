@@ -14,7 +14,7 @@
 #include "core/rng.h"
 #include "ops/attention.h"
 #include "ops/causal_attention.h"
-#include "bench_flags.h"
+#include "bench_common.h"
 
 namespace {
 
@@ -22,13 +22,6 @@ using unillm::DType;
 using unillm::Tensor;
 
 constexpr int64_t kB = 8, kT = 256, kH = 6, kD = 48;
-
-Tensor random_tensor(const unillm::Shape& shape, uint64_t seed) {
-  unillm::Rng rng(seed);
-  std::vector<float> v(static_cast<size_t>(unillm::shape_numel(shape)));
-  for (auto& e : v) e = static_cast<float>(rng.normal());
-  return Tensor::from_vector(v, shape, DType::f32);
-}
 
 // Packed rows: samples of 100, 60, 1 and the rest of the row.
 Tensor packed_segments(int64_t B) {

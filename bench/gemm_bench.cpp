@@ -18,7 +18,7 @@
 #include "core/rng.h"
 #include "ops/cross_entropy.h"
 #include "ops/linear.h"
-#include "bench_flags.h"
+#include "bench_common.h"
 
 namespace {
 
@@ -26,13 +26,6 @@ using unillm::DType;
 using unillm::Tensor;
 
 double g_peak_flops = 0;  // measured once in main()
-
-Tensor random_tensor(const unillm::Shape& shape, DType dtype, uint64_t seed) {
-  unillm::Rng rng(seed);
-  std::vector<float> v(static_cast<size_t>(unillm::shape_numel(shape)));
-  for (auto& e : v) e = static_cast<float>(rng.normal() * 0.1);
-  return Tensor::from_vector(v, shape, dtype);
-}
 
 // FMA peak: kChains independent 8-wide FMA chains per thread. Zen 3 has 2 FMA pipes with 4-cycle
 // latency, so ≥ 8 chains keep both busy; 12 leave margin and still fit the 16 ymm registers.
@@ -146,7 +139,7 @@ void BM_FmaPeak(benchmark::State& state) {
 
 void BM_LinearF32(benchmark::State& state) {
   const int64_t n = state.range(0);
-  Tensor x = random_tensor({n, n}, DType::f32, 1), w = random_tensor({n, n}, DType::f32, 2);
+  Tensor x = random_tensor({n, n}, 1, 0.1, DType::f32), w = random_tensor({n, n}, 2, 0.1, DType::f32);
   for (auto _ : state) benchmark::DoNotOptimize(unillm::ops::linear(x, w).raw_data());
   const double flops = 2.0 * n * n * n;
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -156,7 +149,7 @@ void BM_LinearF32(benchmark::State& state) {
 
 void BM_GemvLinear(benchmark::State& state, DType wt) {
   const int64_t n = state.range(0), k = state.range(1);
-  Tensor x = random_tensor({1, k}, DType::f32, 3), w = random_tensor({n, k}, wt, 4);
+  Tensor x = random_tensor({1, k}, 3, 0.1, DType::f32), w = random_tensor({n, k}, 4, 0.1, wt);
   for (auto _ : state) benchmark::DoNotOptimize(unillm::ops::linear(x, w).raw_data());
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.nbytes()) / 1e9,
                                               benchmark::Counter::kIsIterationInvariantRate);
@@ -164,7 +157,7 @@ void BM_GemvLinear(benchmark::State& state, DType wt) {
 
 void BM_GemvOpenBlasF32(benchmark::State& state) {  // the peer: OpenBLAS sgemv on the same shape
   const int64_t n = state.range(0), k = state.range(1);
-  Tensor x = random_tensor({k}, DType::f32, 3), w = random_tensor({n, k}, DType::f32, 4);
+  Tensor x = random_tensor({k}, 3, 0.1, DType::f32), w = random_tensor({n, k}, 4, 0.1, DType::f32);
   Tensor y = Tensor::empty({n}, DType::f32);
   for (auto _ : state)
     cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w.data<float>(), k, x.data<float>(), 1,
@@ -178,8 +171,8 @@ void BM_GemvOpenBlasF32(benchmark::State& state) {  // the peer: OpenBLAS sgemv 
 // dW += dlogitsᵀ·x (K = r, all of dW read and written per chunk). Args: {r, V, C, which}.
 void BM_CrossEntropyGemm(benchmark::State& state) {
   const int64_t r = state.range(0), v = state.range(1), c = state.range(2), which = state.range(3);
-  Tensor x = random_tensor({r, c}, DType::f32, 5), w = random_tensor({v, c}, DType::f32, 6);
-  Tensor l = random_tensor({r, v}, DType::f32, 7), dw = random_tensor({v, c}, DType::f32, 8);
+  Tensor x = random_tensor({r, c}, 5, 0.1, DType::f32), w = random_tensor({v, c}, 6, 0.1, DType::f32);
+  Tensor l = random_tensor({r, v}, 7, 0.1, DType::f32), dw = random_tensor({v, c}, 8, 0.1, DType::f32);
   Tensor dx = Tensor::empty({r, c}, DType::f32);
   const float *xp = x.data<float>(), *wp = w.data<float>(), *lp = l.data<float>();
   for (auto _ : state) {
@@ -230,7 +223,7 @@ void BM_CrossEntropyGemm(benchmark::State& state) {
 // our static split of M with a single-threaded sgemm per thread (which 1). Args: {M, N, K, which}.
 void BM_ProjectionSplit(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2), which = state.range(3);
-  Tensor x = random_tensor({m, k}, DType::f32, 5), w = random_tensor({n, k}, DType::f32, 6);
+  Tensor x = random_tensor({m, k}, 5, 0.1, DType::f32), w = random_tensor({n, k}, 6, 0.1, DType::f32);
   Tensor y = Tensor::empty({m, n}, DType::f32);
   const float *xp = x.data<float>(), *wp = w.data<float>();
   float* yp = y.data<float>();
@@ -252,8 +245,8 @@ void BM_ProjectionSplit(benchmark::State& state) {
 // frozen bf16 (which 1, LoRA with bf16: no dW). Args: {N, V, C, which}.
 void BM_CrossEntropyEager(benchmark::State& state) {
   const int64_t n = state.range(0), v = state.range(1), c = state.range(2), which = state.range(3);
-  Tensor x = random_tensor({n, c}, DType::f32, 5).set_requires_grad(true);
-  Tensor w = random_tensor({v, c}, which == 0 ? DType::f32 : DType::bf16, 6);
+  Tensor x = random_tensor({n, c}, 5, 0.1, DType::f32).set_requires_grad(true);
+  Tensor w = random_tensor({v, c}, 6, 0.1, which == 0 ? DType::f32 : DType::bf16);
   if (which == 0) w.set_requires_grad(true);
   std::vector<int32_t> labels(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) labels[i] = static_cast<int32_t>((i * 7919) % v);

@@ -1,14 +1,15 @@
 // ops::linear_q (weight-only int8 / int4) at stories110M's shapes: decode GEMV (M = 1) in GB/s of
-// weight bytes (codes + scales), with the activations quantised to int8 (VNNI, the default) or
-// kept f32 (ops::set_linear_q_int8_activations(false)); and the prefill product (M = 256) in
-// tokens/s. Profiling aid for the kernels; the peer comparison is decode_bench.py.
+// weight bytes (codes + scales), with the activations quantised to int8 (the default; int4 codes
+// then meet them in VNNI dot products where the CPU has them) or kept f32
+// (ops::set_linear_q_int8_activations(false)); and the prefill product (M = 256) in rows/s.
+// Profiling aid for the kernels; the peer comparison is decode_bench.py.
 #include <benchmark/benchmark.h>
 
 #include <vector>
 
 #include "core/rng.h"
 #include "ops/quant.h"
-#include "bench_flags.h"
+#include "bench_common.h"
 
 namespace {
 
@@ -16,13 +17,6 @@ using unillm::DType;
 using unillm::Tensor;
 using unillm::ops::QuantType;
 using unillm::ops::QuantizedWeight;
-
-Tensor random_tensor(const unillm::Shape& shape, uint64_t seed, double sd) {
-  unillm::Rng rng(seed);
-  std::vector<float> v(static_cast<size_t>(unillm::shape_numel(shape)));
-  for (auto& e : v) e = static_cast<float>(rng.normal() * sd);
-  return Tensor::from_vector(v, shape, DType::f32);
-}
 
 int64_t weight_bytes(const QuantizedWeight& q) {
   return q.data.nbytes() + q.scales.nbytes() + (q.mins.defined() ? q.mins.nbytes() : 0);

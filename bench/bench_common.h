@@ -1,14 +1,26 @@
-// Start-up shared by the Google Benchmark binaries under bench/: their own flags, taken off argv
-// before Google Benchmark reads the rest.
+// What the Google Benchmark binaries under bench/ share: random inputs, and start-up (their own
+// flags, taken off argv before Google Benchmark reads the rest).
 #pragma once
 
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/register.h"
 #include "core/parallel.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+// A tensor of N(0, sd²) samples (drawn in f32, then stored as dtype), the same for the same seed.
+inline unillm::Tensor random_tensor(const unillm::Shape& shape, uint64_t seed, double sd = 1.0,
+                                    unillm::DType dtype = unillm::DType::f32) {
+  unillm::Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(unillm::shape_numel(shape)));
+  for (auto& e : v) e = static_cast<float>(rng.normal() * sd);
+  return unillm::Tensor::from_vector(v, shape, dtype);
+}
 
 // Takes "--name=" off argv; returns its value or nullptr.
 inline const char* take_flag(int& argc, char** argv, const char* name) {
