@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/parallel.h"
 #include "ops/dispatch.h"
@@ -339,7 +340,7 @@ Tensor linear_q(const Tensor& x_in, const QuantizedWeight& w, const Tensor& bias
     QLinearArgs a{x.data<float>(), w.data.raw_data(), w.scales.raw_data(),
                   w.mins.defined() ? w.mins.raw_data() : nullptr,
                   bias.defined() ? bias.data<float>() : nullptr, y.data<float>(), m, w.k, w.n, w.group,
-                  w.data.dtype(), linear_q_int8_activations(), w.scales.dtype()};
+                  w.data.dtype(), linear_q_int8_activations() && !autograd::grad_enabled(), w.scales.dtype()};
     KernelCall<QLinearArgs>(kOp, w.data.device(), w.data.dtype(), a)
         .in(x, &a.x).in(w.data, &a.w).in(w.scales, &a.scales).in(w.mins, &a.mins).in(bias, &a.bias)
         .out(y, &a.y).run(linear_q_reference);

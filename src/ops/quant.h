@@ -90,7 +90,9 @@ struct QLinearArgs {
   int64_t m, k, n, group;
   DType w_dtype;
   // The kernel may quantise x to int8 (per block of 32, scale max|x| / 127) and multiply codes
-  // by codes (VNNI) where the CPU has it: linear_q_int8_activations().
+  // by codes (VNNI) where the CPU has it: linear_q_int8_activations(), outside grad mode only
+  // (inference; a training forward, e.g. QLoRA's over an int8 base, stays the exact product its
+  // backward differentiates).
   bool int8_activations = false;
   DType scale_dtype = DType::f32;  // of scales and mins: f32 or f16
 };

@@ -42,6 +42,12 @@ TEST(Quantize, PerplexityStaysWithinTheBounds) {
   const double int4 = ppl("--quant_type weight_only_int4 --group-size 32");
   EXPECT_LE(int4 / f32 - 1, 0.08) << "int4 g32 " << int4 << " vs f32 " << f32;
   EXPECT_GT(int4, int8) << "int4 loses more than int8";
+  // Exact activations (--quant-activations f32; the default quantises them to int8 on VNNI CPUs)
+  // meet the bounds too: docs/export.md's table gives both.
+  const double int8_exact = ppl("--quant_type weight_only_int8 --quant-activations f32");
+  EXPECT_LE(std::abs(int8_exact / f32 - 1), 0.005) << "int8, f32 activations " << int8_exact << " vs f32 " << f32;
+  const double int4_exact = ppl("--quant_type weight_only_int4 --group-size 32 --quant-activations f32");
+  EXPECT_LE(int4_exact / f32 - 1, 0.08) << "int4 g32, f32 activations " << int4_exact << " vs f32 " << f32;
   // --no-pass turns the quantisation off again: exactly the f32 figure.
   EXPECT_EQ(ppl("--quant_type weight_only_int8 --no-pass quantize_weights"), f32);
 }
@@ -101,6 +107,9 @@ TEST(Quantize, BadPassFlagsAreClearErrors) {
   r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --quant_type weight_only_int4 --group-size 0");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--group-size must be positive"), std::string::npos) << r.err;
+  r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --quant_type weight_only_int8 --quant-activations int4");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--quant-activations must be int8 or f32, got 'int4'"), std::string::npos) << r.err;
   r = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --scale-dtype f16");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--scale-dtype sets how quantised scales are stored: it needs --quant_type"), std::string::npos)

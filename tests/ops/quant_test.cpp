@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "autograd/grad_mode.h"
 #include "op_test_util.h"
 #include "ops/quant.h"
 
@@ -158,19 +159,24 @@ TEST_F(QuantTest, LinearQMatchesTheDequantisedProduct) {
 }
 
 // With int8 activations allowed (the default), a kernel may quantise x per block of 32
-// (scale max|x| / 127, round to nearest: the VNNI int4 GEMV does at avx512_bf16 and above). The
-// result then stays within the exact product's rounding plus Σ_k |w_k| · |x_k − x̂_k|, the
-// activation rounding error computed here; kernels that keep x exact meet it too.
+// (scale max|x| / 127, round to nearest: the VNNI int4 GEMV and the int8/int4 GEMM do at
+// avx512_bf16 and above). The result then stays within the exact product's rounding plus
+// Σ_k |w_k| · |x_k − x̂_k|, the activation rounding error computed here; kernels that keep x exact
+// meet it too. The GEMM shapes (M > 4) have row tails (M % 6) and column tails (N % 32).
 TEST_F(QuantTest, Int8ActivationsStayWithinTheirRoundingError) {
   ASSERT_TRUE(ops::linear_q_int8_activations()) << "on by default";
+  autograd::NoGradGuard inference;  // (under grad mode x stays exact)
   uint64_t seed = 50;
   for (const Format& f : kFormats)
     for (const Shape3& s : {Shape3{1, 768, 40}, Shape3{3, 256, 33}, Shape3{4, 128, 17}, Shape3{2, 192, 9},
-                            Shape3{1, 96, 11}, Shape3{2, 100, 5}}) {  // K: an odd count of 32-blocks; not whole blocks
-      SCOPED_TRACE(::testing::Message() << f.name << " M=" << s.m << " K=" << s.k);
+                            Shape3{1, 96, 11}, Shape3{2, 100, 5},  // K: an odd count of 32-blocks; not whole blocks
+                            Shape3{7, 256, 70}, Shape3{13, 96, 33}, Shape3{6, 2048, 32}, Shape3{12, 128, 5},
+                            Shape3{5, 100, 40}}) {
+      SCOPED_TRACE(::testing::Message() << f.name << " M=" << s.m << " K=" << s.k << " N=" << s.n);
       Tensor x = optest::randn({s.m, s.k}, DType::f32, seed++);
       const QuantizedWeight q = ops::quantize_weight(optest::randn({s.n, s.k}, DType::f32, seed++, 0.1), f.type,
                                                      f.group, f.symmetric, f.scales);
+      const Tensor b = optest::randn({s.n}, DType::f32, seed++);
       std::vector<double> want(s.m * s.n), bound(s.m * s.n);
       for (int64_t i = 0; i < s.m; ++i) {
         std::vector<double> xr(s.k);  // x rounded to int8 per block of 32
@@ -182,7 +188,7 @@ TEST_F(QuantTest, Int8ActivationsStayWithinTheirRoundingError) {
             xr[p] = sc > 0 ? sc * std::nearbyint(x.item({i, p}) / sc) : 0;
         }
         for (int64_t j = 0; j < s.n; ++j) {
-          double acc = 0, mag = 0, rounding = 0;
+          double acc = b.item({j}), mag = std::fabs(acc), rounding = 0;
           for (int64_t p = 0; p < s.k; ++p) {
             const double w = dequant(q, j, p), v = x.item({i, p});
             acc += v * w;
@@ -193,7 +199,7 @@ TEST_F(QuantTest, Int8ActivationsStayWithinTheirRoundingError) {
           bound[i * s.n + j] = 1e-5 * mag + 1.01 * rounding + 1e-6;
         }
       }
-      const std::vector<double> got = optest::doubles(ops::linear_q(x, q));
+      const std::vector<double> got = optest::doubles(ops::linear_q(x, q, b));
       for (size_t e = 0; e < got.size(); ++e)
         ASSERT_LE(std::fabs(got[e] - want[e]), bound[e]) << "element " << e;
     }

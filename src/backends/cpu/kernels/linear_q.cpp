@@ -135,9 +135,10 @@ void linear_q_kernel(const QLinearArgs& a) {
   linear_q_panels(a);
 }
 
-// At avx512_bf16 and above (VNNI): int4 decode with int8 activations when the args allow it.
+// At avx512_bf16 and above (VNNI), with int8 activations when the args allow it: the int4 decode
+// GEMV, and the int8/int4 GEMM. (int8 decode keeps f32 activations: bench/quant.md.)
 void linear_q_kernel_vnni(const QLinearArgs& a) {
-  if (a.m <= kGemvMaxRows && avx512_bf16::linear_q_u4_vnni(a)) return;
+  if (a.m <= kGemvMaxRows ? avx512_bf16::linear_q_u4_vnni(a) : avx512_bf16::linear_q_gemm_vnni(a)) return;
   linear_q_kernel<avx512::kQDots>(a);
 }
 
@@ -149,8 +150,9 @@ void register_linear_q() {
   auto& reg = kernel_registry();
   ops::QLinearKernel* k = by_level(&linear_q_kernel<kPortableDots>, &linear_q_kernel<avx2::kQDots>,
                                    &linear_q_kernel<avx512::kQDots>);
-  reg.add<ops::QLinearKernel>("linear_q", DeviceKind::cpu, DType::i8, k, "", level_label());
   const bool vnni = isa_at_least(IsaLevel::avx512_bf16);
+  reg.add<ops::QLinearKernel>("linear_q", DeviceKind::cpu, DType::i8, vnni ? &linear_q_kernel_vnni : k, "",
+                              vnni ? "avx512_vnni" : level_label());
   reg.add<ops::QLinearKernel>("linear_q", DeviceKind::cpu, DType::u4x2, vnni ? &linear_q_kernel_vnni : k, "",
                               vnni ? "avx512_vnni" : level_label());
 }

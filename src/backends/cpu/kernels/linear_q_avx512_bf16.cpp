@@ -22,25 +22,41 @@ constexpr __mmask16 kAll = 0xffff;
 
 // One block of 32 activations to int8 (scale max|x| / 127, round to nearest): the 16 even ones
 // to even[0..15], the 16 odd ones to odd[0..15] (the order the codes come out of their bytes).
-// Returns the scale.
-float quantize_block(const float* xb, int8_t* even, int8_t* odd) {
+// Returns the scale; *sum = the block's sum as quantised (scale · Σ codes).
+float quantize_block(const float* xb, int8_t* even, int8_t* odd, float* sum) {
   float amax = 0;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
   const float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
+  int32_t t = 0;
   for (int i = 0; i < 16; ++i) {
     even[i] = static_cast<int8_t>(std::nearbyint(xb[2 * i] * inv));
     odd[i] = static_cast<int8_t>(std::nearbyint(xb[2 * i + 1] * inv));
+    t += even[i] + odd[i];
   }
+  *sum = s * static_cast<float>(t);
   return s;
+}
+
+// The code offsets' share uses each group's sum of the QUANTISED activations, so the result is
+// the product of x̂ and the dequantised W up to f32 rounding, off the exact one by at most
+// Σ |w| · |x − x̂| (with exact sums the bound would be Σ |w − offset| · |x − x̂|, larger).
+// bsum: the blocks' sums (quantize_block); k a multiple of 32, group of 32-blocks.
+void group_sums(const float* bsum, int64_t k, int64_t group, float* xsum) {
+  const int64_t nb = k / 32, per = group / 32;
+  for (int64_t g = 0; g * per < nb; ++g) {
+    float s = 0;
+    for (int64_t b = g * per; b < std::min(nb, (g + 1) * per); ++b) s += bsum[b];
+    xsum[g] = s;
+  }
 }
 
 // x [K] → per block of 32 a scale and 32 int8 activations, laid out per pair of blocks as the
 // codes come out of their bytes.
-void quantize_x(const float* x, int64_t k, int8_t* xq, float* sx) {
+void quantize_x(const float* x, int64_t k, int8_t* xq, float* sx, float* bsum) {
   for (int64_t b = 0; b < k / 32; ++b) {
     int8_t* pair = xq + (b / 2) * 64;
     const int half = static_cast<int>(b % 2) * 16;  // A: bytes 0-15 / 32-47, B: 16-31 / 48-63
-    sx[b] = quantize_block(x + b * 32, pair + half, pair + 32 + half);
+    sx[b] = quantize_block(x + b * 32, pair + half, pair + 32 + half, bsum + b);
   }
 }
 
@@ -70,11 +86,11 @@ float row_u4_vnni(const uint8_t* row, const int8_t* xq, const float* sx, const f
 // partial sum of block l/4 of the step, so one f32 multiply by (weight scale × x scale) per lane
 // and one fma accumulate it: about half the instructions per weight byte of row_u4_vnni.
 // x is laid out per step as 64 bytes in the low-nibble order, then 64 in the high-nibble order.
-void quantize_x_wide(const float* x, int64_t k, int8_t* xq, float* sxv) {
+void quantize_x_wide(const float* x, int64_t k, int8_t* xq, float* sxv, float* bsum) {
   for (int64_t b = 0; b < k / 32; ++b) {
     int8_t* step = xq + (b / 4) * 128;
     const int64_t at = (b % 4) * 16;
-    const float s = quantize_block(x + b * 32, step + at, step + 64 + at);
+    const float s = quantize_block(x + b * 32, step + at, step + 64 + at, bsum + b);
     for (int l = 0; l < 4; ++l) sxv[(b / 4) * 16 + (b % 4) * 4 + l] = s;  // its four int32 lanes
   }
 }
@@ -134,14 +150,10 @@ bool linear_q_u4_vnni_wide(const ops::QLinearArgs& a) {
   const __m512i scale_lanes = _mm512_load_si512(lanes);
   const auto scale_mask = static_cast<__mmask8>((1u << (4 / per_scale)) - 1);
   std::vector<int8_t> xq(a.m * a.k);
-  std::vector<float> sxv(a.m * steps * 16), xsum(a.m * G);
+  std::vector<float> sxv(a.m * steps * 16), xsum(a.m * G), bsum(a.k / 32);
   for (int64_t i = 0; i < a.m; ++i) {
-    quantize_x_wide(a.x + i * a.k, a.k, xq.data() + i * a.k, sxv.data() + i * steps * 16);
-    for (int64_t g = 0; g < G; ++g) {  // the code offsets' share, from the exact activations
-      float s = 0;
-      for (int64_t j = g * a.group; j < (g + 1) * a.group; ++j) s += a.x[i * a.k + j];
-      xsum[i * G + g] = s;
-    }
+    quantize_x_wide(a.x + i * a.k, a.k, xq.data() + i * a.k, sxv.data() + i * steps * 16, bsum.data());
+    group_sums(bsum.data(), a.k, a.group, xsum.data() + i * G);
   }
   parallel_for(a.n, 16, [&](int64_t lo, int64_t hi) {
     std::vector<float> sbuf(static_cast<size_t>(G)), offs(static_cast<size_t>(G));
@@ -168,14 +180,10 @@ bool linear_q_u4_vnni(const ops::QLinearArgs& a) {
   if (linear_q_u4_vnni_wide(a)) return true;
   const int64_t G = (a.k + a.group - 1) / a.group, rb = (a.k + 1) / 2, nb = a.k / 32;
   std::vector<int8_t> xq(a.m * a.k);
-  std::vector<float> sx(a.m * nb), xsum(a.m * G);
+  std::vector<float> sx(a.m * nb), xsum(a.m * G), bsum(nb);
   for (int64_t i = 0; i < a.m; ++i) {
-    quantize_x(a.x + i * a.k, a.k, xq.data() + i * a.k, sx.data() + i * nb);
-    for (int64_t g = 0; g < G; ++g) {  // the code offsets' share, from the exact activations
-      float s = 0;
-      for (int64_t j = g * a.group; j < std::min(a.k, (g + 1) * a.group); ++j) s += a.x[i * a.k + j];
-      xsum[i * G + g] = s;
-    }
+    quantize_x(a.x + i * a.k, a.k, xq.data() + i * a.k, sx.data() + i * nb, bsum.data());
+    group_sums(bsum.data(), a.k, a.group, xsum.data() + i * G);
   }
   parallel_for(a.n, 16, [&](int64_t lo, int64_t hi) {
     std::vector<float> sbuf(static_cast<size_t>(G)), mbuf(static_cast<size_t>(G));

@@ -45,6 +45,9 @@ namespace avx512_bf16 {
 // The int4 GEMV with int8 activations (VNNI), when args allow it (int8_activations, int4 codes,
 // group % 32 == 0, K % 64 == 0); false (nothing written) otherwise.
 bool linear_q_u4_vnni(const ops::QLinearArgs& a);
+// The int8 and int4 GEMM with int8 activations (linear_q_gemm_avx512_bf16.cpp), when args allow
+// it (int8_activations, K % 32 == 0, int4 groups of whole 32-blocks); false otherwise.
+bool linear_q_gemm_vnni(const ops::QLinearArgs& a);
 }  // namespace avx512_bf16
 
 }  // namespace unillm::cpu
