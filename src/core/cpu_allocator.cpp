@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -83,7 +84,8 @@ void CpuAllocator::unmap_free(size_t bytes) {
   }
 }
 
-void* CpuAllocator::map_large(size_t m) {
+void* CpuAllocator::map_large(size_t m, bool* fresh) {
+  *fresh = false;
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = free_by_size_.lower_bound(m); it != free_by_size_.end()) {  // best fit
     const size_t size = it->first;
@@ -110,13 +112,33 @@ void* CpuAllocator::map_large(size_t m) {
   if (m >= (size_t{2} << 20)) ::madvise(p, m, MADV_HUGEPAGE);
   mapped_live_ += m;
   mapped_peak_ = std::max(mapped_peak_, mapped_live_);
+  *fresh = true;
   return p;
 }
 
+void CpuAllocator::release_cached() {
+  std::lock_guard<std::mutex> lock(mu_);
+  unmap_free(cached_);
+}
+
 void* CpuAllocator::allocate(size_t bytes) {
+  bool fresh = false;
+  return take(bytes, &fresh);
+}
+
+void* CpuAllocator::allocate_zeroed(size_t bytes, bool* zeroed) {
+  bool fresh = false;
+  void* p = take(bytes, &fresh);
+  if (!fresh) std::memset(p, 0, bytes);
+  *zeroed = true;
+  return p;
+}
+
+void* CpuAllocator::take(size_t bytes, bool* fresh) {
   void* p = nullptr;
+  *fresh = false;
   if (bytes >= kLarge) {
-    p = map_large(mapped_size(bytes));  // page aligned, so 64-byte aligned
+    p = map_large(mapped_size(bytes), fresh);  // page aligned, so 64-byte aligned
   } else {
     p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   }

@@ -26,15 +26,18 @@ class CpuAllocator : public Allocator {
  public:
   ~CpuAllocator() override;
   void* allocate(size_t bytes) override;
+  void* allocate_zeroed(size_t bytes, bool* zeroed) override;
   void deallocate(void* p, size_t bytes) override;
   size_t bytes_in_use() const override { return in_use_.load(); }
   size_t peak_bytes() const override { return peak_.load(); }
   void reset_peak() override { peak_.store(in_use_.load()); }
+  void release_cached() override;
   // Bytes of freed large blocks kept for reuse.
   size_t cached_bytes() const;
 
  private:
-  void* map_large(size_t mapped);
+  void* map_large(size_t mapped, bool* fresh);  // *fresh: newly mapped (zero pages), not cached
+  void* take(size_t bytes, bool* fresh);        // allocate's body, with the accounting
   void add_free(char* p, size_t size);     // joins neighbours; caller holds mu_
   void remove_free(char* p, size_t size);  // caller holds mu_
   void erase_free(char* p, size_t size);   // remove_free without the byte count

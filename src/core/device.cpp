@@ -140,9 +140,12 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   }
 }
 
-std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
+void release_cached_memory(const Device& d) { backend_for(d).allocator(d.index).release_cached(); }
+
+std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device, bool* zeroed) {
   Allocator& a = backend_for(device).allocator(device.index);
-  void* p = bytes ? a.allocate(bytes) : nullptr;
+  if (zeroed) *zeroed = bytes == 0;
+  void* p = !bytes ? nullptr : zeroed ? a.allocate_zeroed(bytes, zeroed) : a.allocate(bytes);
   std::shared_ptr<void> owner(p, [&a, bytes](void* q) {
     if (q) a.deallocate(q, bytes);
   });

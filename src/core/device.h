@@ -33,6 +33,8 @@ DeviceKind register_device_kind(const std::string& name);
 bool find_device_kind(const std::string& name, DeviceKind* out);
 const std::string& device_kind_name(DeviceKind kind);
 std::string device_name(const Device& d);  // "cpu", "ref:1"
+// The device's allocator's release_cached().
+void release_cached_memory(const Device& d);
 // Parses "cpu", "ref", "ref:1" against the registered kinds and their device counts; throws
 // ConfigError naming what is registered otherwise.
 Device parse_device(const std::string& s);
@@ -41,7 +43,18 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual void* allocate(size_t bytes) = 0;
+  // Like allocate; *zeroed says whether the block already reads as zeros (the caller clears it
+  // otherwise). The host allocator's fresh mappings are, so a zero tensor that is overwritten
+  // before it is read (a model's parameters while a checkpoint loads) never touches its pages.
+  virtual void* allocate_zeroed(size_t bytes, bool* zeroed) {
+    *zeroed = false;
+    return allocate(bytes);
+  }
   virtual void deallocate(void* p, size_t bytes) = 0;
+  // Returns freed blocks the allocator keeps for reuse to the system (the CPU allocator unmaps
+  // its cached ranges): for a phase that frees memory for good, such as a load that replaces
+  // dense matrices by quantised ones. A no-op where nothing is cached.
+  virtual void release_cached() {}
   // Bytes currently held and the peak since the last reset (for the memory plan).
   virtual size_t bytes_in_use() const = 0;
   virtual size_t peak_bytes() const = 0;
@@ -93,8 +106,9 @@ class Storage {
  public:
   Storage(void* data, size_t bytes, Device device, std::shared_ptr<void> owner)
       : data_(data), bytes_(bytes), device_(device), owner_(std::move(owner)) {}
-  // Allocates from the device's allocator.
-  static std::shared_ptr<Storage> allocate(size_t bytes, Device device);
+  // Allocates from the device's allocator; with `zeroed`, through allocate_zeroed (whether the
+  // memory already reads as zeros).
+  static std::shared_ptr<Storage> allocate(size_t bytes, Device device, bool* zeroed = nullptr);
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }

@@ -57,8 +57,12 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, device);
-  t.fill(0.0);
+  for (auto d : shape)
+    if (d < 0) UNILLM_THROW(ShapeError, "[tensor] negative size in ", shape_str(shape));
+  bool zeroed = false;
+  auto bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  Tensor t(Storage::allocate(bytes, device, &zeroed), shape, dtype);
+  if (!zeroed) t.fill(0.0);  // fresh host mappings are zero already: their pages stay untouched
   return t;
 }
 

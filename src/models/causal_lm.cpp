@@ -48,12 +48,42 @@ DType pick_weight_dtype(const io::CheckpointReader& ckpt, const LoadOptions& o) 
   return (d == DType::bf16 || d == DType::f16) ? d : DType::f32;
 }
 
+// For LoadOptions::on_linear_loaded: each (dense) FusedLinear's parameter names, and how many of
+// them are still to be read.
+struct LinearsPending {
+  std::map<std::string, nn::FusedLinear*> owner;  // parameter name -> its linear
+  std::map<nn::FusedLinear*, int> left;
+
+  LinearsPending(CausalLM& model, const nn::NamedTensors& named) {
+    std::set<std::string> names;
+    for (const auto& [n, _] : named) names.insert(n);
+    model.module().for_each_module("", [&](const std::string& prefix, nn::Module& m) {
+      auto* lin = dynamic_cast<nn::FusedLinear*>(&m);
+      if (!lin || lin->is_quantized()) return;
+      for (const auto& part : lin->parts())
+        for (const char* suffix : {".weight", ".bias"})
+          if (const std::string n = prefix + part.name + suffix; names.count(n)) {
+            owner[n] = lin;
+            ++left[lin];
+          }
+    });
+  }
+  // The linear `name` completes, or nullptr.
+  nn::FusedLinear* read(const std::string& name) {
+    auto it = owner.find(name);
+    return it != owner.end() && --left[it->second] == 0 ? it->second : nullptr;
+  }
+};
+
 // attached: checkpoint names already consumed (a bundle's quantised layers).
 void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::string& dir,
-                  const std::set<std::string>& attached) {
+                  const std::set<std::string>& attached, const LoadOptions& options) {
   std::map<std::string, bool> used;
   for (auto& n : ckpt.names()) used[n] = attached.count(n) > 0;
-  for (auto& [name, param] : model.named_parameters()) {
+  nn::NamedTensors named = model.named_parameters();
+  std::optional<LinearsPending> pending;
+  if (options.on_linear_loaded) pending.emplace(model, named);
+  for (auto& [name, param] : named) {
     if (!ckpt.has(name))
       UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' missing from the checkpoint");
     auto info = ckpt.info(name);
@@ -67,6 +97,12 @@ void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::
     dst.copy_from(ckpt.get(name));
     ckpt.drop_pages(name);  // copied: its file pages need not stay resident
     used[name] = true;
+    const Device device = param.device();
+    param = Tensor();  // this view would keep a linear's storage alive past its hook
+    if (nn::FusedLinear* done = pending ? pending->read(name) : nullptr) {
+      options.on_linear_loaded(*done);
+      release_cached_memory(device);  // what the hook dropped leaves the process now
+    }
   }
   for (auto& [n, u] : used)
     if (!u && !ignorable(n) && !(n == "lm_head.weight" && model.config().tie_word_embeddings))
@@ -85,7 +121,7 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptio
   std::set<std::string> attached;
   const auto plan = read_inference_plan(dir);
   if (plan) attached = attach_quantized_weights(*model, ckpt, *plan, dir);
-  load_weights(*model, ckpt, dir, attached);
+  load_weights(*model, ckpt, dir, attached, options);
   if (plan) {  // and its fusions (quantize_weights is done: the codes came from the checkpoint)
     PassPlan fusions = *plan;
     std::erase(fusions.passes, "quantize_weights");

@@ -25,6 +25,11 @@ struct LoadOptions {
   Device device;
   // Weight storage dtype for matrices: "" keeps the checkpoint's (f32/bf16/f16), else converts.
   std::string weight_dtype;
+  // Called for each FusedLinear as soon as all of its parameters are read, before the next
+  // layer's are: QLoRA quantises there (train/finetune.h), so the dense copies of the decoder's
+  // matrices never all live at once. What the hook frees goes back to the system before the
+  // next layer loads (the allocator's cache is released).
+  std::function<void(nn::FusedLinear&)> on_linear_loaded;
 };
 
 // One forward call: N new tokens of S sequences, already laid out for the paged cache.

@@ -119,35 +119,52 @@ void prepare_lora(models::CausalLM& model, const TrainArgs& a, const std::string
 
 }  // namespace
 
-QloraSummary quantize_base_for_qlora(models::CausalLM& model, const TrainArgs& a) {
+void check_qlora(const TrainArgs& a) {
   if (!a.adapter_tuning())  // LLaMA-Factory's init_adapter refuses the same
     UNILLM_THROW(ConfigError, "[config] ", a.config_path, ": quantization_bit ", a.quantization_bit,
                  " with finetuning_type ", a.finetuning_type, ": Quantization is only compatible with the LoRA method.");
   if (a.adapter_name_or_path.size() > 1)
     UNILLM_THROW(ConfigError, "[config] ", a.config_path, ": quantization_bit with ", a.adapter_name_or_path.size(),
                  " adapters in adapter_name_or_path: Quantized model only accepts a single adapter. Merge them first.");
-  if (!model.adapter_names().empty())
-    UNILLM_THROW(ConfigError, "[train] quantization_bit: the model already has adapters attached");
-  QloraSummary s;
+}
+
+void quantize_linear_for_qlora(nn::FusedLinear& lin, const TrainArgs& a, QloraSummary* s) {
   const bool four = a.quantization_bit == 4;
   const ops::QuantType type = !four ? ops::QuantType::int8
                               : a.quantization_type == "fp4" ? ops::QuantType::fp4 : ops::QuantType::nf4;
-  s.what = !four ? std::string("int8 (LLM.int8 per-row absmax, no outlier decomposition)")
-                 : std::string(ops::quant_type_name(type)) + " blocksize " + std::to_string(ops::kBnbBlocksize) +
-                       (a.double_quantization ? ", double quantization" : "");
+  if (s && s->what.empty())
+    s->what = !four ? std::string("int8 (LLM.int8 per-row absmax, no outlier decomposition)")
+                    : std::string(ops::quant_type_name(type)) + " blocksize " + std::to_string(ops::kBnbBlocksize) +
+                          (a.double_quantization ? ", double quantization" : "");
+  const size_t f32_bytes = static_cast<size_t>(lin.weight().numel()) * 4;
+  ops::QuantizedWeight q = four ? ops::quantize_4bit(lin.weight(), type, {ops::kBnbBlocksize, a.double_quantization})
+                                : ops::quantize_weight(lin.weight(), ops::QuantType::int8, 0, true);
+  if (s) {
+    s->f32_bytes += f32_bytes;
+    s->quantized_bytes += q.bytes();
+    ++s->layers;
+  }
+  lin.set_quantized(std::move(q));  // drops the dense copy
+}
+
+QloraSummary quantize_base_for_qlora(models::CausalLM& model, const TrainArgs& a) {
+  check_qlora(a);
+  if (!model.adapter_names().empty())
+    UNILLM_THROW(ConfigError, "[train] quantization_bit: the model already has adapters attached");
+  QloraSummary s;
   // Every decoder projection (bitsandbytes replaces each nn.Linear but the lm_head; the
-  // embedding is no Linear): the f32 copy is dropped as each one is quantised.
+  // embedding is no Linear): the f32 copy is dropped as each one is quantised. Those quantised
+  // while loading (qlora_load_hook) are skipped.
   model.module().for_each_module("", [&](const std::string&, nn::Module& m) {
     auto* lin = dynamic_cast<nn::FusedLinear*>(&m);
-    if (!lin || lin->is_quantized()) return;
-    s.f32_bytes += static_cast<size_t>(lin->weight().numel()) * 4;
-    ops::QuantizedWeight q = four ? ops::quantize_4bit(lin->weight(), type, {ops::kBnbBlocksize, a.double_quantization})
-                                  : ops::quantize_weight(lin->weight(), ops::QuantType::int8, 0, true);
-    s.quantized_bytes += q.bytes();
-    lin->set_quantized(std::move(q));
-    ++s.layers;
+    if (lin && !lin->is_quantized()) quantize_linear_for_qlora(*lin, a, &s);
   });
   return s;
+}
+
+std::function<void(nn::FusedLinear&)> qlora_load_hook(const TrainArgs& a) {
+  check_qlora(a);
+  return [a](nn::FusedLinear& lin) { quantize_linear_for_qlora(lin, a, nullptr); };
 }
 
 void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir) {

@@ -40,6 +40,11 @@ struct QloraSummary {
   std::string what;            // e.g. "nf4 blocksize 64, double quantization"
 };
 QloraSummary quantize_base_for_qlora(models::CausalLM& model, const TrainArgs& a);
+// The same quantisation of one linear, as models::LoadOptions::on_linear_loaded: the trainer
+// loads a QLoRA base through it, so each projection is quantised as soon as it is read and the
+// load's peak holds one dense projection, not the dense model (docs/qlora.md). quantize_base_for_qlora
+// then finds them quantised. Throws as quantize_base_for_qlora on a bad configuration.
+std::function<void(nn::FusedLinear&)> qlora_load_hook(const TrainArgs& a);
 
 // bf16 / f16 under mixed precision (`bf16: true` / `fp16: true`), else f32.
 DType low_precision_dtype(const TrainArgs& a);

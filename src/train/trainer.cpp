@@ -124,6 +124,7 @@ void Run::load(const std::string& from) {
     say("model: initialised from " + model_dir_ + "/config.json (train_from_scratch, seed " +
         std::to_string(a_.seed) + ")");
   } else {
+    if (a_.quantization_bit > 0 && lora) lo.on_linear_loaded = qlora_load_hook(a_);
     model_ = models::load_causal_lm(from.empty() || lora ? model_dir_ : from, lo);
   }
   // A full/freeze checkpoint already holds the grown, trained rows; a LoRA one's base does not.

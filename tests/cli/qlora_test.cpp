@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -99,6 +100,54 @@ TEST(Qlora, FourBitTrainsCloseToLoraInAFractionOfTheMemory) {
   auto eq = run_unillm("export " + dir + "/merge.yaml quantization_bit=4 export_dir=" + dir + "/merged4");
   EXPECT_NE(eq.exit_code, 0);
   EXPECT_NE(eq.err.find("Cannot merge adapters to a quantized model"), std::string::npos) << eq.err;
+}
+
+// The trainer quantises each projection as soon as it is read (LoadOptions::on_linear_loaded),
+// so the load never holds the dense decoder: the same codes and scales as quantising after the
+// load, every projection once, and the dense parameters unchanged.
+TEST(Qlora, QuantisingWhileLoadingGivesTheSameBase) {
+  testing::init_cpu();
+  const std::string path = source_path("assets/stories260K");
+  for (int bits : {4, 8}) {
+    SCOPED_TRACE(bits);
+    train::TrainArgs a;
+    a.finetuning_type = "lora";
+    a.quantization_bit = bits;
+    auto after = models::load_causal_lm(path);
+    const train::QloraSummary s = train::quantize_base_for_qlora(*after, a);
+    models::LoadOptions lo;
+    int calls = 0;
+    auto hook = train::qlora_load_hook(a);
+    lo.on_linear_loaded = [&](nn::FusedLinear& lin) {
+      ++calls;
+      hook(lin);
+    };
+    auto during = models::load_causal_lm(path, lo);
+    EXPECT_EQ(calls, s.layers);
+    EXPECT_EQ(train::quantize_base_for_qlora(*during, a).layers, 0) << "every projection was quantised on load";
+    std::vector<const nn::FusedLinear*> x, y;
+    after->module().for_each_module("", [&](const std::string&, nn::Module& m) {
+      if (auto* l = dynamic_cast<nn::FusedLinear*>(&m)) x.push_back(l);
+    });
+    during->module().for_each_module("", [&](const std::string&, nn::Module& m) {
+      if (auto* l = dynamic_cast<nn::FusedLinear*>(&m)) y.push_back(l);
+    });
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const ops::QuantizedWeight &p = x[i]->quantized(), &q = y[i]->quantized();
+      ASSERT_EQ(p.data.nbytes(), q.data.nbytes());
+      EXPECT_EQ(std::memcmp(p.data.raw_data(), q.data.raw_data(), p.data.nbytes()), 0) << "linear " << i;
+      ASSERT_EQ(p.scales.nbytes(), q.scales.nbytes());
+      EXPECT_EQ(std::memcmp(p.scales.raw_data(), q.scales.raw_data(), p.scales.nbytes()), 0) << "linear " << i;
+    }
+    const auto pa = after->named_parameters(), pd = during->named_parameters();
+    ASSERT_EQ(pa.size(), pd.size());
+    for (size_t i = 0; i < pa.size(); ++i) {
+      EXPECT_EQ(pa[i].first, pd[i].first);
+      const Tensor u = pa[i].second.contiguous(), v = pd[i].second.contiguous();
+      EXPECT_EQ(std::memcmp(u.raw_data(), v.raw_data(), u.nbytes()), 0) << pa[i].first;
+    }
+  }
 }
 
 TEST(Qlora, EightBitAndFp4Train) {
