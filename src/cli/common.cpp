@@ -227,6 +227,10 @@ void add_inference_options(ArgParser& p, InferenceOptions& o) {
            "dataset_info.json or a .txt/.json/.jsonl file with \"text\" records (LLaMA-Factory's export_quantization_dataset)",
            &o.calibration_data);
   p.option("calibration-samples", "GPTQ: calibration samples (default 128)", &o.calibration_samples);
+  p.flag("gptq-act-order",
+         "GPTQ: quantise the columns in order of falling input energy, groups fitted up front (AutoGPTQ's desc_act "
+         "with static groups; helps symmetric int4 most, docs/export.md)",
+         &o.gptq_act_order);
   p.option("calibration-len", "GPTQ: tokens per calibration sample (default 1024)", &o.calibration_len);
   p.option("dataset_dir", "where --calibration-data names a dataset (default data)", &o.dataset_dir);
 }
@@ -328,6 +332,9 @@ LoadedModel load_model(const std::string& dir, const std::vector<std::string>& a
     const bool quantize = std::find(plan.passes.begin(), plan.passes.end(), "quantize_weights") != plan.passes.end();
     if (!inference->calibration_data.empty() && !quantize)
       UNILLM_THROW(ConfigError, "[cli] --calibration-data calibrates a quantisation: it needs --quant_type");
+    if (inference->gptq_act_order && inference->calibration_data.empty())
+      UNILLM_THROW(ConfigError, "[cli] --gptq-act-order orders GPTQ's sweep: it needs --calibration-data");
+    plan.quantize.act_order = inference->gptq_act_order;
     if (quantize) {
       for (size_t i = 0; i < names.size(); ++i) {  // quantised weights take no adapters: merge them
         models::merge_adapter(*model, names[i]);

@@ -66,6 +66,7 @@ struct InferenceOptions {
   int64_t calibration_samples = 128;  // --calibration-samples
   int64_t calibration_len = 1024;  // --calibration-len
   std::string dataset_dir = "data";  // --dataset_dir, where NAME is looked up
+  bool gptq_act_order = false;  // --gptq-act-order (with --calibration-data)
   std::string quant_activations = "int8";  // --quant-activations int8|f32 (ops::linear_q_int8_activations)
   bool quiet = false;  // no pass log (generate --quiet)
 };

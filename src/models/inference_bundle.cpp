@@ -37,6 +37,7 @@ ordered_json plan_json(const PassPlan& plan, DType dense) {
       // Informational: the codes are in the checkpoint, a load does not calibrate again.
       p["method"] = plan.quantize.hessians ? "gptq" : "round_to_nearest";
       if (plan.quantize.hessians) p["calibration"] = plan.quantize.hessians->source;
+      if (plan.quantize.hessians && plan.quantize.act_order) p["act_order"] = true;
     }
     passes.push_back(p);
   }

@@ -54,7 +54,7 @@ void quantize_weights(CausalLM& model, const QuantizeOptions& q,
         h = &it->second;
     const std::string name = fused_name(prefix, *lin);
     ops::QuantizedWeight w = h ? ops::gptq_quantize_weight(lin->weight(), *h, q.type, q.group, q.symmetric, 0.01,
-                                                           name, q.scales())
+                                                           name, q.scales(), q.act_order)
                                : ops::quantize_weight(lin->weight(), q.type, q.group, q.symmetric, q.scales(), name);
     calibrated += h != nullptr;
     after += w.bytes();
@@ -74,7 +74,8 @@ void quantize_weights(CausalLM& model, const QuantizeOptions& q,
     model.set_lm_head_quantized(std::move(hq));
   }
   if (q.hessians)
-    what += ", GPTQ on " + std::to_string(calibrated) + " (calibration: " + q.hessians->source + ")";
+    what += ", GPTQ" + std::string(q.act_order ? " (act order)" : "") + " on " + std::to_string(calibrated) +
+            " (calibration: " + q.hessians->source + ")";
   else
     what += ", round to nearest";
   log("[pass] quantize_weights: " + std::to_string(layers) + " linear layers to " + what + ", " +

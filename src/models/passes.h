@@ -30,6 +30,9 @@ struct QuantizeOptions {
   // bytes than f32 at g32, read every decode step), f32 for int8 (one scale a row). The
   // lm_head's int8 scales follow it when set.
   std::optional<DType> scale_dtype;
+  // GPTQ only (with hessians): sweep columns in order of falling input energy with static groups
+  // (ops::gptq_quantize_weight's act_order; AutoGPTQ's desc_act). --gptq-act-order.
+  bool act_order = false;
   DType scales() const { return scale_dtype ? *scale_dtype : type == ops::QuantType::int4 ? DType::f16 : DType::f32; }
   // GPTQ (models/calibration.h, ops/gptq.h): each decoder linear with statistics here is
   // quantised by GPTQ instead of rounding to nearest; the lm_head stays round-to-nearest int8.

@@ -84,7 +84,8 @@ std::optional<Matrix> upper_factor_of_inverse(Matrix h, int64_t k, double damp) 
 }  // namespace
 
 QuantizedWeight gptq_quantize_weight(const Tensor& w_in, const Tensor& hessian, QuantType type, int64_t group,
-                                     bool symmetric, double damp, const std::string& what, DType scale_dtype) {
+                                     bool symmetric, double damp, const std::string& what, DType scale_dtype,
+                                     bool act_order) {
   check_defined("gptq", "w", w_in);
   check_defined("gptq", "hessian", hessian);
   check_ndim("gptq", "w", w_in, 2);
@@ -108,6 +109,16 @@ QuantizedWeight gptq_quantize_weight(const Tensor& w_in, const Tensor& hessian, 
       h[i * k + i] = 1;
       for (int64_t r = 0; r < n; ++r) w[r * k + i] = 0;
     }
+  // The sweep order: column perm[i] is the i-th quantised; H is permuted to match.
+  std::vector<int64_t> perm(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) perm[i] = i;
+  if (act_order) {
+    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return h[a * k + a] > h[b * k + b]; });
+    Matrix hp(static_cast<size_t>(k * k));
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < k; ++j) hp[i * k + j] = h[perm[i] * k + perm[j]];
+    h = std::move(hp);
+  }
   std::optional<Matrix> u;
   for (double d = damp; d <= damp * 1000 && !u; d *= 10) u = upper_factor_of_inverse(h, k, d);
   if (!u)
@@ -120,8 +131,29 @@ QuantizedWeight gptq_quantize_weight(const Tensor& w_in, const Tensor& hessian, 
   const Matrix& U = *u;
   parallel_for(n, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> grp(static_cast<size_t>(q.group));
+    std::vector<quant_detail::GroupScale> fixed(static_cast<size_t>(act_order ? G : 0));
     for (int64_t r = lo; r < hi; ++r) {
       double* row = w.data() + r * k;
+      if (act_order) {
+        for (int64_t g = 0; g < G; ++g) {  // static groups: fitted before any update
+          const int64_t i = g * q.group, len = std::min(q.group, k - i);
+          for (int64_t j = 0; j < len; ++j) grp[j] = static_cast<float>(row[i + j]);
+          fixed[g] = quant_detail::stored_as(quant_detail::group_scale(grp.data(), len, type, q.symmetric),
+                                             scale_dtype, what);
+          quant_detail::store_scale(scales, scale_dtype, r * G + g, fixed[g].scale);
+          if (mins) quant_detail::store_scale(mins, scale_dtype, r * G + g, fixed[g].lo);
+        }
+        for (int64_t i = 0; i < k; ++i) {
+          const int64_t col = perm[i];
+          const quant_detail::GroupScale& s = fixed[col / q.group];
+          const int c = quant_detail::code_of(static_cast<float>(row[col]), s, type, q.symmetric);
+          quant_detail::store_code(codes, type, k, r, col, c);
+          const double e = (row[col] - quant_detail::value_of(c, s.scale, s.lo, type, q.symmetric)) / U[i * k + i];
+          const double* urow = U.data() + i * k;
+          for (int64_t j = i + 1; j < k; ++j) row[perm[j]] -= e * urow[j];
+        }
+        continue;
+      }
       quant_detail::GroupScale s;
       for (int64_t i = 0; i < k; ++i) {
         if (i % q.group == 0) {

@@ -62,6 +62,13 @@ TEST(Quantize, CalibratedInt4BeatsRoundToNearest) {
   // Measured 6.34 % here (round to nearest: 6.81 %); 3.9-7.4 % over calibration lengths.
   EXPECT_LE(gptq / f32 - 1, 0.08) << "GPTQ int4 g32 " << gptq << " vs f32 " << f32;
   EXPECT_LT(gptq, rtn) << "GPTQ " << gptq << " vs round to nearest " << rtn;
+  const double act = ppl("--quant_type weight_only_int4 --quant-symmetric --gptq-act-order" + kCalibFlags, &log);
+  EXPECT_NE(log.find("GPTQ (act order) on 20"), std::string::npos) << log;
+  EXPECT_LE(act / f32 - 1, 0.08) << "GPTQ act order, symmetric int4 g32 " << act << " vs f32 " << f32;
+  EXPECT_LT(act, ppl("--quant_type weight_only_int4 --quant-symmetric")) << "act order beats round to nearest";
+  auto bad = run_unillm("eval ppl --model " + kModel + " --file " + kText + " --quant_type weight_only_int4 --gptq-act-order");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--gptq-act-order orders GPTQ's sweep: it needs --calibration-data"), std::string::npos) << bad.err;
   // A calibration without quantisation, or from nowhere, is a clear error.
   auto r = run_unillm("eval ppl --model " + kModel + " --file " + kText + kCalibFlags);
   EXPECT_NE(r.exit_code, 0);

@@ -137,6 +137,10 @@ TEST_F(GptqTest, UncorrelatedInputsGiveRoundToNearest) {
     ops::QuantizedWeight g = ops::gptq_quantize_weight(w, f64_tensor(eye, k), type, group, sym);
     ops::QuantizedWeight r = ops::quantize_weight(w, type, group, sym);
     EXPECT_EQ(optest::doubles(ops::dequantize_weight(g)), optest::doubles(ops::dequantize_weight(r)));
+    // act order: its static groups are round to nearest's, and with no correlation nothing moves.
+    ops::QuantizedWeight a = ops::gptq_quantize_weight(w, f64_tensor(eye, k), type, group, sym, 0.01, "w",
+                                                       DType::f32, true);
+    EXPECT_EQ(optest::doubles(ops::dequantize_weight(a)), optest::doubles(ops::dequantize_weight(r)));
   }
 }
 
@@ -159,6 +163,16 @@ TEST_F(GptqTest, MatchesThePapersUpdateAndBeatsRoundToNearest) {
     const double gptq = output_error(x, rows, w, got);
     const double rtn = output_error(x, rows, w, optest::doubles(ops::dequantize_weight(ops::quantize_weight(w, type, group, sym))));
     EXPECT_LT(gptq, 0.8 * rtn) << "gptq " << gptq << " vs round-to-nearest " << rtn;
+    // act order (static groups, columns by falling H_ii) on inputs of unequal energy.
+    std::vector<double> xs = x;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < k; ++j) xs[r * k + j] *= 0.2 + 0.05 * static_cast<double>((j * 37) % k);
+    const Mat hs = gram(xs, rows, k);
+    const std::vector<double> ordered = optest::doubles(ops::dequantize_weight(
+        ops::gptq_quantize_weight(w, f64_tensor(hs, k), type, group, sym, 0.01, "w", DType::f32, true)));
+    const double act = output_error(xs, rows, w, ordered);
+    const double rtn_s = output_error(xs, rows, w, optest::doubles(ops::dequantize_weight(ops::quantize_weight(w, type, group, sym))));
+    EXPECT_LT(act, 0.8 * rtn_s) << "act order " << act << " vs round-to-nearest " << rtn_s;
   }
 }
 
