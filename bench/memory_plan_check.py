@@ -29,11 +29,10 @@ SEQ = 256
 
 
 def model_dir(shape):
-    d = HERE / "models" / f"train-{shape}"
-    if not (d / "model.safetensors").exists():
-        sys.path.insert(0, str(HERE))
-        import make_models  # noqa: E402  (needs numpy; bench/setup.sh's venv has it)
-        make_models.make(shape, "f32", d, tied=False)
+    # make_models.make writes OUT/<shape>-f32-untied/ (and a .gguf beside it) and returns that dir.
+    sys.path.insert(0, str(HERE))
+    import make_models  # noqa: E402  (needs numpy; bench/setup.sh's venv has it)
+    d, _ = make_models.make(shape, "f32", HERE / "models" / f"train-{shape}", tied=False)
     return d
 
 
