@@ -15,6 +15,7 @@
 #include "data/error.h"
 #include "models/save.h"
 #include "ops/matmul_compute.h"
+#include "ops/quant.h"
 #include "io/json_file.h"
 #include "train/finetune.h"
 #include "train/output_dir.h"
@@ -448,7 +449,19 @@ TrainResult Run::go() {
 
 }  // namespace detail
 
+namespace {
+// A run keeps quantised layers' products exact in every forward (ops::linear_q_int8_activations):
+// the policy's under grad mode already is, and a DPO reference or an evaluation pass over the
+// same quantised base (no grad) must give the same log-probs, e.g. loss ln 2 at step 1.
+struct ExactQuantisedProducts {
+  bool before = ops::linear_q_int8_activations();
+  ExactQuantisedProducts() { ops::set_linear_q_int8_activations(false); }
+  ~ExactQuantisedProducts() { ops::set_linear_q_int8_activations(before); }
+};
+}  // namespace
+
 TrainResult run_training(const TrainArgs& args, const TrainerHooks& hooks) {
+  ExactQuantisedProducts exact;
   if (!hooks.dp) {
     detail::Run run(args, hooks);
     return run.go();

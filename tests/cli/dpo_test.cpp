@@ -32,6 +32,25 @@ const char* kShort =
 const char* kMetrics[] = {"rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
                           "logps/chosen",   "logps/rejected",   "logits/chosen",      "logits/rejected"};
 
+// QLoRA under DPO: the reference (no grad) runs the same quantised products as the policy
+// (grad), so step 1 is still exactly ln 2 with zero rewards. (Inference quantises the activations
+// of quantised layers on VNNI CPUs; a training run keeps every forward exact. Without
+// recompute the policy's forward runs under grad mode, which is where the two would part: 8-bit
+// gave loss 0.6989 before the trainer kept its forwards exact.)
+TEST(Dpo, QloraReferenceMatchesThePolicyAtStepOne) {
+  const std::string dir = testing::temp_dir("dpo_qlora");
+  for (const char* bits : {"8", "4"}) {
+    auto r = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/q" + bits + kShort +
+                                                " quantization_bit=" + bits + " max_steps=1 eval_strategy=no disable_gradient_checkpointing=true");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto lines = train_lines(dir + "/q" + bits);
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_EQ(lines[0]["loss"].get<double>(), 0.6931) << bits;
+    EXPECT_EQ(lines[0]["rewards/chosen"].get<double>(), 0.0) << bits;
+    EXPECT_EQ(lines[0]["rewards/rejected"].get<double>(), 0.0) << bits;
+  }
+}
+
 TEST(Dpo, LlamaFactoryExampleTrainsLogsAndResumesExactly) {
   const std::string dir = testing::temp_dir("dpo");
   auto a = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/a" + kShort);
