@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """unillm vs llama.cpp (llama-cpp-python) on the same random-weight Llama: prefill of P prompt
-tokens and decode of N tokens, same weights, precision (f32 KV cache on both), threads.
+tokens and decode of N tokens, same weights, precision, KV cache type (--kv f32 or f16, the same
+on both; f16 is llama.cpp's default), threads.
 
   bench/.venv/bin/python bench/decode_bench.py [--shape stories110M] [--dtype f32] [--threads 2]
   bench/.venv/bin/python bench/decode_bench.py --quant int8   # unillm weight_only_int8 vs Q8_0
@@ -14,7 +15,8 @@ Both sides are timed the same way: prefill = one forward over the P prompt token
 token's logits; decode = N forwards of one token each (greedy argmax between them). unillm runs as
 a subprocess (`unillm generate`, timing parsed from its stderr line, --max-new-tokens N+1 so that
 N tokens are forwarded); llama.cpp runs in this process (llm.eval). A warm-up run comes first,
-then --runs runs of each, alternating, and their medians. Decode GB/s = weight bytes read per token × tok/s, printed
+then --runs runs of each, alternating, and their medians. Decode GB/s = weight bytes read per token × tok/s (and with
+the KV bytes at mid decode added), printed
 beside a same-run STREAM figure (build-bench/stream_bench).
 """
 import argparse
@@ -61,10 +63,10 @@ def weight_bytes_per_token(s, dtype):
     return (L * per_layer + V * C + C) * elt + (2 * L + 1) * C * 4
 
 
-def kv_bytes_per_token(s, ctx):
-    """f32 K and V read by one decode step's attention at context length ctx."""
+def kv_bytes_per_token(s, ctx, elt=4):
+    """K and V (elt bytes each) read by one decode step's attention at context length ctx."""
     hd = s["dim"] // s["heads"]
-    return s["layers"] * 2 * ctx * s["kv_heads"] * hd * 4
+    return s["layers"] * 2 * ctx * s["kv_heads"] * hd * elt
 
 
 # Bytes per weight of each quantised format (codes + scales), and of the lm_head beside it.
@@ -162,6 +164,7 @@ def main():
     ap.add_argument("--build", default=str(HERE.parent / "build-bench"))
     ap.add_argument("--skip-check", action="store_true", help="skip the greedy-token agreement check")
     ap.add_argument("--quant", choices=sorted(QUANT), help="weight-only int8 / int4 on both sides")
+    ap.add_argument("--kv", choices=["f32", "f16"], default="f32", help="KV cache type on both sides")
     a = ap.parse_args()
     binary, stream_bin = Path(a.build) / "unillm", Path(a.build) / "bench/stream_bench"
     s = make_models.SHAPES[a.shape]
@@ -172,18 +175,19 @@ def main():
                                 (model_dir, gguf_path))
 
     prompt = [1] + [int(x) for x in np.random.default_rng(7).integers(3, s["vocab"], a.prompt - 1)]
-    extra = QUANT[a.quant]["flags"] if a.quant else []
+    extra = (QUANT[a.quant]["flags"] if a.quant else []) + ["--kv-cache-dtype", a.kv]
     if a.quant:
         gguf_path = llama_quantize(gguf_path, a.quant, a.threads)
-    llm = make_models.llama_cpp_open(gguf_path, a.threads, n_ctx=a.prompt + a.decode + 16)
+    llm = make_models.llama_cpp_open(gguf_path, a.threads, n_ctx=a.prompt + a.decode + 16, kv=a.kv)
     u, g = interleaved_medians(lambda: unillm_run(binary, model_dir, prompt, a.decode, a.threads, extra),
                                lambda: llama_cpp_run(llm, prompt, a.decode), a.runs)
     bw = stream(stream_bin, a.threads)
     print(f"load after: {sh(['uptime']).split('load average:')[-1].strip()}")
 
     wb = weight_bytes_per_token(s, a.dtype)
-    kv = kv_bytes_per_token(s, a.prompt + a.decode // 2)
-    tag = f"{a.shape} {a.dtype}{' untied' if a.untied else ''}, {a.threads} threads, median of {a.runs}"
+    kv = kv_bytes_per_token(s, a.prompt + a.decode // 2, 2 if a.kv == "f16" else 4)
+    kvtag = f"{a.kv} KV at ctx {a.prompt + a.decode // 2}"
+    tag = f"{a.shape} {a.dtype}{' untied' if a.untied else ''}, {a.kv} KV, {a.threads} threads, median of {a.runs}"
     if a.quant:
         q = QUANT[a.quant]
         ub = quant_bytes_per_token(s, q["unillm"], q["unillm_head"])
@@ -194,6 +198,7 @@ def main():
         print(f"{'decode-' + str(a.decode) + ' tok/s':22}{u[1]:10.1f}{g[1]:11.1f}{u[1] / g[1]:8.2f}")
         print(f"{'weights MB per token':22}{ub / 1e6:10.1f}{lb / 1e6:11.1f}")
         print(f"{'decode GB/s (weights)':22}{u[1] * ub / 1e9:10.2f}{g[1] * lb / 1e9:11.2f}")
+        print(f"{'  + ' + kvtag:22}{u[1] * (ub + kv) / 1e9:10.2f}{g[1] * (lb + kv) / 1e9:11.2f}")
         print("STREAM (same run): " + ", ".join(f"{k} {v:.1f}" for k, v in bw.items()) + " GB/s")
         return
     print(f"\n{tag}")
@@ -201,9 +206,9 @@ def main():
     print(f"{'prefill-' + str(a.prompt) + ' tok/s':22}{u[0]:10.1f}{g[0]:11.1f}{u[0] / g[0]:8.2f}")
     print(f"{'decode-' + str(a.decode) + ' tok/s':22}{u[1]:10.1f}{g[1]:11.1f}{u[1] / g[1]:8.2f}")
     print(f"{'decode GB/s (weights)':22}{u[1] * wb / 1e9:10.2f}{g[1] * wb / 1e9:11.2f}")
-    print(f"{'  + f32 KV at ctx ' + str(a.prompt + a.decode // 2):22}{u[1] * (wb + kv) / 1e9:10.2f}"
+    print(f"{'  + ' + kvtag:22}{u[1] * (wb + kv) / 1e9:10.2f}"
           f"{g[1] * (wb + kv) / 1e9:11.2f}")
-    print(f"weights read per token {wb / 1e6:.1f} MB (+ {kv / 1e6:.1f} MB f32 KV at mid decode)")
+    print(f"weights read per token {wb / 1e6:.1f} MB (+ {kv / 1e6:.1f} MB {a.kv} KV at mid decode)")
     print("STREAM (same run): " + ", ".join(f"{k} {v:.1f}" for k, v in bw.items()) + " GB/s")
 
 

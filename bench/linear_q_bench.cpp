@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "core/rng.h"
 #include "ops/quant.h"
 #include "bench_common.h"
@@ -30,6 +31,9 @@ void BM_LinearQ(benchmark::State& state) {
                                                          type != 1, type == 0 ? DType::f32 : DType::f16);
   const Tensor x = random_tensor({m, k}, 2, 1.0);
   unillm::ops::set_linear_q_int8_activations(state.range(4) != 0);
+  // Inference runs without grad; under grad mode linear_q keeps exact activations (a QLoRA base
+  // trains on the product its backward differentiates), so the int8 path would never be timed.
+  unillm::autograd::NoGradGuard no_grad;
   for (auto _ : state) {
     Tensor y = unillm::ops::linear_q(x, q);
     benchmark::DoNotOptimize(y.raw_data());

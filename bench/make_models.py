@@ -230,11 +230,13 @@ def unillm_greedy(binary, hf_dir, prompt, n, threads):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def llama_cpp_open(gguf_path, threads, n_ctx=512):
+def llama_cpp_open(gguf_path, threads, n_ctx=512, kv="f32"):
+    """kv: the KV cache type, f32 (the default here, as unillm's) or f16 (llama.cpp's own default)."""
     import llama_cpp
+    t = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16}[kv]
     return llama_cpp.Llama(model_path=str(gguf_path), n_ctx=n_ctx, n_threads=threads,
                            n_threads_batch=threads, n_batch=512, verbose=False, logits_all=False,
-                           type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32)
+                           type_k=t, type_v=t)
 
 
 def last_logits(llm):

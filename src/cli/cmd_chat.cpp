@@ -21,7 +21,7 @@ namespace unillm::cli {
 namespace {
 
 struct ChatFlags {
-  std::string model, template_name, system, enable_thinking;
+  std::string model, template_name, system, enable_thinking, kv_dtype = "f32";
   std::vector<std::string> adapters;
   SamplingFlags sampling;
   RuntimeOptions runtime;
@@ -55,10 +55,12 @@ int cmd_chat(const std::vector<std::string>& args) {
   p.option("enable-thinking", "reasoning templates: true (default) or false (LLaMA-Factory's enable_thinking)",
            &f.enable_thinking);
   add_sampling_options(p, f.sampling);
+  add_kv_cache_dtype_option(p, f.kv_dtype);
   add_runtime_options(p, f.runtime);
   add_inference_options(p, f.inference);
   if (!p.parse(args)) return print_help(p);
   p.require("model");
+  const DType kv_dtype = parse_kv_cache_dtype(f.kv_dtype);  // before the slow load
   const Device device = setup_runtime(f.runtime);
   auto [tok, model] = load_model(f.model, f.adapters, device, &f.inference);
   auto choice = data::choose_template(f.template_name, f.model);
@@ -72,6 +74,7 @@ int cmd_chat(const std::vector<std::string>& args) {
   apply_generation_config(f.model, p, f.sampling, unused, model->config().vocab_size);  // sampling defaults only
   validate_sampling(f.sampling, "chat");
   infer::GenerateOptions go = generate_options(f.sampling, eos);
+  go.kv_dtype = kv_dtype;
   const bool tty = isatty(0);
   const int64_t limit = model->config().max_position_embeddings;
   std::vector<data::Message> messages;

@@ -22,6 +22,7 @@ struct GenerateFlags {
   SamplingFlags sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false, output_ids = false, parse_special = false, quiet = false;
+  std::string kv_dtype = "f32";
   RuntimeOptions runtime;
   InferenceOptions inference;
 };
@@ -41,12 +42,14 @@ int cmd_generate(const std::vector<std::string>& args) {
   p.flag("output-ids", "print the generated ids as a JSON list on the last line", &f.output_ids);
   p.flag("parse-special", "treat special-token strings in --prompt as special tokens", &f.parse_special);
   p.flag("quiet", "no timing or pass lines on stderr", &f.quiet);
+  add_kv_cache_dtype_option(p, f.kv_dtype);
   add_runtime_options(p, f.runtime);
   add_inference_options(p, f.inference);
   if (!p.parse(args)) return print_help(p);
   p.require("model");
   if (p.given("prompt") == p.given("prompt-ids"))
     UNILLM_THROW(ConfigError, "[generate] give exactly one of --prompt and --prompt-ids");
+  const DType kv_dtype = parse_kv_cache_dtype(f.kv_dtype);  // before the slow load
   const Device device = setup_runtime(f.runtime);
 
   f.inference.quiet = f.quiet;
@@ -72,6 +75,7 @@ int cmd_generate(const std::vector<std::string>& args) {
 
   infer::GenerateOptions go = generate_options(f.sampling, eos);
   go.ignore_eos = f.ignore_eos;
+  go.kv_dtype = kv_dtype;
 
   io::StreamDecoder decoder(*tok, /*skip_special_tokens=*/true);
   infer::StopMatcher stops(f.stop);

@@ -90,8 +90,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   p.option("max-model-len", "prompt + max_tokens cap (default: max_position_embeddings)", &f.max_model_len);
   p.option("max-queue", "waiting sequences beyond which requests get 503 (default 256)", &f.max_queue);
   p.flag("no-prefix-caching", "do not reuse the KV blocks of identical prompt prefixes", &f.no_prefix_caching);
-  p.option("kv-cache-dtype", "KV cache element type: f32 (default), bf16 or f16 (half the memory and the bytes decode reads)",
-           &f.kv_dtype);
+  add_kv_cache_dtype_option(p, f.kv_dtype);
   add_runtime_options(p, f.runtime);
   add_inference_options(p, f.inference);
   if (!p.parse(args)) return print_help(p);

@@ -249,6 +249,11 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 }  // namespace
 
+void add_kv_cache_dtype_option(ArgParser& p, std::string& value) {
+  p.option("kv-cache-dtype", "KV cache element type: f32 (default), bf16 or f16 (half the memory and the bytes decode reads)",
+           &value);
+}
+
 DType parse_kv_cache_dtype(const std::string& name) {
   if (name == "f32" || name == "float32") return DType::f32;
   if (name == "bf16" || name == "bfloat16") return DType::bf16;

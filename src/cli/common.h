@@ -72,6 +72,7 @@ struct InferenceOptions {
 };
 void add_inference_options(ArgParser& p, InferenceOptions& o);
 // --kv-cache-dtype: f32, bf16 or f16 (ConfigError naming the flag otherwise).
+void add_kv_cache_dtype_option(ArgParser& p, std::string& value);
 DType parse_kv_cache_dtype(const std::string& name);
 // The pass plan the options ask for (ConfigError for unknown names or values).
 models::PassPlan inference_plan(const InferenceOptions& o);

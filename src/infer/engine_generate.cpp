@@ -18,6 +18,7 @@ GenerateResult engine_generate(models::CausalLM& model, const std::vector<int32_
   c.block_size = o.block_size;
   c.num_blocks = blocks_for(r.prompt_tokens + o.max_new_tokens, o.block_size);
   c.prefix_caching = false;  // one request: nothing to share
+  c.kv_dtype = o.kv_dtype;
   c.scheduler.max_num_seqs = 1;
   c.scheduler.max_num_batched_tokens = o.prefill_chunk;
   Engine engine(model, c);

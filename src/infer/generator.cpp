@@ -50,7 +50,7 @@ GenerateResult generate(models::CausalLM& model, const std::vector<int32_t>& pro
   BlockPool pool(nblocks);
   std::vector<int32_t> blocks;
   for (int64_t i = 0; i < nblocks; ++i) blocks.push_back(pool.allocate());
-  models::KvCaches caches = models::KvCaches::allocate(model.config(), nblocks, o.block_size, DType::f32, model.device());
+  models::KvCaches caches = models::KvCaches::allocate(model.config(), nblocks, o.block_size, o.kv_dtype, model.device());
   Rng rng(o.seed);
   std::vector<int32_t> seq = prompt;
 

@@ -20,6 +20,7 @@ struct GenerateOptions {
   std::vector<int32_t> eos_ids;
   int64_t block_size = 16;
   int64_t prefill_chunk = 512;  // prompt tokens per forward (chunked prefill)
+  DType kv_dtype = DType::f32;  // the KV cache: f32, bf16 or f16 (EngineConfig::kv_dtype)
 };
 
 enum class StopReason { length, eos, callback };

@@ -35,6 +35,25 @@ TEST(Generate, GreedyFromBosReproducesLlama2cSample) {
   EXPECT_EQ(got, expected);
 }
 
+// --kv-cache-dtype (as serve's): a 16-bit cache keeps the bundled model's greedy story (the
+// engine test bounds the log-probabilities); a dtype it does not have is refused, naming the flag,
+// before the model loads, in generate and chat alike.
+TEST(Generate, HalfPrecisionKvCacheKeepsTheGreedyStory) {
+  const std::string base = "generate --model " + model() + " --prompt-ids 1 --temperature 0 --max-new-tokens 256 --quiet";
+  const auto f32 = run_unillm(base);
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  for (const char* dt : {"f16", "bf16"}) {
+    const auto half = run_unillm(base + " --kv-cache-dtype " + dt);
+    ASSERT_EQ(half.exit_code, 0) << half.err;
+    EXPECT_EQ(half.out, f32.out) << dt;
+  }
+  for (const char* cmd : {"generate --prompt-ids 1", "chat --template llama2"}) {
+    const auto bad = run_unillm(std::string(cmd) + " --model /nonexistent --kv-cache-dtype f8");
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("--kv-cache-dtype must be f32, bf16 or f16, got 'f8'"), std::string::npos) << bad.err;
+  }
+}
+
 TEST(Generate, OutputIdsIsTheLastLineAndMatchesTheText) {
   auto r = run_unillm("generate --model " + model() + " --prompt-ids 1 --temperature 0 --max-new-tokens 20 --output-ids --quiet");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -33,6 +33,8 @@ const Format kFormats[] = {{QuantType::int8, 0, true, "int8"},
                            {QuantType::int4, 32, false, "int4 g32 asym f16 scales", DType::f16},
                            {QuantType::int4, 32, true, "int4 g32 sym f16 scales", DType::f16},
                            {QuantType::int4, 128, false, "int4 g128 asym f16 scales", DType::f16},
+                           {QuantType::int4, 64, true, "int4 g64 sym f16 scales", DType::f16},
+                           {QuantType::int4, 256, false, "int4 g256 asym f16 scales (wider than some K)", DType::f16},
                            {QuantType::int4, 5, false, "int4 g5 f16 scales", DType::f16}};
 
 // The value code j of row r stands for, from the formulas of quant.h (independent of quant.cpp).

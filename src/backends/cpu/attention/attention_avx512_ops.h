@@ -101,6 +101,7 @@ struct Avx512Ops {
   template <int NJ, typename C>
   static void dots_n(const float* q, const C* k, int64_t stride, int64_t n, float scale, float* out) {
     __m512 qv[NJ];
+#pragma GCC unroll 8
     for (int j = 0; j < NJ; ++j) qv[j] = _mm512_loadu_ps(q + 16 * j);
     int64_t t = 0;
     for (; t + 4 <= n; t += 4) {
@@ -108,6 +109,7 @@ struct Avx512Ops {
       __m512 a0 = _mm512_mul_ps(qv[0], load16(k0, kAll16)), a1 = _mm512_mul_ps(qv[0], load16(k0 + stride, kAll16));
       __m512 a2 = _mm512_mul_ps(qv[0], load16(k0 + 2 * stride, kAll16));
       __m512 a3 = _mm512_mul_ps(qv[0], load16(k0 + 3 * stride, kAll16));
+#pragma GCC unroll 8
       for (int j = 1; j < NJ; ++j) {
         a0 = _mm512_fmadd_ps(qv[j], load16(k0 + 16 * j, kAll16), a0);
         a1 = _mm512_fmadd_ps(qv[j], load16(k0 + stride + 16 * j, kAll16), a1);
@@ -119,6 +121,7 @@ struct Avx512Ops {
     for (; t < n; ++t) {
       const C* kt = k + t * stride;
       __m512 a = _mm512_mul_ps(qv[0], load16(kt, kAll16));
+#pragma GCC unroll 8
       for (int j = 1; j < NJ; ++j) a = _mm512_fmadd_ps(qv[j], load16(kt + 16 * j, kAll16), a);
       out[t] = hsum16(a) * scale;
     }
@@ -126,12 +129,17 @@ struct Avx512Ops {
   template <int NJ, typename C>
   static void axpy_rows_n(float* acc, const float* p, const C* x, int64_t stride, int64_t n) {
     __m512 a[NJ];
+#pragma GCC unroll 8
     for (int j = 0; j < NJ; ++j) a[j] = _mm512_loadu_ps(acc + 16 * j);
+    // (the unroll pragmas keep a[] in registers: without them GCC 12 kept it on the stack for
+    // the 16-bit caches, a load-fma-store chain per row that made f16 slower than f32)
     for (int64_t t = 0; t < n; ++t) {
       const __m512 vp = _mm512_set1_ps(p[t]);
       const C* xt = x + t * stride;
+#pragma GCC unroll 8
       for (int j = 0; j < NJ; ++j) a[j] = _mm512_fmadd_ps(vp, load16(xt + 16 * j, kAll16), a[j]);
     }
+#pragma GCC unroll 8
     for (int j = 0; j < NJ; ++j) _mm512_storeu_ps(acc + 16 * j, a[j]);
   }
   // The horizontal sums of a, b, c, d as {Σa, Σb, Σc, Σd}: pairs of 32-bit and then 64-bit

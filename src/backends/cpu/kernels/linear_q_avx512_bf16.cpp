@@ -140,9 +140,52 @@ float dot_groups(const float* a, const float* b, int64_t n) {
   return avx512::hsum16(acc);
 }
 
+// The wide GEMV for f16 scales (the int4 default). Each step's scales and minimums are widened
+// in register (vcvtph2ps on the step's 1-4 entries, permuted to their lanes) instead of copied
+// per row into f32 buffers, and the minimums' share joins the same accumulator through the
+// blocks' sums spread over their four lanes (bsumv: block sum / 4 per lane; symmetric codes,
+// w = scale · (c − 8): −2 · block sum, added before the scale), so a row ends in one horizontal
+// sum. Same result as row_u4_vnni_wide + dot_groups up to f32 rounding order. One row at a
+// time on purpose: passes over 2 or 4 adjacent rows sharing the activation loads were faster
+// in cache but slower streaming from DRAM (128000 × 768: 28 GB/s at one row, 24 at two, 14 at
+// four; bench/quant.md), and a decode step's weights stream from DRAM.
+struct WideF16 {
+  const int8_t* xq;
+  const float* sxv;  // per step 16 lanes: the x block's scale
+  const float* bsumv;  // per step 16 lanes: block sum / 4 (asymmetric) or −2 · block sum (symmetric)
+  int64_t steps, group;
+  __m512i scale_lanes;
+  __mmask8 scale_mask;
+};
+
+float row_u4_vnni_f16(const WideF16& c, const uint8_t* w, const uint16_t* scales, const uint16_t* mins) {
+  const __m512i low = _mm512_set1_epi8(15);
+  auto widen = [&](const uint16_t* h) {
+    return _mm512_maskz_permutexvar_ps(kAll, c.scale_lanes,
+                                       _mm512_zextps128_ps512(_mm_cvtph_ps(_mm_maskz_loadu_epi16(c.scale_mask, h))));
+  };
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t p = 0; p < c.steps; ++p) {
+    const __m512i v = _mm512_loadu_si512(w + p * 64);
+    const __m512i even = _mm512_and_si512(v, low), odd = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), even, _mm512_loadu_si512(c.xq + p * 128));
+    dot = _mm512_dpbusd_epi32(dot, odd, _mm512_loadu_si512(c.xq + p * 128 + 64));
+    const __m512 d = _mm512_maskz_cvtepi32_ps(kAll, dot), sx = _mm512_loadu_ps(c.sxv + p * 16);
+    const __m512 bs = _mm512_loadu_ps(c.bsumv + p * 16), ws = widen(scales + p * 128 / c.group);
+    if (mins) {
+      acc = _mm512_fmadd_ps(_mm512_mul_ps(d, sx), ws, acc);
+      acc = _mm512_fmadd_ps(widen(mins + p * 128 / c.group), bs, acc);
+    } else {
+      acc = _mm512_fmadd_ps(_mm512_fmadd_ps(d, sx, bs), ws, acc);
+    }
+  }
+  return avx512::hsum16(acc);
+}
+
 bool linear_q_u4_vnni_wide(const ops::QLinearArgs& a) {
   if (a.k % 128 != 0 || !(a.group == 32 || a.group == 64 || a.group % 128 == 0)) return false;
-  const int64_t G = a.k / a.group, rb = a.k / 2, steps = a.k / 128;
+  // (a group wider than K, or not dividing it, still stores ceil(K / group) per row)
+  const int64_t G = (a.k + a.group - 1) / a.group, rb = a.k / 2, steps = a.k / 128;
   // Lane l of a step belongs to block l/4, whose scale is entry (l/4)·32/group of the step's.
   const int per_scale = static_cast<int>(std::min<int64_t>(a.group / 32, 4));
   alignas(64) int32_t lanes[16];
@@ -150,10 +193,28 @@ bool linear_q_u4_vnni_wide(const ops::QLinearArgs& a) {
   const __m512i scale_lanes = _mm512_load_si512(lanes);
   const auto scale_mask = static_cast<__mmask8>((1u << (4 / per_scale)) - 1);
   std::vector<int8_t> xq(a.m * a.k);
-  std::vector<float> sxv(a.m * steps * 16), xsum(a.m * G), bsum(a.k / 32);
+  std::vector<float> sxv(a.m * steps * 16), xsum(a.m * G), bsum(a.k / 32), bsumv(a.m * steps * 16);
   for (int64_t i = 0; i < a.m; ++i) {
     quantize_x_wide(a.x + i * a.k, a.k, xq.data() + i * a.k, sxv.data() + i * steps * 16, bsum.data());
     group_sums(bsum.data(), a.k, a.group, xsum.data() + i * G);
+    for (int64_t b = 0; b < a.k / 32; ++b)
+      for (int l = 0; l < 4; ++l)
+        bsumv[i * steps * 16 + (b / 4) * 16 + (b % 4) * 4 + l] = a.mins ? bsum[b] * 0.25f : -2.0f * bsum[b];
+  }
+  if (a.scale_dtype == DType::f16) {
+    const auto* scales = static_cast<const uint16_t*>(a.scales);
+    const auto* mins = static_cast<const uint16_t*>(a.mins);
+    parallel_for(a.n, 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = 0; i < a.m; ++i) {
+        const WideF16 c{xq.data() + i * a.k, sxv.data() + i * steps * 16, bsumv.data() + i * steps * 16, steps,
+                        a.group, scale_lanes, scale_mask};
+        for (int64_t j = lo; j < hi; ++j)
+          a.y[i * a.n + j] = (a.bias ? a.bias[j] : 0.0f) +
+                             row_u4_vnni_f16(c, static_cast<const uint8_t*>(a.w) + j * rb, scales + j * G,
+                                             mins ? mins + j * G : nullptr);
+      }
+    });
+    return true;
   }
   parallel_for(a.n, 16, [&](int64_t lo, int64_t hi) {
     std::vector<float> sbuf(static_cast<size_t>(G)), offs(static_cast<size_t>(G));
