@@ -1,17 +1,30 @@
 // Model registry, weight loading by HF names, and the single-sequence helpers.
 #include "models/causal_lm.h"
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
 
+#include "core/rng.h"
 #include "io/checkpoint.h"
 #include "models/inference_bundle.h"
 #include "models/passes.h"
 #include "models/llama.h"
 
 namespace unillm::models {
+
+Tensor neftune_noise(const TrainBatch& b, int64_t lo, int64_t hi, int64_t hidden) {
+  const double mag = b.neftune_alpha / std::sqrt(static_cast<double>(b.input_ids.size(1) * hidden));
+  std::vector<float> v(static_cast<size_t>((hi - lo) * hidden));
+  for (int64_t r = lo; r < hi; ++r) {
+    Rng rng(b.neftune_seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(r + 1)));
+    float* row = v.data() + (r - lo) * hidden;
+    for (int64_t c = 0; c < hidden; ++c) row[c] = static_cast<float>(mag * (2.0 * rng.uniform_double() - 1.0));
+  }
+  return Tensor::from_vector(v, {hi - lo, hidden});
+}
 
 namespace fs = std::filesystem;
 

@@ -64,7 +64,17 @@ struct TrainBatch {
   // Training: LoRA dropout draws its masks from a seed taken from this RNG (one next_u64() per
   // call, only when an active adapter has dropout > 0). nullptr = no dropout (evaluation).
   Rng* dropout_rng = nullptr;
+  // NEFTune (HF's neftune_noise_alpha): a training forward adds uniform noise in ±alpha /
+  // sqrt(T · C) (T = input_ids.size(1), C the hidden size) to the embedding output, drawn per row
+  // from neftune_seed (neftune_noise). 0 = off (evaluation, inference).
+  double neftune_alpha = 0;
+  uint64_t neftune_seed = 0;
 };
+
+// The NEFTune noise of rows [lo, hi) of b's flattened [B·T] tokens: [hi − lo, C] f32 on the host,
+// row r from its own stream (seed, r), so a rank holding some rows (sequence parallelism) draws
+// what one process would for them.
+Tensor neftune_noise(const TrainBatch& b, int64_t lo, int64_t hi, int64_t hidden);
 
 struct LossResult {
   Tensor loss_sum;  // scalar: Σ over scored tokens of -log p (differentiable)

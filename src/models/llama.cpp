@@ -180,10 +180,14 @@ Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
   return ops::linear(x, lm_head());  // [M, V]
 }
 
-Tensor Llama::embed(const Tensor& ids) {
+Tensor Llama::embed(const Tensor& ids, const TrainBatch* train, int64_t first_row) {
   const LayerHooks& lh = layer_hooks_;
   if (lh.before_forward) lh.before_forward(-1);
   Tensor x = ops::embedding(ids, embed_);
+  if (train && train->neftune_alpha > 0)  // the noise carries no gradient; x's passes through
+    x = ops::add(x, neftune_noise(*train, first_row, first_row + ids.numel(), c_.hidden_size)
+                        .to(x.dtype())
+                        .to(x.device()));
   if (lh.after_forward) lh.after_forward(-1);
   if (lh.before_backward && autograd::grad_enabled())
     x = autograd::on_backward({x}, [f = lh.before_backward] { f(-1); })[0];
@@ -274,11 +278,13 @@ void Llama::refuse_sequence_parallel(const char* what) const {
 
 Tensor Llama::train_hidden(const TrainBatch& batch, const nn::AttentionInputs& in, bool recompute) {
   Tensor ids = batch.input_ids.contiguous().view({batch.input_ids.numel()});
+  int64_t first = 0;
   if (in.tp.sequence) {  // this rank's tokens only, from the embedding to the final norm
     const auto [lo, hi] = in.tp.rows();
     ids = ids.slice(0, lo, hi).contiguous();
+    first = lo;
   }
-  return final_norm(layers(embed(ids), in, nullptr, recompute), Tensor());
+  return final_norm(layers(embed(ids, &batch, first), in, nullptr, recompute), Tensor());
 }
 
 std::vector<const Tensor*> Llama::tensor_parallel_tensors() const {
@@ -302,7 +308,7 @@ Tensor Llama::hidden_states_range(const TrainBatch& batch, const Tensor& input, 
   const int64_t n = train_rows(batch);
   Tensor ids = batch.input_ids.contiguous().view({batch.input_ids.numel()});
   if (in.tp.sequence) ids = ids.slice(0, in.tp.rows().first, in.tp.rows().second).contiguous();
-  Tensor x = begin == 0 ? embed(ids) : input;
+  Tensor x = begin == 0 ? embed(ids, &batch, in.tp.sequence ? in.tp.rows().first : 0) : input;
   if (!x.defined() || x.ndim() != 2 || x.size(0) != n || x.size(1) != c_.hidden_size)
     UNILLM_THROW(ShapeError, "[llama] pipeline stage from layer ", begin, ": input of [", n, ", ", c_.hidden_size,
                  "] expected");

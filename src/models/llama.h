@@ -90,8 +90,10 @@ class Llama : public CausalLM, public nn::Module {
   void refuse_sequence_parallel(const char* what) const;
   // The final norm of the stream's rows (all when rows is undefined).
   Tensor final_norm(DecoderLayer::Stream stream, const Tensor& rows) const;
-  // The token embedding, with the layer hooks' index -1 around it (ZeRO-3's embedding unit).
-  Tensor embed(const Tensor& ids);
+  // The token embedding, with the layer hooks' index -1 around it (ZeRO-3's embedding unit); with
+  // a training batch whose neftune_alpha > 0, plus its NEFTune noise for rows [first_row,
+  // first_row + ids.numel()) of the batch.
+  Tensor embed(const Tensor& ids, const TrainBatch* train = nullptr, int64_t first_row = 0);
   nn::Scope model_;  // the "model." scope of HF names
 };
 

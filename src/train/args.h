@@ -182,6 +182,9 @@ struct TrainArgs {
   std::string eval_strategy = "no";  // no | steps | epoch
   int64_t per_device_train_batch_size = 8;
   int64_t per_device_eval_batch_size = 8;
+  // HF's deprecated per_gpu_* spellings: when set (non-zero) they win over per_device_* (its
+  // train_batch_size property), with its deprecation warning.
+  std::optional<int64_t> per_gpu_train_batch_size, per_gpu_eval_batch_size;
   int64_t gradient_accumulation_steps = 1;
   double learning_rate = 5e-5;
   double weight_decay = 0.0;
@@ -207,6 +210,9 @@ struct TrainArgs {
   double logging_steps = 500;              // >= 1: steps; in (0, 1): a ratio of total steps (as HF)
   double save_steps = 500;
   std::optional<double> eval_steps;  // resolved to logging_steps when evaluating by steps
+  // HF's eval_delay: no periodic evaluation before this many steps (eval_strategy steps) or epochs
+  // (epoch). The last step's evaluation (unillm's rule, maybe_eval_and_save) is kept.
+  double eval_delay = 0;
   std::optional<int64_t> save_total_limit;
   // HF's best checkpoint: with metric_for_best_model set, each checkpoint's evaluation is compared
   // with the best so far (save_total_limit never removes the best checkpoint); with
@@ -215,6 +221,15 @@ struct TrainArgs {
   std::string metric_for_best_model;      // "" | loss | perplexity | accuracy ("eval_" dropped)
   std::optional<bool> greater_is_better;  // resolved: false for loss, true otherwise (HF)
   int64_t seed = 42;
+  // HF's neftune_noise_alpha (NEFTune): uniform noise on the embedding output of training
+  // forwards (pt, sft), models::TrainBatch::neftune_alpha. 0 = off.
+  double neftune_noise_alpha = 0;
+  // HF's data_seed: the seed of the training batches' shuffle (default: seed). The model's
+  // initialisation, LoRA's A and dropout keep seed.
+  std::optional<int64_t> data_seed;
+  // HF's ignore_data_skip: a resume starts its epoch's batches from the first one instead of
+  // skipping those the checkpoint had consumed (the step count and the epoch go on).
+  bool ignore_data_skip = false;
   ResumeFrom resume_from_checkpoint;
   // HF's optim: adamw_torch | adamw_torch_fused (same semantics) | sgd | adafactor | adamw_8bit |
   // adamw_bnb_8bit | paged_adamw_8bit (train/optimizer.h); adafactor: true overrides it (as HF).

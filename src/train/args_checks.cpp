@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "data/corpus_data.h"
@@ -175,12 +176,24 @@ void finish_args(TrainArgs& a, const std::string& where, const std::set<std::str
   // Each rule runs even when an earlier one failed, so one run reports them all; a rule that
   // reads a key which itself failed sees its default instead.
   auto rule = [&](auto&& fn) { problems.attempt(fn); };
+  // HF's train_batch_size / eval_batch_size properties: the deprecated spelling wins when set.
+  for (auto [gpu, device, name] : {std::tuple{&a.per_gpu_train_batch_size, &a.per_device_train_batch_size, "train"},
+                                   std::tuple{&a.per_gpu_eval_batch_size, &a.per_device_eval_batch_size, "eval"}})
+    if (gpu->has_value()) {
+      *device = **gpu;
+      a.warnings.push_back(UNILLM_MSG("[config] ", where, ": per_gpu_", name, "_batch_size is deprecated (as in "
+                                      "transformers); using it as per_device_", name, "_batch_size = ", **gpu));
+    }
   if (a.model_name_or_path.empty() && !given.count("model_name_or_path"))
     problems.add(UNILLM_MSG("[config] ", where, ": model_name_or_path is required"), true);
   const bool stage_ok = problems.attempt(
       [&] { check_implemented(where, given, "stage", a.stage, {"pt", "sft", "rm", "dpo", "kto"}); });
   rule([&] { check_implemented(where, given, "finetuning_type", a.finetuning_type, {"lora", "oft", "freeze", "full"}); });
   if (stage_ok) rule([&] { check_preference(a, where); });
+  if (stage_ok && a.neftune_noise_alpha > 0 && a.stage != "pt" && a.stage != "sft")
+    problems.add(UNILLM_MSG("[config] ", where, ": neftune_noise_alpha with stage ", a.stage,
+                            " is not implemented (NEFTune runs in the token-loss stages, pt and sft)"),
+                 false);
   finish_finetune_args(a, where, problems);
   if (!a.packing_given) a.packing = a.stage == "pt";  // LLaMA-Factory's parser
   if (a.data_cutoff_len() < 1)

@@ -283,6 +283,27 @@ const std::map<std::string, Setter>& setters() {
        [](TrainArgs& a, const Field& f) { a.per_device_train_batch_size = get_int(f, 1); }},
       {"per_device_eval_batch_size",
        [](TrainArgs& a, const Field& f) { a.per_device_eval_batch_size = get_int(f, 1); }},
+      {"per_gpu_train_batch_size",
+       [](TrainArgs& a, const Field& f) {
+         a.per_gpu_train_batch_size.reset();
+         if (!f.node.IsNull() && get_int(f, 0) > 0) a.per_gpu_train_batch_size = get_int(f, 0);
+       }},
+      {"per_gpu_eval_batch_size",
+       [](TrainArgs& a, const Field& f) {
+         a.per_gpu_eval_batch_size.reset();
+         if (!f.node.IsNull() && get_int(f, 0) > 0) a.per_gpu_eval_batch_size = get_int(f, 0);
+       }},
+      {"eval_delay", [](TrainArgs& a, const Field& f) { a.eval_delay = f.node.IsNull() ? 0 : get_number_in(f, 0, INFINITY, false, true); }},
+      {"data_seed",
+       [](TrainArgs& a, const Field& f) {
+         a.data_seed.reset();
+         if (!f.node.IsNull()) a.data_seed = get_int(f, 0);
+       }},
+      {"ignore_data_skip", [](TrainArgs& a, const Field& f) { a.ignore_data_skip = get_bool(f); }},
+      {"neftune_noise_alpha",
+       [](TrainArgs& a, const Field& f) {
+         a.neftune_noise_alpha = f.node.IsNull() ? 0 : get_number_in(f, 0, INFINITY, false, true);
+       }},
       {"gradient_accumulation_steps",
        [](TrainArgs& a, const Field& f) { a.gradient_accumulation_steps = get_int(f, 1); }},
       {"learning_rate",

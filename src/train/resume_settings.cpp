@@ -51,6 +51,7 @@ json must_match(const TrainArgs& a) {
       {"per_device_train_batch_size", a.per_device_train_batch_size},
       {"gradient_accumulation_steps", a.gradient_accumulation_steps},
       {"seed", a.seed},
+      {"data_seed", a.data_seed.value_or(a.seed)},  // the batches' order
       {"disable_shuffling", a.disable_shuffling},
       {"bf16", a.bf16},
       {"fp16", a.fp16},

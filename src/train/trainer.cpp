@@ -209,7 +209,7 @@ void Run::setup_data() {
   for (const auto& m : train_.skip_messages) say("  " + m);
   loader_opts_.batch_size = a_.per_device_train_batch_size;
   loader_opts_.shuffle = !a_.disable_shuffling;
-  loader_opts_.seed = static_cast<uint64_t>(a_.seed);
+  loader_opts_.seed = static_cast<uint64_t>(a_.data_seed.value_or(a_.seed));
   loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
   if (loss_predict()) test_ = data::load_corpus_test_rows(data_options(a_), *tok_);
   if (loss_predict() && test_.num_rows() == 0)
@@ -296,10 +296,14 @@ static std::string new_run_id() {
 
 void Run::restore(const std::string& dir) {
   state_ = load_checkpoint(dir, *opt_, *arena_);
-  loader_->restore({state_.loader_epoch, state_.loader_batch});
+  loader_->restore({state_.loader_epoch, a_.ignore_data_skip ? 0 : state_.loader_batch});
   rng_.set_state(state_.rng);
   last_checkpoint_ = dir;
-  say("resumed from " + dir + " at step " + std::to_string(state_.global_step));
+  say("resumed from " + dir + " at step " + std::to_string(state_.global_step) +
+      (a_.ignore_data_skip && state_.loader_batch > 0
+           ? " (ignore_data_skip: epoch " + std::to_string(state_.loader_epoch) + "'s batches from its first, not its " +
+                 std::to_string(state_.loader_batch + 1) + "th)"
+           : ""));
 }
 
 std::string Run::zero3_fallback() const {

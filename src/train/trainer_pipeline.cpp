@@ -63,6 +63,10 @@ double Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOp
     m.batch = to_train_batch(group[i]);
     m.dropout_seed =
         step_seed + 0x9E3779B97F4A7C15ull * (i + 1);  // train_step's per-micro-batch seed
+    if (stage_->token_loss()) {  // pt / sft: NEFTune as their train_micro sets it
+      const Rng micro(m.dropout_seed);
+      set_neftune(m.batch, a_.neftune_noise_alpha, &micro);
+    }
     micros.push_back(std::move(m));
   }
   const auto seed = static_cast<float>(mo.seed);  // as the stages' train_micro rounds it

@@ -276,7 +276,10 @@ void Run::maybe_eval_and_save() {
   const int64_t step = state_.global_step;
   const bool last = step == total_steps_;
   const bool epoch_end = loader_->state().batch_index == 0;
-  if (eval_enabled_ && (last || (eval_by_epoch_ ? epoch_end : step % eval_every_ == 0))) run_eval();
+  // eval_delay (HF's DefaultFlowCallback): periodic evaluations wait until that step or epoch.
+  const bool delayed = eval_by_epoch_ ? static_cast<double>(loader_->state().epoch) < a_.eval_delay
+                                      : static_cast<double>(step) < a_.eval_delay;
+  if (eval_enabled_ && (last || (!delayed && (eval_by_epoch_ ? epoch_end : step % eval_every_ == 0)))) run_eval();
   const bool periodic = save_by_epoch_ ? epoch_end : save_every_ > 0 && step % save_every_ == 0;
   const bool save = periodic || (last && a_.save_final_step && a_.save_strategy != "no");
   if (save) save_now();

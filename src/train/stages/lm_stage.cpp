@@ -80,6 +80,7 @@ class LmStage : public Stage {
     const auto seed = static_cast<float>(o.seed);
     models::TrainBatch tb = to_train_batch(b);
     tb.dropout_rng = o.rng;  // LoRA dropout
+    set_neftune(tb, a_.neftune_noise_alpha, o.rng);
     // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
     auto out = loss(model, tb, o.recompute, static_cast<double>(seed));
     MicroResult r;

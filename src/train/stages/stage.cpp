@@ -57,6 +57,13 @@ int64_t scored_labels(const data::Batch& b) {
   return n;
 }
 
+void set_neftune(models::TrainBatch& tb, double alpha, const Rng* micro_rng) {
+  if (alpha <= 0) return;
+  Rng peek = micro_rng ? *micro_rng : Rng(0);
+  tb.neftune_alpha = alpha;
+  tb.neftune_seed = peek.next_u64() ^ 0x6e656674756e65ull;  // "neftune"
+}
+
 models::TrainBatch to_train_batch(const data::Batch& b) {
   models::TrainBatch tb;
   tb.input_ids = Tensor::from_ints(b.input_ids, {b.rows, b.seq_len});

@@ -138,6 +138,10 @@ std::unique_ptr<Stage> make_kto_stage(const TrainArgs& args);
 int32_t pad_id_of(const io::Tokenizer& tok, int32_t eos);
 // The model's view of a batch (positions 0.. per row unless the rows bring their own).
 models::TrainBatch to_train_batch(const data::Batch& b);
+// NEFTune on a training batch (alpha > 0): its noise seed is derived from the micro-batch's RNG
+// without advancing it, so LoRA dropout draws what it draws without NEFTune, and the pipeline
+// (which reseeds an RNG per micro-batch) gets the same noise as one process.
+void set_neftune(models::TrainBatch& tb, double alpha, const Rng* micro_rng);
 // The preference stages' data set-up (rm, dpo, kto): the run's chat template (as training chooses
 // it) into *tmpl, and the SFT options for `stage` with the pad id of that template's EOS.
 data::SftOptions preference_data_options(const TrainArgs& a, const std::string& stage, const io::Tokenizer& tok,

@@ -1,0 +1,117 @@
+// Hugging Face TrainingArguments that steer the data and the evaluations: data_seed (the shuffle's
+// seed, default seed), eval_delay (no periodic evaluation before that step or epoch),
+// ignore_data_skip (a resume restarts its epoch's batches) and the deprecated per_gpu_* batch
+// sizes. Full fine-tuning of the pretrained stories260K has no other randomness, so the losses
+// show which batches a run saw.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "pt_run_util.h"
+
+namespace unillm {
+namespace {
+
+using testing::pt_config;
+using testing::run_unillm;
+using testing::train_losses;
+
+std::vector<double> losses_of(const std::string& dir, const std::string& name, const std::string& extra,
+                              const std::string& flags = "") {
+  const auto r = run_unillm("train " + pt_config(dir, name, "finetuning_type: full\n" + extra) + flags + " --quiet");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return train_losses(dir + "/" + name);
+}
+
+// The batch order follows data_seed, not seed: seed 9 with data_seed 3 repeats seed 3's run loss
+// for loss; data_seed 7 gives another first batch.
+TEST(DataKeys, DataSeedOrdersTheBatches) {
+  const std::string dir = testing::temp_dir("dataseed");
+  const auto base = losses_of(dir, "base", "");  // seed: 3
+  const auto same = losses_of(dir, "same", "data_seed: 3\n", " seed=9");
+  const auto other = losses_of(dir, "other", "data_seed: 7\n");
+  ASSERT_EQ(base.size(), 12u);
+  EXPECT_EQ(same, base);
+  ASSERT_EQ(other.size(), 12u);
+  EXPECT_NE(other[0], base[0]);
+}
+
+// eval_steps 2 with eval_delay 7: evaluations at steps 8, 10 and 12 only (HF: eval_delay <= step).
+TEST(DataKeys, EvalDelayPostponesThePeriodicEvaluations) {
+  const std::string dir = testing::temp_dir("evaldelay");
+  losses_of(dir, "run", "val_size: 0.1\neval_strategy: steps\neval_steps: 2\neval_delay: 7\n");
+  std::vector<int> steps;
+  for (const auto& l : testing::log_lines(dir + "/run"))
+    if (l.contains("eval_loss")) steps.push_back(l["eval_step"].get<int>());
+  EXPECT_EQ(steps, (std::vector<int>{8, 10, 12}));
+  const auto bad = run_unillm("train " + pt_config(dir, "bad", "eval_delay: -1\n") + " --quiet");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("eval_delay"), std::string::npos) << bad.err;
+}
+
+// At learning rate 0 the weights never move, so a step's loss names its batch. Killed after step
+// 7 and resumed from checkpoint-6 with ignore_data_skip, steps 7-12 see the epoch's batches 1-6
+// again (losses 1-6 of the straight run); without it they go on with batches 7-12.
+TEST(DataKeys, IgnoreDataSkipRestartsTheEpochOnResume) {
+  const std::string dir = testing::temp_dir("dataskip");
+  const std::string still = "learning_rate: 0\n";
+  const auto straight = losses_of(dir, "straight", still);
+  ASSERT_EQ(straight.size(), 12u);
+  ASSERT_NE(straight[0], straight[6]);
+  const std::string cfg = pt_config(dir, "b", "finetuning_type: full\n" + still);
+  const auto killed = run_unillm("train " + cfg + " --quiet --kill-after-step 7");
+  ASSERT_EQ(killed.exit_code, 128 + 9) << killed.err;
+  const auto resumed = run_unillm("train " + cfg + " resume_from_checkpoint=true ignore_data_skip=true");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("ignore_data_skip: epoch 0's batches from its first, not its 7th"), std::string::npos)
+      << resumed.err;
+  const auto b = train_losses(dir + "/b");
+  ASSERT_EQ(b.size(), 12u);  // 6 before the checkpoint (step 7 was lost with the kill), 6 after
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(b[i], straight[i]) << "step " << i + 1;
+    EXPECT_EQ(b[6 + i], straight[i]) << "resumed step " << 7 + i;
+  }
+}
+
+// per_gpu_train_batch_size (deprecated in transformers) wins over per_device_train_batch_size,
+// with a warning: 2 rows a step give another loss than pt_config's 4.
+TEST(DataKeys, PerGpuBatchSizeIsTheDeprecatedSpelling) {
+  const std::string dir = testing::temp_dir("pergpu");
+  const auto four = losses_of(dir, "four", "", " max_steps=1");
+  const auto r = run_unillm("train " + pt_config(dir, "two", "finetuning_type: full\nper_gpu_train_batch_size: 2\n") + " max_steps=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("per_gpu_train_batch_size is deprecated"), std::string::npos) << r.err;
+  const auto two = train_losses(dir + "/two");
+  ASSERT_EQ(two.size(), 1u);
+  ASSERT_EQ(four.size(), 1u);
+  EXPECT_NE(two[0], four[0]);
+}
+
+// NEFTune: noise in the training forwards only. At learning rate 0 the training losses move and
+// the evaluation losses do not; with learning, a run killed and resumed continues exactly (the
+// noise's seed comes from the checkpointed RNG).
+TEST(DataKeys, NeftuneNoisesTrainingForwardsOnlyAndResumesExactly) {
+  const std::string dir = testing::temp_dir("neftune");
+  const std::string still = "learning_rate: 0\nval_size: 0.1\neval_strategy: steps\neval_steps: 4\n";
+  losses_of(dir, "plain", still, " max_steps=4");
+  losses_of(dir, "noisy", still + "neftune_noise_alpha: 5\n", " max_steps=4");
+  auto evals = [&](const std::string& name, const char* key) {
+    std::vector<double> v;
+    for (const auto& l : testing::log_lines(dir + "/" + name))
+      if (l.contains(key)) v.push_back(l[key].get<double>());
+    return v;
+  };
+  const auto pl = evals("plain", "loss"), nl = evals("noisy", "loss");
+  ASSERT_EQ(pl.size(), 4u);
+  ASSERT_EQ(nl.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NE(pl[i], nl[i]) << "step " << i + 1;
+  ASSERT_EQ(evals("plain", "eval_loss").size(), 1u);
+  EXPECT_EQ(evals("plain", "eval_loss"), evals("noisy", "eval_loss"));
+  testing::expect_exact_resume(testing::temp_dir("neftune_resume"), "finetuning_type: full\nneftune_noise_alpha: 5\n");
+  const auto dpo = run_unillm("train " + pt_config(dir, "dpo", "neftune_noise_alpha: 5\n") + " stage=dpo");
+  EXPECT_NE(dpo.exit_code, 0);
+  EXPECT_NE(dpo.err.find("neftune_noise_alpha with stage dpo is not implemented"), std::string::npos) << dpo.err;
+}
+
+}  // namespace
+}  // namespace unillm
