@@ -224,6 +224,9 @@ struct TrainArgs {
   // HF's neftune_noise_alpha (NEFTune): uniform noise on the embedding output of training
   // forwards (pt, sft), models::TrainBatch::neftune_alpha. 0 = off.
   double neftune_noise_alpha = 0;
+  // HF's label_smoothing_factor ε (its LabelSmoother, stages pt and sft): each token's loss is
+  // (1 − ε) · CE + ε · the mean of −log p over the vocabulary (ops/label_smoothing.h).
+  double label_smoothing_factor = 0;
   // HF's data_seed: the seed of the training batches' shuffle (default: seed). The model's
   // initialisation, LoRA's A and dropout keep seed.
   std::optional<int64_t> data_seed;

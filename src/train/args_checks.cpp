@@ -190,6 +190,14 @@ void finish_args(TrainArgs& a, const std::string& where, const std::set<std::str
       [&] { check_implemented(where, given, "stage", a.stage, {"pt", "sft", "rm", "dpo", "kto"}); });
   rule([&] { check_implemented(where, given, "finetuning_type", a.finetuning_type, {"lora", "oft", "freeze", "full"}); });
   if (stage_ok) rule([&] { check_preference(a, where); });
+  if (stage_ok && a.label_smoothing_factor > 0 && a.stage != "pt" && a.stage != "sft")
+    problems.add(UNILLM_MSG("[config] ", where, ": label_smoothing_factor with stage ", a.stage,
+                            " is not implemented (HF's LabelSmoother smooths the token loss of pt and sft)"),
+                 false);
+  if (a.label_smoothing_factor > 0 && (a.use_dft_loss || a.use_eaft_loss || a.use_asft_loss))
+    problems.add(UNILLM_MSG("[config] ", where, ": label_smoothing_factor with use_dft_loss, use_eaft_loss or "
+                            "use_asft_loss is not implemented (in HF the custom loss replaces the smoother)"),
+                 false);
   if (stage_ok && a.neftune_noise_alpha > 0 && a.stage != "pt" && a.stage != "sft")
     problems.add(UNILLM_MSG("[config] ", where, ": neftune_noise_alpha with stage ", a.stage,
                             " is not implemented (NEFTune runs in the token-loss stages, pt and sft)"),

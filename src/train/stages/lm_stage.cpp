@@ -12,6 +12,8 @@
 #include "data/sft.h"
 #include "ops/asft_cross_entropy.h"
 #include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/label_smoothing.h"
 #include "ops/weighted_cross_entropy.h"
 #include "train/stages/reference.h"
 #include "train/stages/stage.h"
@@ -99,6 +101,7 @@ class LmStage : public Stage {
   models::LossResult head_loss(models::CausalLM& model, const Tensor& x, const models::TrainBatch& tb,
                                double hint) override {
     if (a_.use_asft_loss) return Stage::head_loss(model, x, tb, hint);
+    if (a_.label_smoothing_factor > 0) return smoothed(model, x, tb);
     if (!weighting_) {  // model.loss()'s head
       auto ce = ops::linear_cross_entropy_eager_grad(x, model.lm_head_weight(), model.loss_labels(tb), hint);
       return {ce.loss_sum, ce.count};
@@ -108,17 +111,28 @@ class LmStage : public Stage {
   }
 
   bool token_loss() const override { return true; }
-  bool model_token_loss() const override { return !a_.use_asft_loss && !weighting_; }
+  bool model_token_loss() const override { return !a_.use_asft_loss && !weighting_ && a_.label_smoothing_factor <= 0; }
   std::vector<std::string> plot_keys() const override { return {"loss", "eval_loss"}; }
 
  private:
   // The summed (weighted, for a loss variant) token loss of one batch.
   models::LossResult loss(models::CausalLM& model, const models::TrainBatch& tb, bool recompute, double hint) {
     if (a_.use_asft_loss) return asft_loss(model, tb, recompute, hint);
+    if (a_.label_smoothing_factor > 0) return smoothed(model, model.hidden_states(tb, recompute), tb);
     if (!weighting_) return model.loss(tb, recompute, hint);
     Tensor x = model.hidden_states(tb, recompute);  // [N, C]
     auto r = ops::weighted_cross_entropy(x, model.lm_head_weight(), models::shifted_labels(tb.labels), *weighting_);
     return {r.loss_sum, r.count};
+  }
+
+  // HF's LabelSmoother (label_smoothing_factor ε): the token cross-entropy plus
+  // ops::label_smoothing_term, in training and evaluation alike (HF's prediction_step computes its
+  // eval loss with compute_loss, which smooths too).
+  models::LossResult smoothed(models::CausalLM& model, const Tensor& x, const models::TrainBatch& tb) {
+    const Tensor labels = models::shifted_labels(tb.labels);
+    auto ce = ops::linear_cross_entropy(x, model.lm_head_weight(), labels);
+    return {ops::add(ce.loss_sum, ops::label_smoothing_term(x, model.lm_head_weight(), labels, a_.label_smoothing_factor)),
+            ce.count};
   }
 
   // ASFT: the reference's hidden states (no gradient, no dropout) beside the policy's.
