@@ -116,7 +116,26 @@ std::vector<int64_t> BatchLoader::epoch_order(int64_t epoch) const {
     int64_t j = static_cast<int64_t>(bounded(rng, static_cast<uint64_t>(i) + 1));
     std::swap(a[i], a[j]);
   }
+  if (opts_.length_group > 0) group_by_length(a);
   return a;
+}
+
+// HF's get_length_grouped_indices over the shuffled order (LoaderOptions::length_group).
+void BatchLoader::group_by_length(std::vector<int64_t>& order) const {
+  const auto n = static_cast<int64_t>(order.size());
+  const int64_t g = data_.group;
+  std::vector<int64_t> len(static_cast<size_t>(n), 0);
+  for (int64_t e = 0; e < n; ++e)
+    for (int64_t m = 0; m < g; ++m) len[e] += data_.row_length(e * g + m);
+  const int64_t mult = std::max<int64_t>(1, std::min<int64_t>(n / (opts_.length_group * 4), 50));
+  const int64_t mega = mult * opts_.length_group;
+  auto longer = [&](int64_t x, int64_t y) { return len[x] > len[y]; };
+  int64_t best = 0;  // the megabatch whose first (longest) example is the longest of all
+  for (int64_t b = 0; b < n; b += mega) {
+    std::stable_sort(order.begin() + b, order.begin() + std::min(n, b + mega), longer);
+    if (len[order[b]] > len[order[best]]) best = b;
+  }
+  std::swap(order[0], order[best]);
 }
 
 Batch BatchLoader::next() {

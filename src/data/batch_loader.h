@@ -54,6 +54,13 @@ struct LoaderOptions {
   int64_t batch_size = 8;  // per_device_train_batch_size (examples when the data is grouped)
   bool shuffle = true;     // false: dataset order (disable_shuffling)
   uint64_t seed = 42;
+  // HF's group_by_length (its LengthGroupedSampler) when > 0 and shuffling: the epoch's
+  // permutation is cut into megabatches of min(n / (4 · length_group), 50) (at least 1) ·
+  // length_group examples, each sorted by length, longest first (a stable sort), and the longest
+  // example of all is swapped to the front, so similar lengths share a batch and pad less.
+  // length_group is the examples of one optimizer step (per-device batch × accumulation × data
+  // parallel processes); an example's length is the sum of its rows'.
+  int64_t length_group = 0;
   int32_t pad_id = 0;  // value of padded input_ids (labels there are always kIgnoreIndex)
   // When set, labels equal to this id are also kIgnoreIndex (only for datasets without labels,
   // where labels are the ids). HF's
@@ -87,6 +94,7 @@ class BatchLoader {
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
  private:
+  void group_by_length(std::vector<int64_t>& order) const;
   const TokenizedDataset& data_;
   LoaderOptions opts_;
   LoaderState state_;

@@ -233,6 +233,8 @@ struct TrainArgs {
   // HF's ignore_data_skip: a resume starts its epoch's batches from the first one instead of
   // skipping those the checkpoint had consumed (the step count and the epoch go on).
   bool ignore_data_skip = false;
+  // HF's group_by_length: megabatches of similar lengths (data::LoaderOptions::length_group).
+  bool group_by_length = false;
   ResumeFrom resume_from_checkpoint;
   // HF's optim: adamw_torch | adamw_torch_fused (same semantics) | sgd | adafactor | adamw_8bit |
   // adamw_bnb_8bit | paged_adamw_8bit (train/optimizer.h); adafactor: true overrides it (as HF).

@@ -300,6 +300,7 @@ const std::map<std::string, Setter>& setters() {
          if (!f.node.IsNull()) a.data_seed = get_int(f, 0);
        }},
       {"ignore_data_skip", [](TrainArgs& a, const Field& f) { a.ignore_data_skip = get_bool(f); }},
+      {"group_by_length", [](TrainArgs& a, const Field& f) { a.group_by_length = get_bool(f); }},
       {"label_smoothing_factor",
        [](TrainArgs& a, const Field& f) {
          a.label_smoothing_factor = f.node.IsNull() ? 0 : get_number_in(f, 0, 1, false, true);

@@ -131,7 +131,7 @@ constexpr Group kGroups[] = {
      "deepspeed fsdp fsdp_config fsdp_min_num_params fsdp_transformer_layer_cls_to_wrap"},
     {"training", S::kNotImplemented,
      "accelerator_config parallelism_config tp_size "
-     "optim_args optim_target_modules group_by_length length_column_name "
+     "optim_args optim_target_modules "
      "train_sampling_strategy auto_find_batch_size torch_compile torch_compile_backend "
      "torch_compile_mode torchdynamo jit_mode_eval use_ipex bf16_full_eval fp16_full_eval "
      "restore_callback_states_from_checkpoint enable_jit_checkpoint "
@@ -141,7 +141,9 @@ constexpr Group kGroups[] = {
     // the deprecated per-GPU batch sizes, NEFTune, label smoothing
     {"training", S::kImplemented,
      "data_seed eval_delay ignore_data_skip per_gpu_train_batch_size per_gpu_eval_batch_size "
-     "neftune_noise_alpha label_smoothing_factor"},
+     "neftune_noise_alpha label_smoothing_factor group_by_length"},
+    // HF's column of precomputed lengths: unillm measures each example's tokens itself
+    {"training", S::kIgnored, "length_column_name"},
     // ---- added at LLaMA-Factory ff6d4d1 (tests/data/llamafactory_hparams/keys.txt lists every
     // field of its argument classes; key_table_test checks each one is here)
     {"data", S::kIgnored, "data_shared_file_system"},

@@ -52,6 +52,7 @@ json must_match(const TrainArgs& a) {
       {"gradient_accumulation_steps", a.gradient_accumulation_steps},
       {"seed", a.seed},
       {"data_seed", a.data_seed.value_or(a.seed)},  // the batches' order
+      {"group_by_length", a.group_by_length},
       {"disable_shuffling", a.disable_shuffling},
       {"bf16", a.bf16},
       {"fp16", a.fp16},

@@ -210,6 +210,8 @@ void Run::setup_data() {
   loader_opts_.batch_size = a_.per_device_train_batch_size;
   loader_opts_.shuffle = !a_.disable_shuffling;
   loader_opts_.seed = static_cast<uint64_t>(a_.data_seed.value_or(a_.seed));
+  if (a_.group_by_length)  // HF sorts within megabatches of whole optimizer steps
+    loader_opts_.length_group = a_.per_device_train_batch_size * a_.gradient_accumulation_steps * dp_size();
   loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
   if (loss_predict()) test_ = data::load_corpus_test_rows(data_options(a_), *tok_);
   if (loss_predict() && test_.num_rows() == 0)

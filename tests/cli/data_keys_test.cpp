@@ -113,5 +113,22 @@ TEST(DataKeys, NeftuneNoisesTrainingForwardsOnlyAndResumesExactly) {
   EXPECT_NE(dpo.err.find("neftune_noise_alpha with stage dpo is not implemented"), std::string::npos) << dpo.err;
 }
 
+// group_by_length: packed pt rows all have one length, so the order (and every loss) is the plain
+// run's; SFT rows differ in length, so batches change; a resume may not switch it.
+TEST(DataKeys, GroupByLengthRegroupsOnlyRowsOfDifferentLengths) {
+  const std::string dir = testing::temp_dir("bylength");
+  EXPECT_EQ(losses_of(dir, "pt_grouped", "group_by_length: true\n"), losses_of(dir, "pt_plain", ""));
+  const std::string sft = " stage=sft dataset=alpaca_en_demo template=alpaca cutoff_len=512 max_steps=3";
+  const auto plain = losses_of(dir, "sft_plain", "", sft), grouped = losses_of(dir, "sft_grouped", "group_by_length: true\n", sft);
+  ASSERT_EQ(plain.size(), 3u);
+  ASSERT_EQ(grouped.size(), 3u);
+  EXPECT_NE(plain, grouped);
+  const std::string cfg = pt_config(dir, "resume", "finetuning_type: full\n");
+  ASSERT_EQ(run_unillm("train " + cfg + " --quiet --kill-after-step 7").exit_code, 128 + 9);
+  const auto changed = run_unillm("train " + cfg + " resume_from_checkpoint=true group_by_length=true");
+  EXPECT_EQ(changed.exit_code, 1);
+  EXPECT_NE(changed.err.find("group_by_length: false -> true"), std::string::npos) << changed.err;
+}
+
 }  // namespace
 }  // namespace unillm

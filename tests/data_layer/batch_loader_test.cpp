@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/error.h"
@@ -135,6 +137,36 @@ TEST(BatchLoader, SameSeedSameBatchesAndExactResume) {
   }
   BatchLoader c(d, o);
   EXPECT_THROW(c.restore({0, 4}), ConfigError);  // 4 batches per epoch: 0..3
+}
+
+// group_by_length (HF's get_length_grouped_indices): the shuffled order cut into megabatches of
+// min(n / (4 · length_group), 50) · length_group = 2 · 3 examples here, each sorted longest first
+// (stable: ties keep the shuffled order), and the longest example of all moved to the front.
+TEST(BatchLoader, GroupByLengthSortsMegabatchesOfTheShuffledOrder) {
+  TokenizedDataset d;
+  for (int i = 0; i < 29; ++i) d.rows.push_back(std::vector<int32_t>(1 + (i * 7) % 11, i));
+  LoaderOptions o;
+  o.seed = 5;
+  const std::vector<int64_t> shuffled = BatchLoader(d, o).epoch_order(1);
+  o.length_group = 3;
+  const std::vector<int64_t> grouped = BatchLoader(d, o).epoch_order(1);
+  auto len = [&](int64_t r) { return static_cast<int64_t>(d.rows[static_cast<size_t>(r)].size()); };
+  std::vector<int64_t> want = shuffled;
+  int64_t best = 0;
+  for (size_t b = 0; b < want.size(); b += 6) {
+    std::stable_sort(want.begin() + static_cast<int64_t>(b), want.begin() + static_cast<int64_t>(std::min(want.size(), b + 6)),
+                     [&](int64_t x, int64_t y) { return len(x) > len(y); });
+    if (len(want[b]) > len(want[static_cast<size_t>(best)])) best = static_cast<int64_t>(b);
+  }
+  std::swap(want[0], want[static_cast<size_t>(best)]);
+  EXPECT_EQ(grouped, want);
+  EXPECT_EQ(len(grouped[0]), 11);  // the longest row leads
+  for (size_t b = 6; b + 1 < grouped.size(); ++b)
+    if (b % 6 != 5) EXPECT_GE(len(grouped[b]), len(grouped[b + 1])) << b;  // within a megabatch
+  EXPECT_NE(grouped, BatchLoader(d, o).epoch_order(2));  // each epoch its own shuffle
+  o.shuffle = false;  // disable_shuffling wins: dataset order
+  const std::vector<int64_t> plain = BatchLoader(d, o).epoch_order(1);
+  for (int64_t i = 0; i < 29; ++i) EXPECT_EQ(plain[static_cast<size_t>(i)], i);
 }
 
 }  // namespace
