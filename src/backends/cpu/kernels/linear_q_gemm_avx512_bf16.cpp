@@ -4,15 +4,17 @@
 // vpdpbusd multiplies 64 unsigned codes by 64 signed activations, so the products cost about a
 // quarter of the instructions, plus one conversion and two multiply-adds per 32 codes.
 //
-// Both formats become "code u, value = scale · u + offset" per group:
-//   int4: u the 4-bit code, offset = min (asymmetric) or −8 · scale (symmetric);
-//   int8: u = q + 128 (vpdpbusd wants unsigned codes), one group per row, offset = −128 · scale.
-// x is quantised per block of 32 (scale max|x| / 127, round to nearest), as in the GEMV. Then
+// int4 becomes "code u, value = scale · u + offset" per group, offset = min (asymmetric) or
+// −8 · scale (symmetric). x is quantised per block of 32 (scale max|x| / 127, round to nearest),
+// as in the GEMV. Then
 //   y[i, j] = Σ_g [ Σ_{b in g} scale[j, g] · sx[i, b] · Σ_{k in b} u[j, k] · xq[i, k] ]
 //             + Σ_g offset[j, g] · xsum[i, g]
 // where xsum is the group's sum of the quantised activations (Σ_b sx · Σ xq), as in the GEMV: the
-// result is the product of x̂ and the dequantised W up to f32 rounding (and for int8 the −128
-// cancels the +128 of the codes exactly).
+// result is the product of x̂ and the dequantised W up to f32 rounding.
+// int8 codes q are stored as u = q + 128 (vpdpbusd wants unsigned codes); the +128 is taken off
+// each block's int32 sum as 128 · Σ_{k in b} xq[i, k], so Σ q · xq is exact in int32 and int8
+// has no offset term. (Taking it off in f32 through xsum cancelled two large terms: a change in
+// rounding order moved stories260K's int8 perplexity by 0.1 %.)
 //
 // W is repacked per panel of 32 output columns into [K/4][32][4] bytes: one 64-byte load then
 // holds 4 consecutive codes of 16 columns, and one vpdpbusd with 4 broadcast activation bytes of
@@ -106,7 +108,7 @@ void pack_panel(const ops::QLinearArgs& a, int64_t j0, Panel& p) {
     const float* mn = a.mins ? row_scales(a.mins, a.scale_dtype, j, G, p.obuf.data()) : nullptr;
     for (int64_t g = 0; g < G; ++g) {
       for (int64_t b = g * per_group; b < std::min(nb, (g + 1) * per_group); ++b) p.scales[b * kNR + c] = sc[g];
-      p.offsets[g * kNR + c] = mn ? mn[g] : (int8 ? -128.0f : -8.0f) * sc[g];
+      p.offsets[g * kNR + c] = mn ? mn[g] : int8 ? 0.0f : -8.0f * sc[g];  // (int8: in int32, see the top)
     }
   }
 }
@@ -114,7 +116,8 @@ void pack_panel(const ops::QLinearArgs& a, int64_t j0, Panel& p) {
 struct Rows {
   const int8_t* xq;   // [M, K]
   const float* sx;    // [M, K/32]
-  const float* xsum;  // [M, G]
+  const float* xsum;  // [M, G] (int4)
+  const int32_t* shift;  // int8: [M, K/32] 128 · Σ xq over each block, taken off its int32 sums; else nullptr
 };
 
 // y[r, j0 + c] for r < MR rows starting at row i0, c < cols (≤ 32), over all of K.
@@ -143,6 +146,14 @@ void tile(const Rows& x, int64_t i0, const Panel& p, int64_t K, int64_t G, int64
           acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], w1, xb);
         }
       }
+      if (x.shift) {
+        #pragma GCC unroll 6
+        for (int r = 0; r < MR; ++r) {
+          const __m512i sh = _mm512_set1_epi32(x.shift[(i0 + r) * nb + b]);
+          acc[r][0] = _mm512_sub_epi32(acc[r][0], sh);
+          acc[r][1] = _mm512_sub_epi32(acc[r][1], sh);
+        }
+      }
       const __m512 s0 = _mm512_loadu_ps(p.scales.data() + b * kNR), s1 = _mm512_loadu_ps(p.scales.data() + b * kNR + 16);
       #pragma GCC unroll 6
       for (int r = 0; r < MR; ++r) {
@@ -151,6 +162,7 @@ void tile(const Rows& x, int64_t i0, const Panel& p, int64_t K, int64_t G, int64
         f[r][1] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, acc[r][1]), xs), s1, f[r][1]);
       }
     }
+    if (x.shift) continue;  // int8: no offset
     const __m512 o0 = _mm512_loadu_ps(p.offsets.data() + g * kNR), o1 = _mm512_loadu_ps(p.offsets.data() + g * kNR + 16);
     #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
@@ -184,8 +196,9 @@ bool linear_q_gemm_vnni(const ops::QLinearArgs& a) {
   const int64_t M = a.m, K = a.k, nb = K / 32, per_group = int8 ? nb : a.group / 32, G = (nb + per_group - 1) / per_group;
   // From the allocator's block cache (Scratch): a fresh vector per call of a prefill's size was
   // mmapped and zero-filled by the kernel each time (a third of a 256-token prefill's profile).
-  Scratch<float> xq_buf((M * K + 3) / 4), sx(M * nb), xsum(M * G);
+  Scratch<float> xq_buf((M * K + 3) / 4), sx(M * nb), xsum(M * G), shift_buf(int8 ? M * nb : 0);
   auto* xq = reinterpret_cast<int8_t*>(xq_buf.data());
+  auto* shift = reinterpret_cast<int32_t*>(shift_buf.data());
   parallel_for(M, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       quantize_row(a.x + i * K, K, xq + i * K, sx.data() + i * nb);
@@ -195,12 +208,13 @@ bool linear_q_gemm_vnni(const ops::QLinearArgs& a) {
           int32_t t = 0;
           for (int q = 0; q < 32; ++q) t += xq[i * K + b * 32 + q];
           s += sx.data()[i * nb + b] * static_cast<float>(t);
+          if (int8) shift[i * nb + b] = 128 * t;
         }
         xsum.data()[i * G + g] = s;
       }
     }
   });
-  const Rows rows{xq, sx.data(), xsum.data()};
+  const Rows rows{xq, sx.data(), xsum.data(), int8 ? shift : nullptr};
   const int64_t panels = (a.n + kNR - 1) / kNR;
   parallel_for(panels, 1, [&](int64_t lo, int64_t hi) {
     Panel p;
