@@ -128,6 +128,7 @@ void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptions& options) {
   if (!fs::is_directory(dir)) UNILLM_THROW(IoError, "[models] ", dir, ": not a directory");
   ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
+  if (options.adjust_config) options.adjust_config(config);
   auto ckpt = io::CheckpointReader::open(dir);
   auto model = build_causal_lm(config, pick_weight_dtype(ckpt, options), options.device);
   // An inference bundle: its quantised layers take their codes from the checkpoint as they are.

@@ -30,6 +30,9 @@ struct LoadOptions {
   // matrices never all live at once. What the hook frees goes back to the system before the
   // next layer loads (the allocator's cache is released).
   std::function<void(nn::FusedLinear&)> on_linear_loaded;
+  // Changes the config read from config.json before the model is built (keeping its raw_json in
+  // step, which save_pretrained writes): LLaMA-Factory's rope_scaling (train/rope_scaling.h).
+  std::function<void(ModelConfig&)> adjust_config;
 };
 
 // One forward call: N new tokens of S sequences, already laid out for the paged cache.

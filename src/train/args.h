@@ -235,6 +235,9 @@ struct TrainArgs {
   bool ignore_data_skip = false;
   // HF's group_by_length: megabatches of similar lengths (data::LoaderOptions::length_group).
   bool group_by_length = false;
+  // LLaMA-Factory's rope_scaling (train/rope_scaling.h): "" | linear | llama3 (dynamic and yarn
+  // are refused: unillm's RoPE has no such kernels).
+  std::string rope_scaling;
   ResumeFrom resume_from_checkpoint;
   // HF's optim: adamw_torch | adamw_torch_fused (same semantics) | sgd | adafactor | adamw_8bit |
   // adamw_bnb_8bit | paged_adamw_8bit (train/optimizer.h); adafactor: true overrides it (as HF).

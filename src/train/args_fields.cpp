@@ -301,6 +301,14 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"ignore_data_skip", [](TrainArgs& a, const Field& f) { a.ignore_data_skip = get_bool(f); }},
       {"group_by_length", [](TrainArgs& a, const Field& f) { a.group_by_length = get_bool(f); }},
+      {"rope_scaling",
+       [](TrainArgs& a, const Field& f) {
+         a.rope_scaling.clear();
+         if (f.node.IsNull()) return;
+         a.rope_scaling = get_choice(f, {"linear", "dynamic", "yarn", "llama3"});
+         if (a.rope_scaling == "dynamic" || a.rope_scaling == "yarn")
+           not_implemented(f, "'" + a.rope_scaling + "' (implemented: linear, llama3)");
+       }},
       {"label_smoothing_factor",
        [](TrainArgs& a, const Field& f) {
          a.label_smoothing_factor = f.node.IsNull() ? 0 : get_number_in(f, 0, 1, false, true);

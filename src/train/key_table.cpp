@@ -41,7 +41,7 @@ constexpr Group kGroups[] = {
      "sglang_lora_backend kt_maxlen kt_use_cuda_graph kt_mode kt_force_think cpu_infer chunk_size "
      "mode"},
     {"model", S::kNotImplemented,
-     "adapter_folder split_special_tokens rope_scaling shift_attn "
+     "adapter_folder split_special_tokens shift_attn "
      "mixture_of_depths use_unsloth moe_aux_loss_coef fp8 "
      "fp8_backend fp8_enable_fsdp_float8_all_gather use_kt kt_optimize_rule"},
     // ---- LLaMA-Factory DataArguments
@@ -142,6 +142,7 @@ constexpr Group kGroups[] = {
     {"training", S::kImplemented,
      "data_seed eval_delay ignore_data_skip per_gpu_train_batch_size per_gpu_eval_batch_size "
      "neftune_noise_alpha label_smoothing_factor group_by_length"},
+    {"model", S::kImplemented, "rope_scaling"},  // train/rope_scaling.h
     // HF's column of precomputed lengths: unillm measures each example's tokens itself
     {"training", S::kIgnored, "length_column_name"},
     // ---- added at LLaMA-Factory ff6d4d1 (tests/data/llamafactory_hparams/keys.txt lists every

@@ -20,6 +20,7 @@
 #include "train/finetune.h"
 #include "train/output_dir.h"
 #include "train/resume_settings.h"
+#include "train/rope_scaling.h"
 #include "train/tokenized_path.h"
 #include "train/trainer_run.h"
 #include "train/zero.h"
@@ -93,7 +94,8 @@ void Run::load_tokenizer() {
                        ? model_dir_
                        : resolve_model_path(a_.tokenizer_name_or_path, h_.hf_cache_root);
   const std::string config_path = (fs::path(model_dir_) / "config.json").string();
-  const models::ModelConfig cfg = models::load_model_config(config_path);
+  models::ModelConfig cfg = models::load_model_config(config_path);
+  if (!a_.rope_scaling.empty()) say(apply_rope_scaling(cfg, a_.rope_scaling, a_.cutoff_len, config_path));
   TrainingTokenizer tt = load_training_tokenizer(tokenizer_dir_, a_, cfg, config_path);  // vocab.h
   tok_ = std::move(tt.tokenizer);
   for (const auto& note : tt.notes) say(note);
@@ -116,10 +118,15 @@ void Run::load(const std::string& from) {
   const DType low = low_precision_dtype(a_);
   lo.weight_dtype = lora && low != DType::f32 ? dtype_name(low) : "f32";
   lo.device = a_.device;
+  if (!a_.rope_scaling.empty())  // said by load_tokenizer
+    lo.adjust_config = [this](models::ModelConfig& c) {
+      apply_rope_scaling(c, a_.rope_scaling, a_.cutoff_len, (fs::path(model_dir_) / "config.json").string());
+    };
   if (a_.train_from_scratch && (from.empty() || lora)) {
     // The architecture from config.json and HF's initialisation from `seed`; no weights are read.
     // A LoRA resume rebuilds the same random base from the same seed.
-    const auto cfg = models::load_model_config((fs::path(model_dir_) / "config.json").string());
+    auto cfg = models::load_model_config((fs::path(model_dir_) / "config.json").string());
+    if (lo.adjust_config) lo.adjust_config(cfg);
     model_ = models::build_causal_lm(cfg, DType::f32, a_.device);
     models::init_weights(*model_, cfg.initializer_range, static_cast<uint64_t>(a_.seed), cfg.pad_token_id);
     say("model: initialised from " + model_dir_ + "/config.json (train_from_scratch, seed " +

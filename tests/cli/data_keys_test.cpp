@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "pt_run_util.h"
 
@@ -128,6 +129,37 @@ TEST(DataKeys, GroupByLengthRegroupsOnlyRowsOfDifferentLengths) {
   const auto changed = run_unillm("train " + cfg + " resume_from_checkpoint=true group_by_length=true");
   EXPECT_EQ(changed.exit_code, 1);
   EXPECT_NE(changed.err.find("group_by_length: false -> true"), std::string::npos) << changed.err;
+}
+
+// LLaMA-Factory's rope_scaling: cutoff_len 1024 on the 512-position stories260K scales RoPE by
+// ceil(1024 / 512) = 2 and writes it (and 1024 positions) into the saved config.json; the
+// positions change, so the first loss does too. Within the model's length it is disabled, said.
+TEST(DataKeys, RopeScalingFollowsLlamaFactory) {
+  const std::string dir = testing::temp_dir("ropescale");
+  const std::string flags = " cutoff_len=1024 max_steps=1";
+  const auto plain = losses_of(dir, "plain", "", flags);
+  const auto r = run_unillm("train " + pt_config(dir, "linear", "finetuning_type: full\nrope_scaling: linear\n") + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("factor 2; max model length enlarged from 512 to 1024"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("beyond the model's max_position_embeddings"), std::string::npos) << r.err;
+  const auto cfg = nlohmann::json::parse(testing::slurp(dir + "/linear/config.json"));
+  EXPECT_EQ(cfg["max_position_embeddings"], 1024);
+  EXPECT_EQ(cfg["rope_scaling"]["rope_type"], "linear");
+  EXPECT_EQ(cfg["rope_scaling"]["factor"], 2.0);
+  const auto scaled = train_losses(dir + "/linear");
+  ASSERT_EQ(plain.size(), 1u);
+  ASSERT_EQ(scaled.size(), 1u);
+  EXPECT_NE(scaled[0], plain[0]);
+  // The saved model generates with its scaled positions (config.json read back).
+  EXPECT_EQ(run_unillm("generate --model " + dir + "/linear --prompt-ids 1 --max-new-tokens 4 --quiet").exit_code, 0);
+  const auto within = run_unillm("train " + pt_config(dir, "within", "finetuning_type: full\nrope_scaling: llama3\n") +
+                                 " cutoff_len=256 max_steps=1");
+  ASSERT_EQ(within.exit_code, 0) << within.err;
+  EXPECT_NE(within.err.find("rope scaling disabled"), std::string::npos) << within.err;
+  EXPECT_TRUE(nlohmann::json::parse(testing::slurp(dir + "/within/config.json"))["rope_scaling"].is_null());
+  const auto dynamic = run_unillm("train " + pt_config(dir, "dyn", "rope_scaling: dynamic\n"));
+  EXPECT_NE(dynamic.exit_code, 0);
+  EXPECT_NE(dynamic.err.find("'dynamic' (implemented: linear, llama3)"), std::string::npos) << dynamic.err;
 }
 
 }  // namespace
