@@ -238,6 +238,11 @@ struct TrainArgs {
   // LLaMA-Factory's rope_scaling (train/rope_scaling.h): "" | linear | llama3 (dynamic and yarn
   // are refused: unillm's RoPE has no such kernels).
   std::string rope_scaling;
+  // LLaMA-Factory's early_stopping_steps: HF's EarlyStoppingCallback with this patience (needs
+  // load_best_model_at_end); the patience counter survives a resume only with HF's
+  // restore_callback_states_from_checkpoint.
+  std::optional<int64_t> early_stopping_steps;
+  bool restore_callback_states_from_checkpoint = false;
   ResumeFrom resume_from_checkpoint;
   // HF's optim: adamw_torch | adamw_torch_fused (same semantics) | sgd | adafactor | adamw_8bit |
   // adamw_bnb_8bit | paged_adamw_8bit (train/optimizer.h); adafactor: true overrides it (as HF).

@@ -198,6 +198,10 @@ void finish_args(TrainArgs& a, const std::string& where, const std::set<std::str
     problems.add(UNILLM_MSG("[config] ", where, ": label_smoothing_factor with use_dft_loss, use_eaft_loss or "
                             "use_asft_loss is not implemented (in HF the custom loss replaces the smoother)"),
                  false);
+  if (a.early_stopping_steps && !a.load_best_model_at_end)  // HF's EarlyStoppingCallback asserts it
+    problems.add(UNILLM_MSG("[config] ", where, ": early_stopping_steps needs load_best_model_at_end: true (HF's "
+                            "EarlyStoppingCallback compares evaluations through metric_for_best_model)"),
+                 true);
   if (stage_ok && a.neftune_noise_alpha > 0 && a.stage != "pt" && a.stage != "sft")
     problems.add(UNILLM_MSG("[config] ", where, ": neftune_noise_alpha with stage ", a.stage,
                             " is not implemented (NEFTune runs in the token-loss stages, pt and sft)"),

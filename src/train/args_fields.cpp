@@ -301,6 +301,13 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"ignore_data_skip", [](TrainArgs& a, const Field& f) { a.ignore_data_skip = get_bool(f); }},
       {"group_by_length", [](TrainArgs& a, const Field& f) { a.group_by_length = get_bool(f); }},
+      {"early_stopping_steps",
+       [](TrainArgs& a, const Field& f) {
+         a.early_stopping_steps.reset();
+         if (!f.node.IsNull()) a.early_stopping_steps = get_int(f, 1);
+       }},
+      {"restore_callback_states_from_checkpoint",
+       [](TrainArgs& a, const Field& f) { a.restore_callback_states_from_checkpoint = get_bool(f); }},
       {"rope_scaling",
        [](TrainArgs& a, const Field& f) {
          a.rope_scaling.clear();

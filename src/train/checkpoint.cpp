@@ -77,6 +77,10 @@ nlohmann::json state_json(const TrainerState& s, const Optimizer& opt, const Par
   j["epoch"] = s.epoch;
   j["log_history"] = s.log_history;
   put_best(s, j);
+  if (s.early_stopping_patience > 0)  // as HF's TrainerState.stateful_callbacks holds it
+    j["stateful_callbacks"]["EarlyStoppingCallback"] = {
+        {"args", {{"early_stopping_patience", s.early_stopping_patience}, {"early_stopping_threshold", 0.0}}},
+        {"attributes", {{"early_stopping_patience_counter", s.early_stopping_counter}}}};
   nlohmann::json u;
   u["loader_epoch"] = s.loader_epoch;
   u["loader_batch"] = s.loader_batch;
@@ -179,6 +183,7 @@ TrainerState load_checkpoint(const std::string& dir, Optimizer& opt, const Param
       s.best_metric = j["best_metric"].get<double>();
     if (j.contains("best_model_checkpoint") && !j["best_model_checkpoint"].is_null())
       s.best_model_checkpoint = j["best_model_checkpoint"].get<std::string>();
+    s.early_stopping_counter = j.value("/stateful_callbacks/EarlyStoppingCallback/attributes/early_stopping_patience_counter"_json_pointer, int64_t{0});
     for (size_t i = 0; i < 4; ++i) s.rng[i] = std::stoull(u.at("rng").at(i).get<std::string>());
     if (u.at("arena_numel").get<int64_t>() != arena.numel())
       UNILLM_THROW(IoError, "[checkpoint] ", state_path, ": optimizer state has ", u.at("arena_numel").get<int64_t>(),

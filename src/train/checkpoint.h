@@ -31,6 +31,10 @@ struct TrainerState {
   // those weights (a checkpoint-N, or output_dir for the final model); "" = none yet.
   std::optional<double> best_metric;
   std::string best_model_checkpoint;
+  // HF's EarlyStoppingCallback counter (evaluations without improvement), written as HF writes
+  // it under stateful_callbacks; read back only with restore_callback_states_from_checkpoint.
+  int64_t early_stopping_counter = 0;
+  int64_t early_stopping_patience = 0;  // 0: no EarlyStoppingCallback (nothing written)
   // Made when a run starts fresh and kept by its resumes: save_total_limit rotates only the
   // checkpoints of the same run id, never those an earlier run left in output_dir.
   std::string run_id;

@@ -74,7 +74,7 @@ constexpr Group kGroups[] = {
      "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards "
      "ref_model_quantization_bit reward_model reward_model_adapters reward_model_quantization_bit "
      "reward_model_type "
-     "use_mca early_stopping_steps"},
+     "use_mca"},
     // GaLore and APOLLO (train/galore.h, train/apollo.h, args_low_rank.cpp)
     {"finetuning", S::kImplemented,
      "use_galore galore_target galore_rank galore_update_interval galore_scale galore_proj_type "
@@ -134,7 +134,7 @@ constexpr Group kGroups[] = {
      "optim_args optim_target_modules "
      "train_sampling_strategy auto_find_batch_size torch_compile torch_compile_backend "
      "torch_compile_mode torchdynamo jit_mode_eval use_ipex bf16_full_eval fp16_full_eval "
-     "restore_callback_states_from_checkpoint enable_jit_checkpoint "
+     "enable_jit_checkpoint "
      "ray_scope dispatch_batches split_batches "
      "use_liger_kernel liger_kernel_config"},
     // args_fields.cpp: the shuffle's seed, the evaluation delay, resume without the data skip,
@@ -143,6 +143,9 @@ constexpr Group kGroups[] = {
      "data_seed eval_delay ignore_data_skip per_gpu_train_batch_size per_gpu_eval_batch_size "
      "neftune_noise_alpha label_smoothing_factor group_by_length"},
     {"model", S::kImplemented, "rope_scaling"},  // train/rope_scaling.h
+    // HF's EarlyStoppingCallback (trainer_eval.cpp) and whether a resume restores its counter
+    {"finetuning", S::kImplemented, "early_stopping_steps"},
+    {"training", S::kImplemented, "restore_callback_states_from_checkpoint"},
     // HF's column of precomputed lengths: unillm measures each example's tokens itself
     {"training", S::kIgnored, "length_column_name"},
     // ---- added at LLaMA-Factory ff6d4d1 (tests/data/llamafactory_hparams/keys.txt lists every

@@ -306,6 +306,8 @@ static std::string new_run_id() {
 void Run::restore(const std::string& dir) {
   state_ = load_checkpoint(dir, *opt_, *arena_);
   loader_->restore({state_.loader_epoch, a_.ignore_data_skip ? 0 : state_.loader_batch});
+  if (!a_.restore_callback_states_from_checkpoint) state_.early_stopping_counter = 0;  // HF's default
+  state_.early_stopping_patience = a_.early_stopping_steps.value_or(0);
   rng_.set_state(state_.rng);
   last_checkpoint_ = dir;
   say("resumed from " + dir + " at step " + std::to_string(state_.global_step) +
@@ -388,6 +390,7 @@ TrainResult Run::go() {
   setup_grad_buckets();
   setup_schedule();
   rng_.reseed(static_cast<uint64_t>(a_.seed));
+  state_.early_stopping_patience = a_.early_stopping_steps.value_or(0);
   if (a_.fp16) scaler_.emplace();
   if (!from.empty()) restore(from);
   {  // an optimiser that picks the trainable layers (BAdam) sets them now, after any resume
@@ -417,7 +420,7 @@ TrainResult Run::go() {
   const auto* counting = dynamic_cast<const dist::CountingGroup*>(h_.dp);
   dist::CommStats comm;
   double step_seconds = 0;
-  while (state_.global_step < total_steps_) {
+  while (state_.global_step < total_steps_ && !stop_early_) {
     const dist::CommStats before = counting ? counting->stats() : dist::CommStats{};
     const auto t0 = Clock::now();
     // The steps' own allocator peak (evaluation and saving, which ZeRO-3 runs on the whole model,

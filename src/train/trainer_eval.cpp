@@ -168,27 +168,47 @@ void Run::run_eval() {
   say("eval at step " + std::to_string(state_.global_step) + ": loss " + std::to_string(loss) +
       (stage_->token_loss() ? ", perplexity " + std::to_string(std::exp(loss)) : "") +
       (last_eval_.accuracy >= 0 ? ", accuracy " + std::to_string(last_eval_.accuracy) : "") + figures);
+  // HF's EarlyStoppingCallback.on_evaluate: against the best so far (the best is updated after,
+  // at the save), a strict improvement resets the count, anything else adds one.
+  if (a_.early_stopping_steps && state_.global_step < total_steps_ && !stop_early_) {
+    if (const std::optional<double> v = eval_metric()) {
+      const auto& best = state_.best_metric;
+      const bool better = !best || (a_.greater_is_better.value_or(false) ? *v > *best : *v < *best);
+      state_.early_stopping_counter = better ? 0 : state_.early_stopping_counter + 1;
+      if (state_.early_stopping_counter >= *a_.early_stopping_steps) {
+        stop_early_ = true;
+        say("early stopping at step " + std::to_string(state_.global_step) + ": " + a_.metric_for_best_model +
+            " has not improved on " + std::to_string(*best) + " for " + std::to_string(state_.early_stopping_counter) +
+            " evaluations (early_stopping_steps " + std::to_string(*a_.early_stopping_steps) + ")");
+      }
+    }
+  }
 }
 
 // HF's _determine_best_metric at a save, here also at the end (the final weights).
 void Run::update_best(const std::string& dir) {
   if (a_.metric_for_best_model.empty() || last_eval_step_ != state_.global_step) return;
-  const std::string& m = a_.metric_for_best_model;
-  double v = m == "loss" ? last_eval_.loss : m == "perplexity" ? std::exp(last_eval_.loss) : last_eval_.accuracy;
-  if (m != "loss" && m != "perplexity" && m != "accuracy") {  // a stage metric (args_checks.cpp)
-    auto it = std::find_if(last_eval_.metrics.begin(), last_eval_.metrics.end(),
-                           [&](const auto& e) { return e.first == m; });
-    if (it == last_eval_.metrics.end()) {
-      say("metric_for_best_model " + m + " was not in this evaluation (no example of its split); "
-          "the best checkpoint is unchanged");
-      return;
-    }
-    v = it->second;
+  const std::optional<double> v = eval_metric();
+  if (!v) {
+    say("metric_for_best_model " + a_.metric_for_best_model + " was not in this evaluation (no example of its "
+        "split); the best checkpoint is unchanged");
+    return;
   }
   const auto& best = state_.best_metric;
-  if (best && !(a_.greater_is_better.value_or(false) ? v > *best : v < *best)) return;
-  state_.best_metric = v;
+  if (best && !(a_.greater_is_better.value_or(false) ? *v > *best : *v < *best)) return;
+  state_.best_metric = *v;
   state_.best_model_checkpoint = dir;
+}
+
+std::optional<double> Run::eval_metric() {
+  const std::string& m = a_.metric_for_best_model;
+  if (m == "loss") return last_eval_.loss;
+  if (m == "perplexity") return std::exp(last_eval_.loss);
+  if (m == "accuracy") return last_eval_.accuracy;
+  auto it = std::find_if(last_eval_.metrics.begin(), last_eval_.metrics.end(),  // a stage metric (args_checks.cpp)
+                         [&](const auto& e) { return e.first == m; });
+  if (it == last_eval_.metrics.end()) return std::nullopt;
+  return it->second;
 }
 
 void Run::load_best_at_end() {

@@ -121,6 +121,9 @@ class Run {
   TrainResult finish(double train_loss_sum, int64_t steps_this_run);
   EvalResult last_eval_{-1, -1};
   int64_t last_eval_step_ = -1;
+  bool stop_early_ = false;  // HF's EarlyStoppingCallback ran out of patience (run_eval)
+  // The last evaluation's metric_for_best_model, if it had one.
+  std::optional<double> eval_metric();
   std::optional<double> test_loss_;  // do_predict
   std::string last_checkpoint_;  // the newest checkpoint of this run (or the resumed one)
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "pt_run_util.h"
@@ -160,6 +161,36 @@ TEST(DataKeys, RopeScalingFollowsLlamaFactory) {
   const auto dynamic = run_unillm("train " + pt_config(dir, "dyn", "rope_scaling: dynamic\n"));
   EXPECT_NE(dynamic.exit_code, 0);
   EXPECT_NE(dynamic.err.find("'dynamic' (implemented: linear, llama3)"), std::string::npos) << dynamic.err;
+}
+
+// early_stopping_steps (HF's EarlyStoppingCallback, patience 2): at learning rate 0 the eval
+// loss never improves on the first, so the counter reaches 2 at the third evaluation (step 6 of
+// 12) and training stops there. A run killed after checkpoint-4 (counter 1) and resumed starts
+// the counter again (HF's default) and stops at step 8, or at 6 with
+// restore_callback_states_from_checkpoint.
+TEST(DataKeys, EarlyStoppingStopsAfterPatienceEvaluations) {
+  const std::string dir = testing::temp_dir("earlystop");
+  const std::string extra = "finetuning_type: full\nlearning_rate: 0\nval_size: 0.1\neval_strategy: steps\neval_steps: 2\n"
+                            "load_best_model_at_end: true\nearly_stopping_steps: 2\n";
+  const auto r = run_unillm("train " + pt_config(dir, "a", extra) + " save_steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("early stopping at step 6"), std::string::npos) << r.err;
+  EXPECT_EQ(train_losses(dir + "/a").size(), 6u);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/a/checkpoint-8"));
+  const auto st = nlohmann::json::parse(testing::slurp(dir + "/a/checkpoint-6/trainer_state.json"));
+  EXPECT_EQ(st["stateful_callbacks"]["EarlyStoppingCallback"]["attributes"]["early_stopping_patience_counter"], 2);
+  EXPECT_EQ(st["stateful_callbacks"]["EarlyStoppingCallback"]["args"]["early_stopping_patience"], 2);
+  for (const auto& [name, restore, stop] : {std::tuple{"b", "false", 8u}, std::tuple{"c", "true", 6u}}) {
+    const std::string cfg = pt_config(dir, name, extra);
+    ASSERT_EQ(run_unillm("train " + cfg + " save_steps=2 --quiet --kill-after-step 5").exit_code, 128 + 9);
+    const auto resumed = run_unillm("train " + cfg + " save_steps=2 resume_from_checkpoint=true "
+                                    "restore_callback_states_from_checkpoint=" + restore);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    EXPECT_EQ(train_losses(dir + "/" + name).size(), stop) << name;
+  }
+  const auto bad = run_unillm("train " + pt_config(dir, "bad", "early_stopping_steps: 2\n"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("early_stopping_steps needs load_best_model_at_end"), std::string::npos) << bad.err;
 }
 
 }  // namespace
