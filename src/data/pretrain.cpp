@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "data/corpus_data.h"
 #include "data/dataset_info.h"
+#include "data/mix.h"
 #include "data/error.h"
 #include "data/record_reader.h"
 #include "data/split.h"
@@ -23,12 +24,14 @@ struct Documents {
 Documents read_all(const std::vector<std::string>& names, const DataOptions& opts) {
   Documents d;
   ReadOptions ro{opts.max_samples, opts.skip_bad_records};
+  std::vector<std::vector<std::string>> parts;
   for (const auto& attr : resolve_datasets(names, opts.dataset_dir)) {
     DocumentSet set = read_documents(attr, ro);
-    for (auto& t : set.texts) d.texts.push_back(std::move(t));
+    parts.push_back(std::move(set.texts));
     d.skipped += set.skipped_records;
     for (auto& m : set.skip_messages) d.skip_messages.push_back(std::move(m));
   }
+  d.texts = mix_datasets(std::move(parts), opts.mix_strategy);
   return d;
 }
 

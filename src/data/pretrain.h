@@ -35,6 +35,7 @@ struct DataOptions {
   int64_t cutoff_len = 2048;  // block/row length; see train::TrainArgs::data_cutoff_len()
   bool packing = true;
   std::optional<int64_t> max_samples;  // first N rows of each dataset
+  std::string mix_strategy = "concat";  // how the datasets merge (data/mix.h)
   double val_size = 0.0;               // 0: none; < 1 fraction; > 1 count (see split.h)
   uint64_t seed = 42;                  // for the val_size split
   std::string template_name;           // only "llama3" changes pretraining (its EOS)

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/dataset_info.h"
+#include "data/mix.h"
 #include "data/error.h"
 #include "data/jinja_template.h"
 #include "data/packing.h"
@@ -112,12 +113,14 @@ TokenizedDataset read_lf(const std::vector<std::string>& names, const SftOptions
                          const ChatTemplate& t) {
   ConversationSet all;
   ReadOptions ro{o.data.max_samples, o.data.skip_bad_records};
+  std::vector<std::vector<Conversation>> parts;
   for (const auto& attr : resolve_datasets(names, o.data.dataset_dir, "sft")) {
     ConversationSet s = read_conversations(attr, ro);
-    for (auto& c : s.conversations) all.conversations.push_back(std::move(c));
+    parts.push_back(std::move(s.conversations));
     all.skipped_records += s.skipped_records;
     for (auto& m : s.skip_messages) all.skip_messages.push_back(std::move(m));
   }
+  all.conversations = mix_datasets(std::move(parts), o.data.mix_strategy);
   return render_lf(std::move(all), o, t);
 }
 

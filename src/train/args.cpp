@@ -246,6 +246,7 @@ data::DataOptions data_options(const TrainArgs& a) {
   o.cutoff_len = a.data_cutoff_len();
   o.packing = a.packing;
   o.max_samples = a.max_samples;
+  o.mix_strategy = a.mix_strategy;
   o.val_size = a.val_size;
   o.seed = static_cast<uint64_t>(a.seed);
   o.template_name = a.template_name;

@@ -235,6 +235,7 @@ struct TrainArgs {
   bool ignore_data_skip = false;
   // HF's group_by_length: megabatches of similar lengths (data::LoaderOptions::length_group).
   bool group_by_length = false;
+  std::string mix_strategy = "concat";  // LLaMA-Factory's: concat | interleave_under | interleave_over (data/mix.h)
   // LLaMA-Factory's rope_scaling (train/rope_scaling.h): "" | linear | llama3 (dynamic and yarn
   // are refused: unillm's RoPE has no such kernels).
   std::string rope_scaling;

@@ -202,6 +202,10 @@ void finish_args(TrainArgs& a, const std::string& where, const std::set<std::str
     problems.add(UNILLM_MSG("[config] ", where, ": early_stopping_steps needs load_best_model_at_end: true (HF's "
                             "EarlyStoppingCallback compares evaluations through metric_for_best_model)"),
                  true);
+  if (stage_ok && a.mix_strategy != "concat" && a.stage != "pt" && a.stage != "sft")
+    problems.add(UNILLM_MSG("[config] ", where, ": mix_strategy ", a.mix_strategy, " with stage ", a.stage,
+                            " is not implemented (the pt and sft readers interleave; pairs and feedback data concatenate)"),
+                 false);
   if (stage_ok && a.neftune_noise_alpha > 0 && a.stage != "pt" && a.stage != "sft")
     problems.add(UNILLM_MSG("[config] ", where, ": neftune_noise_alpha with stage ", a.stage,
                             " is not implemented (NEFTune runs in the token-loss stages, pt and sft)"),

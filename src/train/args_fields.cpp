@@ -190,9 +190,8 @@ const std::map<std::string, Setter>& setters() {
       {"preprocessing_batch_size",
        [](TrainArgs& a, const Field& f) { a.preprocessing_batch_size = get_int(f, 1); }},
       {"mix_strategy",
-       [](TrainArgs&, const Field& f) {
-         if (get_choice(f, {"concat", "interleave_under", "interleave_over"}) != "concat")
-           not_implemented(f, "mix_strategy " + show(f.node));
+       [](TrainArgs& a, const Field& f) {
+         a.mix_strategy = f.node.IsNull() ? "concat" : get_choice(f, {"concat", "interleave_under", "interleave_over"});
        }},
       {"streaming",
        [](TrainArgs&, const Field& f) {

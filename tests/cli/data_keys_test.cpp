@@ -193,5 +193,20 @@ TEST(DataKeys, EarlyStoppingStopsAfterPatienceEvaluations) {
   EXPECT_NE(bad.err.find("early_stopping_steps needs load_best_model_at_end"), std::string::npos) << bad.err;
 }
 
+// mix_strategy interleave_under over two datasets (a short one of 10 rows): the run reads 10 of
+// each, alternating, so it sees other batches than concat; dpo refuses it.
+TEST(DataKeys, MixStrategyInterleavesTheDatasets) {
+  const std::string dir = testing::temp_dir("mix");
+  const std::string two = " dataset=tinyshakespeare,c4_demo max_samples=10 max_steps=2";
+  const auto concat = losses_of(dir, "concat", "", two);
+  const auto under = losses_of(dir, "under", "mix_strategy: interleave_under\n", two);
+  ASSERT_EQ(concat.size(), 2u);
+  ASSERT_EQ(under.size(), 2u);
+  EXPECT_NE(concat, under);
+  const auto dpo = run_unillm("train " + pt_config(dir, "dpo", "mix_strategy: interleave_over\n") + " stage=dpo");
+  EXPECT_NE(dpo.exit_code, 0);
+  EXPECT_NE(dpo.err.find("mix_strategy interleave_over with stage dpo is not implemented"), std::string::npos) << dpo.err;
+}
+
 }  // namespace
 }  // namespace unillm
