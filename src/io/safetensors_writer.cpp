@@ -36,6 +36,19 @@ void check_names(const std::string& path, const NamedTensors& tensors) {
   }
 }
 
+// The order tensors are laid out in: those whose byte size is a multiple of 64 first, then the
+// rest (each group in the given order), so that with the data section starting 64-aligned every
+// large tensor does too. A kernel streaming a weight from the mmapped file then reads whole
+// cache lines: misaligned by 8 bytes (the old layout), a stories110M int4 bundle decoded 10-15 %
+// slower than the same codes in freshly allocated memory.
+std::vector<size_t> layout_order(const NamedTensors& tensors) {
+  std::vector<size_t> order;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if ((tensors[i].second.nbytes() % 64 == 0 && tensors[i].second.nbytes() > 0) == (pass == 0)) order.push_back(i);
+  return order;
+}
+
 std::string build_header(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
@@ -44,7 +57,8 @@ std::string build_header(const NamedTensors& tensors, const std::map<std::string
     h["__metadata__"] = m;
   }
   size_t offset = 0;
-  for (const auto& [name, t] : tensors) {
+  for (size_t i : layout_order(tensors)) {
+    const auto& [name, t] = tensors[i];
     size_t n = t.nbytes();
     h[name] = {{"dtype", safetensors_dtype_name(t.dtype())},
                {"shape", t.shape()},
@@ -52,7 +66,7 @@ std::string build_header(const NamedTensors& tensors, const std::map<std::string
     offset += n;
   }
   std::string s = h.dump();
-  s.append((8 - s.size() % 8) % 8, ' ');  // data section starts 8-aligned
+  s.append((64 - (8 + s.size()) % 64) % 64, ' ');  // the data section starts 64-aligned (after the 8-byte length)
   return s;
 }
 
@@ -81,8 +95,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   AtomicFileWriter w(path);
   w.write(&hlen, 8);
   w.write(header);
-  for (const auto& [name, t] : tensors) {
-    Tensor c = host_contiguous(t);
+  for (size_t i : layout_order(tensors)) {
+    Tensor c = host_contiguous(tensors[i].second);
     if (c.nbytes() > 0) w.write(c.raw_data(), c.nbytes());
   }
   w.commit();

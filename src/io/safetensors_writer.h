@@ -14,8 +14,10 @@ namespace unillm::io {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-// Writes tensors (any device, any strides; F32/F64/BF16/F16/I32/I64) in the given order, the
-// JSON header padded with spaces to a multiple of 8 bytes so every tensor starts 8-aligned.
+// Writes tensors (any device, any strides; F32/F64/BF16/F16/I32/I64), the JSON header padded
+// with spaces so that the data section starts 64-aligned: first (in the given order) those whose
+// byte size is a multiple of 64, so each starts on a cache line of the file (and of a mapping of
+// it), then the others in the given order.
 // Empty metadata writes no "__metadata__". Throws IoError naming PATH (duplicate or empty names,
 // undefined tensors, write failures); PATH is untouched on failure.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,

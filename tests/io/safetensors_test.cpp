@@ -83,12 +83,34 @@ TEST_F(SafetensorsTest, RoundTripEachDtype) {
         EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0) << name;
       }
     }
-    // Header padded to 8 bytes: the data section starts 8-aligned.
+    // Header padded with spaces: the data section starts 64-aligned.
     std::string bytes = read_file_bytes(p);
     uint64_t hlen;
     std::memcpy(&hlen, bytes.data(), 8);
-    EXPECT_EQ(hlen % 8, 0u);
+    EXPECT_EQ((8 + hlen) % 64, 0u);
   }
+}
+
+// Tensors whose size is a multiple of 64 bytes come first in the file, so each starts on a
+// 64-byte boundary of the mapping (kernels stream whole cache lines), whatever order they are
+// given in; the others follow in their given order.
+TEST_F(SafetensorsTest, WholeCacheLineTensorsAre64Aligned) {
+  std::string p = path("aligned.safetensors");
+  save_safetensors(p, {{"odd", sample(DType::f32, {3}, 1.0f)},
+                       {"w1", sample(DType::f32, {4, 16}, 2.0f)},
+                       {"odd2", sample(DType::f16, {5}, 3.0f)},
+                       {"w2", sample(DType::bf16, {2, 64}, 4.0f)}});
+  auto f = SafetensorsFile::open(p);
+  ASSERT_EQ(f->tensors().size(), 4u);
+  std::vector<std::string> order;
+  for (const auto& t : f->tensors()) order.push_back(t.name);
+  EXPECT_EQ(order, (std::vector<std::string>{"w1", "w2", "odd", "odd2"}));
+  for (const char* name : {"w1", "w2"}) {
+    Tensor t = f->tensor(name);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % 64, 0u) << name;
+  }
+  EXPECT_FLOAT_EQ(f->tensor("w2").to(DType::f32).item({1, 63}), sample(DType::bf16, {2, 64}, 4.0f).to(DType::f32).item({1, 63}));
+  EXPECT_FLOAT_EQ(f->tensor("odd").item({2}), 1.0f - 2 * 0.37f);
 }
 
 TEST_F(SafetensorsTest, ZeroCopyViewsOutliveTheFile) {
