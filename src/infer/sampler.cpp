@@ -114,6 +114,10 @@ int32_t sample_token(const std::vector<float>& logits, const SamplingParams& par
   // argmax of a NaN row is id 0.
   if (!all_finite_f32(logits.data(), logits.size()))
     UNILLM_THROW(NumericError, "[sampler] the logits hold NaN or inf");
+  // Plain greedy (no mask, no penalties): the argmax of the logits as they are, without a copy.
+  if (params.temperature == 0.0f && !allowed && params.repetition_penalty == 1.0f && params.presence_penalty == 0.0f &&
+      params.frequency_penalty == 0.0f)
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   std::vector<float> s = process_logits(logits, params, context, prompt_len, allowed);
   if (params.temperature == 0.0f)
     return static_cast<int32_t>(std::max_element(s.begin(), s.end()) - s.begin());

@@ -233,5 +233,32 @@ TEST_F(AttentionTest, KvCacheWriteFillsSlots) {
                ShapeError);
 }
 
+// An f32 row into a 16-bit cache is rounded to nearest even, element by element as
+// f32_to_f16 / f32_to_bf16 do (the CPU's vectorised kernel against the scalar conversions), rows
+// whose length is not a multiple of the vector width included; values span f16's subnormals and
+// overflow.
+TEST_F(AttentionTest, KvCacheWriteRoundsIntoSixteenBitCaches) {
+  const int64_t row = 2 * 37;
+  Tensor kv = optest::randn({3, 2, 37}, DType::f32, 61);
+  float* x = kv.data<float>();
+  const float specials[] = {1e-6f, -3e-5f, 65519.0f, 70000.0f, -1e9f, 1.0f + 1.0f / 2048, 0.0f, -0.0f};
+  for (size_t i = 0; i < sizeof specials / sizeof *specials; ++i) x[5 * i + 3] = specials[i];
+  for (DType t : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Tensor cache = Tensor::zeros({2, 4, 2, 37}, t);  // 8 slots
+    ops::kv_cache_write(kv, cache, Tensor::from_ints({6, -1, 1}, {3}));
+    const auto* c = static_cast<const uint16_t*>(cache.raw_data());
+    const int slots[] = {6, -1, 1};
+    for (int i = 0; i < 3; ++i) {
+      if (slots[i] < 0) continue;
+      for (int64_t j = 0; j < row; ++j) {
+        const float v = x[i * row + j];
+        ASSERT_EQ(c[slots[i] * row + j], t == DType::f16 ? f32_to_f16(v) : f32_to_bf16(v)) << "row " << i << " elt " << j;
+      }
+    }
+    for (int64_t j = 0; j < row; ++j) EXPECT_EQ(c[0 * row + j], 0) << "slot 0 untouched";
+  }
+}
+
 }  // namespace
 }  // namespace unillm

@@ -7,6 +7,7 @@
 #include "backends/cpu/kernels/paged_attention_avx2.h"
 #include "backends/cpu/kernels/paged_attention_avx512.h"
 #include "backends/cpu/kernels/register_kernels.h"
+#include "backends/cpu/simd/convert.h"
 #include "backends/cpu/simd/simd.h"
 #include "core/parallel.h"
 #include "core/registry.h"
@@ -62,6 +63,16 @@ void attention_portable(const ops::AttentionArgs& a) {
   }
 }
 
+// A 16-bit cache takes f32 rows through the vectorised conversion (the reference converts one
+// element at a time through load/store_scalar: 2 % of a stories110M decode step with an f16 cache).
+void kv_cache_write_16(const ops::KvCacheWriteArgs& a) {
+  if (a.kv_dtype != DType::f32) return ops::kv_cache_write_reference(a);
+  const auto* src = static_cast<const float*>(a.kv);
+  auto* dst = static_cast<uint16_t*>(a.cache);
+  for (int64_t i = 0; i < a.n; ++i)
+    if (a.slots[i] >= 0) from_f32(src + i * a.row, a.dtype, dst + a.slots[i] * a.row, a.row);
+}
+
 }  // namespace
 
 void register_paged_attention() {
@@ -72,6 +83,8 @@ void register_paged_attention() {
                                 "", level_label());
   reg.add<ops::AttentionKernel>("paged_attention", DeviceKind::cpu, DType::f64,
                                 &attention_portable<double>, "", kPortable);
+  for (DType t : {DType::f16, DType::bf16})
+    reg.add<ops::KvCacheWriteKernel>("kv_cache_write", DeviceKind::cpu, t, &kv_cache_write_16, "", level_label());
 }
 
 }  // namespace unillm::cpu
