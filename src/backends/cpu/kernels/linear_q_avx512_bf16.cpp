@@ -193,15 +193,17 @@ bool linear_q_u4_vnni_wide(const ops::QLinearArgs& a) {
   const __m512i scale_lanes = _mm512_load_si512(lanes);
   const auto scale_mask = static_cast<__mmask8>((1u << (4 / per_scale)) - 1);
   std::vector<int8_t> xq(a.m * a.k);
-  std::vector<float> sxv(a.m * steps * 16), xsum(a.m * G), bsum(a.k / 32), bsumv(a.m * steps * 16);
+  // Group sums of x̂ for the f32-scale rows' offsets (the f16 rows take the block sums, bsumv).
+  const bool f16 = a.scale_dtype == DType::f16;
+  std::vector<float> sxv(a.m * steps * 16), xsum(f16 ? 0 : a.m * G), bsum(a.k / 32), bsumv(a.m * steps * 16);
   for (int64_t i = 0; i < a.m; ++i) {
     quantize_x_wide(a.x + i * a.k, a.k, xq.data() + i * a.k, sxv.data() + i * steps * 16, bsum.data());
-    group_sums(bsum.data(), a.k, a.group, xsum.data() + i * G);
+    if (!f16) group_sums(bsum.data(), a.k, a.group, xsum.data() + i * G);
     for (int64_t b = 0; b < a.k / 32; ++b)
       for (int l = 0; l < 4; ++l)
         bsumv[i * steps * 16 + (b / 4) * 16 + (b % 4) * 4 + l] = a.mins ? bsum[b] * 0.25f : -2.0f * bsum[b];
   }
-  if (a.scale_dtype == DType::f16) {
+  if (f16) {
     const auto* scales = static_cast<const uint16_t*>(a.scales);
     const auto* mins = static_cast<const uint16_t*>(a.mins);
     parallel_for(a.n, 16, [&](int64_t lo, int64_t hi) {
