@@ -219,6 +219,10 @@ void add_inference_options(ArgParser& p, InferenceOptions& o) {
            "32 where the CPU has AVX512-VNNI, several times faster) or f32 (exact activations)",
            &o.quant_activations);
   p.option("keep-f32", "keep these dense: lm_head (quantised to int8 otherwise), embed (always dense)", &o.keep_f32);
+  p.option("lm-head-quant",
+           "the lm_head's format: int8 (default, per vocabulary row) or int4 (weight_only_int4 only: the layers' group "
+           "and symmetry; fewer bytes a decode step than llama.cpp's Q6_K output, docs/export.md)",
+           &o.lm_head_quant);
   p.option("passes", "run exactly these inference passes, comma-separated (default: quantize_weights when --quant_type is set, then the exact fusions fuse_residual_rms_norm, fuse_rope_into_qk)",
            &o.passes);
   p.repeated("no-pass", "skip this inference pass (repeatable)", &o.no_pass);
@@ -277,6 +281,16 @@ models::PassPlan inference_plan(const InferenceOptions& o) {
     if (part != "lm_head" && part != "embed")
       UNILLM_THROW(ConfigError, "[cli] --keep-f32 takes lm_head and embed, got '", part, "'");
     if (part == "lm_head" && quant) quant->keep_lm_head = true;
+  }
+  if (!o.lm_head_quant.empty()) {
+    if (o.lm_head_quant != "int8" && o.lm_head_quant != "int4")
+      UNILLM_THROW(ConfigError, "[cli] --lm-head-quant must be int8 or int4, got '", o.lm_head_quant, "'");
+    if (!quant || (o.lm_head_quant == "int4" && quant->type != ops::QuantType::int4))
+      UNILLM_THROW(ConfigError, "[cli] --lm-head-quant ", o.lm_head_quant, " needs --quant_type ",
+                   o.lm_head_quant == "int4" ? "weight_only_int4" : "weight_only_int8 or weight_only_int4");
+    if (quant->keep_lm_head)
+      UNILLM_THROW(ConfigError, "[cli] --lm-head-quant and --keep-f32 lm_head contradict each other: choose one");
+    quant->lm_head = o.lm_head_quant == "int4" ? ops::QuantType::int4 : ops::QuantType::int8;
   }
   return models::make_pass_plan(quant, split_commas(o.passes), o.no_pass);
 }

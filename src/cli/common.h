@@ -58,6 +58,7 @@ struct InferenceOptions {
   int64_t group_size = 32;  // --group-size (int4)
   bool symmetric = false;  // --quant-symmetric (int4; asymmetric by default: lower error)
   std::string scale_dtype;  // --scale-dtype f16|f32 ("": f16 for int4, f32 for int8)
+  std::string lm_head_quant;  // --lm-head-quant int8|int4 (models::QuantizeOptions::lm_head)
   std::string keep_f32;  // --keep-f32 lm_head,embed: left dense (the embedding always is)
   std::string passes;  // --passes a,b: exactly these
   std::vector<std::string> no_pass;  // --no-pass NAME (repeatable)

@@ -34,6 +34,7 @@ ordered_json plan_json(const PassPlan& plan, DType dense) {
       }
       p["scale_dtype"] = dtype_name(plan.quantize.scales());
       p["keep_f32"] = plan.quantize.keep_lm_head ? ordered_json::array({"lm_head", "embed"}) : ordered_json::array({"embed"});
+      if (!plan.quantize.keep_lm_head) p["lm_head"] = plan.quantize.lm_head == ops::QuantType::int4 ? "int4" : "int8";
       // Informational: the codes are in the checkpoint, a load does not calibrate again.
       p["method"] = plan.quantize.hessians ? "gptq" : "round_to_nearest";
       if (plan.quantize.hessians) p["calibration"] = plan.quantize.hessians->source;
@@ -80,6 +81,7 @@ void save_inference_bundle(const CausalLM& model, const PassPlan& plan, const st
   if (const ops::QuantizedWeight& h = model.lm_head_quantized(); h.defined()) {
     tensors.emplace_back("lm_head.qweight", h.data);
     tensors.emplace_back("lm_head.scales", h.scales);
+    if (h.mins.defined()) tensors.emplace_back("lm_head.mins", h.mins);
   }
   io::save_sharded(out_dir, tensors, o.max_shard_bytes);
   io::write_file_atomic((fs::path(out_dir) / "config.json").string(), cfg.dump(2) + "\n");
@@ -133,6 +135,12 @@ std::optional<PassPlan> read_inference_plan(const std::string& dir) {
       plan.quantize.scale_dtype = sd == "f16" ? DType::f16 : DType::f32;
       if (s.contains("keep_f32") && s["keep_f32"].is_array())
         for (const auto& k : s["keep_f32"]) plan.quantize.keep_lm_head = plan.quantize.keep_lm_head || k == "lm_head";
+      // Bundles before --lm-head-quant have no 'lm_head': theirs is int8.
+      const ordered_json lh = s.value("lm_head", ordered_json("int8"));
+      if (lh == "int4" && plan.quantize.type == ops::QuantType::int4)
+        plan.quantize.lm_head = ops::QuantType::int4;
+      else if (lh != "int8")
+        bad_plan(p, at, ": 'lm_head' must be \"int8\", or \"int4\" with quant_type int4");
     }
     plan.passes.push_back(name);
   }
@@ -173,14 +181,21 @@ std::set<std::string> attach_quantized_weights(CausalLM& model, const io::Checkp
   });
   if (layers == 0)
     UNILLM_THROW(IoError, "[bundle] ", dir, ": the plan quantises weights but the checkpoint holds no '.qweight' tensor");
-  if (ckpt.has("lm_head.qweight")) {  // int8, one scale per vocabulary row
+  if (ckpt.has("lm_head.qweight")) {  // int8 (one scale per vocabulary row), or the layers' int4
     ops::QuantizedWeight h;
+    h.type = qo.lm_head;
     h.n = model.config().vocab_size;
     h.k = model.config().hidden_size;
-    h.group = h.k;
+    const bool int4 = qo.lm_head == ops::QuantType::int4;
+    h.group = int4 ? qo.group : h.k;
+    h.symmetric = !int4 || qo.symmetric;
     for (const char* part : {"lm_head.qweight", "lm_head.scales"}) used.insert(part);
     h.data = ckpt.get("lm_head.qweight").to(model.device());
     h.scales = ckpt.get("lm_head.scales").to(model.device());
+    if (ckpt.has("lm_head.mins")) {
+      used.insert("lm_head.mins");
+      h.mins = ckpt.get("lm_head.mins").to(model.device());
+    }
     h.check(dir + ": lm_head");
     model.set_lm_head_quantized(std::move(h));
   } else if (!qo.keep_lm_head) {

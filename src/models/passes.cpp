@@ -68,9 +68,14 @@ void quantize_weights(CausalLM& model, const QuantizeOptions& q,
   std::string head = "lm_head dense";
   if (!q.keep_lm_head && !model.lm_head_quantized().defined()) {
     const Tensor& w = model.lm_head_weight();
-    ops::QuantizedWeight hq = ops::quantize_weight(w, ops::QuantType::int8, 0, true,
-                                                   q.scale_dtype ? *q.scale_dtype : DType::f32, "lm_head");
-    head = "lm_head int8 (" + mib(w.nbytes()) + " -> " + mib(hq.bytes()) + ")";
+    const bool int4 = q.lm_head == ops::QuantType::int4;
+    ops::QuantizedWeight hq =
+        int4 ? ops::quantize_weight(w, ops::QuantType::int4, q.group, q.symmetric, q.scales(), "lm_head")
+             : ops::quantize_weight(w, ops::QuantType::int8, 0, true, q.scale_dtype ? *q.scale_dtype : DType::f32,
+                                    "lm_head");
+    head = std::string("lm_head ") +
+           (int4 ? "int4 g" + std::to_string(q.group) + (q.symmetric ? " symmetric" : " asymmetric") : "int8") + " (" +
+           mib(w.nbytes()) + " -> " + mib(hq.bytes()) + ")";
     model.set_lm_head_quantized(std::move(hq));
   }
   if (q.hessians)

@@ -23,20 +23,23 @@ struct QuantizeOptions {
   int64_t group = 32;  // int4 only
   bool symmetric = false;  // int4 only (int8 is always symmetric)
   // The lm_head goes to int8 under both types (llama.cpp likewise keeps its output layer at more
-  // bits than Q4_0), unless kept dense. The embedding is always dense: its rows are gathered,
-  // not multiplied.
+  // bits than Q4_0: Q6_K), unless kept dense, or to int4 (lm_head below). The embedding is
+  // always dense: its rows are gathered, not multiplied.
   bool keep_lm_head = false;
   // How the scales (and mins) are stored: f16 or f32; unset = f16 for int4 (a quarter fewer
   // bytes than f32 at g32, read every decode step), f32 for int8 (one scale a row). The
-  // lm_head's int8 scales follow it when set.
+  // lm_head's int8 scales follow it when set (int4 lm_head: as the layers').
   std::optional<DType> scale_dtype;
   // GPTQ only (with hessians): sweep columns in order of falling input energy with static groups
   // (ops::gptq_quantize_weight's act_order; AutoGPTQ's desc_act). --gptq-act-order.
   bool act_order = false;
   DType scales() const { return scale_dtype ? *scale_dtype : type == ops::QuantType::int4 ? DType::f16 : DType::f32; }
   // GPTQ (models/calibration.h, ops/gptq.h): each decoder linear with statistics here is
-  // quantised by GPTQ instead of rounding to nearest; the lm_head stays round-to-nearest int8.
+  // quantised by GPTQ instead of rounding to nearest; the lm_head stays round to nearest.
   std::shared_ptr<const InputHessians> hessians = nullptr;
+  // int4 (--lm-head-quant int4, with type int4): the lm_head in the layers' int4 format (group,
+  // symmetry, scales), fewer bytes a decode step than llama.cpp's Q6_K output; round to nearest.
+  ops::QuantType lm_head = ops::QuantType::int8;
 };
 
 struct PassPlan {
