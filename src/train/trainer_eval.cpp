@@ -173,8 +173,7 @@ void Run::run_eval() {
   if (a_.early_stopping_steps && state_.global_step < total_steps_ && !stop_early_) {
     if (const std::optional<double> v = eval_metric()) {
       const auto& best = state_.best_metric;
-      const bool better = !best || (a_.greater_is_better.value_or(false) ? *v > *best : *v < *best);
-      state_.early_stopping_counter = better ? 0 : state_.early_stopping_counter + 1;
+      state_.early_stopping_counter = beats_best(*v) ? 0 : state_.early_stopping_counter + 1;
       if (state_.early_stopping_counter >= *a_.early_stopping_steps) {
         stop_early_ = true;
         say("early stopping at step " + std::to_string(state_.global_step) + ": " + a_.metric_for_best_model +
@@ -194,10 +193,14 @@ void Run::update_best(const std::string& dir) {
         "split); the best checkpoint is unchanged");
     return;
   }
-  const auto& best = state_.best_metric;
-  if (best && !(a_.greater_is_better.value_or(false) ? *v > *best : *v < *best)) return;
+  if (!beats_best(*v)) return;
   state_.best_metric = *v;
   state_.best_model_checkpoint = dir;
+}
+
+bool Run::beats_best(double v) const {
+  const auto& best = state_.best_metric;
+  return !best || (a_.greater_is_better.value_or(false) ? v > *best : v < *best);
 }
 
 std::optional<double> Run::eval_metric() {

@@ -124,6 +124,9 @@ class Run {
   bool stop_early_ = false;  // HF's EarlyStoppingCallback ran out of patience (run_eval)
   // The last evaluation's metric_for_best_model, if it had one.
   std::optional<double> eval_metric();
+  // v strictly better than the best so far (or no best yet), by greater_is_better: HF's
+  // _determine_best_metric and EarlyStoppingCallback compare the same way.
+  bool beats_best(double v) const;
   std::optional<double> test_loss_;  // do_predict
   std::string last_checkpoint_;  // the newest checkpoint of this run (or the resumed one)
 
