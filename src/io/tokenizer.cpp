@@ -140,7 +140,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
   for (size_t pos = 0; pos < text.size();) {
     size_t len = 0;
     int32_t k = d_->trie_first[static_cast<unsigned char>(text[pos])]
-                    ? tok::match_added(*d_, text, pos, o.parse_special, len)
+                    ? tok::match_added(*d_, text, pos, o.parse_special && !d_->split_special, len)
                     : -1;
     if (k < 0) {
       ++pos;

@@ -76,6 +76,14 @@ class Tokenizer {
   // Makes token the EOS (HF add_special_tokens({"eos_token": token})), adding it as a special token
   // when new. Returns true when it was added.
   bool set_eos_token(const std::string& token);
+  // HF's split_special_tokens (LLaMA-Factory's key of that name): when on, special-token strings
+  // in text are tokenized as text even under EncodeOptions::parse_special. Loaded from
+  // tokenizer_config.json's "split_special_tokens"; save_files writes it. Call before sharing.
+  void set_split_special_tokens(bool on);
+  bool split_special_tokens() const;
+  // Tokens added, the EOS replaced or split_special_tokens changed since load (save_files then
+  // writes what a copy of the loaded files would not say).
+  bool modified_since_load() const;
   // Ids added by add_tokens / set_eos_token since load, ascending.
   std::vector<int32_t> added_since_load() const;
   // Writes the tokenizer files of src_dir (the directory it was loaded from) into dst_dir with the

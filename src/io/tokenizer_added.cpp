@@ -77,6 +77,7 @@ void patch_tokenizer_config(const tok::TokenizerData& d, const std::string& src,
   const auto extra = additional_special(d);
   if (!extra.empty()) append_unique(j["additional_special_tokens"], extra);
   if (d.eos_changed) j["eos_token"] = d.tokens[d.eos];
+  if (d.split_special_changed) j["split_special_tokens"] = d.split_special;
   write_file_atomic(dst, j.dump(2) + "\n");
 }
 
@@ -117,6 +118,18 @@ bool Tokenizer::set_eos_token(const std::string& token) {
     d_->finalize();  // stop ids gain the new EOS
   }
   return added;
+}
+
+void Tokenizer::set_split_special_tokens(bool on) {
+  if (on == d_->split_special) return;
+  d_->split_special = on;
+  d_->split_special_changed = true;
+}
+
+bool Tokenizer::split_special_tokens() const { return d_->split_special; }
+
+bool Tokenizer::modified_since_load() const {
+  return !added_since_load().empty() || d_->eos_changed || d_->split_special_changed;
 }
 
 std::vector<int32_t> Tokenizer::added_since_load() const {

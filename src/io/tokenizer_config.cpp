@@ -101,6 +101,8 @@ void apply_tokenizer_config(const nlohmann::json& c, const std::string& src, Tok
     d.prefix.clear();
     if (c.at("add_bos_token").get<bool>() && d.bos >= 0) d.prefix.push_back(d.bos);
   }
+  if (c.contains("split_special_tokens") && c.at("split_special_tokens").is_boolean())
+    d.split_special = c.at("split_special_tokens").get<bool>();
   if (c.contains("add_eos_token") && c.at("add_eos_token").is_boolean()) {
     d.suffix.clear();
     if (c.at("add_eos_token").get<bool>() && d.eos >= 0) d.suffix.push_back(d.eos);

@@ -126,6 +126,11 @@ struct TokenizerData {
   bool strip_leading_space = false;  // decoder strips one leading space (SentencePiece prefix)
   int32_t loaded_size = 0;  // tokens.size() after load; ids from here on were added later
   bool eos_changed = false;  // set_eos_token replaced the loaded EOS
+  // HF's split_special_tokens (tokenizer_config.json, or LLaMA-Factory's key through
+  // Tokenizer::set_split_special_tokens): special-token strings in text stay text even when an
+  // encode asks for parse_special; non-special added tokens still split.
+  bool split_special = false;
+  bool split_special_changed = false;  // set after load: save_files writes it
 
   // Added-token matcher (a byte trie), built by finalize().
   struct TrieNode {

@@ -116,6 +116,9 @@ struct TrainArgs {
   // Factory's ModelArguments / LoraArguments). add_tokens / add_special_tokens that add a token
   // turn resize_vocab on, as LLaMA-Factory's patch_tokenizer does.
   bool resize_vocab = false;
+  // HF's split_special_tokens (LLaMA-Factory ModelArguments): special-token strings in the data
+  // and the template's text are tokenized as text; the saved tokenizer_config.json says so.
+  bool split_special_tokens = false;
   std::vector<std::string> add_tokens;          // non-special tokens
   std::vector<std::string> add_special_tokens;  // special tokens (new_special_tokens_config's keys win)
   std::string new_special_tokens_config;        // YAML {token: description}

@@ -1,5 +1,5 @@
 // Setters for the vocabulary keys (resize_vocab, add_tokens, add_special_tokens,
-// new_special_tokens_config, init_special_tokens) and additional_target, as LLaMA-Factory's
+// new_special_tokens_config, init_special_tokens, split_special_tokens) and additional_target, as LLaMA-Factory's
 // ModelArguments.__post_init__ / LoraArguments parse them.
 #include <yaml-cpp/yaml.h>
 
@@ -57,6 +57,7 @@ using Setter = void (*)(TrainArgs&, const Field&);
 const std::map<std::string, Setter>& vocab_setters() {
   static const std::map<std::string, Setter> m = {
       {"resize_vocab", [](TrainArgs& a, const Field& f) { a.resize_vocab = get_bool(f); }},
+      {"split_special_tokens", [](TrainArgs& a, const Field& f) { a.split_special_tokens = get_bool(f); }},
       {"add_tokens",
        [](TrainArgs& a, const Field& f) {
          a.add_tokens = f.node.IsNull() ? std::vector<std::string>{} : token_list(f);

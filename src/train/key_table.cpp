@@ -27,7 +27,8 @@ constexpr Group kGroups[] = {
      "export_size export_quantization_bit export_quantization_dataset export_quantization_nsamples "
      "export_quantization_maxlen train_from_scratch quantization_method quantization_bit "
      "quantization_type double_quantization quantization_device_map "
-     "resize_vocab add_tokens add_special_tokens new_special_tokens_config init_special_tokens"},
+     "resize_vocab add_tokens add_special_tokens new_special_tokens_config init_special_tokens "
+     "split_special_tokens"},
     {"model", S::kIgnored,
      "cache_dir use_fast_tokenizer model_revision low_cpu_mem_usage flash_attn use_unsloth_gc "
      "enable_liger_kernel use_reentrant_gc upcast_layernorm upcast_lmhead_output infer_backend "
@@ -41,7 +42,7 @@ constexpr Group kGroups[] = {
      "sglang_lora_backend kt_maxlen kt_use_cuda_graph kt_mode kt_force_think cpu_infer chunk_size "
      "mode"},
     {"model", S::kNotImplemented,
-     "adapter_folder split_special_tokens shift_attn "
+     "adapter_folder shift_attn "
      "mixture_of_depths use_unsloth moe_aux_loss_coef fp8 "
      "fp8_backend fp8_enable_fsdp_float8_all_gather use_kt kt_optimize_rule"},
     // ---- LLaMA-Factory DataArguments

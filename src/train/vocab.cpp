@@ -60,6 +60,8 @@ void fix_template_tokens(io::Tokenizer& tok, const TrainArgs& a, int64_t model_r
 std::unique_ptr<io::Tokenizer> augmented(const std::string& dir, const TrainArgs& a,
                                          int64_t model_rows, std::vector<std::string>& notes) {
   auto tok = io::Tokenizer::load(dir);
+  // LLaMA-Factory passes its value (default false) to from_pretrained, over tokenizer_config.json's.
+  tok->set_split_special_tokens(a.split_special_tokens);
   if (!a.add_tokens.empty() && tok->add_tokens(a.add_tokens, false) > 0)
     notes.push_back("add_tokens: added " + joined(a.add_tokens));
   if (!a.add_special_tokens.empty() && tok->add_tokens(a.add_special_tokens, true) > 0)
@@ -157,7 +159,7 @@ void save_training_tokenizer(const std::string& tokenizer_dir, const TrainArgs& 
                              int64_t model_rows, const std::string& dst_dir) {
   std::vector<std::string> notes;
   const auto tok = augmented(tokenizer_dir, a, model_rows, notes);
-  if (tok->added_since_load().empty())
+  if (!tok->modified_since_load())
     models::copy_tokenizer_files(tokenizer_dir, dst_dir);
   else
     tok->save_files(tokenizer_dir, dst_dir);

@@ -4,6 +4,7 @@
 // reading of the saved files is checked in tests/reference/vocab_check.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -97,6 +98,38 @@ TEST(TokenizerAdded, SavedFilesLoadBackWithTheSameIds) {
     // The loaded tokenizer's own added_since_load is empty: the tokens are part of its files now.
     EXPECT_TRUE(back->added_since_load().empty());
   }
+}
+
+// HF's split_special_tokens: special-token strings stay text even under parse_special; non-special
+// added tokens still split; save_files writes the setting and a reload honours it (transformers'
+// reading of such a save: tests/reference/vocab_check.py).
+TEST(TokenizerAdded, SplitSpecialTokensKeepsSpecialStringsAsText) {
+  auto tok = Tokenizer::load(stories_dir());
+  EXPECT_FALSE(tok->split_special_tokens());
+  EXPECT_FALSE(tok->modified_since_load());
+  tok->add_tokens({"[NEW]"}, false);
+  EncodeOptions special;
+  special.add_special_tokens = false;
+  special.parse_special = true;
+  EncodeOptions plain = special;
+  plain.parse_special = false;
+  const std::string text = "Lily</s>Tom [NEW] ran";
+  const auto parsed = tok->encode(text, special);
+  EXPECT_NE(std::find(parsed.begin(), parsed.end(), tok->eos_id()), parsed.end());
+  tok->set_split_special_tokens(true);
+  EXPECT_TRUE(tok->modified_since_load());
+  const auto split = tok->encode(text, special);
+  EXPECT_EQ(split, tok->encode(text, plain));
+  EXPECT_NE(split, parsed);
+  EXPECT_EQ(std::find(split.begin(), split.end(), tok->eos_id()), split.end());
+  EXPECT_NE(std::find(split.begin(), split.end(), *tok->token_to_id("[NEW]")), split.end());
+  const std::string dst = testing::temp_dir("tok_split");
+  tok->save_files(stories_dir(), dst);
+  EXPECT_EQ(nlohmann::json::parse(slurp(dst + "/tokenizer_config.json"))["split_special_tokens"], true);
+  auto back = Tokenizer::load(dst);
+  EXPECT_TRUE(back->split_special_tokens());
+  EXPECT_EQ(back->encode(text, special), split);
+  EXPECT_FALSE(back->modified_since_load());
 }
 
 }  // namespace

@@ -12,6 +12,10 @@ stories260K model (Llama 2 tokenizer, tied embeddings) with the chatml template:
      `unillm eval ppl --adapter` on the 512-row base gives PEFT's NLL.
   4. `unillm train` (lora, additional_target: norm): PEFT loads it (norms as modules_to_save, the
      grown embedding as save_embedding_layers stores it) with the same NLL.
+  5. `unillm train` (split_special_tokens: true): the saved tokenizer_config.json says so,
+     transformers loads it with split_special_tokens on and encodes the texts (special-token
+     strings as text, the non-special [NEW] still split off) to the ids `unillm tokenize
+     --parse-special` gives on the saved dir.
 
   .venv-ref/bin/python tests/reference/vocab_check.py --out DIR --unillm BUILD/unillm
 Exit status 1 when any comparison fails.
@@ -131,6 +135,24 @@ def check_additional_target(unillm, out, story):
                   f"in PEFT: NLL {theirs:.7f} unillm {ours:.7f}")
 
 
+def check_split_special(unillm, out):
+    from transformers import AutoTokenizer
+    d = train(unillm, out, "split", "finetuning_type: full\nadd_tokens: '[NEW]'\nsplit_special_tokens: true\n")
+    cfg = json.load(open(os.path.join(d, "tokenizer_config.json")))
+    tok = AutoTokenizer.from_pretrained(d)
+    ok = report(cfg.get("split_special_tokens") is True and tok.split_special_tokens,
+                f"split_special_tokens in the saved config: {cfg.get('split_special_tokens')}, "
+                f"transformers: {tok.split_special_tokens}")
+    for t in TEXTS + ["Lily</s>Tom<s>"]:
+        theirs = tok(t, add_special_tokens=False).input_ids
+        ours = json.loads(run(unillm, "tokenize", "--model", d, "--text", t, "--parse-special",
+                              "--no-special-tokens"))
+        ours = ours["ids"] if isinstance(ours, dict) else ours
+        ok = report(theirs == ours, f"split_special_tokens encode {t!r}: "
+                    f"{'same ids' if theirs == ours else f'{theirs} vs {ours}'}") and ok
+    return ok
+
+
 def check_peft_made(unillm, out, story):
     import peft
     from transformers import AutoTokenizer
@@ -170,6 +192,7 @@ def main():
     ok = check_lora(args.unillm, args.out, story) and ok
     ok = check_peft_made(args.unillm, args.out, story) and ok
     ok = check_additional_target(args.unillm, args.out, story) and ok
+    ok = check_split_special(args.unillm, args.out) and ok
     print("vocab_check: " + ("all comparisons agree" if ok else "FAILED"))
     return 0 if ok else 1
 
