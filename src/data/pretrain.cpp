@@ -31,7 +31,7 @@ Documents read_all(const std::vector<std::string>& names, const DataOptions& opt
     d.skipped += set.skipped_records;
     for (auto& m : set.skip_messages) d.skip_messages.push_back(std::move(m));
   }
-  d.texts = mix_datasets(std::move(parts), opts.mix_strategy);
+  d.texts = mix_datasets(std::move(parts), opts.mix_strategy, opts.interleave_probs, opts.seed);
   return d;
 }
 

@@ -36,8 +36,9 @@ struct DataOptions {
   bool packing = true;
   std::optional<int64_t> max_samples;  // first N rows of each dataset
   std::string mix_strategy = "concat";  // how the datasets merge (data/mix.h)
+  std::vector<double> interleave_probs;  // the interleave strategies' random mix (with seed)
   double val_size = 0.0;               // 0: none; < 1 fraction; > 1 count (see split.h)
-  uint64_t seed = 42;                  // for the val_size split
+  uint64_t seed = 42;                  // for the val_size split and interleave_probs
   std::string template_name;           // only "llama3" changes pretraining (its EOS)
   std::string eos_token;               // overrides the EOS text when non-empty
   int64_t preprocessing_batch_size = 1000;

@@ -120,7 +120,7 @@ TokenizedDataset read_lf(const std::vector<std::string>& names, const SftOptions
     all.skipped_records += s.skipped_records;
     for (auto& m : s.skip_messages) all.skip_messages.push_back(std::move(m));
   }
-  all.conversations = mix_datasets(std::move(parts), o.data.mix_strategy);
+  all.conversations = mix_datasets(std::move(parts), o.data.mix_strategy, o.data.interleave_probs, o.data.seed);
   return render_lf(std::move(all), o, t);
 }
 

@@ -247,6 +247,7 @@ data::DataOptions data_options(const TrainArgs& a) {
   o.packing = a.packing;
   o.max_samples = a.max_samples;
   o.mix_strategy = a.mix_strategy;
+  o.interleave_probs = a.interleave_probs;
   o.val_size = a.val_size;
   o.seed = static_cast<uint64_t>(a.seed);
   o.template_name = a.template_name;

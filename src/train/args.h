@@ -239,6 +239,7 @@ struct TrainArgs {
   // HF's group_by_length: megabatches of similar lengths (data::LoaderOptions::length_group).
   bool group_by_length = false;
   std::string mix_strategy = "concat";  // LLaMA-Factory's: concat | interleave_under | interleave_over (data/mix.h)
+  std::vector<double> interleave_probs;  // LLaMA-Factory's "0.3,0.7": HF's random interleaving (data/mix.h)
   // LLaMA-Factory's rope_scaling (train/rope_scaling.h): "" | linear | llama3 (dynamic and yarn
   // are refused: unillm's RoPE has no such kernels).
   std::string rope_scaling;

@@ -202,6 +202,15 @@ void finish_args(TrainArgs& a, const std::string& where, const std::set<std::str
     problems.add(UNILLM_MSG("[config] ", where, ": early_stopping_steps needs load_best_model_at_end: true (HF's "
                             "EarlyStoppingCallback compares evaluations through metric_for_best_model)"),
                  true);
+  // LLaMA-Factory's DataArguments checks.
+  if (!a.interleave_probs.empty() && a.mix_strategy == "concat")
+    problems.add(UNILLM_MSG("[config] ", where, ": interleave_probs is only valid for interleaved mixing "
+                            "(mix_strategy interleave_under or interleave_over)"),
+                 true);
+  if (!a.interleave_probs.empty() && a.interleave_probs.size() != a.dataset.size() && !a.dataset.empty())
+    problems.add(UNILLM_MSG("[config] ", where, ": interleave_probs has ", a.interleave_probs.size(),
+                            " entries for ", a.dataset.size(), " datasets (they must be as many)"),
+                 true);
   if (stage_ok && a.mix_strategy != "concat" && a.stage != "pt" && a.stage != "sft")
     problems.add(UNILLM_MSG("[config] ", where, ": mix_strategy ", a.mix_strategy, " with stage ", a.stage,
                             " is not implemented (the pt and sft readers interleave; pairs and feedback data concatenate)"),

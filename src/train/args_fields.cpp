@@ -1,5 +1,6 @@
 // Typed setters for every implemented key and the cross-key rules (see args.h).
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 
@@ -192,6 +193,16 @@ const std::map<std::string, Setter>& setters() {
       {"mix_strategy",
        [](TrainArgs& a, const Field& f) {
          a.mix_strategy = f.node.IsNull() ? "concat" : get_choice(f, {"concat", "interleave_under", "interleave_over"});
+       }},
+      {"interleave_probs",
+       [](TrainArgs& a, const Field& f) {
+         a.interleave_probs.clear();
+         for (const std::string& s : get_list(f)) {
+           char* end = nullptr;
+           const double v = std::strtod(s.c_str(), &end);
+           if (end == s.c_str() || *end != '\0') bad_value(f, "comma-separated probabilities (\"0.3, 0.7\")");
+           a.interleave_probs.push_back(v);
+         }
        }},
       {"streaming",
        [](TrainArgs&, const Field& f) {

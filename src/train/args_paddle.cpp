@@ -8,6 +8,7 @@
 #include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -36,6 +37,7 @@ enum class Map {
   kTokenizer,         // tokenizer_name_or_path: run_pretrain.py loads it; run_finetune.py does not
   kDoPredict,         // run_pretrain.py: evaluate split's test part; run_finetune.py: test.json
   kContinueTraining,  // run_pretrain: false (its default) initialises at random from the config
+  kNeftune,           // neftune / neftune_noise_alpha: NEFTune only with neftune true (alpha 5.0)
 };
 
 // PaddleNLP-only keys (names as in llm/run_finetune.py's argument classes).
@@ -96,7 +98,8 @@ const std::map<std::string, Map>& paddle_keys() {
       {"do_qat", Map::kNotImplemented},
       {"do_gptq", Map::kNotImplemented},
       {"weight_quantize_algo", Map::kNotImplemented},
-      {"neftune", Map::kNotImplemented},
+      {"neftune", Map::kNeftune},
+      {"neftune_noise_alpha", Map::kNeftune},
       // llm/run_pretrain.py (pre-tokenised corpora; docs/corpora.md)
       {"input_dir", Map::kInputDir},
       {"split", Map::kSame},
@@ -160,6 +163,8 @@ struct Translation {
   std::map<std::string, Field> direct;  // through the setters (Map::kDirect, PaddleNLP-only keys)
   std::vector<std::string> warnings;
   bool continue_training_given = false;
+  bool neftune = false;                 // PaddleNLP's switch; its alpha (default 5.0) below
+  std::optional<Field> neftune_alpha;
 };
 
 // A PaddleNLP boolean: its argument parser reads "--lora VALUE" with strtobool, so true/false and
@@ -285,6 +290,24 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
     case Map::kDoPredict:
       translate_by_script(it->second, key, Field{key, v, where}, t);
       break;
+    case Map::kNeftune:
+      if (key == "neftune")
+        t.neftune = on_bool();
+      else
+        t.neftune_alpha = Field{"neftune_noise_alpha", v, where};
+      break;
+  }
+}
+
+// PaddleNLP's trainer adds NEFTune noise (HF's formula: uniform ±alpha/√(L·d) on the embedding
+// output in training) only with neftune true; neftune_noise_alpha alone changes nothing there.
+void finish_neftune(Translation& t, const std::string& source) {
+  if (t.neftune) {
+    t.fields["neftune_noise_alpha"] =
+        t.neftune_alpha ? *t.neftune_alpha
+                        : Field{"neftune_noise_alpha", YAML::Node("5.0"), source + " (PaddleNLP 'neftune' default alpha)"};
+  } else if (t.neftune_alpha && !detail::is_off(t.neftune_alpha->node)) {
+    warn_ignored(t, "neftune_noise_alpha", t.neftune_alpha->where, " (NEFTune needs 'neftune': true, as in PaddleNLP)");
   }
 }
 
@@ -350,6 +373,7 @@ TrainArgs parse_paddle_args(const std::string& json_text, const std::string& sou
         translate(given[i].first, given[i].second,
                   i < from_file ? where_in(json_text, source, given[i].first) : "command line", t);
       });
+  problems.attempt([&] { finish_neftune(t, source); });
   if (t.pretrain && !t.continue_training_given)
     set_from_scratch(t, true, source + " (run_pretrain.py's default continue_training false)");
   TrainArgs a = detail::apply_fields(t.fields, source, t.direct, std::move(problems));

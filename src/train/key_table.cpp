@@ -48,13 +48,13 @@ constexpr Group kGroups[] = {
     // ---- LLaMA-Factory DataArguments
     {"data", S::kImplemented,
      "template dataset eval_dataset dataset_dir cutoff_len max_samples val_size packing "
-     "preprocessing_batch_size mix_strategy streaming train_on_prompt mask_history neat_packing "
+     "preprocessing_batch_size mix_strategy interleave_probs streaming train_on_prompt mask_history neat_packing "
      "tool_format preserve_thinking default_system enable_thinking"},
     {"data", S::kIgnored,
      "media_dir buffer_size overwrite_cache preprocessing_num_workers eval_num_beams "
      "ignore_pad_token_for_loss"},
     {"data", S::kNotImplemented,
-     "interleave_probs eval_on_each_dataset"},
+     "eval_on_each_dataset"},
     {"data", S::kImplemented, "tokenized_path"},
     // ---- LLaMA-Factory FinetuningArguments (freeze, lora, oft, rlhf, galore, apollo, badam,
     // swanlab)

@@ -208,5 +208,27 @@ TEST(DataKeys, MixStrategyInterleavesTheDatasets) {
   EXPECT_NE(dpo.err.find("mix_strategy interleave_over with stage dpo is not implemented"), std::string::npos) << dpo.err;
 }
 
+// interleave_probs: HF's random interleaving (numpy's generator seeded with `seed`; the picks are
+// checked against datasets itself in tests/data_layer/numpy_random_test.cpp). Other
+// probabilities give other batches, the same ones give the same (as a string or a list); LLaMA-Factory's
+// checks (concat, one probability per dataset) are reported together.
+TEST(DataKeys, InterleaveProbsMixesAtRandomBySeed) {
+  const std::string dir = testing::temp_dir("mix_probs");
+  const std::string two = " dataset=tinyshakespeare,c4_demo max_samples=10 max_steps=2";
+  const std::string under = "mix_strategy: interleave_under\n";
+  const auto a = losses_of(dir, "a", under + "interleave_probs: 0.3,0.7\n", two);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(losses_of(dir, "a2", under + "interleave_probs: [0.3, 0.7]\n", two), a);
+  EXPECT_NE(losses_of(dir, "b", under + "interleave_probs: 0.7,0.3\n", two), a);
+  EXPECT_NE(losses_of(dir, "plain", under, two), a);
+  const auto bad = run_unillm("train " + pt_config(dir, "bad", "interleave_probs: 0.3,0.3,0.4\n") + two);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("interleave_probs is only valid for interleaved mixing"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("interleave_probs has 3 entries for 2 datasets"), std::string::npos) << bad.err;
+  const auto sum = run_unillm("train " + pt_config(dir, "sum", under + "interleave_probs: 0.3,0.3\n") + two);
+  EXPECT_NE(sum.exit_code, 0);
+  EXPECT_NE(sum.err.find("interleave_probs must sum to 1"), std::string::npos) << sum.err;
+}
+
 }  // namespace
 }  // namespace unillm

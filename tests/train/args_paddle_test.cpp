@@ -174,5 +174,23 @@ TEST(PaddleArgs, BestModelRules) {
                   .load_best_model_at_end);
 }
 
+// PaddleNLP's `neftune` switch with its `neftune_noise_alpha` (default 5.0): NEFTune only when
+// the switch is on; the alpha alone is accepted with a warning and changes nothing, as there.
+TEST(PaddleArgs, NeftuneSwitchAndAlpha) {
+  EXPECT_EQ(parse_paddle_args(kSft + R"("neftune": true})", "a.json").neftune_noise_alpha, 5.0);
+  EXPECT_EQ(parse_paddle_args(kSft + R"("neftune": true, "neftune_noise_alpha": 10})", "a.json").neftune_noise_alpha,
+            10.0);
+  EXPECT_EQ(parse_paddle_args(kSft + R"("neftune": true})", "a.json", {"neftune_noise_alpha=15"}).neftune_noise_alpha,
+            15.0);
+  const TrainArgs off = parse_paddle_args(kSft + R"("neftune_noise_alpha": 10})", "a.json");
+  EXPECT_EQ(off.neftune_noise_alpha, 0.0);
+  EXPECT_TRUE(has_warning(off, "NEFTune needs 'neftune': true")) << off.warnings.size();
+  EXPECT_EQ(parse_paddle_args(kSft + R"("neftune": false})", "a.json").neftune_noise_alpha, 0.0);
+  EXPECT_NE(error_of(kSft + R"("neftune": "maybe"})").find("PaddleNLP key 'neftune' must be true or false"),
+            std::string::npos);
+  EXPECT_NE(error_of(kSft + R"("neftune": true, "neftune_noise_alpha": -1})").find("neftune_noise_alpha"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace unillm::train
