@@ -252,6 +252,13 @@ struct TrainArgs {
   // HF's optim: adamw_torch | adamw_torch_fused (same semantics) | sgd | adafactor | adamw_8bit |
   // adamw_bnb_8bit | paged_adamw_8bit (train/optimizer.h); adafactor: true overrides it (as HF).
   std::string optim = "adamw_torch";
+  // HF's own GaLore (optim galore_adamw / galore_adamw_layerwise; args_low_rank.cpp maps it onto
+  // `galore`): optim_target_modules as given (a YAML string is one regex, a list names), and
+  // optim_args "rank=…,update_proj_gap=…,scale=…,proj_type=…".
+  std::vector<std::string> optim_target_modules;
+  bool optim_target_modules_is_string = false;
+  std::string optim_args;
+  bool hf_galore = false;  // set by the mapping: GaLoreAdamW's own betas, eps, no weight decay
   bool adafactor = false;
   // LoRA+ (LLaMA-Factory): lora_B's lr × ratio, lora_embedding_B's lr loraplus_lr_embedding.
   std::optional<double> loraplus_lr_ratio;

@@ -451,6 +451,22 @@ const std::map<std::string, Setter>& setters() {
            not_implemented(f, "'" + a.optim + "' (implemented: " + implemented_optimizers() + ")");
        }},
       {"adafactor", [](TrainArgs& a, const Field& f) { a.adafactor = get_bool(f); }},
+      {"optim_target_modules",
+       [](TrainArgs& a, const Field& f) {  // a string is one regex, a list names (HF's rule)
+         a.optim_target_modules_is_string = f.node.IsScalar();
+         a.optim_target_modules.clear();
+         if (f.node.IsNull()) return;
+         if (f.node.IsScalar()) {
+           a.optim_target_modules.push_back(f.node.Scalar());
+           return;
+         }
+         if (!f.node.IsSequence()) bad_value(f, "a module name regex or a list of module names");
+         for (const auto& e : f.node) {
+           if (!e.IsScalar()) bad_value(f, "a list of module names");
+           a.optim_target_modules.push_back(e.Scalar());
+         }
+       }},
+      {"optim_args", [](TrainArgs& a, const Field& f) { a.optim_args = f.node.IsNull() ? "" : get_string(f); }},
       {"loraplus_lr_ratio",
        [](TrainArgs& a, const Field& f) {
          if (f.node.IsNull())

@@ -1,8 +1,11 @@
 // Setters and cross-key rules of GaLore (use_galore, galore_*) and APOLLO (use_apollo, apollo_*),
 // as LLaMA-Factory's GaloreArguments / ApolloArguments, _create_galore_optimizer and
 // _create_apollo_optimizer check them.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
+#include <regex>
 
 #include "core/error.h"
 #include "train/args_internal.h"
@@ -113,7 +116,91 @@ bool set_low_rank_field(TrainArgs& a, const Field& f) {
   return set_method_field(a.galore, "galore", f) || set_method_field(a.apollo, "apollo", f);
 }
 
+namespace {
+
+// HF's own GaLore (transformers 4.46's get_optimizer_cls_and_kwargs): optim galore_adamw[_layerwise]
+// with optim_target_modules and optim_args becomes `galore` with HF's defaults (rank 128, update
+// gap 200, scale 0.25, std), HF's target matching and GaLoreAdamW's own Adam settings.
+void finish_hf_galore(TrainArgs& a, const std::string& where, Problems& problems) {
+  auto fail = [&](const std::string& s) { problems.add("[config] " + where + ": " + s, true); };
+  const bool hf = a.optim == "galore_adamw" || a.optim == "galore_adamw_layerwise";
+  if (!hf) {
+    if (!a.optim_target_modules.empty())
+      a.warnings.push_back("[config] " + where + ": optim_target_modules is read by HF's GaLore optimizers only "
+                           "(optim galore_adamw, galore_adamw_layerwise); ignored with optim " + a.optim);
+    if (!a.optim_args.empty())
+      a.warnings.push_back("[config] " + where + ": optim_args is read by HF's GaLore optimizers here (optim "
+                           "galore_adamw, galore_adamw_layerwise); transformers ignores it with optim " + a.optim);
+    return;
+  }
+  if (a.galore.use) {
+    fail("use_galore with optim " + a.optim + ": LLaMA-Factory's GaLore keys and HF's GaLore optimizer are two "
+         "routes to one optimizer; use one (LLaMA-Factory: Unknown optim: " + a.optim + ")");
+    return;
+  }
+  if (a.optim_target_modules.empty()) {
+    fail("optim " + a.optim + " needs optim_target_modules (transformers: You need to define a "
+         "`optim_target_modules` in order to properly use GaLore optimizers)");
+    return;
+  }
+  LowRankSettings s;
+  s.use = true;
+  s.target = a.optim_target_modules;
+  s.hf_targets = true;
+  s.hf_target_is_string = a.optim_target_modules_is_string;
+  s.rank = 128;
+  s.update_interval = 200;
+  s.scale = 0.25;
+  s.layerwise = a.optim == "galore_adamw_layerwise";
+  for (const auto& t : s.target) {
+    try {
+      std::regex check(t);
+    } catch (const std::regex_error&) {
+      fail("optim_target_modules '" + t + "' is not a valid regular expression");
+    }
+  }
+  std::string args = a.optim_args;
+  args.erase(std::remove(args.begin(), args.end(), ' '), args.end());
+  size_t at = 0;
+  while (!args.empty() && at <= args.size()) {
+    const size_t end = std::min(args.find(',', at), args.size());
+    const std::string item = args.substr(at, end - at);
+    at = end + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      fail("optim_args '" + a.optim_args + "': '" + item + "' is not key=value");
+      continue;
+    }
+    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    char* stop = nullptr;
+    const bool is_int = k == "rank" || k == "update_proj_gap";
+    const double x = std::strtod(v.c_str(), &stop);
+    if ((is_int || k == "scale") && (stop == v.c_str() || *stop || (is_int && (x != std::floor(x) || x < 1)))) {
+      fail("optim_args " + k + "=" + v + ": expected " + (is_int ? "a positive integer" : "a number"));
+      continue;
+    }
+    if (k == "rank") s.rank = static_cast<int64_t>(x);
+    else if (k == "update_proj_gap") s.update_interval = static_cast<int64_t>(x);
+    else if (k == "scale") s.scale = x;
+    else if (k == "proj_type") {
+      if (v != "std" && v != "reverse_std" && v != "right" && v != "left" && v != "full")
+        fail("optim_args proj_type=" + v + ": expected std, reverse_std, right, left or full");
+      s.proj_type = v;
+    } else {
+      a.warnings.push_back("[config] " + where + ": optim_args key '" + k + "' is not read by HF's GaLore (rank, "
+                           "update_proj_gap, scale, proj_type); ignored, as transformers does");
+    }
+  }
+  a.galore = s;
+  a.hf_galore = true;
+  a.warnings.push_back("[config] " + where + ": optim " + a.optim + ": transformers gives GaLoreAdamW the learning "
+                       "rate only (betas 0.9/0.999, eps 1e-6, no weight decay), so adam_* and weight_decay do not apply");
+}
+
+}  // namespace
+
 void finish_low_rank_args(TrainArgs& a, const std::string& where, Problems& problems) {
+  finish_hf_galore(a, where, problems);
   if (a.galore.use && a.apollo.use)
     problems.add("[config] " + where +
                      ": use_galore and use_apollo: Cannot use GaLore, APOLLO or BAdam together.",

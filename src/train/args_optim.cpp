@@ -8,7 +8,10 @@
 namespace unillm::train {
 
 std::string optimizer_kind(const std::string& optim) {
-  if (optim == "adamw_torch" || optim == "adamw_torch_fused") return "adamw";
+  // HF's own GaLore is AdamW inside (galore_torch's GaLoreAdamW); args_low_rank.cpp maps it.
+  if (optim == "adamw_torch" || optim == "adamw_torch_fused" || optim == "galore_adamw" ||
+      optim == "galore_adamw_layerwise")
+    return "adamw";
   if (optim == "sgd" || optim == "adafactor") return optim;
   if (optim == "adamw_8bit" || optim == "adamw_bnb_8bit" || optim == "paged_adamw_8bit")
     return "adamw_8bit";
@@ -17,7 +20,7 @@ std::string optimizer_kind(const std::string& optim) {
 
 const char* implemented_optimizers() {
   return "adamw_torch, adamw_torch_fused, sgd, adafactor, adamw_8bit, adamw_bnb_8bit, "
-         "paged_adamw_8bit";
+         "paged_adamw_8bit, galore_adamw, galore_adamw_layerwise";
 }
 
 OptimizerConfig optimizer_config(const TrainArgs& a) {
@@ -43,6 +46,12 @@ OptimizerConfig optimizer_config(const TrainArgs& a) {
   if (a.galore.use || a.apollo.use) {  // AdamW inside (args_low_rank.cpp checks optim)
     c.kind = a.galore.use ? "galore" : "apollo";
     c.low_rank = a.galore.use ? a.galore : a.apollo;
+  }
+  if (a.hf_galore) {  // transformers gives GaLoreAdamW only lr: its defaults for the rest
+    c.beta1 = 0.9;
+    c.beta2 = 0.999;
+    c.eps = 1e-6;
+    c.weight_decay = 0.0;
   }
   if (a.use_muon) c.kind = "muon";  // Adam's settings serve its AdamW part
   if (a.use_adam_mini) c.kind = "adam_mini";  // the model's dims come from the trainer

@@ -22,7 +22,7 @@ LowRankLayout low_rank_layout(const ParamArena& arena, const LowRankSettings& s,
     for (size_t j = k; j > 0 && parts[j - 1].seg == parts[k].seg; --j) ++within;
     const std::string& name =
         within < static_cast<int64_t>(seg.part_names.size()) ? seg.part_names[within] : seg.name;
-    slot.target = parts[k].matrix && is_low_rank_target(name, s.target);
+    slot.target = parts[k].matrix && is_low_rank_target(name, s);
     slot.state_offset = l.moments;
     if (slot.target) {
       slot.shape = projection_shape(s.proj_type, parts[k].rows, parts[k].cols, s.rank, svd);

@@ -130,9 +130,10 @@ constexpr Group kGroups[] = {
     // ZeRO over data-parallel processes (args_parallel.cpp, train/zero.h)
     {"training", S::kImplemented,
      "deepspeed fsdp fsdp_config fsdp_min_num_params fsdp_transformer_layer_cls_to_wrap"},
+    // HF's own GaLore optimizers (optim galore_adamw[_layerwise]; args_low_rank.cpp)
+    {"training", S::kImplemented, "optim_args optim_target_modules"},
     {"training", S::kNotImplemented,
      "accelerator_config parallelism_config tp_size "
-     "optim_args optim_target_modules "
      "train_sampling_strategy auto_find_batch_size torch_compile torch_compile_backend "
      "torch_compile_mode torchdynamo jit_mode_eval use_ipex bf16_full_eval fp16_full_eval "
      "enable_jit_checkpoint "

@@ -1,7 +1,9 @@
 // GaLore's and APOLLO's target rule and the full-rank AdamW step they share (low_rank.h).
 #include "train/low_rank.h"
 
+#include <algorithm>
 #include <cmath>
+#include <regex>
 
 namespace unillm::train {
 
@@ -20,6 +22,26 @@ bool is_low_rank_target(const std::string& hf_name, const std::vector<std::strin
   }
   for (const auto& t : targets)
     if (module.find(t) != std::string::npos) return true;
+  return false;
+}
+
+bool is_low_rank_target(const std::string& hf_name, const LowRankSettings& s) {
+  if (!s.hf_targets) return is_low_rank_target(hf_name, s.target);
+  const std::string suffix = ".weight";
+  if (hf_name.size() <= suffix.size() || hf_name.compare(hf_name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  const std::string module = hf_name.substr(0, hf_name.size() - suffix.size());
+  if (module.find("embed_tokens") != std::string::npos) return false;  // nn.Embedding, not nn.Linear
+  auto full = [&](const std::string& pattern) { return std::regex_match(module, std::regex(pattern)); };
+  if (s.hf_target_is_string) {
+    std::string t = s.target.at(0);
+    std::replace(t.begin(), t.end(), '_', '-');
+    return t == "all-linear" || full(s.target[0]);
+  }
+  for (const auto& t : s.target)
+    if (module == t || module.find(t) != std::string::npos) return true;
+  for (const auto& t : s.target)
+    if (full(t)) return true;
   return false;
 }
 

@@ -22,6 +22,12 @@ struct LowRankSettings {
   std::string proj = "random";         // random | svd
   std::string scale_type = "channel";  // channel | tensor
   bool scale_front = false;            // sqrt(scale) before the norm-growth limiter
+  // HF's own GaLore (optim: galore_adamw[_layerwise], optim_target_modules, optim_args) matches
+  // `target` as transformers' check_target_module_exists does, against module names: a YAML
+  // string is one regex (full match; "all-linear": every linear, lm_head included), a list
+  // matches a name exactly, as a substring or as a full-match regex.
+  bool hf_targets = false;
+  bool hf_target_is_string = false;
 };
 
 inline LowRankSettings apollo_defaults() {
@@ -34,6 +40,8 @@ inline LowRankSettings apollo_defaults() {
 // modules whose name contains one of `targets` ("all": find_all_linear_modules, i.e. every linear
 // but lm_head), weights only. Embeddings are not linear modules.
 bool is_low_rank_target(const std::string& hf_name, const std::vector<std::string>& targets);
+// The same under s's matching rule (LLaMA-Factory's above, or HF's with s.hf_targets).
+bool is_low_rank_target(const std::string& hf_name, const LowRankSettings& s);
 
 // The AdamW step of galore_torch / apollo_torch (transformers' old AdamW) for one full-rank tensor
 // of n elements: m, v updated in f32; p -= step_size · m / (sqrt(v) + eps) with step_size =

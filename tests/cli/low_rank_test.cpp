@@ -72,5 +72,40 @@ TEST(LowRankTrain, LlamaFactoryRefusalsReachTheCommandLine) {
       << none.err;
 }
 
+// HF's own GaLore (optim galore_adamw with optim_target_modules and optim_args) is galore_torch's
+// GaLoreAdamW with the settings transformers 4.46 gives it: the learning rate only (betas
+// 0.9/0.999, eps 1e-6, no weight decay even with weight_decay set). So it must train exactly as
+// LLaMA-Factory's GaLore keys with those settings, whether the targets are a list of names or one
+// regex string; its own errors reach the command line.
+TEST(LowRankTrain, HfGaloreOptimIsGaloreWithTransformersSettings) {
+  const std::string dir = testing::temp_dir("hf_galore");
+  const std::string base = "finetuning_type: full\nlearning_rate: 5.0e-3\n", steps = " max_steps=6 save_steps=100";
+  auto losses = [&](const std::string& name, const std::string& extra) {
+    const auto r = run_unillm("train " + testing::pt_config(dir, name, base + extra) + steps + " --quiet");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return testing::train_losses(dir + "/" + name);
+  };
+  const auto lf = losses("lf", "weight_decay: 0.0\nadam_epsilon: 1.0e-6\nuse_galore: true\ngalore_target: q_proj,v_proj\n"
+                               "galore_rank: 4\ngalore_update_interval: 2\ngalore_scale: 0.25\n");
+  ASSERT_EQ(lf.size(), 6u);
+  const std::string hf = "weight_decay: 0.01\noptim: galore_adamw\noptim_args: rank=4, update_proj_gap=2, scale=0.25\n";
+  EXPECT_EQ(losses("list", hf + "optim_target_modules: [q_proj, v_proj]\n"), lf);
+  EXPECT_EQ(losses("regex", hf + "optim_target_modules: '.*self_attn\\.(q|v)_proj'\n"), lf);
+  // Other targets, another run.
+  EXPECT_NE(losses("all", hf + "optim_target_modules: all-linear\n"), lf);
+  auto refused = [&](const std::string& name, const std::string& extra, const std::string& want) {
+    const auto r = run_unillm("train " + testing::pt_config(dir, name, base + extra));
+    EXPECT_EQ(r.exit_code, 1) << name;
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+  };
+  refused("no_targets", "optim: galore_adamw\n", "optim galore_adamw needs optim_target_modules");
+  refused("bad_args", "optim: galore_adamw\noptim_target_modules: [q_proj]\noptim_args: rank\n",
+          "optim_args 'rank': 'rank' is not key=value");
+  refused("bad_regex", "optim: galore_adamw\noptim_target_modules: 'q_proj('\n", "is not a valid regular expression");
+  refused("both", "optim: galore_adamw\noptim_target_modules: [q_proj]\nuse_galore: true\n",
+          "use_galore with optim galore_adamw");
+  refused("none", "optim: galore_adamw\noptim_target_modules: [attn_qkv]\n", "matches no trainable linear weight");
+}
+
 }  // namespace
 }  // namespace unillm
