@@ -134,10 +134,13 @@ constexpr Group kGroups[] = {
     {"training", S::kImplemented, "optim_args optim_target_modules"},
     {"training", S::kNotImplemented,
      "accelerator_config parallelism_config tp_size "
-     "train_sampling_strategy auto_find_batch_size torch_compile torch_compile_backend "
-     "torch_compile_mode torchdynamo jit_mode_eval use_ipex bf16_full_eval fp16_full_eval "
+     "train_sampling_strategy auto_find_batch_size bf16_full_eval fp16_full_eval "
      "enable_jit_checkpoint "
-     "ray_scope dispatch_batches split_batches "
+     "ray_scope dispatch_batches split_batches"},
+    // Speed switches of torch (compilation, IPEX, Liger's fused kernels): the same arithmetic
+    // in a faster form. unillm's kernels are native and fused already; accepted with a warning.
+    {"training", S::kIgnored,
+     "torch_compile torch_compile_backend torch_compile_mode torchdynamo jit_mode_eval use_ipex "
      "use_liger_kernel liger_kernel_config"},
     // args_fields.cpp: the shuffle's seed, the evaluation delay, resume without the data skip,
     // the deprecated per-GPU batch sizes, NEFTune, label smoothing

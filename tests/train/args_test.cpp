@@ -255,6 +255,8 @@ TEST(KeyTable, HoldsKeysFromEveryDataclassWithTheirStatus) {
       {"top_p", KeyStatus::kImplemented, "generating"},
       {"learning_rate", KeyStatus::kImplemented, "training"},
       {"report_to", KeyStatus::kIgnored, "training"},
+      {"torch_compile", KeyStatus::kIgnored, "training"},  // a speed switch of torch
+      {"optim_target_modules", KeyStatus::kImplemented, "training"},  // HF's own GaLore
       {"deepspeed", KeyStatus::kImplemented, "training"},  // ZeRO (train/zero.h)
       {"skip_bad_records", KeyStatus::kImplemented, "unillm"},
   };
