@@ -11,6 +11,7 @@
 
 #include "data/corpus_data.h"
 #include "dist/counting_group.h"
+#include "dist/gather_strings.h"
 #include "dist/mesh.h"
 #include "data/error.h"
 #include "models/save.h"
@@ -252,6 +253,18 @@ void Run::prepare_stage(const std::string& from) {
   ctx.eval = &eval_;
   ctx.loader = loader_opts_;
   ctx.say = [this](const std::string& s) { say(s); };
+  // Pure data parallelism: a stage's per-round values (BCO's batch rewards) through one allgather.
+  if (world_size() > 1 && !model_mesh_) {
+    ctx.rank = world_rank();
+    ctx.exchange = [this](std::optional<double> mine) {
+      std::vector<std::optional<double>> out;
+      for (const std::string& text : dist::allgather_strings(*h_.dp, nlohmann::json(mine ? nlohmann::json(*mine) : nlohmann::json()).dump())) {
+        const nlohmann::json v = nlohmann::json::parse(text);
+        out.push_back(v.is_null() ? std::nullopt : std::optional<double>(v.get<double>()));
+      }
+      return out;
+    };
+  }
   stage_->prepare(*model_, ctx);
 }
 
@@ -347,7 +360,8 @@ TrainResult Run::go() {
     // Not yet with several processes: each would need its share of the work and a merged result.
     std::string no;
     if (a_.do_predict && a_.predict_with_generate) no = "do_predict with predict_with_generate";
-    if (a_.pref_bco_weight > 1e-6) no = "pref_bco_weight (its running baseline is per process)";
+    if (a_.pref_bco_weight > 1e-6 && model_mesh_)
+      no = "pref_bco_weight under tensor or pipeline parallelism (its running baseline is exchanged between data-parallel processes only)";
     if (!no.empty())
       UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", no, " is not implemented with ", world_size(),
                    model_mesh_ ? " processes" : " data-parallel processes", " yet; run one process");

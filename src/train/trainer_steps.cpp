@@ -106,9 +106,15 @@ double Run::train_step() {
     int64_t last = -1;  // this process's last micro-batch: its backward completes the gradients
     for (size_t i = 0; i < group.size(); ++i)
       if (static_cast<int64_t>(i) % dp == me) last = static_cast<int64_t>(i);
+    // In the epoch's last group a process may have a micro-batch fewer than others (below).
+    const auto mine = static_cast<int64_t>(group.size() / dp) + (me < static_cast<int64_t>(group.size() % dp) ? 1 : 0);
+    const auto most = static_cast<int64_t>((group.size() + dp - 1) / dp);
     for (size_t i = 0; i < group.size() && !pipeline_; ++i) {
       if (static_cast<int64_t>(i) % dp != me) continue;
-      if (buckets_ && static_cast<int64_t>(i) == last) buckets_->arm();
+      // Such a process sits out a round after its last micro-batch, where a stage may exchange
+      // (BCO): it starts its buckets at the end instead, keeping every process's collectives in
+      // one order.
+      if (buckets_ && static_cast<int64_t>(i) == last && mine == most) buckets_->arm();
       micro_rng.reseed(step_seed + 0x9E3779B97F4A7C15ull * (i + 1));
       if (shards_) shards_->begin_micro();
       MicroResult r = stage_->train_micro(*model_, group[i], mo);
@@ -124,12 +130,17 @@ double Run::train_step() {
     // ZeRO-3: every process gathers and reduces each unit once per micro-batch, so one with fewer
     // micro-batches in the epoch's last group runs the group's first again as a stand-in whose
     // reductions contribute zeros (the same collectives, nothing added) and drops its result.
-    const auto mine = static_cast<int64_t>(group.size() / dp) + (me < static_cast<int64_t>(group.size() % dp) ? 1 : 0);
-    const auto most = static_cast<int64_t>((group.size() + dp - 1) / dp);
-    for (int64_t k = mine; shards_ && k < most; ++k) {
+    // Otherwise such a process sits the round out (a stage exchanging per round takes part).
+    for (int64_t k = mine; !pipeline_ && k < most; ++k) {
+      if (!shards_) {
+        stage_->idle_round();
+        continue;
+      }
       micro_rng.reseed(step_seed);
       shards_->begin_micro(/*stand_in=*/true);
-      stage_->train_micro(*model_, group[0], mo);
+      MicroOptions stand_in = mo;
+      stand_in.stand_in = true;
+      stage_->train_micro(*model_, group[0], stand_in);
       shards_->end_micro();
     }
   }

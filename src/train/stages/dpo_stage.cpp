@@ -68,6 +68,8 @@ class DpoStage : public Stage {
   void prepare(models::CausalLM& model, const PrepareContext& ctx) override {
     if (pref_loss_uses_reference(cfg_.loss)) ref_ = make_reference(kind_, a_, model, ctx);
     if (pref_loss_uses_bco(cfg_) && !ctx.resume_dir.empty()) load_bco(ctx.resume_dir);
+    exchange_ = ctx.exchange;
+    rank_ = ctx.rank;
   }
 
   void save_extra(const std::string& dir, bool checkpoint) const override {
@@ -83,7 +85,7 @@ class DpoStage : public Stage {
 
   MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) override {
     PairForward f = forward(model, b, o.recompute, false);
-    update_bco(f.in);
+    update_bco(f.in, o.stand_in);
     PrefLossOutput out = pref_loss(cfg_, f.in);
     MicroResult r;
     r.loss = out.loss;
@@ -115,10 +117,30 @@ class DpoStage : public Stage {
   static constexpr const char* kBcoFile = "bco_running.json";
 
   // BCO's baseline: updated with this batch's mean reward before the loss reads it (bco_loss).
-  void update_bco(PrefLossInput& in) {
+  // Under data parallelism every process applies the round's rewards in rank order (the order one
+  // process would run the micro-batches in), each loss reading the baseline right after its own,
+  // so dp processes keep one baseline and train as one process with gradient_accumulation × dp.
+  void update_bco(PrefLossInput& in, bool stand_in = false) {
     if (!pref_loss_uses_bco(cfg_)) return;
-    bco_.update(bco_batch_reward(cfg_, in));
-    in.bco_delta = bco_.mean;
+    const double mine = bco_batch_reward(cfg_, in);
+    if (!exchange_) {
+      bco_.update(mine);
+      in.bco_delta = bco_.mean;
+      return;
+    }
+    const std::vector<std::optional<double>> round = exchange_(stand_in ? std::nullopt : std::optional<double>(mine));
+    for (size_t r = 0; r < round.size(); ++r) {
+      if (!round[r]) continue;
+      bco_.update(*round[r]);
+      if (static_cast<int64_t>(r) == rank_) in.bco_delta = bco_.mean;
+    }
+    if (stand_in) in.bco_delta = bco_.mean;  // (its result is dropped)
+  }
+
+  void idle_round() override {
+    if (!pref_loss_uses_bco(cfg_) || !exchange_) return;
+    for (const auto& v : exchange_(std::nullopt))
+      if (v) bco_.update(*v);
   }
 
   void load_bco(const std::string& dir) {
@@ -215,6 +237,8 @@ class DpoStage : public Stage {
   RefKind kind_ = RefKind::adapters_off;
   std::unique_ptr<Reference> ref_;
   BcoRunning bco_;
+  std::function<std::vector<std::optional<double>>(std::optional<double>)> exchange_;
+  int64_t rank_ = 0;  // this process's place in the exchange's rank order
   int64_t rows_ = 0;  // train + eval rows (a precomputed table's size)
   std::unique_ptr<data::ChatTemplate> template_;
   LogitMeans logit_means_;

@@ -47,6 +47,10 @@ struct MicroOptions {
   double seed = 1;
   bool recompute = true;
   Rng* rng = nullptr;  // dropout (checkpointed with the run)
+  // ZeRO-3's stand-in micro-batch (a process short of micro-batches in the epoch's last group):
+  // its result is dropped, and it takes part in a round's exchange (PrepareContext::exchange) as
+  // having no micro-batch.
+  bool stand_in = false;
 };
 
 struct MicroResult {
@@ -77,6 +81,12 @@ struct PrepareContext {
   const data::TokenizedDataset* eval = nullptr;
   data::LoaderOptions loader;  // pad id (and batch size) of the run's batches
   std::function<void(const std::string&)> say;
+  // Data parallelism: one value from every process of the group, in rank order (a process
+  // without a micro-batch in this round gives none); null with one process. Rounds are the
+  // micro-batches (or eval batches) that the processes run side by side, rank r holding the
+  // round's r-th of the group, so rank order is the order one process would run them in.
+  std::function<std::vector<std::optional<double>>(std::optional<double>)> exchange;
+  int64_t rank = 0;  // this process's place in the exchange's rank order
 };
 
 class Stage {
@@ -113,6 +123,9 @@ class Stage {
                                        double hint);
   // One evaluation batch, without gradients.
   virtual EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) = 0;
+  // Data parallelism: this process has no micro-batch (or eval batch) in a round the others run;
+  // a stage that exchanges per round (PrepareContext::exchange) takes part with nothing.
+  virtual void idle_round() {}
   // What is logged of an interval's (an evaluation's) added-up SumMetrics.
   virtual StageMetrics summarize(const SumMetrics& sums) const;
   // Whether the loss is a token cross-entropy (eval_perplexity = exp(eval_loss) is logged then).
