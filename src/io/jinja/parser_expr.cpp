@@ -242,7 +242,11 @@ ExprPtr Parser::parse_subscript(ExprPtr base) {
     if (cur().kind == Tok::Int) {
       auto e = mk(Expr::Kind::Item, line);
       auto idx = mk(Expr::Kind::Const, line);
-      idx->value = Value(static_cast<int64_t>(std::stoll(cur().text)));
+      try {  // `x.<digits>` past int64 (a fuzzer's find): the literal path's error, not an abort
+        idx->value = Value(static_cast<int64_t>(std::stoll(cur().text)));
+      } catch (const std::exception&) {
+        fail("number '" + cur().text + "' out of range");
+      }
       next();
       e->args.push_back(std::move(base));
       e->args.push_back(std::move(idx));
