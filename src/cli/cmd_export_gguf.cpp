@@ -2,6 +2,7 @@
 // f32|f16|bf16|q8_0|q4_0]`: an HF model dir as the GGUF llama.cpp loads (docs/export.md). The weights
 // come from the loaded model's named_parameters(), the HF names save_pretrained writes (q/k/v split
 // out of the fused matrix), so the export sees exactly what unillm runs.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -12,6 +13,7 @@
 #include "io/gguf_model.h"
 #include "io/gguf_vocab.h"
 #include "models/causal_lm.h"
+#include "ops/rope.h"
 
 namespace unillm::cli {
 
@@ -54,6 +56,19 @@ io::GgufModelParams model_params(const models::ModelConfig& c, const std::string
   p.rope_theta = c.rope.theta;
   p.rope_scaling = c.rope.scaling_type;
   p.rope_factor = c.rope.factor;
+  if (c.rope.scaling_type == "dynamic")
+    UNILLM_THROW(ConfigError, "[export] rope_scaling dynamic (NTK) has no llama.cpp equivalent; export the model "
+                              "without it (remove rope_scaling from config.json) or use yarn");
+  if (c.rope.scaling_type == "yarn") {
+    // llama.cpp takes beta_fast/slow as context parameters (32/1) and always rounds the range.
+    if (c.rope.beta_fast != 32 || c.rope.beta_slow != 1 || !c.rope.truncate)
+      UNILLM_THROW(ConfigError, "[export] yarn with beta_fast ", c.rope.beta_fast, ", beta_slow ", c.rope.beta_slow,
+                   c.rope.truncate ? "" : ", truncate false", " cannot be written to a GGUF (llama.cpp uses 32, 1)");
+    p.rope_original_context = c.rope.original_max_position;
+    const double base_mscale = 1.0 + 0.1 * std::log(c.rope.factor);
+    p.rope_attn_factor = ops::rope_attention_factor(c.rope) / base_mscale;
+    if (std::fabs(p.rope_attn_factor - 1.0) < 1e-12) p.rope_attn_factor = 1.0;
+  }
   if (p.arch == "llama" && p.rope_dim != p.head_dim)
     UNILLM_THROW(ConfigError, "[export] partial rotary (", p.rope_dim, " of ", p.head_dim,
                  " dims) has no llama.cpp layout for the llama architecture");

@@ -124,11 +124,25 @@ ojson hf_config(const GgufFile& f, const Hparams& h, const std::string& torch_dt
     rope_scaling = llama3_rope_scaling(f, h);
   } else if (f.find(a + "rope.scaling.type")) {
     const std::string type = f.get_string(a + "rope.scaling.type");
-    if (type == "linear")
+    if (type == "linear") {
       rope_scaling = {{"factor", f32_decimal(f.get_float(a + "rope.scaling.factor"))},
                       {"rope_type", "linear"}};
-    else if (type != "none")
-      fail(f, "rope.scaling.type '" + type + "' is not supported (linear, none are)");
+    } else if (type == "yarn") {
+      const double factor = f32_decimal(f.get_float(a + "rope.scaling.factor"));
+      rope_scaling = {{"factor", factor},
+                      {"original_max_position_embeddings",
+                       f.get_int_or(a + "rope.scaling.original_context_length", h.ctx)},
+                      {"rope_type", "yarn"}};
+      // llama.cpp's attn_factor multiplies its own 1 + 0.1·ln(factor); HF's is the product.
+      if (f.find(a + "rope.scaling.attn_factor")) {
+        const double attn = f32_decimal(f.get_float(a + "rope.scaling.attn_factor"));
+        // Rounded through f32 as the key was, so 1.3 written comes back as 1.3.
+        if (attn != 1.0)
+          rope_scaling["attention_factor"] = f32_decimal(static_cast<float>(attn * (1.0 + 0.1 * std::log(factor))));
+      }
+    } else if (type != "none") {
+      fail(f, "rope.scaling.type '" + type + "' is not supported (linear, yarn, none are)");
+    }
   }
   ojson c = {{"architectures", {kArch.at(h.arch).first}}, {"model_type", kArch.at(h.arch).second}};
   c["hidden_size"] = h.n_embd;

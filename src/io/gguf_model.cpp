@@ -129,9 +129,13 @@ void add_gguf_model_params(const GgufModelParams& p, GgufMetadata& md) {
     u32("attention.key_length", p.head_dim);
     u32("attention.value_length", p.head_dim);
   }
-  if (p.rope_scaling == "linear") {
-    md.emplace_back(a + "rope.scaling.type", GgufValue::string("linear"));
+  if (p.rope_scaling == "linear" || p.rope_scaling == "yarn") {
+    md.emplace_back(a + "rope.scaling.type", GgufValue::string(p.rope_scaling));
     f32("rope.scaling.factor", p.rope_factor);
+  }
+  if (p.rope_scaling == "yarn") {
+    u32("rope.scaling.original_context_length", p.rope_original_context);
+    if (p.rope_attn_factor != 1.0) f32("rope.scaling.attn_factor", p.rope_attn_factor);
   }
 }
 

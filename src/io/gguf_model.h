@@ -40,8 +40,12 @@ struct GgufModelParams {
   int64_t context_length = 0, embedding_length = 0, block_count = 0, feed_forward_length = 0;
   int64_t head_count = 0, head_count_kv = 0, head_dim = 0, rope_dim = 0, vocab_size = 0;
   double rms_eps = 1e-6, rope_theta = 10000.0;
-  std::string rope_scaling;  // "", "linear" (factor written) or "llama3" (rope_freqs tensor)
+  // "", "linear" (factor written), "llama3" (rope_freqs tensor) or "yarn" (factor, original
+  // context length, and attn_factor when not 1: llama.cpp multiplies it by 1 + 0.1·ln(factor)).
+  std::string rope_scaling;
   double rope_factor = 1.0;
+  int64_t rope_original_context = 0;
+  double rope_attn_factor = 1.0;
 };
 // Appends general.architecture, general.name and the "<arch>." keys (key_length/value_length
 // only when head_dim differs from embedding_length / head_count).

@@ -29,6 +29,8 @@ nn::AttentionConfig attention_config(const ModelConfig& c, nn::ParamPlacement wd
   a.o_bias = c.o_bias;
   a.qk_norm = c.qk_norm;
   a.norm_eps = c.rms_norm_eps;
+  const double m = ops::rope_attention_factor(c.rope);  // YaRN scales q and k by m
+  a.score_scale = m * m;
   a.weight_dtype = wd.dtype;
   a.device = wd.device;
   return a;
@@ -171,13 +173,25 @@ Tensor Llama::forward(const ForwardBatch& b, KvCaches& caches) {
   UNILLM_CHECK(static_cast<int64_t>(caches.k.size()) == c_.num_layers, "[llama] cache has wrong layer count");
   nn::AttentionInputs in;
   in.positions = b.positions;
-  in.inv_freq = &inv_freq_;
+  in.inv_freq = rope_table(b.positions);
   in.lora = b.adapter_rows.empty() ? lora_run(b.adapters, nullptr) : lora_run(b.adapter_rows);
   in.slot_mapping = b.slot_mapping;
   in.batch = &b.attn;
   Tensor x = final_norm(layers(embed(b.ids), in, &caches, false), b.logit_rows);  // [M, C]
   if (lm_head_q_.defined()) return ops::linear_q(x, lm_head_q_);  // [M, V]
   return ops::linear(x, lm_head());  // [M, V]
+}
+
+const std::vector<float>* Llama::rope_table(const Tensor& positions) const {
+  if (c_.rope.scaling_type != "dynamic" || !positions.defined() || positions.numel() == 0) return &inv_freq_;
+  const Tensor host = positions.to(Device{}).contiguous();
+  const int32_t* p = host.data<int32_t>();
+  const int64_t seq_len = *std::max_element(p, p + host.numel()) + int64_t{1};  // HF: max(position_ids) + 1
+  if (seq_len <= c_.rope.max_position) return &inv_freq_;
+  std::lock_guard<std::mutex> lock(dynamic_mutex_);
+  auto it = dynamic_tables_.find(seq_len);
+  if (it == dynamic_tables_.end()) it = dynamic_tables_.emplace(seq_len, ops::rope_inv_freq(c_.rope, seq_len)).first;
+  return &it->second;
 }
 
 Tensor Llama::embed(const Tensor& ids, const TrainBatch* train, int64_t first_row) {
@@ -232,7 +246,7 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   const int64_t b = batch.input_ids.size(0), t = batch.input_ids.size(1);
   nn::AttentionInputs in;
   in.positions = batch.position_ids.contiguous().view({b * t});
-  in.inv_freq = &inv_freq_;
+  in.inv_freq = rope_table(in.positions);
   in.lora = lora_run(batch.adapters, batch.dropout_rng);
   in.rows = b;
   in.tokens = t;

@@ -2,7 +2,9 @@
 // flags): embed → L × (norm, attention, residual, norm, SwiGLU MLP, residual) → norm → lm_head.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "models/causal_lm.h"
@@ -70,6 +72,11 @@ class Llama : public CausalLM, public nn::Module {
   ModelConfig c_;
   Device device_;
   std::vector<float> inv_freq_;
+  // Dynamic NTK RoPE: the table of each sequence length seen beyond max_position_embeddings
+  // (kept: AttentionInputs points at it through backward and recompute).
+  mutable std::mutex dynamic_mutex_;
+  mutable std::map<int64_t, std::vector<float>> dynamic_tables_;
+  const std::vector<float>* rope_table(const Tensor& positions) const;
   Tensor embed_;  // [V, C]
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   nn::RMSNorm norm_;

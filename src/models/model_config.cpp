@@ -107,11 +107,28 @@ void parse_rope(const json& j, const std::string& path, ModelConfig& c) {
   const json& s = *it;
   std::string type = get_or<std::string>(s, path, "rope_type", get_or<std::string>(s, path, "type", ""));
   if (type == "default") return;
-  if (type != "linear" && type != "llama3")
-    UNILLM_THROW(NotImplemented, "[config] ", path, ": rope_scaling type '", type, "' is not implemented (linear, llama3 are)");
+  if (type != "linear" && type != "llama3" && type != "yarn" && type != "dynamic")
+    UNILLM_THROW(NotImplemented, "[config] ", path, ": rope_scaling type '", type,
+                 "' is not implemented (linear, llama3, yarn, dynamic are)");
   c.rope.scaling_type = type;
   const std::string in = path + " rope_scaling";
   c.rope.factor = positive_number(s, in, "factor", 1.0);
+  if (type == "dynamic") c.rope.max_position = c.max_position_embeddings;
+  if (type == "yarn") {
+    // The correction range sits at the pretraining length (YaRN, vLLM, llama.cpp); factor is
+    // taken as written (docs/ARCHITECTURE.md, "YaRN and dynamic NTK RoPE").
+    c.rope.original_max_position = get_or<int64_t>(s, in, "original_max_position_embeddings", c.max_position_embeddings);
+    if (c.rope.original_max_position <= 0) bad_key(in, "original_max_position_embeddings", "must be > 0");
+    c.rope.beta_fast = positive_number(s, in, "beta_fast", 32.0);
+    c.rope.beta_slow = positive_number(s, in, "beta_slow", 1.0);
+    for (auto [key, field] : {std::pair{"attention_factor", &c.rope.attention_factor},
+                              std::pair{"mscale", &c.rope.mscale}, std::pair{"mscale_all_dim", &c.rope.mscale_all_dim}})
+      if (s.contains(key) && !s[key].is_null()) *field = positive_number(s, in, key, 1.0);
+    c.rope.truncate = get_or<bool>(s, in, "truncate", true);
+    if (c.rope.rot_dim != c.head_dim && ops::rope_attention_factor(c.rope) != 1.0)
+      bad_key(in, "rope_type", "yarn's attention factor with partial_rotary_factor < 1 is not supported "
+                               "(it scales only the rotated part of q and k)");
+  }
   if (type == "llama3") {
     c.rope.low_freq_factor = positive_number(s, in, "low_freq_factor", 1.0);
     c.rope.high_freq_factor = positive_number(s, in, "high_freq_factor", 4.0);

@@ -70,7 +70,7 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, LayerCache
     layout.tokens = in.tokens;
     layout.segment_ids = in.segment_ids;
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale = static_cast<float>(c_.score_scale) / std::sqrt(static_cast<float>(d));
   // With packed (bf16/f16) saves the re-run starts from a rounded x, so its q and k would not be
   // the ones the forward's out and lse came from: recompute the attention there instead.
   if (cache.k || autograd::saved_tensor_hooks()) stash = nullptr;

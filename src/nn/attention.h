@@ -20,6 +20,9 @@ struct AttentionConfig {
   double norm_eps = 1e-6;
   DType weight_dtype = DType::f32;
   Device device;
+  // Multiplies the softmax scale 1/√D: YaRN's attention factor m scales q and k, so m² (see
+  // ops::rope_attention_factor).
+  double score_scale = 1.0;
 };
 
 // What one forward call needs besides x, shared by every layer. Inference fills the KV view's

@@ -1,9 +1,10 @@
-// rope: HF's inverse frequencies (default, linear, llama3) and the rotate_half rotation. For f32 the
-// angle and its cos/sin are computed in f32 exactly as HF does (float(pos) * inv_freq, then cos/sin
-// in f32); for f64 in double. Backward: RopeNode rotates dy by −angle (the forward kernel on
+// rope: HF's inverse frequencies (default, linear, llama3, yarn, dynamic) and the rotate_half
+// rotation. For f32 the angle and its cos/sin are computed in f32 exactly as HF does
+// (float(pos) * inv_freq, then cos/sin in f32); for f64 in double. Backward: RopeNode rotates dy by −angle (the forward kernel on
 // negated positions).
 #include "ops/rope.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -48,6 +49,45 @@ void apply_llama3(std::vector<float>& f, const RopeConfig& c) {
     }
     inv = scaled;
   }
+}
+
+// HF _compute_yarn_parameters, in the same f32/double split as PyTorch: the correction range in
+// Python doubles, the frequencies and the ramp in f32.
+void apply_yarn(std::vector<float>& f, const RopeConfig& c) {
+  const double dim = static_cast<double>(c.rot_dim), base = c.theta;
+  const double len = static_cast<double>(c.original_max_position);
+  auto correction_dim = [&](double rotations) {
+    return dim * std::log(len / (rotations * 2 * M_PI)) / (2 * std::log(base));
+  };
+  double low = correction_dim(c.beta_fast), high = correction_dim(c.beta_slow);
+  if (c.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;  // HF: prevents a division by zero
+  const float factor = static_cast<float>(c.factor), lo = static_cast<float>(low);
+  const float span = static_cast<float>(high - low);
+  for (size_t i = 0; i < f.size(); ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(c.rot_dim);
+    const float p = std::pow(static_cast<float>(base), e);  // HF's pos_freqs
+    const float interpolation = 1.0f / (factor * p);
+    const float ramp = std::clamp((static_cast<float>(i) - lo) / span, 0.0f, 1.0f);
+    const float keep = 1.0f - ramp;  // the share of extrapolation (high frequencies keep theirs)
+    f[i] = interpolation * (1.0f - keep) + (1.0f / p) * keep;
+  }
+}
+
+// HF _compute_dynamic_ntk_parameters with a tensor seq_len (its dynamic update): every step in f32.
+std::vector<float> dynamic_inv_freq(const RopeConfig& c, int64_t seq_len) {
+  const float factor = static_cast<float>(c.factor), d = static_cast<float>(c.rot_dim);
+  float t = factor * static_cast<float>(seq_len) / static_cast<float>(c.max_position) - static_cast<float>(c.factor - 1);
+  t = std::pow(t, static_cast<float>(static_cast<double>(c.rot_dim) / static_cast<double>(c.rot_dim - 2)));
+  const float base = static_cast<float>(c.theta) * t;
+  std::vector<float> f(static_cast<size_t>(c.rot_dim / 2));
+  for (int64_t i = 0; i < c.rot_dim / 2; ++i) f[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / d);
+  return f;
 }
 
 void check_rope(const Tensor& x, const Tensor& positions, const std::vector<float>& inv_freq) {
@@ -115,7 +155,7 @@ class RopeNode : public autograd::Node {
 
 }  // namespace
 
-std::vector<float> rope_inv_freq(const RopeConfig& c) {
+std::vector<float> rope_inv_freq(const RopeConfig& c, int64_t seq_len) {
   if (c.rot_dim <= 0 || c.rot_dim % 2 != 0)
     UNILLM_THROW(ShapeError, "[rope] rot_dim is ", c.rot_dim, ", expected a positive even number");
   if (!(c.theta > 0)) UNILLM_THROW(ConfigError, "[rope] theta is ", c.theta, ", expected > 0");
@@ -130,11 +170,27 @@ std::vector<float> rope_inv_freq(const RopeConfig& c) {
       UNILLM_THROW(ConfigError, "[rope] llama3 needs 0 < low_freq_factor < high_freq_factor, got ",
                    c.low_freq_factor, " and ", c.high_freq_factor);
     apply_llama3(f, c);
+  } else if (c.scaling_type == "yarn") {
+    if (c.original_max_position <= 0 || !(c.beta_fast > 0) || !(c.beta_slow > 0))
+      UNILLM_THROW(ConfigError, "[rope] yarn needs original_max_position_embeddings, beta_fast and beta_slow > 0");
+    apply_yarn(f, c);
+  } else if (c.scaling_type == "dynamic") {
+    if (c.max_position <= 0) UNILLM_THROW(ConfigError, "[rope] dynamic needs max_position_embeddings > 0");
+    if (c.rot_dim <= 2) UNILLM_THROW(ConfigError, "[rope] dynamic needs a rotary dimension above 2");
+    if (seq_len > c.max_position) return dynamic_inv_freq(c, seq_len);
   } else {
     UNILLM_THROW(ConfigError, "[rope] unknown rope scaling type '", c.scaling_type,
-                 "', expected default, linear or llama3");
+                 "', expected default, linear, llama3, yarn or dynamic");
   }
   return f;
+}
+
+double rope_attention_factor(const RopeConfig& c) {
+  if (c.scaling_type != "yarn") return 1.0;
+  if (c.attention_factor > 0) return c.attention_factor;
+  auto mscale = [&](double m) { return c.factor <= 1 ? 1.0 : 0.1 * m * std::log(c.factor) + 1.0; };
+  if (c.mscale > 0 && c.mscale_all_dim > 0) return mscale(c.mscale) / mscale(c.mscale_all_dim);
+  return mscale(1.0);
 }
 
 Tensor rope(const Tensor& x, const Tensor& positions, const std::vector<float>& inv_freq) {

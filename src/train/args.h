@@ -240,8 +240,7 @@ struct TrainArgs {
   bool group_by_length = false;
   std::string mix_strategy = "concat";  // LLaMA-Factory's: concat | interleave_under | interleave_over (data/mix.h)
   std::vector<double> interleave_probs;  // LLaMA-Factory's "0.3,0.7": HF's random interleaving (data/mix.h)
-  // LLaMA-Factory's rope_scaling (train/rope_scaling.h): "" | linear | llama3 (dynamic and yarn
-  // are refused: unillm's RoPE has no such kernels).
+  // LLaMA-Factory's rope_scaling (train/rope_scaling.h): "" | linear | dynamic | yarn | llama3.
   std::string rope_scaling;
   // LLaMA-Factory's early_stopping_steps: HF's EarlyStoppingCallback with this patience (needs
   // load_best_model_at_end); the patience counter survives a resume only with HF's

@@ -323,8 +323,6 @@ const std::map<std::string, Setter>& setters() {
          a.rope_scaling.clear();
          if (f.node.IsNull()) return;
          a.rope_scaling = get_choice(f, {"linear", "dynamic", "yarn", "llama3"});
-         if (a.rope_scaling == "dynamic" || a.rope_scaling == "yarn")
-           not_implemented(f, "'" + a.rope_scaling + "' (implemented: linear, llama3)");
        }},
       {"label_smoothing_factor",
        [](TrainArgs& a, const Field& f) {

@@ -20,8 +20,8 @@ std::string apply_rope_scaling(models::ModelConfig& cfg, const std::string& type
                       " positions; rope scaling disabled (as LLaMA-Factory)");
   const double factor = std::ceil(static_cast<double>(model_max_length) / static_cast<double>(old_max));
   nlohmann::ordered_json s = {{"rope_type", type}, {"factor", factor}};
+  if (type != "linear") s["original_max_position_embeddings"] = old_max;
   if (type == "llama3") {
-    s["original_max_position_embeddings"] = old_max;
     s["low_freq_factor"] = 1.0;
     s["high_freq_factor"] = 4.0;
   }
@@ -29,8 +29,11 @@ std::string apply_rope_scaling(models::ModelConfig& cfg, const std::string& type
   j["rope_scaling"] = s;
   j["max_position_embeddings"] = enlarged;
   cfg = models::parse_model_config(j.dump(2), config_path);
+  // HF's dynamic NTK rescales only past max_position_embeddings, which now covers cutoff_len:
+  // training sees the plain table, longer inference the rescaled one (LLaMA-Factory warns too).
+  const char* note = type == "dynamic" ? "; dynamic NTK scaling may not work well with fine-tuning" : "";
   return UNILLM_MSG("rope_scaling ", type, ": factor ", factor, "; max model length enlarged from ", old_max, " to ",
-                    enlarged, " (written to the saved config.json)");
+                    enlarged, " (written to the saved config.json)", note);
 }
 
 }  // namespace unillm::train

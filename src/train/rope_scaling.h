@@ -13,8 +13,8 @@
 namespace unillm::train {
 
 // Applies the rule to cfg (its raw_json and parsed fields, re-read through parse_model_config)
-// for type linear or llama3 (llama3 adds original_max_position_embeddings and LLaMA-Factory's
-// low/high frequency factors 1 and 4). Returns the line to log.
+// for type linear, dynamic, yarn or llama3 (all but linear add original_max_position_embeddings,
+// llama3 also LLaMA-Factory's low/high frequency factors 1 and 4). Returns the line to log.
 std::string apply_rope_scaling(models::ModelConfig& cfg, const std::string& type, int64_t model_max_length,
                                const std::string& config_path);
 

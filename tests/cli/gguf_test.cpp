@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "io/json_file.h"
@@ -127,6 +128,31 @@ TEST(GgufCli, Qwen2AndQwen3ComeBackBitForBit) {
     EXPECT_EQ(greedy_ids(back), greedy_ids(dir)) << type;
     fs::remove_all(back);
   }
+}
+
+// YaRN goes out as llama.cpp's keys (type, factor, original context length, attn_factor over
+// llama.cpp's own 1 + 0.1·ln(factor)) and comes back as the same rope_scaling; llama.cpp's own
+// logits on such files are checked by gguf_llama_cpp_check.py. Dynamic NTK has no llama.cpp
+// form: refused.
+TEST(GgufCli, YarnRopeScalingRoundTripsAndDynamicIsRefused) {
+  const std::string work = testing::temp_dir("gguf_yarn");
+  const std::string dir = work + "/yarn";
+  fs::copy(stories(), dir, fs::copy_options::recursive);
+  auto cfg = config(dir);
+  cfg["max_position_embeddings"] = 2048;
+  cfg["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 512},
+                         {"attention_factor", 1.3}};
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  const std::string back = round_trip(dir, work, "f32");
+  expect_same_tensors(dir, back);
+  EXPECT_EQ(config(back).at("rope_scaling"), cfg["rope_scaling"]);
+  EXPECT_EQ(greedy_ids(back), greedy_ids(dir));
+  cfg["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  auto r = run_unillm("export --format gguf --model " + dir + " --output " + work + "/dyn.gguf");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("rope_scaling dynamic (NTK) has no llama.cpp equivalent"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work + "/dyn.gguf"));
 }
 
 TEST(GgufCli, BadInputIsAClearError) {

@@ -43,6 +43,44 @@ TEST(ModelConfig, Llama3RopeScaling) {
   EXPECT_DOUBLE_EQ(c.rope.theta, 500000.0);
 }
 
+// YaRN: Qwen's documented form (original length = max_position_embeddings), LLaMA-Factory's
+// (original kept, max enlarged) and the optional keys; dynamic starts at max_position_embeddings.
+TEST(ModelConfig, YarnAndDynamicRopeScaling) {
+  auto qwen = load_model_config(write_config(std::string("{\"model_type\": \"qwen2\", ") + kBase +
+      R"(, "max_position_embeddings": 32768, "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}})"));
+  EXPECT_EQ(qwen.rope.scaling_type, "yarn");
+  EXPECT_DOUBLE_EQ(qwen.rope.factor, 4.0);
+  EXPECT_EQ(qwen.rope.original_max_position, 32768);
+  EXPECT_EQ(qwen.rope.beta_fast, 32);
+  EXPECT_EQ(qwen.rope.beta_slow, 1);
+  EXPECT_TRUE(qwen.rope.truncate);
+  auto lf = load_model_config(write_config(std::string("{\"model_type\": \"llama\", ") + kBase +
+      R"(, "max_position_embeddings": 1024, "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 512, "beta_fast": 16, "attention_factor": 1.5, "truncate": false}})"));
+  EXPECT_EQ(lf.rope.original_max_position, 512);
+  EXPECT_EQ(lf.rope.beta_fast, 16);
+  EXPECT_EQ(lf.rope.attention_factor, 1.5);
+  EXPECT_FALSE(lf.rope.truncate);
+  auto bare = load_model_config(write_config(std::string("{\"model_type\": \"llama\", ") + kBase +
+      R"(, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}})"));
+  EXPECT_EQ(bare.rope.original_max_position, 4096);  // no original: the model's own length
+  auto dyn = load_model_config(write_config(std::string("{\"model_type\": \"llama\", ") + kBase +
+      R"(, "max_position_embeddings": 2048, "rope_scaling": {"type": "dynamic", "factor": 2.0}})"));
+  EXPECT_EQ(dyn.rope.scaling_type, "dynamic");
+  EXPECT_EQ(dyn.rope.max_position, 2048);
+  // The attention factor would scale only the rotated part of q and k: refused, naming the key.
+  try {
+    load_model_config(write_config(std::string("{\"model_type\": \"llama\", ") + kBase +
+        R"(, "partial_rotary_factor": 0.5, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})"));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("partial_rotary_factor"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_model_config(write_config(std::string("{\"model_type\": \"llama\", ") + kBase +
+      R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": -1}})")), ConfigError);
+  EXPECT_THROW(load_model_config(write_config(std::string("{\"model_type\": \"llama\", ") + kBase +
+      R"(, "rope_scaling": {"rope_type": "longrope", "factor": 4.0}})")), NotImplemented);
+}
+
 TEST(ModelConfig, ErrorsNameFileAndKey) {
   auto path = write_config(R"({"model_type": "llama", "vocab_size": 100})");
   try {

@@ -1,5 +1,5 @@
-// rope: inverse frequencies (default, linear, llama3) against an oracle written from the HF
-// formulas in double, and the rotation (full and partial) against a naive oracle.
+// rope: inverse frequencies (default, linear, llama3, yarn, dynamic) against oracles written in
+// double from the HF formulas and the YaRN paper, and the rotation (full and partial) against a naive oracle.
 #include "ops/rope.h"
 
 #include "op_test_util.h"
@@ -63,11 +63,66 @@ TEST_F(RopeTest, InvFreqDefaultLinearAndLlama3) {
   expect_rel(l3, llama3_oracle(c), 1e-5);
   EXPECT_EQ(l3[0], 1.0f);  // the highest frequency is untouched
   EXPECT_NEAR(l3[63], inv_freq_oracle(500000, 128)[63] / 8, 1e-12);  // the lowest divided
-  c.scaling_type = "yarn";
+  c.scaling_type = "longrope";
   EXPECT_THROW(ops::rope_inv_freq(c), ConfigError);
   c.scaling_type = "";
   c.rot_dim = 7;
   EXPECT_THROW(ops::rope_inv_freq(c), ShapeError);
+}
+
+// YaRN (Peng et al. 2023, "NTK-by-parts"): dimension i turns r_i = L / wavelength_i times over
+// the original length L; dimensions turning more than beta_fast times keep their frequency,
+// fewer than beta_slow are divided by the factor, a linear ramp in the dimension index between
+// (the range's ends rounded out to whole dimensions). Attention is scaled by 0.1·ln(s) + 1.
+std::vector<double> yarn_oracle(const ops::RopeConfig& c) {
+  std::vector<double> f = inv_freq_oracle(c.theta, c.rot_dim);
+  const double d = c.rot_dim, L = c.original_max_position;
+  // The dimension at which a frequency turns r times over L: theta^(-2j/d)·L = 2π·r.
+  auto dim_at = [&](double r) { return d * std::log(L / (2 * M_PI * r)) / (2 * std::log(c.theta)); };
+  const double lo = std::max(0.0, std::floor(dim_at(c.beta_fast)));
+  const double hi = std::min(d - 1, std::ceil(dim_at(c.beta_slow)));
+  for (size_t j = 0; j < f.size(); ++j) {
+    const double ramp = std::clamp((double(j) - lo) / (hi - lo), 0.0, 1.0);  // 0: keep, 1: divide
+    f[j] = f[j] * (1 - ramp) + f[j] / c.factor * ramp;
+  }
+  return f;
+}
+
+TEST_F(RopeTest, InvFreqYarnAndDynamic) {
+  ops::RopeConfig c;
+  c.theta = 1000000;  // Qwen2.5's documented yarn: factor 4 over 32768 positions, D = 128
+  c.rot_dim = 128;
+  c.scaling_type = "yarn";
+  c.factor = 4;
+  c.original_max_position = 32768;
+  const std::vector<float> y = ops::rope_inv_freq(c);
+  expect_rel(y, yarn_oracle(c), 2e-6);
+  const std::vector<double> plain = inv_freq_oracle(c.theta, 128);
+  EXPECT_NEAR(y[0], plain[0], 1e-7);                        // fast dimensions keep their frequency
+  EXPECT_NEAR(y[63], plain[63] / 4, 1e-6 * plain[63] / 4);  // slow ones are interpolated
+  EXPECT_NEAR(ops::rope_attention_factor(c), 0.1 * std::log(4.0) + 1, 1e-15);
+  c.attention_factor = 1.25;
+  EXPECT_EQ(ops::rope_attention_factor(c), 1.25);
+  c.attention_factor = 0;
+  c.mscale = 1;  // DeepSeek's ratio form: equal mscales cancel
+  c.mscale_all_dim = 1;
+  EXPECT_DOUBLE_EQ(ops::rope_attention_factor(c), 1.0);
+  c.scaling_type = "llama3";
+  EXPECT_EQ(ops::rope_attention_factor(c), 1.0);
+
+  // Dynamic NTK: the base grows to theta·(s·n/L − (s−1))^(d/(d−2)) past L = max_position.
+  ops::RopeConfig dyn;
+  dyn.theta = 10000;
+  dyn.rot_dim = 16;
+  dyn.scaling_type = "dynamic";
+  dyn.factor = 2;
+  dyn.max_position = 8;
+  expect_rel(ops::rope_inv_freq(dyn, 8), inv_freq_oracle(10000, 16), 1e-6);  // within L: the plain table
+  expect_rel(ops::rope_inv_freq(dyn), inv_freq_oracle(10000, 16), 1e-6);
+  const double base = 10000 * std::pow(2.0 * 19 / 8 - 1, 16.0 / 14.0);
+  expect_rel(ops::rope_inv_freq(dyn, 19), inv_freq_oracle(base, 16), 5e-6);
+  dyn.max_position = 0;
+  EXPECT_THROW(ops::rope_inv_freq(dyn, 19), ConfigError);
 }
 
 std::vector<double> rope_oracle(const Tensor& x, const std::vector<int32_t>& pos,

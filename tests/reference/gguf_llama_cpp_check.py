@@ -202,6 +202,25 @@ def check_q4_k_m(args, model_dir, ids):
         fail(f"{q.name}: generate on the converted dir gave {out!r}")
 
 
+def check_yarn(args, rng, qwen2, llama):
+    """YaRN as llama.cpp reads it (type, factor, original context length; attn_factor when not
+    the default): Qwen's documented form and LLaMA-Factory's (original kept, max enlarged), run
+    40 positions past the original 16."""
+    small = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "rope_theta": 10000.0}
+    q = init_model(args, "qwen2-yarn", dict(qwen2, **small, max_position_embeddings=16,
+                                            rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                          "original_max_position_embeddings": 16}),
+                   ROOT / "tests" / "data" / "qwen2-tokenizer", qk_std=0.3, seed=5)
+    check_model(args, q, [int(x) for x in rng.integers(0, 151643, 40)])
+    m = init_model(args, "llama-yarn-lf", dict(llama, **small, max_position_embeddings=64,
+                                               rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                             "original_max_position_embeddings": 16,
+                                                             "attention_factor": 1.3}),
+                   ROOT / "assets" / "llama2-tokenizer", qk_std=0.3, seed=6)
+    check_model(args, m, [1] + [int(x) for x in rng.integers(3, 32000, 40)])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--unillm", required=True, type=Path)
@@ -231,6 +250,8 @@ def main():
              "initializer_range": 0.2, "use_sliding_window": False}
     q2 = init_model(args, "qwen2-random", qwen2, ROOT / "tests" / "data" / "qwen2-tokenizer", seed=3)
     check_model(args, q2, [int(x) for x in rng.integers(0, 151643, 40)])
+
+    check_yarn(args, rng, qwen2, stories15m)
 
     # K-quants need rows of whole 256-blocks (llama.cpp falls back to Q5_0/Q8_0 otherwise).
     k256 = dict(stories15m, hidden_size=256, intermediate_size=768, num_hidden_layers=2, num_attention_heads=4,

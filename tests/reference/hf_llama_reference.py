@@ -27,8 +27,9 @@ def rope_scaling_of(cfg):
     return kind, rs
 
 
-def inv_freq(cfg, dtype=torch.float32):
-    """[D/2] inverse frequencies, following HF's modeling_rope_utils (default, linear, llama3).
+def inv_freq(cfg, dtype=torch.float32, seq_len=None):
+    """[D/2] inverse frequencies, following HF's modeling_rope_utils (default, linear, llama3,
+    yarn, dynamic). seq_len (max position + 1 of the forward) matters only for dynamic.
 
     HF computes these in float32: base ** (arange(0, D, 2) / D) with the exponent in f32.
     """
@@ -43,7 +44,57 @@ def inv_freq(cfg, dtype=torch.float32):
         return freq / float(rs["factor"])
     if kind == "llama3":
         return _llama3_scale(freq, rs)
+    if kind == "yarn":
+        return _yarn_scale(base, exponent, d, cfg, rs)
+    if kind == "dynamic":
+        limit = int(cfg["max_position_embeddings"])
+        if seq_len is None or seq_len <= limit:
+            return freq
+        factor = float(rs["factor"])
+        # The base grows with the sequence: theta * (s * n / L - (s - 1)) ** (D / (D - 2)).
+        grown = base * ((factor * torch.tensor(seq_len, dtype=dtype) / limit) - (factor - 1)) ** (d / (d - 2))
+        return 1.0 / (grown ** exponent)
     raise NotImplementedError(f"[reference] rope_scaling type {kind!r} not implemented")
+
+
+def _yarn_scale(base, exponent, d, cfg, rs):
+    # YaRN "NTK-by-parts": dimensions turning more than beta_fast times over the original length
+    # keep their frequency, fewer than beta_slow are divided by factor, a linear ramp between.
+    # The range is taken at original_max_position_embeddings (else max_position_embeddings) and
+    # factor as written (vLLM, llama.cpp; transformers 4.46 agrees when the two lengths match).
+    factor = float(rs["factor"])
+    length = float(rs.get("original_max_position_embeddings") or cfg["max_position_embeddings"])
+    fast, slow = float(rs.get("beta_fast") or 32), float(rs.get("beta_slow") or 1)
+
+    def dim_at(rotations):
+        return d * math.log(length / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = dim_at(fast), dim_at(slow)
+    if rs.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
+    if low == high:
+        high += 0.001
+    pos = base ** exponent
+    ramp = ((torch.arange(d // 2, dtype=exponent.dtype) - low) / (high - low)).clamp(0, 1)
+    keep = 1 - ramp
+    return (1.0 / (factor * pos)) * (1 - keep) + (1.0 / pos) * keep
+
+
+def attention_factor(cfg):
+    """What HF multiplies cos and sin by: yarn's attention factor, else 1."""
+    kind, rs = rope_scaling_of(cfg)
+    if kind != "yarn":
+        return 1.0
+    if rs.get("attention_factor") is not None:
+        return float(rs["attention_factor"])
+
+    def mscale(m):
+        return 1.0 if rs["factor"] <= 1 else 0.1 * m * math.log(rs["factor"]) + 1.0
+
+    if rs.get("mscale") and rs.get("mscale_all_dim"):
+        return mscale(rs["mscale"]) / mscale(rs["mscale_all_dim"])
+    return mscale(1.0)
 
 
 def _llama3_scale(freq, rs):
@@ -65,11 +116,13 @@ def _llama3_scale(freq, rs):
 
 
 def rope_cos_sin(cfg, positions, dtype=torch.float32):
-    """cos, sin: [T, D] laid out as HF's cat(freqs, freqs) for rotate_half."""
-    f = inv_freq(cfg, dtype)
+    """cos, sin: [T, D] laid out as HF's cat(freqs, freqs) for rotate_half, times the attention
+    factor (yarn)."""
+    f = inv_freq(cfg, dtype, int(positions.max()) + 1)
     angles = positions.to(dtype)[:, None] * f[None, :]  # [T, D/2]
     emb = torch.cat((angles, angles), dim=-1)  # [T, D]
-    return emb.cos(), emb.sin()
+    scale = attention_factor(cfg)
+    return emb.cos() * scale, emb.sin() * scale
 
 
 def rotate_half(x):
@@ -192,13 +245,13 @@ def _naive_rms(vec, weight, eps):
                         dtype=torch.float64)
 
 
-def _naive_rope(vec, pos, freqs):
-    # Pairs (i, i + D/2) rotate by pos * freq_i (HF's rotate_half layout).
+def _naive_rope(vec, pos, freqs, scale=1.0):
+    # Pairs (i, i + D/2) rotate by pos * freq_i (HF's rotate_half layout), scaled (yarn).
     half = len(vec) // 2
     out = vec.clone()
     for i in range(half):
         a = pos * float(freqs[i])
-        c, s = math.cos(a), math.sin(a)
+        c, s = scale * math.cos(a), scale * math.sin(a)
         x1, x2 = float(vec[i]), float(vec[i + half])
         out[i] = x1 * c - x2 * s
         out[i + half] = x2 * c + x1 * s
@@ -215,8 +268,9 @@ def naive_logits(cfg, state, ids):
     d = head_dim_of(cfg)
     eps = float(cfg.get("rms_norm_eps", 1e-6))
     window = cfg.get("sliding_window") if cfg["model_type"] == "mistral" else None
-    freqs = inv_freq(cfg, torch.float64)
     t_len = len(ids)
+    freqs = inv_freq(cfg, torch.float64, t_len)
+    rope_scale = attention_factor(cfg)
     hs = [w["model.embed_tokens.weight"][int(i)].clone() for i in ids]
 
     def lin(x, name):
@@ -236,12 +290,12 @@ def naive_logits(cfg, state, ids):
                 qv = q[h * d:(h + 1) * d]
                 if p + "self_attn.q_norm.weight" in w:
                     qv = _naive_rms(qv, w[p + "self_attn.q_norm.weight"], eps)
-                qh.append(_naive_rope(qv, pos, freqs))
+                qh.append(_naive_rope(qv, pos, freqs, rope_scale))
             for h in range(n_kv):
                 kv = k[h * d:(h + 1) * d]
                 if p + "self_attn.k_norm.weight" in w:
                     kv = _naive_rms(kv, w[p + "self_attn.k_norm.weight"], eps)
-                kh.append(_naive_rope(kv, pos, freqs))
+                kh.append(_naive_rope(kv, pos, freqs, rope_scale))
                 vh.append(v[h * d:(h + 1) * d])
             qs.append(qh), ks.append(kh), vs.append(vh)
         new_hs = []

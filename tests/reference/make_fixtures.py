@@ -91,6 +91,23 @@ MODELS = {
         "num_attention_heads": 8, "num_key_value_heads": 2, "rms_norm_eps": 1e-05,
         "rope_theta": 1000000.0, "sliding_window": None, "tie_word_embeddings": False,
         "transformers_version": "4.46.3", "vocab_size": 256})),
+    # YaRN in Qwen's documented form (original length = max_position_embeddings), short enough
+    # that the 19-token prompt runs past it and the ramp reaches the fast dimensions.
+    "qwen2_yarn": (106, dict(_COMMON, **{
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 48,
+        "intermediate_size": 88, "max_position_embeddings": 16, "max_window_layers": 2,
+        "num_attention_heads": 6, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+        "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 16, "type": "yarn"},
+        "rope_theta": 10000.0, "sliding_window": 32768, "tie_word_embeddings": True,
+        "transformers_version": "4.46.3", "use_sliding_window": False, "vocab_size": 131})),
+    # Dynamic NTK: 19 positions past max_position_embeddings 8 grow the base.
+    "llama_dynamic": (107, dict(_COMMON, **{
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False,
+        "hidden_size": 32, "intermediate_size": 88, "max_position_embeddings": 8,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "pretraining_tp": 1,
+        "rms_norm_eps": 1e-06, "rope_scaling": {"factor": 2.0, "type": "dynamic"},
+        "rope_theta": 10000.0, "tie_word_embeddings": False, "transformers_version": "4.46.3",
+        "vocab_size": 97})),
 }
 BF16_VARIANT = ("llama_gqa_bf16", "llama_gqa")  # (name, f32 model it rounds)
 

@@ -66,7 +66,8 @@ TEST_P(LogitsParity, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Reference, LogitsParity,
                          ::testing::Values("llama_gqa", "llama_gqa_bf16", "llama_linear", "qwen2",
-                                           "qwen3", "mistral", "stories260K"),
+                                           "qwen3", "mistral", "qwen2_yarn", "llama_dynamic",
+                                           "stories260K"),
                          [](const auto& info) { return info.param; });
 
 struct PplCase {

@@ -136,7 +136,7 @@ TEST_P(GradParity, MatchesReference) {
 
 std::vector<GradCase> grad_cases() {
   std::vector<GradCase> cases;
-  for (const char* m : {"llama_gqa", "llama_linear", "qwen2", "qwen3", "mistral"})
+  for (const char* m : {"llama_gqa", "llama_linear", "qwen2", "qwen3", "mistral", "qwen2_yarn", "llama_dynamic"})
     for (bool r : {false, true}) cases.push_back({m, "plain", r});
   for (bool r : {false, true}) cases.push_back({"llama_gqa", "packed", r});
   return cases;
