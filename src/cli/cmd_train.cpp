@@ -192,23 +192,24 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   // do_predict with predict_with_generate: generation and BLEU/ROUGE after training, or alone
   // when do_train is off (LLaMA-Factory's nlg_eval example).
+  // Under several processes every one generates its share (predict.h).
   const bool generate = targs.do_predict && targs.predict_with_generate;
-  if (generate && dp)
-    UNILLM_THROW(ConfigError, "[train] ", args[0], ": do_predict with predict_with_generate is not implemented with ",
-                 dp->size(), " processes yet; run one process");
   if (generate && !targs.do_train) {
-    predict_with_generate(targs, false);
+    predict_with_generate(targs, false, dp);
     return 0;
   }
   auto r = train::run_training(targs, hooks);
-  if (!rank0) return 0;
-  std::printf(
-      "trained %lld steps: train_loss=%.6f%s%s -> %s\n", static_cast<long long>(r.steps),
-      r.train_loss,
-      r.final_eval_loss >= 0 ? (" eval_loss=" + std::to_string(r.final_eval_loss)).c_str() : "",
-      r.test_loss >= 0 ? (" test_loss=" + std::to_string(r.test_loss)).c_str() : "",
-      r.output_dir.c_str());
-  if (generate) predict_with_generate(targs, true);
+  if (rank0)
+    std::printf(
+        "trained %lld steps: train_loss=%.6f%s%s -> %s\n", static_cast<long long>(r.steps),
+        r.train_loss,
+        r.final_eval_loss >= 0 ? (" eval_loss=" + std::to_string(r.final_eval_loss)).c_str() : "",
+        r.test_loss >= 0 ? (" test_loss=" + std::to_string(r.test_loss)).c_str() : "",
+        r.output_dir.c_str());
+  if (generate) {
+    if (dp) dp->barrier();  // rank 0's final save is on disk before anyone loads it
+    predict_with_generate(targs, true, dp);
+  }
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "data/error.h"
 #include "data/predict_data.h"
 #include "data/sft.h"
+#include "dist/gather_strings.h"
 #include "eval/similarity.h"
 #include "infer/batch_generate.h"
 #include "io/json_file.h"
@@ -55,8 +56,11 @@ void save_metrics(const fs::path& dir, const std::vector<std::pair<std::string, 
 
 }  // namespace
 
-void predict_with_generate(const train::TrainArgs& a, bool after_training) {
-  auto say = [](const std::string& s) { std::fprintf(stderr, "[predict] %s\n", s.c_str()); };
+void predict_with_generate(const train::TrainArgs& a, bool after_training, dist::ProcessGroup* group) {
+  const int rank = group ? group->rank() : 0, size = group ? group->size() : 1;
+  auto say = [rank](const std::string& s) {
+    if (rank == 0) std::fprintf(stderr, "[predict] %s\n", s.c_str());
+  };
   std::string base = train::resolve_model_path(a.model_name_or_path, hf_cache_root());
   std::vector<std::string> adapters = a.adapter_name_or_path;
   if (after_training && a.adapter_tuning()) {
@@ -108,9 +112,29 @@ void predict_with_generate(const train::TrainArgs& a, bool after_training) {
   }
   bo.generate.max_new_tokens = max_new;
   say(std::to_string(prompts.size()) + " prompts, template '" + choice.name + "', " +
-      (sample ? "sampling" : "greedy") + ", max_new_tokens " + std::to_string(max_new));
+      (sample ? "sampling" : "greedy") + ", max_new_tokens " + std::to_string(max_new) +
+      (size > 1 ? ", shared by " + std::to_string(size) + " processes" : ""));
   const auto t0 = std::chrono::steady_clock::now();
-  const auto outputs = infer::batch_generate(*m.model, prompts, bo);
+  // This process's share: every size-th prompt from its rank on (lengths stay mixed), each with
+  // the seed it has in the whole set, so the share's tokens are the one-process run's.
+  std::vector<std::vector<int32_t>> mine;
+  bo.seeds.clear();
+  for (size_t i = static_cast<size_t>(rank); i < prompts.size(); i += static_cast<size_t>(size)) {
+    mine.push_back(prompts[i]);
+    bo.seeds.push_back(bo.generate.seed + i);
+  }
+  const auto generated = infer::batch_generate(*m.model, mine, bo);
+  std::vector<std::vector<int32_t>> outputs(prompts.size());
+  if (size == 1) {
+    outputs = generated;
+  } else {  // rank r's k-th answer is prompt r + k·size
+    const auto shares = dist::allgather_strings(*group, nlohmann::json(generated).dump());
+    for (int r = 0; r < size; ++r) {
+      const auto got = nlohmann::json::parse(shares[r]).get<std::vector<std::vector<int32_t>>>();
+      for (size_t k = 0; k < got.size(); ++k) outputs.at(static_cast<size_t>(r) + k * static_cast<size_t>(size)) = got[k];
+    }
+    if (rank != 0) return;
+  }
   const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // LLaMA-Factory's save_predictions (prompt decoded with special tokens, the others as
@@ -131,7 +155,9 @@ void predict_with_generate(const train::TrainArgs& a, bool after_training) {
   fs::create_directories(out);
   io::write_file_atomic((out / "generated_predictions.jsonl").string(), lines);
   const double n = static_cast<double>(outputs.size());
-  const double steps = std::ceil(n / static_cast<double>(std::max<int64_t>(1, a.per_device_eval_batch_size)));
+  // HF's steps: batches of per_device_eval_batch_size on each process.
+  const double steps =
+      std::ceil(n / static_cast<double>(std::max<int64_t>(1, a.per_device_eval_batch_size) * size));
   save_metrics(out, {{"predict_bleu-4", mean.bleu4},
                      {"predict_rouge-1", mean.rouge1},
                      {"predict_rouge-2", mean.rouge2},

@@ -15,6 +15,8 @@ std::vector<std::vector<int32_t>> batch_generate(models::CausalLM& model,
                                                  const std::function<void(int64_t, int64_t)>& progress) {
   std::vector<std::vector<int32_t>> out(prompts.size());
   const GenerateOptions& g = o.generate;
+  UNILLM_CHECK(o.seeds.empty() || o.seeds.size() == prompts.size(), "[generate] ", o.seeds.size(), " seeds for ",
+               prompts.size(), " prompts");
   if (prompts.empty() || g.max_new_tokens <= 0) return out;
   int64_t longest = 0;
   for (const auto& p : prompts) {
@@ -35,7 +37,7 @@ std::vector<std::vector<int32_t>> batch_generate(models::CausalLM& model,
     Request q;
     q.prompt = prompts[i];
     q.sampling = g.sampling;
-    q.seed = g.seed + i;
+    q.seed = o.seeds.empty() ? g.seed + i : o.seeds.at(i);
     q.max_tokens = g.max_new_tokens;
     q.stop_ids = g.eos_ids;
     q.ignore_eos = g.ignore_eos;

@@ -15,6 +15,9 @@ struct BatchGenerateOptions {
   GenerateOptions generate;  // max_new_tokens, sampling, seed (request i gets seed + i), eos_ids
   int64_t max_num_seqs = 8;  // sequences decoded together
   int64_t max_num_batched_tokens = 256;
+  // When given (one per prompt), request i's seed instead of seed + i: a share of a larger set
+  // keeps the seeds its prompts have in the whole (do_predict over several processes).
+  std::vector<uint64_t> seeds;
 };
 
 // The generated ids of every prompt (prompt excluded; the stop id that ended one is kept, as

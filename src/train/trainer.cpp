@@ -359,7 +359,6 @@ TrainResult Run::go() {
   if (world_size() > 1) {
     // Not yet with several processes: each would need its share of the work and a merged result.
     std::string no;
-    if (a_.do_predict && a_.predict_with_generate) no = "do_predict with predict_with_generate";
     if (a_.pref_bco_weight > 1e-6 && model_mesh_)
       no = "pref_bco_weight under tensor or pipeline parallelism (its running baseline is exchanged between data-parallel processes only)";
     if (!no.empty())
