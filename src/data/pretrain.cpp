@@ -2,6 +2,7 @@
 #include "data/pretrain.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "core/error.h"
 #include "data/corpus_data.h"
@@ -77,6 +78,50 @@ int64_t TokenizedDataset::num_tokens() const {
   int64_t n = 0;
   for (const auto& r : rows) n += static_cast<int64_t>(r.size());
   return n;
+}
+
+void append_examples(TokenizedDataset& to, const TokenizedDataset& from) {
+  if (to.source || from.source)
+    UNILLM_THROW(NotImplemented, "[data] appending rows read from a token corpus is not implemented");
+  to.documents += from.documents;
+  to.skipped_records += from.skipped_records;
+  to.skip_messages.insert(to.skip_messages.end(), from.skip_messages.begin(), from.skip_messages.end());
+  if (from.rows.empty()) return;
+  if (to.rows.empty()) {
+    const auto keep = std::make_tuple(to.documents, to.skipped_records, to.skip_messages);
+    to = from;
+    std::tie(to.documents, to.skipped_records, to.skip_messages) = keep;
+    return;
+  }
+  if (to.group != from.group)
+    UNILLM_THROW(ShapeError, "[data] cannot append examples of ", from.group, " rows to examples of ", to.group);
+  // A per-row field one side leaves at its default gets the default written out on that side.
+  auto extend = [&](std::vector<std::vector<int32_t>> TokenizedDataset::*field, auto make_default) {
+    auto& a = to.*field;
+    const auto& b = from.*field;
+    if (a.empty() && b.empty()) return;
+    if (a.empty())
+      for (const auto& r : to.rows) a.push_back(make_default(r));
+    if (b.empty())
+      for (const auto& r : from.rows) a.push_back(make_default(r));
+    else
+      a.insert(a.end(), b.begin(), b.end());
+  };
+  extend(&TokenizedDataset::labels, [](const std::vector<int32_t>& r) { return r; });  // pretraining: the ids
+  extend(&TokenizedDataset::position_ids, [](const std::vector<int32_t>& r) {
+    std::vector<int32_t> p(r.size());
+    for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int32_t>(i);
+    return p;
+  });
+  extend(&TokenizedDataset::segment_ids, [](const std::vector<int32_t>& r) {  // one segment: the whole row
+    return std::vector<int32_t>(r.size(), 1);
+  });
+  if (!to.tags.empty() || !from.tags.empty()) {
+    if (to.tags.empty() || from.tags.empty())
+      UNILLM_THROW(ShapeError, "[data] cannot append examples with tags to examples without");
+    to.tags.insert(to.tags.end(), from.tags.begin(), from.tags.end());
+  }
+  to.rows.insert(to.rows.end(), from.rows.begin(), from.rows.end());
 }
 
 int64_t TokenizedDataset::num_rows() const {

@@ -93,6 +93,11 @@ struct TokenizedDataset {
   void read_row(int64_t r, int32_t* out) const;  // row_length(r) ids
 };
 
+// Appends from's examples after to's (eval_on_each_dataset's per-dataset sets made one): rows,
+// and labels, positions, segments and tags, each materialised with its default where only one
+// side has it. Both must be in memory (no source) with the same group.
+void append_examples(TokenizedDataset& to, const TokenizedDataset& from);
+
 // Returns (train, eval); eval is empty without eval_dataset or val_size. Throws ConfigError for
 // dataset_info problems, DataError for bad records (unless skip_bad_records) and when no training
 // row results (e.g. fewer tokens than one block).

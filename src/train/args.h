@@ -86,6 +86,9 @@ struct TrainArgs {
   // is trained from (the data keys are then ignored); otherwise the rows are built, saved there,
   // and trained from. "" = off.
   std::string tokenized_path;
+  // LLaMA-Factory's eval_on_each_dataset: each eval_dataset name evaluated (and logged as
+  // eval_<name>_*) on its own (train/trainer.cpp compose_eval_splits).
+  bool eval_on_each_dataset = false;
   // --- fine-tuning
   std::string stage = "sft";             // LLaMA-Factory's default; pt, sft, rm, dpo and kto are implemented
   std::string finetuning_type = "lora";  // LLaMA-Factory's default; lora, oft, freeze, full

@@ -87,8 +87,30 @@ void check_best_model(TrainArgs& a, const std::string& where) {
                    "(as HF), got ",
                    save, " and ", every);
   }
+  // eval_on_each_dataset: HF names each evaluation eval_<name>_*, so the metric names a dataset
+  // (HF's KeyError at the first save becomes an error before training).
+  std::string each;  // metric_for_best_model without "[eval_]<name>_"
+  if (a.eval_on_each_dataset && !a.eval_dataset.empty() && !a.metric_for_best_model.empty()) {
+    const std::string& full = a.metric_for_best_model;
+    const std::string bare = full.rfind("eval_", 0) == 0 ? full.substr(5) : full;
+    std::string name;
+    for (const std::string& n : a.eval_dataset)
+      if (bare.rfind(n + "_", 0) == 0 && n.size() > name.size()) name = n;
+    if (name.empty()) {
+      std::string choices;
+      for (const std::string& n : a.eval_dataset) choices += (choices.empty() ? "" : ", ") + n + "_loss";
+      UNILLM_THROW(ConfigError, "[config] ", where, ": metric_for_best_model '", full,
+                   "' names no evaluation: with eval_on_each_dataset each dataset is evaluated as eval_<name>_*, "
+                   "so name one (", choices, ", ...)");
+    }
+    each = bare.substr(name.size() + 1);
+  }
   // A preference stage's logged metrics may decide too (HF takes any eval_ key).
-  const std::string& m = a.metric_for_best_model;
+  const std::string& m = each.empty() ? a.metric_for_best_model : each;
+  if (m.find('/') == std::string::npos && m != "kl" && m.find('_') != std::string::npos)
+    UNILLM_THROW(ConfigError, "[config] ", where, ": metric_for_best_model '", m,
+                 "' is not a metric: expected loss, perplexity, accuracy or a stage metric (a dataset's "
+                 "<name>_<metric> needs eval_on_each_dataset with that name in eval_dataset)");
   if ((a.stage == "dpo" || a.stage == "kto") && (m == "accuracy" || m == "perplexity"))
     UNILLM_THROW(ConfigError, "[config] ", where, ": metric_for_best_model '", m, "' is not evaluated by stage ",
                  a.stage, " (its metrics: loss, rewards/accuracies, rewards/margins, ...)");
@@ -103,8 +125,10 @@ void check_best_model(TrainArgs& a, const std::string& where) {
       UNILLM_THROW(ConfigError, "[config] ", where, ": metric_for_best_model '", m, "' is not a metric stage ",
                    a.stage, " evaluates", known.empty() ? std::string(" (loss, perplexity or accuracy)") : "");
   }
-  if (!a.metric_for_best_model.empty() && !a.greater_is_better)
-    a.greater_is_better = a.metric_for_best_model != "loss";  // HF: true unless loss
+  if (!a.metric_for_best_model.empty() && !a.greater_is_better) {  // HF: true unless it names a loss
+    const std::string& full = a.metric_for_best_model;
+    a.greater_is_better = !(full.size() >= 4 && full.compare(full.size() - 4, 4, "loss") == 0);
+  }
 }
 
 // do_predict: on an input_dir corpus, the loss over the test part of split (run_pretrain.py; its

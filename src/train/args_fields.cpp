@@ -183,6 +183,7 @@ const std::map<std::string, Setter>& setters() {
            a.max_samples = get_int(f, 1);
        }},
       {"val_size", [](TrainArgs& a, const Field& f) { a.val_size = get_val_size(f); }},
+      {"eval_on_each_dataset", [](TrainArgs& a, const Field& f) { a.eval_on_each_dataset = get_bool(f); }},
       {"packing",
        [](TrainArgs& a, const Field& f) {
          a.packing_given = !f.node.IsNull();
@@ -415,8 +416,9 @@ const std::map<std::string, Setter>& setters() {
          std::string m = get_string(f);
          if (m.rfind("eval_", 0) == 0) m = m.substr(5);  // HF accepts both spellings
          Field bare{f.key, YAML::Node(m), f.where};
-         // The stage's own metrics are checked with the stage (args_checks.cpp).
-         a.metric_for_best_model = m.find('/') != std::string::npos || m == "kl"
+         // The stage's own metrics, and eval_on_each_dataset's <name>_<metric>, are checked with
+         // the stage and the datasets (args_checks.cpp).
+         a.metric_for_best_model = m.find('/') != std::string::npos || m.find('_') != std::string::npos || m == "kl"
                                        ? m
                                        : get_choice(bare, {"loss", "perplexity", "accuracy"});
        }},

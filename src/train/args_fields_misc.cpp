@@ -82,6 +82,12 @@ void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems
         "state (LLaMA-Factory keeps them in bf16): more memory than LLaMA-Factory's, never less "
         "accuracy");
   }
+  if (a.eval_on_each_dataset && a.eval_dataset.empty() && (a.do_eval || a.eval_strategy != "no"))
+    a.warnings.push_back("[config] " + where + ": eval_on_each_dataset applies to eval_dataset's datasets; the "
+                         "evaluation set here (val_size) is evaluated as one (as LLaMA-Factory)");
+  if (!a.tokenized_path.empty() && a.eval_on_each_dataset && !a.eval_dataset.empty())
+    fail("tokenized_path with eval_on_each_dataset is not implemented yet (the saved rows hold one evaluation "
+         "set); drop one of them");
   if (!a.tokenized_path.empty() && !a.input_dir.empty())
     fail(
         "tokenized_path with input_dir: an input_dir corpus is already tokenized (unillm "

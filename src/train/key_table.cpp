@@ -53,9 +53,7 @@ constexpr Group kGroups[] = {
     {"data", S::kIgnored,
      "media_dir buffer_size overwrite_cache preprocessing_num_workers eval_num_beams "
      "ignore_pad_token_for_loss"},
-    {"data", S::kNotImplemented,
-     "eval_on_each_dataset"},
-    {"data", S::kImplemented, "tokenized_path"},
+    {"data", S::kImplemented, "tokenized_path eval_on_each_dataset"},
     // ---- LLaMA-Factory FinetuningArguments (freeze, lora, oft, rlhf, galore, apollo, badam,
     // swanlab)
     {"finetuning", S::kImplemented,

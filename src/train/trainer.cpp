@@ -208,6 +208,7 @@ void Run::load(const std::string& from) {
 void Run::setup_data() {
   stage_ = make_stage(a_);
   StageData d = stage_data(*stage_, a_, *tok_, tokenizer_dir_, [this](const std::string& s) { say(s); });
+  if (a_.eval_on_each_dataset && !a_.eval_dataset.empty()) compose_eval_splits(d);
   train_ = std::move(d.train);
   eval_ = std::move(d.eval);
   say("data: " + d.description);
@@ -227,7 +228,7 @@ void Run::setup_data() {
                  " of input_dir '", a_.input_dir, "' holds no row (", test_.documents,
                  " documents; cutoff_len ", a_.data_cutoff_len(), ")");
   // Token accuracy runs the inference forward over each row: plain rows only.
-  if (a_.metric_for_best_model == "accuracy" &&
+  if (best_metric_target().first == "accuracy" &&
       (!eval_.position_ids.empty() || !eval_.segment_ids.empty()))
     UNILLM_THROW(NotImplemented,
                  "[train] metric_for_best_model 'accuracy' on packed evaluation rows "
@@ -239,6 +240,26 @@ void Run::setup_data() {
   say("data: " + std::to_string(train_.num_rows()) + " train rows" + pairs(train_) + " (" +
       std::to_string(train_.num_tokens()) + " tokens), " + std::to_string(eval_.num_rows()) +
       " eval rows" + pairs(eval_) + (loss_predict() ? ", " + std::to_string(test_.num_rows()) + " test rows" : ""));
+}
+
+// LLaMA-Factory's eval_on_each_dataset: each name read and preprocessed (packed) on its own, as
+// its dict of evaluation sets is; the rows go into one eval_ and each name keeps its range.
+void Run::compose_eval_splits(StageData& d) {
+  data::TokenizedDataset eval;
+  for (const std::string& name : a_.eval_dataset) {
+    TrainArgs one = a_;  // only this dataset is read (its train rows are dropped)
+    one.dataset = {name};
+    one.eval_dataset = {name};
+    one.interleave_probs.clear();
+    one.mix_strategy = "concat";
+    StageData part = make_stage(one)->load_data(*tok_, tokenizer_dir_);
+    const int64_t first = eval.num_examples();
+    data::append_examples(eval, part.eval);
+    eval_splits_.push_back({name, first, eval.num_examples()});
+    say("eval_on_each_dataset: '" + name + "' " + std::to_string(eval.num_examples() - first) + " examples");
+  }
+  d.eval = std::move(eval);
+  stage_->adopt_data(d);  // what the stage keeps per row counts the composed rows
 }
 
 void Run::prepare_stage(const std::string& from) {

@@ -62,7 +62,7 @@ std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const
 
 // Several processes split the batches (batch i on process i mod dp); the parts come back to every
 // process and are added in batch order, so the result is one process's bit for bit.
-EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
+EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_t first, int64_t end) {
   autograd::NoGradGuard no_grad;
   // Tensor parallelism is for training: every process holds the whole model, so each evaluates
   // its batches alone (no tp peer computes the same batch).
@@ -75,12 +75,12 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy) {
   model_->set_tensor_parallel(nullptr);
   data::LoaderOptions eo = loader_opts_;
   eo.batch_size = a_.per_device_eval_batch_size;
-  const int64_t examples = ds.num_rows() / ds.group;
-  const int64_t batches = (examples + eo.batch_size - 1) / eo.batch_size;
+  const int64_t examples = end < 0 ? ds.num_rows() / ds.group : end;
+  const int64_t batches = (examples - first + eo.batch_size - 1) / eo.batch_size;
   std::vector<EvalPart> parts(static_cast<size_t>(batches));
   std::vector<std::pair<int64_t, int64_t>> acc(static_cast<size_t>(batches), {0, 0});
   for (int64_t i = world_rank(); i < batches; i += world_size()) {
-    const int64_t e = i * eo.batch_size;
+    const int64_t e = first + i * eo.batch_size;
     // Dataset order; the rows of an example (a pair) stay in one batch, laid out as the loader's.
     const std::vector<int64_t> idx = data::group_rows(ds, e, std::min(examples - e, eo.batch_size));
     data::Batch b = data::make_batch(ds, idx, eo);
@@ -147,29 +147,41 @@ void Run::gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<
   }
 }
 
-void Run::run_eval() {
-  const auto t0 = Clock::now();
-  const ParamShards::Whole whole(shards_.get());  // ZeRO-3: evaluation reads the whole model
-  // Token accuracy (pt/sft) runs when it decides the best checkpoint; a stage may report its own.
-  last_eval_ = evaluate(eval_, stage_->token_loss() && a_.metric_for_best_model == "accuracy");
-  last_eval_step_ = state_.global_step;
-  const double loss = last_eval_.loss;
-  nlohmann::json j = {{"eval_loss", loss}};
-  if (stage_->token_loss()) j["eval_perplexity"] = std::exp(loss);
-  j["eval_runtime"] = since(t0);
+void Run::log_eval(const std::string& prefix, const EvalResult& r, double runtime) {
+  nlohmann::json j = {{prefix + "_loss", r.loss}};
+  if (stage_->token_loss()) j[prefix + "_perplexity"] = std::exp(r.loss);
+  j[prefix + "_runtime"] = runtime;
   j["eval_step"] = state_.global_step;
-  nlohmann::json h = {{"step", state_.global_step}, {"eval_loss", loss}};
-  if (last_eval_.accuracy >= 0) j["eval_accuracy"] = h["eval_accuracy"] = last_eval_.accuracy;
+  nlohmann::json h = {{"step", state_.global_step}, {prefix + "_loss", r.loss}};
+  if (r.accuracy >= 0) j[prefix + "_accuracy"] = h[prefix + "_accuracy"] = r.accuracy;
   std::string figures;
-  for (const auto& [name, v] : last_eval_.metrics) {
-    j["eval_" + name] = h["eval_" + name] = v;
+  for (const auto& [name, v] : r.metrics) {
+    j[prefix + "_" + name] = h[prefix + "_" + name] = v;
     figures += ", " + name + " " + std::to_string(v);
   }
   if (log_) log_->write(j);
   state_.log_history.push_back(h);
-  say("eval at step " + std::to_string(state_.global_step) + ": loss " + std::to_string(loss) +
-      (stage_->token_loss() ? ", perplexity " + std::to_string(std::exp(loss)) : "") +
-      (last_eval_.accuracy >= 0 ? ", accuracy " + std::to_string(last_eval_.accuracy) : "") + figures);
+  const std::string which = prefix == "eval" ? "" : " (" + prefix.substr(5) + ")";
+  say("eval at step " + std::to_string(state_.global_step) + which + ": loss " + std::to_string(r.loss) +
+      (stage_->token_loss() ? ", perplexity " + std::to_string(std::exp(r.loss)) : "") +
+      (r.accuracy >= 0 ? ", accuracy " + std::to_string(r.accuracy) : "") + figures);
+}
+
+void Run::run_eval() {
+  const ParamShards::Whole whole(shards_.get());  // ZeRO-3: evaluation reads the whole model
+  // Token accuracy (pt/sft) runs when it decides the best checkpoint; a stage may report its own.
+  const bool accuracy = stage_->token_loss() && best_metric_target().first == "accuracy";
+  if (eval_splits_.empty()) {
+    const auto t0 = Clock::now();
+    last_eval_ = evaluate(eval_, accuracy);
+    log_eval("eval", last_eval_, since(t0));
+  }
+  for (EvalSplit& split : eval_splits_) {  // HF: one evaluate, and one log entry, per dataset
+    const auto t0 = Clock::now();
+    split.last = evaluate(eval_, accuracy, split.first, split.end);
+    log_eval("eval_" + split.name, split.last, since(t0));
+  }
+  last_eval_step_ = state_.global_step;
   // HF's EarlyStoppingCallback.on_evaluate: against the best so far (the best is updated after,
   // at the save), a strict improvement resets the count, anything else adds one.
   if (a_.early_stopping_steps && state_.global_step < total_steps_ && !stop_early_) {
@@ -205,14 +217,28 @@ bool Run::beats_best(double v) const {
   return !best || (a_.greater_is_better.value_or(false) ? v > *best : v < *best);
 }
 
-std::optional<double> Run::eval_metric() {
+std::pair<std::string, const Run::EvalSplit*> Run::best_metric_target() const {
   const std::string& m = a_.metric_for_best_model;
-  if (m == "loss") return last_eval_.loss;
-  if (m == "perplexity") return std::exp(last_eval_.loss);
-  if (m == "accuracy") return last_eval_.accuracy;
-  auto it = std::find_if(last_eval_.metrics.begin(), last_eval_.metrics.end(),  // a stage metric (args_checks.cpp)
-                         [&](const auto& e) { return e.first == m; });
-  if (it == last_eval_.metrics.end()) return std::nullopt;
+  if (eval_splits_.empty()) return {m, nullptr};
+  // "[eval_]<name>_<metric>" (args_checks.cpp checked it); the longest name that fits wins.
+  const std::string bare = m.rfind("eval_", 0) == 0 ? m.substr(5) : m;
+  const EvalSplit* hit = nullptr;
+  for (const EvalSplit& s : eval_splits_)
+    if (bare.rfind(s.name + "_", 0) == 0 && (!hit || s.name.size() > hit->name.size())) hit = &s;
+  if (!hit) return {"", nullptr};
+  return {bare.substr(hit->name.size() + 1), hit};
+}
+
+std::optional<double> Run::eval_metric() {
+  const auto [m, split] = best_metric_target();
+  const EvalResult& r = split ? split->last : last_eval_;
+  if (m.empty() || r.loss < 0) return std::nullopt;
+  if (m == "loss") return r.loss;
+  if (m == "perplexity") return std::exp(r.loss);
+  if (m == "accuracy") return r.accuracy;
+  auto it = std::find_if(r.metrics.begin(), r.metrics.end(),  // a stage metric (args_checks.cpp)
+                         [&m = m](const auto& e) { return e.first == m; });
+  if (it == r.metrics.end()) return std::nullopt;
   return it->second;
 }
 

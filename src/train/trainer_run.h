@@ -115,7 +115,21 @@ class Run {
   [[noreturn]] void stop_non_finite(const std::string& what, double value) const;
   // Throws NumericError when the trainable weights hold NaN/inf; dir: what would be written.
   void check_weights_finite(const std::string& dir) const;
-  EvalResult evaluate(const data::TokenizedDataset& ds, bool accuracy);
+  // The examples [first, end) of ds (end -1: to the last).
+  EvalResult evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_t first = 0, int64_t end = -1);
+  // Logs one evaluation under `prefix` ("eval", or "eval_<name>" per dataset).
+  void log_eval(const std::string& prefix, const EvalResult& r, double runtime);
+  // eval_on_each_dataset: each eval_dataset name's examples of eval_ and its last evaluation.
+  struct EvalSplit {
+    std::string name;
+    int64_t first = 0, end = 0;
+    EvalResult last{-1, -1};
+  };
+  std::vector<EvalSplit> eval_splits_;
+  // Replaces d.eval by the eval_dataset names loaded one by one (eval_splits_ their ranges).
+  void compose_eval_splits(StageData& d);
+  // metric_for_best_model's base metric (loss, accuracy, ...) and, per dataset, its split.
+  std::pair<std::string, const EvalSplit*> best_metric_target() const;
   void log_step(double loss, double grad_norm, double lr);
   void write_results(const std::string& dir, const TrainResult& r, double runtime);
   TrainResult finish(double train_loss_sum, int64_t steps_this_run);

@@ -385,11 +385,19 @@ void Run::write_results(const std::string& dir, const TrainResult& r, double run
                        {"train_steps_per_second", state_.global_step / std::max(runtime, 1e-9)}};
   write_json((out / "train_results.json").string(), tr);
   nlohmann::json all = tr;
-  if (last_eval_.loss >= 0) {
-    nlohmann::json ev = {{"eval_loss", last_eval_.loss}, {"epoch", state_.epoch}};
-    if (stage_->token_loss()) ev["eval_perplexity"] = std::exp(last_eval_.loss);
-    if (last_eval_.accuracy >= 0) ev["eval_accuracy"] = last_eval_.accuracy;
-    for (const auto& [name, v] : last_eval_.metrics) ev["eval_" + name] = v;
+  // The last evaluation, or each dataset's (eval_on_each_dataset: eval_<name>_loss, ...).
+  std::vector<std::pair<std::string, const EvalResult*>> evals;
+  if (last_eval_.loss >= 0) evals.emplace_back("eval", &last_eval_);
+  for (const EvalSplit& split : eval_splits_)
+    if (split.last.loss >= 0) evals.emplace_back("eval_" + split.name, &split.last);
+  if (!evals.empty()) {
+    nlohmann::json ev = {{"epoch", state_.epoch}};
+    for (const auto& [prefix, e] : evals) {
+      ev[prefix + "_loss"] = e->loss;
+      if (stage_->token_loss()) ev[prefix + "_perplexity"] = std::exp(e->loss);
+      if (e->accuracy >= 0) ev[prefix + "_accuracy"] = e->accuracy;
+      for (const auto& [name, v] : e->metrics) ev[prefix + "_" + name] = v;
+    }
     write_json((out / "eval_results.json").string(), ev);
     all.update(ev);
   }

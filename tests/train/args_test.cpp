@@ -247,7 +247,7 @@ TEST(KeyTable, HoldsKeysFromEveryDataclassWithTheirStatus) {
       {"preprocessing_num_workers", KeyStatus::kIgnored, "data"},
       {"neat_packing", KeyStatus::kImplemented, "data"},
       {"interleave_probs", KeyStatus::kImplemented, "data"},
-      {"eval_on_each_dataset", KeyStatus::kNotImplemented, "data"},
+      {"eval_on_each_dataset", KeyStatus::kImplemented, "data"},
       {"stage", KeyStatus::kImplemented, "finetuning"},
       {"lora_rank", KeyStatus::kImplemented, "finetuning"},
       {"use_galore", KeyStatus::kImplemented, "finetuning"},
