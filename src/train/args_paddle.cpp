@@ -38,6 +38,9 @@ enum class Map {
   kDoPredict,         // run_pretrain.py: evaluate split's test part; run_finetune.py: test.json
   kContinueTraining,  // run_pretrain: false (its default) initialises at random from the config
   kNeftune,           // neftune / neftune_noise_alpha: NEFTune only with neftune true (alpha 5.0)
+  kLoraPlus,          // lora_plus_scale: lora_B's learning-rate multiplier → loraplus_lr_ratio
+  kRsloraPlus,        // rslora_plus: rslora, lora_plus_scale 4 and lora_alpha 4 (finish_lora)
+  kPissa,             // pissa: PiSSA from the full SVD with scaling 1 (finish_lora)
 };
 
 // PaddleNLP-only keys (names as in llm/run_finetune.py's argument classes).
@@ -88,9 +91,10 @@ const std::map<std::string, Map>& paddle_keys() {
       {"sep_parallel_degree", Map::kDegree},
       {"context_parallel_degree", Map::kDegree},
       {"prefix_tuning", Map::kNotImplemented},
-      {"pissa", Map::kNotImplemented},
+      {"pissa", Map::kPissa},
       {"dora", Map::kNotImplemented},
-      {"lora_plus_scale", Map::kNotImplemented},
+      {"lora_plus_scale", Map::kLoraPlus},
+      {"rslora_plus", Map::kRsloraPlus},
       {"vera", Map::kNotImplemented},
       {"lokr", Map::kNotImplemented},
       {"reft", Map::kNotImplemented},
@@ -165,6 +169,9 @@ struct Translation {
   bool continue_training_given = false;
   bool neftune = false;                 // PaddleNLP's switch; its alpha (default 5.0) below
   std::optional<Field> neftune_alpha;
+  // run_finetune.py's LoRA defaults depend on several keys (finish_lora).
+  bool rslora = false, rslora_plus = false, pissa = false, alpha_given = false;
+  std::string pissa_where, rslora_plus_where, rslora_where;
 };
 
 // A PaddleNLP boolean: its argument parser reads "--lora VALUE" with strtobool, so true/false and
@@ -255,9 +262,28 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
       out["disable_gradient_checkpointing"] =
           Field{"disable_gradient_checkpointing", YAML::Node(on_bool() ? "false" : "true"), via};
       break;
-    case Map::kRslora: out["use_rslora"] = Field{"use_rslora", v, via}; break;
+    case Map::kRslora:
+      out["use_rslora"] = Field{"use_rslora", v, via};
+      t.rslora = on_bool();
+      t.rslora_where = via;
+      break;
     case Map::kPositiveOrUnset:
-      if (!(v.IsScalar() && v.Scalar().size() && v.Scalar()[0] == '-')) out[key] = Field{key, v, where};
+      if (!(v.IsScalar() && v.Scalar().size() && v.Scalar()[0] == '-')) {
+        out[key] = Field{key, v, where};
+        t.alpha_given = key == "lora_alpha";
+      }
+      break;
+    case Map::kLoraPlus:  // Paddle's ParamAttr(learning_rate=scale) on lora_B: LoRA+'s ratio
+      if (!(v.IsScalar() && (v.Scalar() == "1" || v.Scalar() == "1.0")))
+        out["loraplus_lr_ratio"] = Field{"loraplus_lr_ratio", v, via};
+      break;
+    case Map::kRsloraPlus:
+      t.rslora_plus = on_bool();
+      t.rslora_plus_where = via;
+      break;
+    case Map::kPissa:
+      t.pissa = on_bool();
+      t.pissa_where = via;
       break;
     case Map::kIgnored:
       if (on()) warn_ignored(t, key, where, ignored_because(key));
@@ -308,6 +334,31 @@ void finish_neftune(Translation& t, const std::string& source) {
                         : Field{"neftune_noise_alpha", YAML::Node("5.0"), source + " (PaddleNLP 'neftune' default alpha)"};
   } else if (t.neftune_alpha && !detail::is_off(t.neftune_alpha->node)) {
     warn_ignored(t, "neftune_noise_alpha", t.neftune_alpha->where, " (NEFTune needs 'neftune': true, as in PaddleNLP)");
+  }
+}
+
+// run_finetune.py's LoRA set-up: rslora_plus turns on rslora with lora_plus_scale 4 and
+// lora_alpha 4; an unset lora_alpha (-1) is 4 with rslora, else 2 × rank (unillm's default too);
+// pissa initialises A and B from the full SVD and makes the scaling 1 whatever alpha and rslora
+// say (LoRAConfig.scaling), i.e. alpha = rank without rslora.
+void finish_lora(Translation& t) {
+  auto set = [&](const char* key, const std::string& value, const std::string& where) {
+    t.fields[key] = Field{key, YAML::Node(value), where};
+  };
+  if (t.rslora_plus) {
+    set("use_rslora", "true", t.rslora_plus_where);
+    set("loraplus_lr_ratio", "4", t.rslora_plus_where);
+    set("lora_alpha", "4", t.rslora_plus_where);
+  } else if (t.rslora && !t.alpha_given) {
+    set("lora_alpha", "4", t.rslora_where + " (run_finetune.py's lora_alpha with rslora)");
+  }
+  if (t.pissa) {
+    set("pissa_init", "true", t.pissa_where);
+    set("pissa_iter", "-1", t.pissa_where + " (a full SVD)");
+    set("use_rslora", "false", t.pissa_where + " (scaling 1)");
+    const auto rank = t.fields.find("lora_rank");
+    set("lora_alpha", rank != t.fields.end() && rank->second.node.IsScalar() ? rank->second.node.Scalar() : "8",
+        t.pissa_where + " (scaling 1)");
   }
 }
 
@@ -374,6 +425,7 @@ TrainArgs parse_paddle_args(const std::string& json_text, const std::string& sou
                   i < from_file ? where_in(json_text, source, given[i].first) : "command line", t);
       });
   problems.attempt([&] { finish_neftune(t, source); });
+  problems.attempt([&] { finish_lora(t); });
   if (t.pretrain && !t.continue_training_given)
     set_from_scratch(t, true, source + " (run_pretrain.py's default continue_training false)");
   TrainArgs a = detail::apply_fields(t.fields, source, t.direct, std::move(problems));

@@ -135,6 +135,32 @@ TEST(PaddleArgs, OfficialSftAndLoraArguments) {
   EXPECT_EQ(load_train_args(official("lora_argument.json"), {}).finetuning_type, "lora");
 }
 
+// run_finetune.py's LoRA variants: lora_plus_scale is lora_B's learning-rate multiplier (LoRA+'s
+// ratio); an unset lora_alpha is 4 with rslora (2 x rank otherwise); rslora_plus means rslora,
+// lora_plus_scale 4 and lora_alpha 4; pissa takes the full SVD with scaling 1 (alpha = rank, no
+// rslora), whatever alpha says.
+TEST(PaddleArgs, LoraVariantsAsRunFinetuneSetsThemUp) {
+  const std::string lora = kSft + R"("lora": true, "lora_rank": 16, )";
+  TrainArgs plus = parse_paddle_args(lora + R"("lora_plus_scale": 8.0})", "a.json");
+  EXPECT_EQ(*plus.loraplus_lr_ratio, 8.0);
+  EXPECT_EQ(*plus.lora_alpha, 32.0);  // 2 x rank
+  EXPECT_FALSE(parse_paddle_args(lora + R"("lora_plus_scale": 1.0})", "a.json").loraplus_lr_ratio);
+  TrainArgs rs = parse_paddle_args(lora + R"("rslora": true})", "a.json");
+  EXPECT_TRUE(rs.use_rslora);
+  EXPECT_EQ(*rs.lora_alpha, 4.0);
+  EXPECT_EQ(*parse_paddle_args(lora + R"("rslora": true, "lora_alpha": 32})", "a.json").lora_alpha, 32.0);
+  TrainArgs rp = parse_paddle_args(lora + R"("rslora_plus": true, "lora_alpha": 32})", "a.json");
+  EXPECT_TRUE(rp.use_rslora);
+  EXPECT_EQ(*rp.lora_alpha, 4.0);
+  EXPECT_EQ(*rp.loraplus_lr_ratio, 4.0);
+  TrainArgs pissa = parse_paddle_args(lora + R"("pissa": true, "rslora": true, "lora_alpha": 32})", "a.json");
+  EXPECT_TRUE(pissa.pissa_init);
+  EXPECT_EQ(pissa.pissa_iter, -1);
+  EXPECT_FALSE(pissa.use_rslora);
+  EXPECT_EQ(*pissa.lora_alpha, 16.0);  // alpha / rank = 1
+  EXPECT_NE(error_of(lora + R"("pissa": "maybe"})").find("pissa"), std::string::npos);
+}
+
 // HF TrainingArguments.__post_init__: load_best_model_at_end needs matching strategies and, by
 // steps, save_steps a multiple of eval_steps; the metric defaults to loss (lower is better).
 TEST(PaddleArgs, BestModelRules) {
