@@ -274,17 +274,24 @@ void Run::prepare_stage(const std::string& from) {
   ctx.eval = &eval_;
   ctx.loader = loader_opts_;
   ctx.say = [this](const std::string& s) { say(s); };
-  // Pure data parallelism: a stage's per-round values (BCO's batch rewards) through one allgather.
-  if (world_size() > 1 && !model_mesh_) {
-    ctx.rank = world_rank();
-    ctx.exchange = [this](std::optional<double> mine) {
+  // A stage's per-round values (BCO's batch rewards) through one allgather: training rounds over
+  // the data-parallel replicas (under tensor parallelism those of this tp rank, whose peers run
+  // the same micro-batch), evaluation rounds over every process (each evaluates alone).
+  auto exchange_over = [](dist::ProcessGroup& group) -> PrepareContext::Exchange {
+    return [&group](std::optional<double> mine) {
       std::vector<std::optional<double>> out;
-      for (const std::string& text : dist::allgather_strings(*h_.dp, nlohmann::json(mine ? nlohmann::json(*mine) : nlohmann::json()).dump())) {
+      for (const std::string& text : dist::allgather_strings(group, nlohmann::json(mine ? nlohmann::json(*mine) : nlohmann::json()).dump())) {
         const nlohmann::json v = nlohmann::json::parse(text);
         out.push_back(v.is_null() ? std::nullopt : std::optional<double>(v.get<double>()));
       }
       return out;
     };
+  };
+  if (world_size() > 1) {
+    ctx.eval_rank = world_rank();
+    ctx.eval_exchange = exchange_over(*h_.dp);
+    ctx.rank = dp_rank();
+    if (dp_size() > 1) ctx.exchange = exchange_over(model_mesh_ ? model_mesh_->dp() : *h_.dp);
   }
   stage_->prepare(*model_, ctx);
 }
@@ -380,8 +387,9 @@ TrainResult Run::go() {
   if (world_size() > 1) {
     // Not yet with several processes: each would need its share of the work and a merged result.
     std::string no;
-    if (a_.pref_bco_weight > 1e-6 && model_mesh_)
-      no = "pref_bco_weight under tensor or pipeline parallelism (its running baseline is exchanged between data-parallel processes only)";
+    if (a_.pref_bco_weight > 1e-6 && a_.pipeline_degree > 1)
+      no = "pref_bco_weight under pipeline parallelism (its running baseline is exchanged between data-parallel "
+           "processes and tensor-parallel peers only)";
     if (!no.empty())
       UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", no, " is not implemented with ", world_size(),
                    model_mesh_ ? " processes" : " data-parallel processes", " yet; run one process");

@@ -88,7 +88,8 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
     if (accuracy) acc[static_cast<size_t>(i)] = token_accuracy_counts(*model_, b);
   }
   // A process with one batch fewer sits the last round out (a stage exchanging per round takes part).
-  if (world_size() > 1 && world_rank() >= batches % world_size() && batches % world_size() != 0) stage_->idle_round();
+  if (world_size() > 1 && world_rank() >= batches % world_size() && batches % world_size() != 0)
+    stage_->idle_round(/*evaluation=*/true);
   if (world_size() > 1) gather_eval_parts(parts, acc);
   double loss_sum = 0;
   int64_t items = 0, right = 0, scored = 0;

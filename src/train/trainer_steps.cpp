@@ -133,7 +133,7 @@ double Run::train_step() {
     // Otherwise such a process sits the round out (a stage exchanging per round takes part).
     for (int64_t k = mine; !pipeline_ && k < most; ++k) {
       if (!shards_) {
-        stage_->idle_round();
+        stage_->idle_round(/*evaluation=*/false);
         continue;
       }
       micro_rng.reseed(step_seed);

@@ -171,7 +171,11 @@ TEST(TensorParallel, PreferenceStages) {
            {"rm_full", "examples/train_lora/stories260K_lora_reward.yaml finetuning_type=full", 1e-5},
            {"dpo_full", "examples/train_lora/stories260K_lora_dpo.yaml finetuning_type=full", 5e-5},
            {"dpo_lora", "examples/train_lora/stories260K_lora_dpo.yaml", 5e-5},
-           {"kto_lora", "examples/train_lora/stories260K_lora_kto.yaml", 1e-5}}) {
+           {"kto_lora", "examples/train_lora/stories260K_lora_kto.yaml", 1e-5},
+           // BCO's running baseline: tp peers apply the same rewards; evaluation rounds (every
+           // process alone) exchange them over both processes.
+           {"dpo_bco", "examples/train_lora/stories260K_lora_dpo.yaml pref_bco_weight=0.5 val_size=0.25"
+                       " eval_strategy=steps eval_steps=2 per_device_eval_batch_size=2", 5e-5}}) {
     // DPO's gradient is a sigmoid of differences of sequence log-probability sums: the row-parallel
     // sums' rounding comes out up to 1.2e-5 relative in its norms (measured).
     const std::string args = config +

@@ -70,6 +70,8 @@ class DpoStage : public Stage {
     if (pref_loss_uses_bco(cfg_) && !ctx.resume_dir.empty()) load_bco(ctx.resume_dir);
     exchange_ = ctx.exchange;
     rank_ = ctx.rank;
+    eval_exchange_ = ctx.eval_exchange;
+    eval_rank_ = ctx.eval_rank;
   }
 
   void save_extra(const std::string& dir, bool checkpoint) const override {
@@ -104,7 +106,7 @@ class DpoStage : public Stage {
   EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
     autograd::NoGradGuard no_grad;
     PairForward f = forward(model, b, false, true);
-    update_bco(f.in);  // LLaMA-Factory's evaluation moves the baseline too
+    update_bco(f.in, false, true);  // LLaMA-Factory's evaluation moves the baseline too
     PrefLossOutput out = pref_loss(cfg_, f.in);
     const auto pairs = static_cast<int64_t>(f.in.policy_chosen.size());
     // HF's evaluation loop weights each batch's mean loss by its size (pairs here).
@@ -120,26 +122,29 @@ class DpoStage : public Stage {
   // Under data parallelism every process applies the round's rewards in rank order (the order one
   // process would run the micro-batches in), each loss reading the baseline right after its own,
   // so dp processes keep one baseline and train as one process with gradient_accumulation × dp.
-  void update_bco(PrefLossInput& in, bool stand_in = false) {
+  void update_bco(PrefLossInput& in, bool stand_in = false, bool evaluation = false) {
     if (!pref_loss_uses_bco(cfg_)) return;
     const double mine = bco_batch_reward(cfg_, in);
-    if (!exchange_) {
+    const auto& exchange = evaluation ? eval_exchange_ : exchange_;
+    if (!exchange) {
       bco_.update(mine);
       in.bco_delta = bco_.mean;
       return;
     }
-    const std::vector<std::optional<double>> round = exchange_(stand_in ? std::nullopt : std::optional<double>(mine));
+    const std::vector<std::optional<double>> round = exchange(stand_in ? std::nullopt : std::optional<double>(mine));
+    const int64_t me = evaluation ? eval_rank_ : rank_;
     for (size_t r = 0; r < round.size(); ++r) {
       if (!round[r]) continue;
       bco_.update(*round[r]);
-      if (static_cast<int64_t>(r) == rank_) in.bco_delta = bco_.mean;
+      if (static_cast<int64_t>(r) == me) in.bco_delta = bco_.mean;
     }
     if (stand_in) in.bco_delta = bco_.mean;  // (its result is dropped)
   }
 
-  void idle_round() override {
-    if (!pref_loss_uses_bco(cfg_) || !exchange_) return;
-    for (const auto& v : exchange_(std::nullopt))
+  void idle_round(bool evaluation) override {
+    const auto& exchange = evaluation ? eval_exchange_ : exchange_;
+    if (!pref_loss_uses_bco(cfg_) || !exchange) return;
+    for (const auto& v : exchange(std::nullopt))
       if (v) bco_.update(*v);
   }
 
@@ -237,7 +242,8 @@ class DpoStage : public Stage {
   RefKind kind_ = RefKind::adapters_off;
   std::unique_ptr<Reference> ref_;
   BcoRunning bco_;
-  std::function<std::vector<std::optional<double>>(std::optional<double>)> exchange_;
+  PrepareContext::Exchange exchange_, eval_exchange_;
+  int64_t eval_rank_ = 0;
   int64_t rank_ = 0;  // this process's place in the exchange's rank order
   int64_t rows_ = 0;  // train + eval rows (a precomputed table's size)
   std::unique_ptr<data::ChatTemplate> template_;

@@ -83,10 +83,16 @@ struct PrepareContext {
   std::function<void(const std::string&)> say;
   // Data parallelism: one value from every process of the group, in rank order (a process
   // without a micro-batch in this round gives none); null with one process. Rounds are the
-  // micro-batches (or eval batches) that the processes run side by side, rank r holding the
-  // round's r-th of the group, so rank order is the order one process would run them in.
-  std::function<std::vector<std::optional<double>>(std::optional<double>)> exchange;
+  // micro-batches that the data-parallel replicas run side by side, rank r holding the round's
+  // r-th of the group, so rank order is the order one process would run them in (under tensor
+  // parallelism the group is the replicas of this tp rank: tp peers run the same micro-batch).
+  using Exchange = std::function<std::vector<std::optional<double>>(std::optional<double>)>;
+  Exchange exchange;
   int64_t rank = 0;  // this process's place in the exchange's rank order
+  // The same over evaluation rounds, which every process runs alone with the whole model (so
+  // the group is every process, even under tensor parallelism).
+  Exchange eval_exchange;
+  int64_t eval_rank = 0;
 };
 
 class Stage {
@@ -123,9 +129,10 @@ class Stage {
                                        double hint);
   // One evaluation batch, without gradients.
   virtual EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) = 0;
-  // Data parallelism: this process has no micro-batch (or eval batch) in a round the others run;
-  // a stage that exchanges per round (PrepareContext::exchange) takes part with nothing.
-  virtual void idle_round() {}
+  // Data parallelism: this process has no micro-batch (evaluation: no eval batch) in a round the
+  // others run; a stage that exchanges per round (PrepareContext::exchange, eval_exchange) takes
+  // part with nothing.
+  virtual void idle_round(bool evaluation) {}
   // What is logged of an interval's (an evaluation's) added-up SumMetrics.
   virtual StageMetrics summarize(const SumMetrics& sums) const;
   // Whether the loss is a token cross-entropy (eval_perplexity = exp(eval_loss) is logged then).
