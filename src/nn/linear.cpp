@@ -64,9 +64,18 @@ Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse
       adapters.push_back(std::move(in));
   }
   if (!dora.empty()) {
-    Tensor y = adapters.empty() ? ops::linear(x, weight_, bias_, use)
-                                : ops::lora_linear(x, weight_, bias_, adapters, use);
-    for (const auto& d : dora) y = ops::add(y, ops::dora_delta(x, weight_, d, use));
+    Tensor y, w = weight_;
+    if (qweight_.defined()) {
+      // QLoRA + DoRA: DoRA reads W itself (its row norms, (g − 1)·x̃·Wᵀ), so it gets the codes'
+      // f32 values for this call, as PEFT's dequantize_module_weight does; the base output stays
+      // the quantised product.
+      w = ops::dequantize_weight(qweight_);
+      y = ops::linear_q(x, qweight_, bias_);
+      if (!adapters.empty()) y = ops::add(y, ops::lora_delta(x, out_, adapters, use));
+    } else {
+      y = adapters.empty() ? ops::linear(x, weight_, bias_, use) : ops::lora_linear(x, weight_, bias_, adapters, use);
+    }
+    for (const auto& d : dora) y = ops::add(y, ops::dora_delta(x, w, d, use));
     return y;
   }
   if (qweight_.defined()) {
@@ -101,12 +110,11 @@ ops::LoraAdapterInput FusedLinear::adapter_input(const LoraWeights& w) const {
 }
 
 void FusedLinear::add_magnitude(const std::string& name, LoraWeights& w) {
-  if (qweight_.defined())
-    UNILLM_THROW(NotImplemented, "[nn] DoRA (use_dora) over a quantised base weight (QLoRA) is not "
-                 "supported; train DoRA on the unquantised model");
-  // PEFT's init: m = ‖W + s·B·A‖ per output row (B = 0 here, so ‖W‖).
+  // PEFT's init: m = ‖W + s·B·A‖ per output row (B = 0 here, so ‖W‖); over a quantised base, W
+  // is what the codes stand for.
   autograd::NoGradGuard no_grad;
-  w.magnitude = ops::dora_row_norms(weight_, adapter_input(w)).to(DType::f32).to(w.a.device());
+  const Tensor base = qweight_.defined() ? ops::dequantize_weight(qweight_) : weight_;
+  w.magnitude = ops::dora_row_norms(base, adapter_input(w)).to(DType::f32).to(w.a.device());
   w.magnitude.set_requires_grad(true);
   std::vector<NamedPart> names;
   int64_t row = 0;

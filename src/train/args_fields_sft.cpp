@@ -175,9 +175,6 @@ void finish_finetune_args(TrainArgs& a, const std::string& where, Problems& prob
          "base, which PiSSA changes).");
   if (a.pissa_convert && !a.pissa_init) fail("pissa_convert needs pissa_init: true");
   if (a.pissa_init && a.use_dora) fail("pissa_init with use_dora is not supported");
-  if (a.use_dora && a.quantization_bit > 0)
-    fail("use_dora with quantization_bit (QLoRA + DoRA) is not supported: train DoRA on the "
-         "unquantised model");
 }
 
 }  // namespace unillm::train::detail
