@@ -169,6 +169,9 @@ struct TrainArgs {
   // LoRA trains (bitsandbytes' semantics: nf4/fp4 blocks of 64 with double_quantization of the
   // block scales, or LLM.int8's per-row int8); 0: off. LoRA only, bitsandbytes only.
   int64_t quantization_bit = 0;
+  // LLaMA-Factory's ref_model_quantization_bit: 4 or 8 holds ref_model's decoder Linear weights
+  // quantised as QLoRA's base (the same quantization_type / double_quantization); 0: off.
+  int64_t ref_model_quantization_bit = 0;
   std::string quantization_type = "nf4";  // nf4 | fp4 (4-bit)
   bool double_quantization = true;
   bool disable_shuffling = false;

@@ -247,6 +247,14 @@ const std::map<std::string, Setter>& setters() {
          a.quantization_bit = get_int(f, 0);
          if (a.quantization_bit != 4 && a.quantization_bit != 8) bad_value(f, "4 or 8 (bitsandbytes)");
        }},
+      {"ref_model_quantization_bit",
+       [](TrainArgs& a, const Field& f) {
+         a.ref_model_quantization_bit = 0;
+         if (f.node.IsNull()) return;
+         a.ref_model_quantization_bit = get_int(f, 0);
+         if (a.ref_model_quantization_bit != 4 && a.ref_model_quantization_bit != 8)
+           bad_value(f, "4 or 8 (bitsandbytes)");
+       }},
       {"quantization_type",
        [](TrainArgs& a, const Field& f) { a.quantization_type = get_choice(f, {"nf4", "fp4"}); }},
       {"double_quantization", [](TrainArgs& a, const Field& f) { a.double_quantization = get_bool(f); }},

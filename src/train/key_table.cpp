@@ -71,9 +71,10 @@ constexpr Group kGroups[] = {
     {"finetuning", S::kNotImplemented,
      "ppo_buffer_size "
      "ppo_epochs ppo_score_norm ppo_target ppo_whiten_rewards "
-     "ref_model_quantization_bit reward_model reward_model_adapters reward_model_quantization_bit "
+     "reward_model reward_model_adapters reward_model_quantization_bit "
      "reward_model_type "
      "use_mca"},
+    {"finetuning", S::kImplemented, "ref_model_quantization_bit"},  // train/stages/reference.cpp
     // GaLore and APOLLO (train/galore.h, train/apollo.h, args_low_rank.cpp)
     {"finetuning", S::kImplemented,
      "use_galore galore_target galore_rank galore_update_interval galore_scale galore_proj_type "

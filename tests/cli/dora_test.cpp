@@ -12,10 +12,7 @@
 #include "io/safetensors.h"
 #include "models/adapter.h"
 #include "models/causal_lm.h"
-#include "models/save.h"
-#include "nn/linear.h"
-#include "ops/quant.h"
-#include "train/finetune.h"
+#include "dequantised_model_util.h"
 #include "reference/parity_driver_io.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
@@ -98,29 +95,7 @@ TEST(Dora, ResumesExactly) {
 // initial magnitudes, losses within 1e-5 over 20 steps, the same adapter within rounding.
 TEST(Dora, QloraWithDoraIsDoraOverTheDequantisedBase) {
   const std::string dir = testing::temp_dir("dora_q");
-  testing::init_cpu();
-  const std::string stories = source_path("assets/stories260K");
-  auto quantised = models::load_causal_lm(stories);
-  train::TrainArgs qa;
-  qa.finetuning_type = "lora";
-  qa.quantization_bit = 4;
-  ASSERT_GT(train::quantize_base_for_qlora(*quantised, qa).layers, 0);
-  auto dense = models::load_causal_lm(stories);
-  std::vector<const nn::FusedLinear*> from, to;
-  quantised->module().for_each_module("", [&](const std::string&, nn::Module& m) {
-    if (auto* l = dynamic_cast<nn::FusedLinear*>(&m)) from.push_back(l);
-  });
-  dense->module().for_each_module("", [&](const std::string&, nn::Module& m) {
-    if (auto* l = dynamic_cast<nn::FusedLinear*>(&m)) to.push_back(l);
-  });
-  ASSERT_EQ(from.size(), to.size());
-  for (size_t i = 0; i < from.size(); ++i) {
-    Tensor w = to[i]->weight();  // shares the layer's storage
-    w.copy_from(ops::dequantize_weight(from[i]->quantized()));
-  }
-  models::SaveOptions so;
-  so.tokenizer_dir = stories;
-  models::save_pretrained(*dense, dir + "/dequantised", so);
+  testing::write_dequantised_copy(source_path("assets/stories260K"), dir + "/dequantised", 4);
 
   auto q = run_unillm("train " + config(dir, "quantization_bit: 4\n") + " output_dir=" + dir + "/qdora --quiet");
   ASSERT_EQ(q.exit_code, 0) << q.err;

@@ -5,9 +5,11 @@
 // configs and malformed pairs are clear errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "dequantised_model_util.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
 #include "train_log_util.h"
@@ -168,6 +170,40 @@ TEST(Dpo, FullFineTuningReferenceCopyOrPrecomputedIsTheSameRun) {
                                                  "/pre2/checkpoint-3" + full);
   EXPECT_EQ(lost.exit_code, 1);
   EXPECT_NE(lost.err.find("reference_logps.json"), std::string::npos) << lost.err;
+}
+
+// ref_model_quantization_bit (LLaMA-Factory): the ref_model held as QLoRA holds its base. LoRA on
+// stories260K against ref_model = stories260K quantised to 4 (or 8) bits is the run against a
+// dense ref_model holding the weights those codes stand for; step 1 is no longer ln 2 (the
+// reference is not the policy). Without ref_model it is refused, as the copy of the policy would
+// not be quantised there.
+TEST(Dpo, QuantisedRefModelIsTheDequantisedReference) {
+  const std::string dir = testing::temp_dir("dpo_refq");
+  const std::string stories = source_path("assets/stories260K");
+  for (int bits : {4, 8}) {
+    const std::string b = std::to_string(bits);
+    testing::write_dequantised_copy(stories, dir + "/dequantised" + b, bits);
+    // f32 (the example trains bf16, whose frozen weights would be rounded before quantising).
+    const std::string run = std::string(kExample) + kShort + " bf16=false eval_strategy=no ref_model=" + stories;
+    auto q = run_unillm_in(source_path(""), run + " output_dir=" + dir + "/q" + b + " ref_model_quantization_bit=" + b);
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+    EXPECT_NE(q.err.find("ref_model quantised to " + b + " bits"), std::string::npos) << q.err;
+    auto d = run_unillm_in(source_path(""), std::string(kExample) + kShort + " bf16=false eval_strategy=no ref_model=" + dir +
+                                                "/dequantised" + b + " output_dir=" + dir + "/d" + b);
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    const auto x = train_lines(dir + "/q" + b), y = train_lines(dir + "/d" + b);
+    ASSERT_EQ(x.size(), 6u);
+    ASSERT_EQ(y.size(), 6u);
+    EXPECT_NE(x[0]["loss"].get<double>(), 0.6931) << bits;
+    for (size_t i = 0; i < 6; ++i)
+      for (const char* k : {"loss", "rewards/margins", "logps/chosen"})
+        EXPECT_NEAR(x[i][k].get<double>(), y[i][k].get<double>(), 1e-4 * (1 + std::abs(y[i][k].get<double>())))
+            << bits << " step " << i + 1 << " " << k;
+  }
+  auto bare = run_unillm_in(source_path(""), std::string(kExample) + kShort + " output_dir=" + dir +
+                                                 "/bare ref_model_quantization_bit=4");
+  EXPECT_EQ(bare.exit_code, 1);
+  EXPECT_NE(bare.err.find("ref_model_quantization_bit applies to ref_model"), std::string::npos) << bare.err;
 }
 
 // metric_for_best_model takes the stage's metrics, as HF takes any eval_ key.

@@ -9,6 +9,7 @@
 #include "io/json_file.h"
 #include "models/adapter.h"
 #include "ops/sequence_logprobs.h"
+#include "train/finetune.h"
 #include "train/stages/stage.h"
 
 namespace unillm::train {
@@ -134,7 +135,19 @@ namespace {
 std::unique_ptr<models::CausalLM> load_reference(const TrainArgs& a, const PrepareContext& ctx) {
   const std::string dir = a.ref_model.empty() ? ctx.model_dir : resolve_model_path(a.ref_model, ctx.hf_cache_root);
   ctx.say("reference: loading " + dir + (a.ref_model_adapters.empty() ? "" : " with ref_model_adapters merged"));
-  auto m = models::load_causal_lm(dir, ctx.frozen_load);
+  models::LoadOptions lo = ctx.frozen_load;
+  if (a.ref_model_quantization_bit > 0 && !a.ref_model.empty()) {
+    // LLaMA-Factory's ref_model_quantization_bit: the reference as QLoRA holds its base, each
+    // projection quantised as it is read (bitsandbytes' formats, the run's quantization_type).
+    TrainArgs q = a;  // (QLoRA's rules are the policy's: the reference trains nothing)
+    q.quantization_bit = a.ref_model_quantization_bit;
+    q.finetuning_type = "lora";
+    q.adapter_name_or_path.clear();
+    lo.on_linear_loaded = qlora_load_hook(q);
+    ctx.say(UNILLM_MSG("reference: ref_model quantised to ", q.quantization_bit, " bits (",
+                       q.quantization_bit == 4 ? q.quantization_type : std::string("int8"), ")"));
+  }
+  auto m = models::load_causal_lm(dir, lo);
   for (size_t i = 0; i < a.ref_model_adapters.size(); ++i) {
     const std::string name = "ref" + std::to_string(i);
     models::load_adapter(*m, a.ref_model_adapters[i], name);
