@@ -227,12 +227,6 @@ void Run::setup_data() {
     UNILLM_THROW(data::DataError, "[data] do_predict: the test part of split ", a_.split,
                  " of input_dir '", a_.input_dir, "' holds no row (", test_.documents,
                  " documents; cutoff_len ", a_.data_cutoff_len(), ")");
-  // Token accuracy runs the inference forward over each row: plain rows only.
-  if (best_metric_target().first == "accuracy" &&
-      (!eval_.position_ids.empty() || !eval_.segment_ids.empty()))
-    UNILLM_THROW(NotImplemented,
-                 "[train] metric_for_best_model 'accuracy' on packed evaluation rows "
-                 "(packing, neat_packing, zero_padding) is not implemented yet");
   // Pairwise data: rows come in chosen/rejected pairs, which the batch size counts.
   auto pairs = [](const data::TokenizedDataset& d) {
     return d.group == 2 ? " (" + std::to_string(d.num_examples()) + " pairs)" : std::string();

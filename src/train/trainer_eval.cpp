@@ -21,20 +21,23 @@ int64_t logit_chunk(const models::ModelConfig& c) {
   return std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, c.vocab_size));
 }
 
-// (right, scored) of one row of n ids, chunk positions at a time through one KV cache.
-std::pair<int64_t, int64_t> row_accuracy(models::CausalLM& model, const int32_t* ids,
-                                         const int32_t* labels, int64_t n) {
+// (right, scored) of one sequence of n ids (positions: its RoPE positions, null = 0 … n−1),
+// chunk positions at a time through one KV cache. Position t predicts label t + 1 while
+// t + 1 < label_end (≥ n: the first label after the sequence is still its last position's).
+std::pair<int64_t, int64_t> sequence_accuracy(models::CausalLM& model, const int32_t* ids, const int32_t* labels,
+                                              const int32_t* positions, int64_t n, int64_t label_end) {
   int64_t right = 0, scored = 0;
   const int64_t chunk = logit_chunk(model.config());
   models::KvCaches cache = models::KvCaches::allocate(model.config(), 1, n, DType::f32, model.device());
   for (int64_t begin = 0; begin < n; begin += chunk) {
     const int64_t end = std::min(n, begin + chunk);
     const std::vector<int32_t> part(ids + begin, ids + end);
-    Tensor logits = model.forward(models::single_sequence_batch(part, begin, {0}, n, false), cache)
-                        .to(Device{});  // the host compares them with the labels
+    models::ForwardBatch fb = models::single_sequence_batch(part, begin, {0}, n, false);
+    if (positions) fb.positions = Tensor::from_ints(std::vector<int32_t>(positions + begin, positions + end), {end - begin});
+    Tensor logits = model.forward(fb, cache).to(Device{});  // the host compares them with the labels
     const int64_t V = logits.shape()[1];  // [end - begin, V]
     const float* p = logits.data<float>();
-    for (int64_t t = begin; t < end && t + 1 < n; ++t) {
+    for (int64_t t = begin; t < end && t + 1 < label_end; ++t) {
       if (labels[t + 1] == data::kIgnoreIndex) continue;
       const float* row = p + (t - begin) * V;
       int64_t best = 0;
@@ -50,12 +53,31 @@ std::pair<int64_t, int64_t> row_accuracy(models::CausalLM& model, const int32_t*
 
 std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const data::Batch& b) {
   int64_t right = 0, scored = 0;
+  auto add = [&](std::pair<int64_t, int64_t> c) {
+    right += c.first;
+    scored += c.second;
+  };
   for (int64_t r = 0; r < b.rows; ++r) {
-    if (b.lengths[r] < 2) continue;
-    const auto [ok, n] = row_accuracy(model, b.input_ids.data() + r * b.seq_len,
-                                      b.labels.data() + r * b.seq_len, b.lengths[r]);
-    right += ok;
-    scored += n;
+    const int64_t n = b.lengths[r], at = r * b.seq_len;
+    if (n < 2) continue;
+    const int32_t* ids = b.input_ids.data() + at;
+    const int32_t* labels = b.labels.data() + at;
+    const int32_t* positions = b.position_ids.empty() ? nullptr : b.position_ids.data() + at;
+    if (b.segment_ids.empty()) {  // one sequence (packing without neat: attention crosses samples)
+      add(sequence_accuracy(model, ids, labels, positions, n, n));
+      continue;
+    }
+    // Packed samples kept apart (neat_packing, zero_padding): each segment is its own sequence,
+    // as the training kernel's block-diagonal attention sees it; its last position still
+    // predicts the row's next label (the next sample's first, kIgnoreIndex unless
+    // train_on_prompt), as the packed forward scores it.
+    const int32_t* seg = b.segment_ids.data() + at;
+    for (int64_t s = 0; s < n;) {
+      int64_t e = s + 1;
+      while (e < n && seg[e] == seg[s]) ++e;
+      if (seg[s] != 0) add(sequence_accuracy(model, ids + s, labels + s, positions ? positions + s : nullptr, e - s, n - s));
+      s = e;
+    }
   }
   return {right, scored};
 }

@@ -176,6 +176,29 @@ TEST(DataKeys, RopeScalingFollowsLlamaFactory) {
   }
 }
 
+// Token accuracy (metric_for_best_model: accuracy) over neat-packed evaluation rows: each sample
+// is scored as its own sequence, so at learning rate 0 the 40 alpaca samples packed into a few
+// rows give the unpacked accuracy and loss exactly (cutoff_len large enough that packing's
+// cutoff_len − 1 truncates nothing).
+TEST(DataKeys, TokenAccuracyOverNeatPackedRowsIsTheUnpackedOne) {
+  const std::string dir = testing::temp_dir("accpacked");
+  std::vector<nlohmann::json> evals;
+  for (const char* p : {"packing=false", "neat_packing=true"}) {
+    const auto r = testing::run_unillm_in(
+        testing::source_path(""), std::string("train examples/train_lora/stories260K_lora_sft.yaml output_dir=") + dir +
+                                      "/" + p + " max_steps=1 learning_rate=0 eval_on_start=false eval_steps=1 val_size=0"
+                                      " eval_dataset=alpaca_en_demo cutoff_len=4096 max_samples=40"
+                                      " metric_for_best_model=accuracy plot_loss=false --quiet " + p);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const auto& l : testing::log_lines(dir + "/" + p))
+      if (l.contains("eval_accuracy")) evals.push_back(l);
+  }
+  ASSERT_EQ(evals.size(), 2u);
+  EXPECT_GT(evals[0]["eval_accuracy"].get<double>(), 0.1);
+  EXPECT_EQ(evals[0]["eval_accuracy"], evals[1]["eval_accuracy"]);
+  EXPECT_NEAR(evals[0]["eval_loss"].get<double>(), evals[1]["eval_loss"].get<double>(), 1e-9);
+}
+
 // early_stopping_steps (HF's EarlyStoppingCallback, patience 2): at learning rate 0 the eval
 // loss never improves on the first, so the counter reaches 2 at the third evaluation (step 6 of
 // 12) and training stops there. A run killed after checkpoint-4 (counter 1) and resumed starts

@@ -295,6 +295,25 @@ TEST(PaddleNlpLlama, SftArgumentsEvaluateByEpochAndKeepTheBest) {
       le[0].contains("eval_accuracy"));  // computed only for metric_for_best_model accuracy
 }
 
+// Token accuracy over packed rows: zero_padding's samples share rows with their attention kept
+// apart, so each segment is scored as its own sequence. At learning rate 0 (the same weights) the
+// packed evaluation gives the unpacked one's accuracy, and its loss within rounding.
+TEST(PaddleNlpLlama, AccuracyOverZeroPaddedRowsIsTheUnpaddedOnes) {
+  const std::string dir = testing::temp_dir("paddle_acc_zp");
+  sft_data(dir);
+  const std::string still = "num_train_epochs=1 learning_rate=0 load_best_model_at_end=false";
+  auto plain = run_finetune("sft_argument.json", dir, dir + "/plain", still + " zero_padding=false");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto packed = run_finetune("sft_argument.json", dir, dir + "/packed", still + " zero_padding=true");
+  ASSERT_EQ(packed.exit_code, 0) << packed.err;
+  const auto a = lines_with(dir + "/plain", "eval_accuracy"), b = lines_with(dir + "/packed", "eval_accuracy");
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_GT(a[0]["eval_accuracy"].get<double>(), 0.0);
+  EXPECT_EQ(a[0]["eval_accuracy"], b[0]["eval_accuracy"]);
+  EXPECT_NEAR(a[0]["eval_loss"].get<double>(), b[0]["eval_loss"].get<double>(), 1e-4);
+}
+
 // The official LoRA file (3 epochs of one step each); killed after the second epoch's checkpoint
 // and resumed, it ends with the same best checkpoint and the same adapter.
 TEST(PaddleNlpLlama, LoraArgumentsResumeWithTheBestCheckpoint) {
