@@ -185,13 +185,7 @@ std::vector<float> rope_inv_freq(const RopeConfig& c, int64_t seq_len) {
   return f;
 }
 
-double rope_attention_factor(const RopeConfig& c) {
-  if (c.scaling_type != "yarn") return 1.0;
-  if (c.attention_factor > 0) return c.attention_factor;
-  auto mscale = [&](double m) { return c.factor <= 1 ? 1.0 : 0.1 * m * std::log(c.factor) + 1.0; };
-  if (c.mscale > 0 && c.mscale_all_dim > 0) return mscale(c.mscale) / mscale(c.mscale_all_dim);
-  return mscale(1.0);
-}
+
 
 Tensor rope(const Tensor& x, const Tensor& positions, const std::vector<float>& inv_freq) {
   Tensor out = rope_forward(x, positions, inv_freq);

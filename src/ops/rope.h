@@ -12,6 +12,7 @@
 // since the angle is odd in p and cos/sin are even/odd); positions get no gradient.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,15 @@ struct RopeConfig {
 // below max_position it gives the default table).
 std::vector<float> rope_inv_freq(const RopeConfig& c, int64_t seq_len = 0);
 
-// What HF multiplies cos and sin by: yarn's attention factor, 1 for every other type.
-double rope_attention_factor(const RopeConfig& c);
+// What HF multiplies cos and sin by: yarn's attention factor, 1 for every other type. (Inline:
+// config parsing checks it without linking the op.)
+inline double rope_attention_factor(const RopeConfig& c) {
+  if (c.scaling_type != "yarn") return 1.0;
+  if (c.attention_factor > 0) return c.attention_factor;
+  auto mscale = [&](double m) { return c.factor <= 1 ? 1.0 : 0.1 * m * std::log(c.factor) + 1.0; };
+  if (c.mscale > 0 && c.mscale_all_dim > 0) return mscale(c.mscale) / mscale(c.mscale_all_dim);
+  return mscale(1.0);
+}
 
 struct RopeArgs {
   const void* x;
