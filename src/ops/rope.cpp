@@ -1,7 +1,7 @@
 // rope: HF's inverse frequencies (default, linear, llama3, yarn, dynamic) and the rotate_half
 // rotation. For f32 the angle and its cos/sin are computed in f32 exactly as HF does
-// (float(pos) * inv_freq, then cos/sin in f32); for f64 in double. Backward: RopeNode rotates dy by −angle (the forward kernel on
-// negated positions).
+// (float(pos) * inv_freq, then cos/sin in f32); for f64 in double. Backward: RopeNode rotates
+// dy by −angle (the forward kernel on negated positions).
 #include "ops/rope.h"
 
 #include <algorithm>
