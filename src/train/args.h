@@ -390,4 +390,9 @@ data::SftOptions sft_options(const TrainArgs& args);
 // ROOT/models--org--name/snapshots/<refs/main>. Throws ConfigError saying nothing is downloaded.
 std::string resolve_model_path(const std::string& name_or_path, const std::string& hf_cache_root);
 
+// eval_on_each_dataset's metric_for_best_model "<name>_<metric>" (the key parser has already
+// dropped HF's "eval_"): {the longest eval_dataset name it starts with, the metric}, or {"", ""}
+// when it names none.
+std::pair<std::string, std::string> dataset_metric(const std::string& metric, const std::vector<std::string>& names);
+
 }  // namespace unillm::train

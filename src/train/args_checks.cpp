@@ -89,21 +89,16 @@ void check_best_model(TrainArgs& a, const std::string& where) {
   }
   // eval_on_each_dataset: HF names each evaluation eval_<name>_*, so the metric names a dataset
   // (HF's KeyError at the first save becomes an error before training).
-  std::string each;  // metric_for_best_model without "[eval_]<name>_"
+  std::string each;  // metric_for_best_model without "<name>_"
   if (a.eval_on_each_dataset && !a.eval_dataset.empty() && !a.metric_for_best_model.empty()) {
-    const std::string& full = a.metric_for_best_model;
-    const std::string bare = full.rfind("eval_", 0) == 0 ? full.substr(5) : full;
-    std::string name;
-    for (const std::string& n : a.eval_dataset)
-      if (bare.rfind(n + "_", 0) == 0 && n.size() > name.size()) name = n;
-    if (name.empty()) {
+    each = dataset_metric(a.metric_for_best_model, a.eval_dataset).second;
+    if (each.empty()) {
       std::string choices;
       for (const std::string& n : a.eval_dataset) choices += (choices.empty() ? "" : ", ") + n + "_loss";
-      UNILLM_THROW(ConfigError, "[config] ", where, ": metric_for_best_model '", full,
+      UNILLM_THROW(ConfigError, "[config] ", where, ": metric_for_best_model '", a.metric_for_best_model,
                    "' names no evaluation: with eval_on_each_dataset each dataset is evaluated as eval_<name>_*, "
                    "so name one (", choices, ", ...)");
     }
-    each = bare.substr(name.size() + 1);
   }
   // A preference stage's logged metrics may decide too (HF takes any eval_ key).
   const std::string& m = each.empty() ? a.metric_for_best_model : each;
@@ -302,6 +297,14 @@ std::string resolve_model_path(const std::string& name_or_path, const std::strin
                  "fetch it first (e.g. `huggingface-cli download ",
                  name_or_path, "`) or give a local path");
   return snap.string();
+}
+
+std::pair<std::string, std::string> dataset_metric(const std::string& metric, const std::vector<std::string>& names) {
+  std::string name;
+  for (const std::string& n : names)
+    if (metric.size() > n.size() + 1 && metric.rfind(n + "_", 0) == 0 && n.size() > name.size()) name = n;
+  if (name.empty()) return {"", ""};
+  return {name, metric.substr(name.size() + 1)};
 }
 
 }  // namespace unillm::train

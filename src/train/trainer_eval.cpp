@@ -170,18 +170,25 @@ void Run::gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<
   }
 }
 
-void Run::log_eval(const std::string& prefix, const EvalResult& r, double runtime) {
+nlohmann::json Run::eval_keys(const std::string& prefix, const EvalResult& r) const {
   nlohmann::json j = {{prefix + "_loss", r.loss}};
   if (stage_->token_loss()) j[prefix + "_perplexity"] = std::exp(r.loss);
+  if (r.accuracy >= 0) j[prefix + "_accuracy"] = r.accuracy;
+  for (const auto& [name, v] : r.metrics) j[prefix + "_" + name] = v;
+  return j;
+}
+
+void Run::log_eval(const std::string& prefix, const EvalResult& r, double runtime) {
+  nlohmann::json j = eval_keys(prefix, r);
   j[prefix + "_runtime"] = runtime;
   j["eval_step"] = state_.global_step;
-  nlohmann::json h = {{"step", state_.global_step}, {prefix + "_loss", r.loss}};
-  if (r.accuracy >= 0) j[prefix + "_accuracy"] = h[prefix + "_accuracy"] = r.accuracy;
+  nlohmann::json h = j;  // the log history: the figures and the step
+  h.erase(prefix + "_perplexity");
+  h.erase(prefix + "_runtime");
+  h.erase("eval_step");
+  h["step"] = state_.global_step;
   std::string figures;
-  for (const auto& [name, v] : r.metrics) {
-    j[prefix + "_" + name] = h[prefix + "_" + name] = v;
-    figures += ", " + name + " " + std::to_string(v);
-  }
+  for (const auto& [name, v] : r.metrics) figures += ", " + name + " " + std::to_string(v);
   if (log_) log_->write(j);
   state_.log_history.push_back(h);
   const std::string which = prefix == "eval" ? "" : " (" + prefix.substr(5) + ")";
@@ -243,13 +250,10 @@ bool Run::beats_best(double v) const {
 std::pair<std::string, const Run::EvalSplit*> Run::best_metric_target() const {
   const std::string& m = a_.metric_for_best_model;
   if (eval_splits_.empty()) return {m, nullptr};
-  // "[eval_]<name>_<metric>" (args_checks.cpp checked it); the longest name that fits wins.
-  const std::string bare = m.rfind("eval_", 0) == 0 ? m.substr(5) : m;
-  const EvalSplit* hit = nullptr;
+  const auto [name, metric] = dataset_metric(m, a_.eval_dataset);  // args_checks.cpp checked it names one
   for (const EvalSplit& s : eval_splits_)
-    if (bare.rfind(s.name + "_", 0) == 0 && (!hit || s.name.size() > hit->name.size())) hit = &s;
-  if (!hit) return {"", nullptr};
-  return {bare.substr(hit->name.size() + 1), hit};
+    if (s.name == name) return {metric, &s};
+  return {"", nullptr};
 }
 
 std::optional<double> Run::eval_metric() {

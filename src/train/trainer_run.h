@@ -117,6 +117,9 @@ class Run {
   void check_weights_finite(const std::string& dir) const;
   // The examples [first, end) of ds (end -1: to the last).
   EvalResult evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_t first = 0, int64_t end = -1);
+  // An evaluation's figures as logged and written: PREFIX_loss (_perplexity, _accuracy, the
+  // stage's metrics), PREFIX "eval" or "eval_<name>" per dataset.
+  nlohmann::json eval_keys(const std::string& prefix, const EvalResult& r) const;
   // Logs one evaluation under `prefix` ("eval", or "eval_<name>" per dataset).
   void log_eval(const std::string& prefix, const EvalResult& r, double runtime);
   // eval_on_each_dataset: each eval_dataset name's examples of eval_ and its last evaluation.

@@ -392,12 +392,7 @@ void Run::write_results(const std::string& dir, const TrainResult& r, double run
     if (split.last.loss >= 0) evals.emplace_back("eval_" + split.name, &split.last);
   if (!evals.empty()) {
     nlohmann::json ev = {{"epoch", state_.epoch}};
-    for (const auto& [prefix, e] : evals) {
-      ev[prefix + "_loss"] = e->loss;
-      if (stage_->token_loss()) ev[prefix + "_perplexity"] = std::exp(e->loss);
-      if (e->accuracy >= 0) ev[prefix + "_accuracy"] = e->accuracy;
-      for (const auto& [name, v] : e->metrics) ev[prefix + "_" + name] = v;
-    }
+    for (const auto& [prefix, e] : evals) ev.update(eval_keys(prefix, *e));
     write_json((out / "eval_results.json").string(), ev);
     all.update(ev);
   }
