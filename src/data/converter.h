@@ -60,13 +60,29 @@ struct SharegptTurns {
 };
 SharegptTurns sharegpt_turns(const nlohmann::json& obj, const DatasetAttr& attr);
 
+// formatting: openai (LLaMA-Factory's OpenAIDatasetConverter; openai_converter.cpp): the same
+// system rule, then an assistant or function message with non-empty `tool_calls` becomes a
+// function turn holding json.dumps of their `function` objects (its content may then be null),
+// consecutive observation-tag messages (tool results) one observation turn joined by
+// "\n</tool_response>\n<tool_response>\n", and the aligned turns must alternate as in sharegpt.
+// Tool results after the last turn (which LLaMA-Factory drops) are a BadRecord.
+SharegptTurns openai_turns(const nlohmann::json& obj, const DatasetAttr& attr);
+// sharegpt_turns or openai_turns by attr.formatting.
+SharegptTurns message_turns(const nlohmann::json& obj, const DatasetAttr& attr);
+// LLaMA-Factory's openai converter also sets the system prompt for Nemotron's reasoning switch:
+// without a tools value, "detailed thinking off" becomes the system prompt when it is empty, or is
+// appended after "\n" unless it already says "detailed thinking on|off"; with tools a non-empty
+// system prompt gets a trailing "\n". No-op for other formattings.
+void openai_system_prompt(const nlohmann::json& obj, const DatasetAttr& attr, std::string& system);
+
 // The Role of an assistant-side sharegpt role string (assistant or function tag), or BadRecord
 // "<where> has role 'x', expected an assistant turn".
 Role sharegpt_response_role(const SharegptTags& t, const std::string& role,
                             const std::string& where);
 
 // Bad-record bookkeeping shared by the readers.
-// The converter of attr's formatting: alpaca(obj, attr, example) or sharegpt(obj, attr, example),
+// The converter of attr's formatting: alpaca(obj, attr, example) or sharegpt(obj, attr, example)
+// (also for openai: sharegpt converters read their turns through message_turns),
 // bound to attr (which must outlive it). Throws ConfigError for a sharegpt dataset without a
 // messages column or role/content tags, NotImplemented for another formatting.
 template <class Example, class Alpaca, class Sharegpt>
@@ -74,10 +90,10 @@ std::function<void(const nlohmann::json&, Example&)> converter_for(const Dataset
                                                                   Sharegpt sharegpt) {
   if (attr.formatting == "alpaca")
     return [&attr, alpaca](const nlohmann::json& o, Example& e) { alpaca(o, attr, e); };
-  if (attr.formatting == "sharegpt") {
+  if (attr.formatting == "sharegpt" || attr.formatting == "openai") {
     if (!attr.columns.messages || !attr.tags.role_tag || !attr.tags.content_tag)
-      UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
-                   "': sharegpt needs a messages column, a role tag and a content tag");
+      UNILLM_THROW(ConfigError, "[data] dataset '", attr.name, "': ", attr.formatting,
+                   " needs a messages column, a role tag and a content tag");
     return [&attr, sharegpt](const nlohmann::json& o, Example& e) { sharegpt(o, attr, e); };
   }
   UNILLM_THROW(NotImplemented, "[data] dataset '", attr.name, "': formatting '", attr.formatting,

@@ -79,8 +79,8 @@ void read_pt_columns(const json& entry, DatasetAttr& attr, const std::string& wh
 }
 
 // Stages sft, rm, dpo, kto: LLaMA-Factory's parser. A `columns` map sets every column its
-// formatting names (alpaca: prompt, query, response, history; sharegpt: messages; both: system,
-// tools, chosen, rejected, kto_tag), absent ones to "none"; a `tags` map (sharegpt only) sets
+// formatting names (alpaca: prompt, query, response, history; sharegpt and openai: messages; all: system,
+// tools, chosen, rejected, kto_tag), absent ones to "none"; a `tags` map (sharegpt, openai) sets
 // every tag the same way.
 void read_sft_columns(const json& entry, DatasetAttr& attr, const std::string& where,
                       const std::string& stage) {
@@ -107,7 +107,7 @@ void read_sft_columns(const json& entry, DatasetAttr& attr, const std::string& w
       c.messages = optional_string(cols, "messages", where, "columns");
     }
   }
-  if (attr.formatting == "sharegpt" && entry.contains("tags")) {
+  if (attr.formatting != "alpaca" && entry.contains("tags")) {
     const json& t = entry["tags"];
     if (!t.is_object()) UNILLM_THROW(ConfigError, "[data] ", where, ": 'tags' must be an object");
     SharegptTags& g = attr.tags;
@@ -134,10 +134,10 @@ void read_sft_columns(const json& entry, DatasetAttr& attr, const std::string& w
   if (attr.formatting == "alpaca" && !attr.ranking && !attr.columns.response)
     UNILLM_THROW(ConfigError, "[data] ", where,
                  ": 'columns' has no 'response' (nothing to train on in stage ", stage, ")");
-  if (attr.formatting == "sharegpt" &&
+  if (attr.formatting != "alpaca" &&
       (!attr.columns.messages || !attr.tags.role_tag || !attr.tags.content_tag))
-    UNILLM_THROW(ConfigError, "[data] ", where,
-                 ": sharegpt needs columns.messages, tags.role_tag and tags.content_tag");
+    UNILLM_THROW(ConfigError, "[data] ", where, ": ", attr.formatting,
+                 " needs columns.messages, tags.role_tag and tags.content_tag");
 }
 
 // The formatting key, checked against what the stage reads.
@@ -146,14 +146,9 @@ std::string read_formatting(const json& entry, const std::string& stage, const s
   if (!f.is_string())
     UNILLM_THROW(ConfigError, "[data] ", where, ": 'formatting' must be a string");
   const std::string formatting = f.get<std::string>();
-  if (formatting == "openai")
-    UNILLM_THROW(NotImplemented, "[data] ", where,
-                 ": formatting 'openai' is not implemented yet; use formatting 'sharegpt' with "
-                 "tags {role_tag: role, content_tag: content, user_tag: user, assistant_tag: "
-                 "assistant, system_tag: system}");
-  if (formatting != "alpaca" && formatting != "sharegpt")
+  if (formatting != "alpaca" && formatting != "sharegpt" && formatting != "openai")
     UNILLM_THROW(ConfigError, "[data] ", where, ": unknown formatting '", formatting,
-                 "' (expected alpaca or sharegpt)");
+                 "' (expected alpaca, sharegpt or openai)");
   if (stage == "pt" && formatting != "alpaca")
     UNILLM_THROW(NotImplemented, "[data] ", where, ": formatting '", formatting,
                  "' is not implemented yet for stage pt (use alpaca with columns: {prompt: text})");
@@ -190,10 +185,13 @@ DatasetAttr resolve_one(const std::string& name, const json& info, const std::st
   if (!ranking && ranking_stage(stage))
     UNILLM_THROW(ConfigError, "[data] ", info_path, ": dataset '", name,
                  "' is not a ranking dataset; stage ", stage, " needs ranking: true");
-  if (entry.contains("num_samples") && !entry["num_samples"].is_null())
-    UNILLM_THROW(NotImplemented, "[data] ", where, ": 'num_samples' is not implemented yet");
-
   DatasetAttr attr;
+  if (entry.contains("num_samples") && !entry["num_samples"].is_null()) {
+    const json& n = entry["num_samples"];
+    if (!n.is_number_integer() || n.get<int64_t>() < 1)
+      UNILLM_THROW(ConfigError, "[data] ", where, ": 'num_samples' must be a positive integer (got ", n.dump(), ")");
+    attr.num_samples = n.get<int64_t>();
+  }
   attr.name = name;
   attr.ranking = ranking;
   attr.formatting = read_formatting(entry, stage, where);

@@ -48,7 +48,7 @@ struct DatasetAttr {
   std::string name;                   // the key in dataset_info.json
   std::vector<std::string> files;     // resolved local files (a directory lists its files, sorted)
   std::string file_type;              // "txt" | "json" (json covers .json and .jsonl)
-  std::string formatting = "alpaca";  // "alpaca" | "sharegpt"
+  std::string formatting = "alpaca";  // "alpaca" | "sharegpt" | "openai" (sharegpt's columns and tags)
   bool ranking = false;               // pairwise data (chosen/rejected): stages rm and dpo only
   // Stage pt: the text of a record.
   std::string prompt_column = "text";  // LLaMA-Factory `columns.prompt` (unillm default "text")
@@ -56,6 +56,8 @@ struct DatasetAttr {
   // Stages sft, rm, dpo, kto.
   SftColumns columns;
   SharegptTags tags;
+  // LLaMA-Factory's num_samples: this many rows drawn at random (data/num_samples.h).
+  std::optional<int64_t> num_samples;
 };
 
 // Reads DATASET_DIR/dataset_info.json and resolves each name for a training stage ("pt", "sft",
@@ -65,8 +67,9 @@ struct DatasetAttr {
 // a string, `ranking: true` for stages pt, sft and kto ("not applicable"), and its absence for rm
 // and dpo ("dataset X is not a ranking dataset; stage dpo needs ranking: true"), columns.kto_tag
 // for any stage but kto ("kto_tag is only used by stage kto") and its absence for kto (LLaMA-
-// Factory would drop every example); NotImplemented for `num_samples`, multimodal columns (images,
-// videos, audios), formatting "openai", sharegpt for stage pt, and any other stage (ppo).
+// Factory would drop every example), a num_samples that is not a positive integer;
+// NotImplemented for multimodal columns (images, videos, audios), sharegpt or openai for stage pt,
+// and any other stage (ppo).
 // Stage pt reads `columns.prompt` (default "text") and `columns.query`; stage sft reads the
 // SftColumns / SharegptTags above and accepts only .json/.jsonl files. Stages rm and dpo (LLaMA-
 // Factory's dpo workflow loads its data as stage rm) read the same plus columns.chosen and

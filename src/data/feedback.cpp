@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "data/dataset_info.h"
 #include "data/error.h"
+#include "data/num_samples.h"
 #include "data/sft_encode.h"  // infer_seqlen
 
 namespace unillm::data {
@@ -40,9 +41,9 @@ void cut_row(EncodedTurn turn, int64_t cutoff_len, std::vector<int32_t>& ids,
 }
 
 // Every dataset of names, read; examples in dataset then record order.
-FeedbackSet read_all(const std::vector<std::string>& names, const SftOptions& o) {
+FeedbackSet read_all(const std::vector<std::string>& names, const SftOptions& o, NumpyRandomState& rng) {
   FeedbackSet all;
-  const ReadOptions ro{o.data.max_samples, o.data.skip_bad_records};
+  const ReadOptions ro{o.data.max_samples, o.data.skip_bad_records, &rng};
   for (const DatasetAttr& attr : resolve_datasets(names, o.data.dataset_dir, "kto")) {
     FeedbackSet set = read_feedback(attr, ro);
     all.rows += set.rows;
@@ -54,8 +55,8 @@ FeedbackSet read_all(const std::vector<std::string>& names, const SftOptions& o)
 }
 
 TokenizedDataset read_encode(const std::vector<std::string>& names, const SftOptions& o,
-                             const ChatTemplate& t) {
-  FeedbackSet set = read_all(names, o);
+                             const ChatTemplate& t, NumpyRandomState& rng) {
+  FeedbackSet set = read_all(names, o, rng);
   TokenizedDataset out;
   out.group = 2;
   out.documents = static_cast<int64_t>(set.examples.size());
@@ -121,9 +122,10 @@ std::pair<TokenizedDataset, TokenizedDataset> load_feedback_data(const SftOption
                                                                  const io::Tokenizer& /*tok*/,
                                                                  const ChatTemplate& t) {
   check_options(o);
-  TokenizedDataset train = read_encode(o.data.dataset, o, t), eval;
+  NumpyRandomState rng(o.data.seed);  // num_samples' draws: train datasets, then eval ones
+  TokenizedDataset train = read_encode(o.data.dataset, o, t, rng), eval;
   eval.group = 2;
-  if (!o.data.eval_dataset.empty()) eval = read_encode(o.data.eval_dataset, o, t);
+  if (!o.data.eval_dataset.empty()) eval = read_encode(o.data.eval_dataset, o, t, rng);
   if (train.rows.empty())
     UNILLM_THROW(DataError, "[data] the training data holds no usable feedback example");
   if (o.data.val_size > 1e-6) split_val_examples(train, eval, o.data.val_size, o.data.seed);

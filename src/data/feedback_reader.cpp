@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "data/converter.h"
+#include "data/num_samples.h"
 
 namespace unillm::data {
 using nlohmann::json;
@@ -37,19 +38,20 @@ void convert_alpaca(const json& obj, const DatasetAttr& attr, FeedbackExample& e
 // LLaMA-Factory's SharegptDatasetConverter, kto branch: prompt = aligned[:-1], response =
 // aligned[-1:] of a non-ranking (even-length) conversation.
 void convert_sharegpt(const json& obj, const DatasetAttr& attr, FeedbackExample& ex) {
-  SharegptTurns turns = sharegpt_turns(obj, attr);
+  SharegptTurns turns = message_turns(obj, attr);
   const size_t n = turns.messages.size();
-  if (n == 0) bad("sharegpt conversation has no turns");
+  if (n == 0) bad(attr.formatting + " conversation has no turns");
   if (n % 2 != 0)
-    bad("sharegpt conversation has " + std::to_string(n) + " turns" +
+    bad(attr.formatting + " conversation has " + std::to_string(n) + " turns" +
         (turns.had_system_message ? " after the system message" : "") +
         ", expected an even number ending with an assistant turn");
   if (turns.messages.back().content.empty())
-    bad("sharegpt turn " + std::to_string(turns.list_size) + " is empty (no response)");
+    bad(attr.formatting + " turn " + std::to_string(turns.list_size) + " is empty (no response)");
   ex.response = std::move(turns.messages.back());
   turns.messages.pop_back();
   ex.prompt = std::move(turns.messages);
   ex.system = std::move(turns.system);
+  openai_system_prompt(obj, attr, ex.system);
   ex.desirable = kto_tag_of(obj, *attr.columns.kto_tag);
   check_no_tools(obj, attr.columns.tools);
 }
@@ -70,7 +72,9 @@ FeedbackSet read_feedback(const DatasetAttr& attr, const ReadOptions& opts) {
     UNILLM_THROW(ConfigError, "[data] dataset '", attr.name, "': no response column");
   const Converter convert = converter_for<FeedbackExample>(attr, convert_alpaca, convert_sharegpt);
   FeedbackSet out;
-  RecordLoop loop(opts);
+  const ReadOptions all = read_all_rows_if_sampled(attr, opts);
+  RecordLoop loop(all);
+  std::vector<int64_t> item_rows;  // the row of each example read
   for (const auto& file : attr.files) {
     if (loop.full()) break;
     loop.read_file(file, [&](const json& obj, const std::string& source) {
@@ -78,9 +82,11 @@ FeedbackSet read_feedback(const DatasetAttr& attr, const ReadOptions& opts) {
       ex.source = source;
       convert(obj, ex);
       out.examples.push_back(std::move(ex));
+      item_rows.push_back(loop.tally().rows - 1);
     });
   }
   out.rows = loop.tally().rows;
+  apply_num_samples(attr, opts, out.examples, item_rows, out.rows);
   out.skipped_records = loop.tally().skipped_records;
   out.skip_messages = std::move(loop.tally().skip_messages);
   return out;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "data/dataset_info.h"
 #include "data/error.h"
+#include "data/num_samples.h"
 #include "data/sft_encode.h"  // infer_seqlen
 
 namespace unillm::data {
@@ -37,10 +38,10 @@ void add_example(TokenizedDataset& out, PairwiseExample&& p) {
 
 // Every dataset of names, read and encoded; examples in dataset then record order.
 TokenizedDataset read_encode(const std::vector<std::string>& names, const SftOptions& o,
-                             const ChatTemplate& t) {
+                             const ChatTemplate& t, NumpyRandomState& rng) {
   TokenizedDataset out;
   out.group = 2;
-  const ReadOptions ro{o.data.max_samples, o.data.skip_bad_records};
+  const ReadOptions ro{o.data.max_samples, o.data.skip_bad_records, &rng};
   for (const DatasetAttr& attr : resolve_datasets(names, o.data.dataset_dir, o.stage)) {
     PreferenceSet set = read_preferences(attr, ro);
     out.documents += static_cast<int64_t>(set.examples.size());
@@ -100,9 +101,10 @@ std::pair<TokenizedDataset, TokenizedDataset> load_pairwise_data(const SftOption
                                                                  const io::Tokenizer& tok,
                                                                  const ChatTemplate& t) {
   check_options(o);
-  TokenizedDataset train = read_encode(o.data.dataset, o, t), eval;
+  NumpyRandomState rng(o.data.seed);  // num_samples' draws: train datasets, then eval ones
+  TokenizedDataset train = read_encode(o.data.dataset, o, t, rng), eval;
   eval.group = 2;
-  if (!o.data.eval_dataset.empty()) eval = read_encode(o.data.eval_dataset, o, t);
+  if (!o.data.eval_dataset.empty()) eval = read_encode(o.data.eval_dataset, o, t, rng);
   if (train.rows.empty())
     UNILLM_THROW(DataError, "[data] the training data holds no usable preference pair");
   if (o.data.val_size > 1e-6) split_val_examples(train, eval, o.data.val_size, o.data.seed);

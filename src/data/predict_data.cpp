@@ -2,6 +2,7 @@
 #include "data/predict_data.h"
 
 #include "data/dataset_info.h"
+#include "data/num_samples.h"
 #include "data/sft_encode.h"
 #include "data/sft_reader.h"
 
@@ -9,7 +10,11 @@ namespace unillm::data {
 
 PredictData load_predict_data(const DataOptions& o, const ChatTemplate& t, int32_t eos_id) {
   PredictData out;
-  ReadOptions ro{o.max_samples, o.skip_bad_records};
+  // LLaMA-Factory loads the train datasets before the eval ones: their num_samples draws come first.
+  NumpyRandomState rng(o.seed);
+  ReadOptions ro{o.max_samples, o.skip_bad_records, &rng};
+  for (const auto& attr : resolve_datasets(o.dataset, o.dataset_dir, "sft"))
+    if (attr.num_samples) read_conversations(attr, ro);
   for (const auto& attr : resolve_datasets(o.eval_dataset, o.dataset_dir, "sft")) {
     ConversationSet s = read_conversations(attr, ro);
     out.skipped_records += s.skipped_records;

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "data/converter.h"
+#include "data/num_samples.h"
 
 namespace unillm::data {
 using nlohmann::json;
@@ -45,15 +46,16 @@ Message sharegpt_response(const json& obj, const std::string& key, const Sharegp
 
 // LLaMA-Factory's SharegptDatasetConverter, pairwise branch.
 void convert_sharegpt(const json& obj, const DatasetAttr& attr, PreferenceExample& ex) {
-  SharegptTurns turns = sharegpt_turns(obj, attr);
+  SharegptTurns turns = message_turns(obj, attr);
   const size_t n = turns.messages.size();
-  if (n == 0) bad("sharegpt prompt has no turns");
+  if (n == 0) bad(attr.formatting + " prompt has no turns");
   if (n % 2 == 0)
-    bad("sharegpt prompt has " + std::to_string(n) + " turns" +
+    bad(attr.formatting + " prompt has " + std::to_string(n) + " turns" +
         (turns.had_system_message ? " after the system message" : "") +
         ", expected an odd number ending with a user turn");
   ex.prompt = std::move(turns.messages);
   ex.system = std::move(turns.system);
+  openai_system_prompt(obj, attr, ex.system);
   ex.chosen = sharegpt_response(obj, *attr.columns.chosen, attr.tags);
   ex.rejected = sharegpt_response(obj, *attr.columns.rejected, attr.tags);
   check_no_tools(obj, attr.columns.tools);
@@ -80,7 +82,9 @@ PreferenceSet read_preferences(const DatasetAttr& attr, const ReadOptions& opts)
                  "': a ranking dataset needs columns.chosen and columns.rejected");
   const Converter convert = converter_for<PreferenceExample>(attr, convert_alpaca, convert_sharegpt);
   PreferenceSet out;
-  RecordLoop loop(opts);
+  const ReadOptions all = read_all_rows_if_sampled(attr, opts);
+  RecordLoop loop(all);
+  std::vector<int64_t> item_rows;  // the row of each example read
   for (const auto& file : attr.files) {
     if (loop.full()) break;
     loop.read_file(file, [&](const json& obj, const std::string& source) {
@@ -89,9 +93,11 @@ PreferenceSet read_preferences(const DatasetAttr& attr, const ReadOptions& opts)
       convert(obj, ex);
       check_distinct(ex, attr.columns);
       out.examples.push_back(std::move(ex));
+      item_rows.push_back(loop.tally().rows - 1);
     });
   }
   out.rows = loop.tally().rows;
+  apply_num_samples(attr, opts, out.examples, item_rows, out.rows);
   out.skipped_records = loop.tally().skipped_records;
   out.skip_messages = std::move(loop.tally().skip_messages);
   return out;

@@ -9,6 +9,7 @@
 #include "data/dataset_info.h"
 #include "data/mix.h"
 #include "data/error.h"
+#include "data/num_samples.h"
 #include "data/record_reader.h"
 #include "data/split.h"
 
@@ -22,9 +23,9 @@ struct Documents {
   std::vector<std::string> skip_messages;
 };
 
-Documents read_all(const std::vector<std::string>& names, const DataOptions& opts) {
+Documents read_all(const std::vector<std::string>& names, const DataOptions& opts, NumpyRandomState& rng) {
   Documents d;
-  ReadOptions ro{opts.max_samples, opts.skip_bad_records};
+  ReadOptions ro{opts.max_samples, opts.skip_bad_records, &rng};
   std::vector<std::vector<std::string>> parts;
   for (const auto& attr : resolve_datasets(names, opts.dataset_dir)) {
     DocumentSet set = read_documents(attr, ro);
@@ -187,9 +188,10 @@ std::pair<TokenizedDataset, TokenizedDataset> load_pretrain_data(const DataOptio
   if (opts.cutoff_len < 1) UNILLM_THROW(ConfigError, "[data] cutoff_len must be >= 1");
   if (opts.val_size > 1e-6 && !opts.eval_dataset.empty())
     UNILLM_THROW(ConfigError, "[data] val_size cannot be used together with eval_dataset");
-  TokenizedDataset train = process(read_all(opts.dataset, opts), opts, tok);
+  NumpyRandomState rng(opts.seed);  // num_samples' draws: train datasets, then eval ones
+  TokenizedDataset train = process(read_all(opts.dataset, opts, rng), opts, tok);
   TokenizedDataset eval;
-  if (!opts.eval_dataset.empty()) eval = process(read_all(opts.eval_dataset, opts), opts, tok);
+  if (!opts.eval_dataset.empty()) eval = process(read_all(opts.eval_dataset, opts, rng), opts, tok);
   if (train.rows.empty()) {
     if (opts.packing)
       UNILLM_THROW(DataError, "[data] not enough data for one block of ", opts.cutoff_len,

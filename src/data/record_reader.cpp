@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "data/error.h"
+#include "data/num_samples.h"
 #include "io/json_file.h"
 
 namespace unillm::data {
@@ -37,7 +38,9 @@ class Collector {
 
   void add(std::string text) {
     ++out_.rows;
-    if (!text.empty()) out_.texts.push_back(std::move(text));
+    if (text.empty()) return;
+    out_.texts.push_back(std::move(text));
+    item_rows.push_back(out_.rows - 1);
   }
 
   // A JSON record: the prompt column, then "\n" + the query column when both are non-empty.
@@ -60,6 +63,8 @@ class Collector {
     }
     add(std::move(text));
   }
+
+ std::vector<int64_t> item_rows;  // the row of each document kept
 
  private:
   const DatasetAttr& attr_;
@@ -229,7 +234,8 @@ void read_json(const std::string& file, const std::string& bytes, Collector& c) 
 
 DocumentSet read_documents(const DatasetAttr& attr, const ReadOptions& opts) {
   DocumentSet out;
-  Collector c(attr, opts, out);
+  const ReadOptions all = read_all_rows_if_sampled(attr, opts);
+  Collector c(attr, all, out);
   for (const auto& file : attr.files) {
     if (c.full()) break;
     std::string bytes;
@@ -245,6 +251,7 @@ DocumentSet read_documents(const DatasetAttr& attr, const ReadOptions& opts) {
       read_json(file, bytes, c);
     if (out.rows + out.skipped_records == before) c.bad(file, 0, "empty file (no records)");
   }
+  apply_num_samples(attr, opts, out.texts, c.item_rows, out.rows);
   return out;
 }
 

@@ -13,9 +13,14 @@
 
 namespace unillm::data {
 
+class NumpyRandomState;
+
 struct ReadOptions {
   std::optional<int64_t> max_samples;  // keep the first N rows of the dataset (all its files)
   bool skip_bad_records = false;       // skip malformed records (counted) instead of throwing
+  // numpy's global generator as LLaMA-Factory's loader finds it (data/num_samples.h); datasets with
+  // num_samples draw from it, so one generator goes through a load's datasets in order.
+  NumpyRandomState* sampling = nullptr;
 };
 
 struct DocumentSet {

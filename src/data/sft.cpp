@@ -11,6 +11,7 @@
 #include "data/mix.h"
 #include "data/error.h"
 #include "data/jinja_template.h"
+#include "data/num_samples.h"
 #include "data/packing.h"
 #include "data/template_export.h"
 #include "data/sft_encode.h"
@@ -110,9 +111,9 @@ TokenizedDataset render_paddle(ConversationSet&& set, const SftOptions& o, const
 }
 
 TokenizedDataset read_lf(const std::vector<std::string>& names, const SftOptions& o,
-                         const ChatTemplate& t) {
+                         const ChatTemplate& t, NumpyRandomState& rng) {
   ConversationSet all;
-  ReadOptions ro{o.data.max_samples, o.data.skip_bad_records};
+  ReadOptions ro{o.data.max_samples, o.data.skip_bad_records, &rng};
   std::vector<std::vector<Conversation>> parts;
   for (const auto& attr : resolve_datasets(names, o.data.dataset_dir, "sft")) {
     ConversationSet s = read_conversations(attr, ro);
@@ -212,8 +213,9 @@ std::pair<TokenizedDataset, TokenizedDataset> load_sft_data(const SftOptions& o,
   } else {
     if (o.data.dataset.empty()) UNILLM_THROW(ConfigError, "[data] no training dataset given ('dataset')");
     UNILLM_CHECK(tmpl != nullptr, "[data] LLaMA-Factory SFT data needs a template");
-    train = pack(read_lf(o.data.dataset, o, *tmpl), o, false);
-    if (!o.data.eval_dataset.empty()) eval = pack(read_lf(o.data.eval_dataset, o, *tmpl), o, false);
+    NumpyRandomState rng(o.data.seed);  // num_samples' draws: train datasets, then eval ones
+    train = pack(read_lf(o.data.dataset, o, *tmpl, rng), o, false);
+    if (!o.data.eval_dataset.empty()) eval = pack(read_lf(o.data.eval_dataset, o, *tmpl, rng), o, false);
   }
   if (train.rows.empty()) UNILLM_THROW(DataError, "[data] the training data holds no usable sample");
   if (o.data.val_size > 1e-6) split_val_examples(train, eval, o.data.val_size, o.data.seed);

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "data/converter.h"
 #include "data/error.h"
+#include "data/num_samples.h"
 
 namespace unillm::data {
 using nlohmann::json;
@@ -50,18 +51,19 @@ void convert_alpaca(const json& obj, const DatasetAttr& attr, Conversation& conv
 
 // LLaMA-Factory's SharegptDatasetConverter (non-ranking), broken examples reported.
 void convert_sharegpt(const json& obj, const DatasetAttr& attr, Conversation& conv) {
-  SharegptTurns turns = sharegpt_turns(obj, attr);
+  SharegptTurns turns = message_turns(obj, attr);
   conv.system = std::move(turns.system);
   conv.messages = std::move(turns.messages);
   const size_t n = conv.messages.size();
-  if (n == 0) bad("sharegpt conversation has no turns");
+  if (n == 0) bad(attr.formatting + " conversation has no turns");
   if (n % 2 != 0)
-    bad("sharegpt conversation has " + std::to_string(n) + " turns" +
+    bad(attr.formatting + " conversation has " + std::to_string(n) + " turns" +
         (turns.had_system_message ? " after the system message" : "") +
         ", expected an even number ending with an assistant turn");
   if (conv.messages.back().content.empty())
-    bad("sharegpt turn " + std::to_string(turns.list_size) + " is empty (no response)");
+    bad(attr.formatting + " turn " + std::to_string(turns.list_size) + " is empty (no response)");
   conv.tools = tools_text(obj, attr.columns.tools);
+  openai_system_prompt(obj, attr, conv.system);
 }
 
 // src or tgt: a string or a non-empty list of strings.
@@ -114,11 +116,14 @@ class Reader {
       conv.source = source;
       convert(obj, conv);
       out_.conversations.push_back(std::move(conv));
+      item_rows.push_back(loop_.tally().rows - 1);
     });
     out_.rows = loop_.tally().rows;
     out_.skipped_records = loop_.tally().skipped_records;
     out_.skip_messages = loop_.tally().skip_messages;
   }
+
+ std::vector<int64_t> item_rows;  // the row of each conversation read
 
  private:
   RecordLoop loop_;
@@ -139,21 +144,23 @@ ConversationSet read_conversations(const DatasetAttr& attr, const ReadOptions& o
     if (!attr.columns.response)
       UNILLM_THROW(ConfigError, "[data] dataset '", attr.name, "': no response column");
     convert = [&attr](const json& o, Conversation& c) { convert_alpaca(o, attr, c); };
-  } else if (attr.formatting == "sharegpt") {
+  } else if (attr.formatting == "sharegpt" || attr.formatting == "openai") {
     if (!attr.columns.messages || !attr.tags.role_tag || !attr.tags.content_tag)
-      UNILLM_THROW(ConfigError, "[data] dataset '", attr.name,
-                   "': sharegpt needs a messages column, a role tag and a content tag");
+      UNILLM_THROW(ConfigError, "[data] dataset '", attr.name, "': ", attr.formatting,
+                   " needs a messages column, a role tag and a content tag");
     convert = [&attr](const json& o, Conversation& c) { convert_sharegpt(o, attr, c); };
   } else {
     UNILLM_THROW(NotImplemented, "[data] dataset '", attr.name, "': formatting '", attr.formatting,
                  "' is not implemented");
   }
   ConversationSet out;
-  Reader reader(opts, out);
+  const ReadOptions all = read_all_rows_if_sampled(attr, opts);
+  Reader reader(all, out);
   for (const auto& file : attr.files) {
     if (reader.full()) break;
     reader.read_file(file, convert);
   }
+  apply_num_samples(attr, opts, out.conversations, reader.item_rows, out.rows);
   return out;
 }
 

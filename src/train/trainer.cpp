@@ -10,6 +10,7 @@
 #include <random>
 
 #include "data/corpus_data.h"
+#include "data/dataset_info.h"
 #include "dist/counting_group.h"
 #include "dist/gather_strings.h"
 #include "dist/mesh.h"
@@ -239,6 +240,12 @@ void Run::setup_data() {
 // LLaMA-Factory's eval_on_each_dataset: each name read and preprocessed (packed) on its own, as
 // its dict of evaluation sets is; the rows go into one eval_ and each name keeps its range.
 void Run::compose_eval_splits(StageData& d) {
+  // Each name is read again on its own below, from a fresh generator: num_samples would draw
+  // other rows than LLaMA-Factory's one pass over the train and eval datasets.
+  for (const data::DatasetAttr& attr : data::resolve_datasets(a_.eval_dataset, a_.dataset_dir, a_.stage))
+    if (attr.num_samples)
+      UNILLM_THROW(ConfigError, "[data] eval_on_each_dataset with num_samples on an eval dataset ('", attr.name,
+                   "') is not implemented yet");
   data::TokenizedDataset eval;
   for (const std::string& name : a_.eval_dataset) {
     TrainArgs one = a_;  // only this dataset is read (its train rows are dropped)

@@ -229,5 +229,45 @@ TEST(Sft, MalformedRecordsNameFileAndLineOrAreSkipped) {
   EXPECT_NE(s.err.find("skipped 1 bad records"), std::string::npos) << s.err;
 }
 
+// dataset_info.json's num_samples: 30 rows drawn from the 1000 of alpaca_en_demo, 2500 (every
+// row, then 1500 drawn again) or max_samples of the drawn ones; which rows is checked against
+// LLaMA-Factory in tests/data_layer/num_samples_test.cpp. eval_on_each_dataset, which reads each
+// eval dataset again on its own, refuses it on an eval dataset.
+TEST(Sft, NumSamplesDrawsRowsOfEachDataset) {
+  const std::string dir = testing::temp_dir("num_samples");
+  const std::string file = source_path("data/alpaca_en_demo.json");
+  std::ofstream(dir + "/dataset_info.json")
+      << R"({"few": {"file_name": ")" << file << R"(", "num_samples": 30},)"
+      << R"( "many": {"file_name": ")" << file << R"(", "num_samples": 2500}})";
+  auto rows = [&](const std::string& name, const std::string& extra) {
+    const auto r = run_unillm("train " + sft_config(dir, name, dir + "/" + name, "") +
+                              " dataset_dir=" + dir + " max_steps=1 max_samples=null " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t n = r.err.find(" train rows");
+    const size_t at = r.err.rfind("data: ", n);
+    return at == std::string::npos || n == std::string::npos ? std::string("?")
+                                                              : r.err.substr(at + 6, n - at - 6);
+  };
+  EXPECT_EQ(rows("few", "dataset=few"), "30");
+  EXPECT_EQ(rows("many", "dataset=many"), "2500");
+  EXPECT_EQ(rows("both", "dataset=few,many max_samples=100"), "130");
+  const auto each = run_unillm("train " + sft_config(dir, "each", dir + "/each", "eval_on_each_dataset: true\n") +
+                               " dataset_dir=" + dir + " dataset=many eval_dataset=few");
+  EXPECT_NE(each.exit_code, 0);
+  EXPECT_NE(each.err.find("eval_on_each_dataset with num_samples on an eval dataset ('few') is not implemented yet"),
+            std::string::npos) << each.err;
+}
+
+// formatting: openai trains end to end (tool calls and tool results through qwen's tool format);
+// the conversion itself is checked in tests/data_layer/sft_reader_test.cpp.
+TEST(Sft, OpenAiFormattingWithToolCallsTrains) {
+  const std::string dir = testing::temp_dir("openai_sft");
+  const auto r = run_unillm("train " + sft_config(dir, "c", dir + "/out", "resize_vocab: true\n") +
+                            " dataset=openai_tools,openai_messages dataset_dir=" + source_path("tests/data/sft") +
+                            " template=qwen max_steps=1 max_samples=null");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("data: 7 train rows"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace unillm

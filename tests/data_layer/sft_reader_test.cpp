@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "data/error.h"
+#include "data/template_tools.h"
 #include "data_layer/data_test_util.h"
 
 namespace unillm::data {
@@ -83,7 +84,7 @@ TEST(DatasetInfoSft, RejectsWhatStageSftCannotRead) {
   };
   EXPECT_NE(err("rank").find("not applicable to stage sft"), std::string::npos);
   EXPECT_NE(err("img").find("column 'images' is not implemented"), std::string::npos);
-  EXPECT_NE(err("oai").find("formatting 'openai' is not implemented yet"), std::string::npos);
+  EXPECT_EQ(err("oai"), "");  // openai: sharegpt's columns and tags (LLaMA-Factory's defaults)
   EXPECT_NE(err("odd").find("unknown formatting 'chatml'"), std::string::npos);
   EXPECT_NE(err("txt").find("stage sft reads .json or .jsonl"), std::string::npos);
   EXPECT_NE(err("noresp").find("has no 'response'"), std::string::npos);
@@ -352,6 +353,57 @@ TEST(SrcTgtReader, BadRecordsNameFileAndLine) {
   EXPECT_EQ(d.train.skip_messages[4],
             p + " line 6: key 'src' is not a string or a non-empty list of strings (got an empty "
                 "list)");
+}
+
+// formatting: openai as LLaMA-Factory's OpenAIDatasetConverter aligns it: tool_calls become one
+// function turn (json.dumps of the function objects), consecutive tool results one observation
+// turn, and the system prompt follows its "detailed thinking off" rule (set when empty without
+// tools, appended unless present, a trailing "\n" with tools). Expected texts worked out from
+// its source (src/llamafactory/data/converter.py).
+TEST(SftReader, OpenAiToolCallsToolResultsAndSystemRule) {
+  ConversationSet set = read_conversations(attr_of("openai_tools"), {});
+  ASSERT_EQ(set.conversations.size(), 5u);
+  const Conversation& c = set.conversations[0];
+  EXPECT_EQ(flat(c),
+            "user:Weather and time in Paris?|"
+            R"(function:[{"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}, )"
+            R"({"name": "get_time", "arguments": "{}"}]|)"
+            "observation:21 C\n</tool_response>\n<tool_response>\n12:00|assistant:It is 21 C at noon.");
+  EXPECT_EQ(c.system, "You can call tools.\n");
+  EXPECT_NE(c.tools.find("get_weather"), std::string::npos);
+  EXPECT_EQ(set.conversations[1].system, "detailed thinking off");
+  EXPECT_EQ(set.conversations[2].system, "Be brief.\ndetailed thinking off");
+  EXPECT_EQ(set.conversations[3].system, "detailed thinking on");
+  EXPECT_EQ(set.conversations[4].system, "");  // tools: [] is a tools value there (json.dumps → "[]")
+  // The function turn parses back into the calls the templates render.
+  const auto calls = parse_function_message(c.messages[1].content, "test");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].name, "get_weather");
+  EXPECT_EQ(calls[0].arguments, R"("{\"city\": \"Paris\"}")");  // a string, dumped again as there
+}
+
+TEST(SftReader, OpenAiRecordsThatCannotBeAlignedAreRefusedOrSkipped) {
+  const DatasetAttr a = attr_of("openai_bad");
+  const char* faults[] = {"openai message 3: tool results after the last turn",
+                          "openai turn 2 (after merging tool results) is not an assistant turn",
+                          "openai message 2: key 'content' is not a string (got null)",
+                          "openai message 2: tool_calls item 1 has no 'function' object",
+                          "openai message 2 has role 'robot', which none of the dataset's tags names",
+                          "openai turn 2 (after merging tool results) is not an assistant turn"};
+  ReadOptions ro;
+  ro.skip_bad_records = true;
+  ConversationSet set = read_conversations(a, ro);
+  EXPECT_EQ(set.conversations.size(), 0u);
+  EXPECT_EQ(set.skipped_records, 6);
+  for (size_t i = 0; i < 5; ++i)  // the first five reasons are kept
+    EXPECT_NE(set.skip_messages.at(i).find("openai_bad.jsonl line " + std::to_string(i + 1) + ": " + faults[i]),
+              std::string::npos) << set.skip_messages[i];
+  try {
+    read_conversations(a, {});
+    ADD_FAILURE() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(faults[0]), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ void check_attr(const data::DatasetAttr& a, const std::string& name, const std::
   for (const auto& f : a.files) fuzz::require(fs::is_regular_file(f), "files exist");
   fuzz::require(a.file_type == "txt" || a.file_type == "json", "file type txt or json");
   fuzz::require(a.formatting == "alpaca" || a.formatting == "sharegpt", "alpaca or sharegpt");
+  fuzz::require(!a.num_samples || *a.num_samples >= 1, "num_samples positive");
   if (stage == "pt") {
     fuzz::require(a.formatting == "alpaca", "stage pt reads alpaca-style columns");
     return;
