@@ -126,7 +126,7 @@ class Run {
   struct EvalSplit {
     std::string name;
     int64_t first = 0, end = 0;
-    EvalResult last{-1, -1};
+    EvalResult last{-1, -1, {}};
   };
   std::vector<EvalSplit> eval_splits_;
   // Replaces d.eval by the eval_dataset names loaded one by one (eval_splits_ their ranges).
@@ -136,7 +136,7 @@ class Run {
   void log_step(double loss, double grad_norm, double lr);
   void write_results(const std::string& dir, const TrainResult& r, double runtime);
   TrainResult finish(double train_loss_sum, int64_t steps_this_run);
-  EvalResult last_eval_{-1, -1};
+  EvalResult last_eval_{-1, -1, {}};
   int64_t last_eval_step_ = -1;
   bool stop_early_ = false;  // HF's EarlyStoppingCallback ran out of patience (run_eval)
   // The last evaluation's metric_for_best_model, if it had one.

@@ -110,7 +110,7 @@ class DpoStage : public Stage {
     PrefLossOutput out = pref_loss(cfg_, f.in);
     const auto pairs = static_cast<int64_t>(f.in.policy_chosen.size());
     // HF's evaluation loop weights each batch's mean loss by its size (pairs here).
-    return {out.loss * static_cast<double>(pairs), pairs, metrics(out, f)};
+    return {out.loss * static_cast<double>(pairs), pairs, metrics(out, f), {}};
   }
 
   std::vector<std::string> plot_keys() const override { return {"loss", "eval_loss", "rewards/accuracies"}; }
