@@ -190,6 +190,9 @@ struct TrainArgs {
   bool eval_on_start = false;        // HF: evaluate once before the first step
   std::string eval_strategy = "no";  // no | steps | epoch
   int64_t per_device_train_batch_size = 8;
+  // HF's auto_find_batch_size: the largest of per_device_train_batch_size, int(0.9 × it), … that
+  // the memory plan fits in the available memory (a resume keeps the checkpoint's).
+  bool auto_find_batch_size = false;
   int64_t per_device_eval_batch_size = 8;
   // HF's deprecated per_gpu_* spellings: when set (non-zero) they win over per_device_* (its
   // train_batch_size property), with its deprecation warning.

@@ -129,11 +129,13 @@ constexpr Group kGroups[] = {
     // ZeRO over data-parallel processes (args_parallel.cpp, train/zero.h)
     {"training", S::kImplemented,
      "deepspeed fsdp fsdp_config fsdp_min_num_params fsdp_transformer_layer_cls_to_wrap"},
+    // The largest batch size the memory plan fits (trainer_memory.cpp)
+    {"training", S::kImplemented, "auto_find_batch_size"},
     // HF's own GaLore optimizers (optim galore_adamw[_layerwise]; args_low_rank.cpp)
     {"training", S::kImplemented, "optim_args optim_target_modules"},
     {"training", S::kNotImplemented,
      "accelerator_config parallelism_config tp_size "
-     "train_sampling_strategy auto_find_batch_size bf16_full_eval fp16_full_eval "
+     "train_sampling_strategy bf16_full_eval fp16_full_eval "
      "enable_jit_checkpoint "
      "ray_scope dispatch_batches split_batches"},
     // Speed switches of torch (compilation, IPEX, Liger's fused kernels): the same arithmetic

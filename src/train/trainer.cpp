@@ -58,6 +58,18 @@ void Run::check_resume(const std::string& from) {
     recorded = j["unillm"]["settings"];
   else
     say("note: " + path + " predates recorded settings; they are not compared");
+  // HF's auto_find_batch_size resumes with the batch size the checkpoint trained with (the
+  // recorded settings hold the one the run chose).
+  const nlohmann::json* trained = nullptr;
+  if (recorded.is_object() && recorded.contains("must_match") && recorded["must_match"].is_object() &&
+      recorded["must_match"].contains("per_device_train_batch_size"))
+    trained = &recorded["must_match"]["per_device_train_batch_size"];
+  if (a_.auto_find_batch_size && trained && trained->is_number_integer() &&
+      trained->get<int64_t>() != a_.per_device_train_batch_size) {
+    say(UNILLM_MSG("auto_find_batch_size: per_device_train_batch_size ", trained->get<int64_t>(), " as ", from,
+                   " trained (configured: ", a_.per_device_train_batch_size, ")"));
+    a_.per_device_train_batch_size = trained->get<int64_t>();
+  }
   for (const auto& w : check_resume_settings(recorded, run_settings(), from)) say("warning: " + w);
 }
 
@@ -217,12 +229,9 @@ void Run::setup_data() {
   loader_opts_.pad_id = d.pad_id;
   if (train_.skipped_records > 0) say("skipped " + std::to_string(train_.skipped_records) + " bad records");
   for (const auto& m : train_.skip_messages) say("  " + m);
-  loader_opts_.batch_size = a_.per_device_train_batch_size;
   loader_opts_.shuffle = !a_.disable_shuffling;
   loader_opts_.seed = static_cast<uint64_t>(a_.data_seed.value_or(a_.seed));
-  if (a_.group_by_length)  // HF sorts within megabatches of whole optimizer steps
-    loader_opts_.length_group = a_.per_device_train_batch_size * a_.gradient_accumulation_steps * dp_size();
-  loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
+  rebuild_loader();
   if (loss_predict()) test_ = data::load_corpus_test_rows(data_options(a_), *tok_);
   if (loss_predict() && test_.num_rows() == 0)
     UNILLM_THROW(data::DataError, "[data] do_predict: the test part of split ", a_.split,
@@ -239,6 +248,13 @@ void Run::setup_data() {
 
 // LLaMA-Factory's eval_on_each_dataset: each name read and preprocessed (packed) on its own, as
 // its dict of evaluation sets is; the rows go into one eval_ and each name keeps its range.
+void Run::rebuild_loader() {
+  loader_opts_.batch_size = a_.per_device_train_batch_size;
+  if (a_.group_by_length)  // HF sorts within megabatches of whole optimizer steps
+    loader_opts_.length_group = a_.per_device_train_batch_size * a_.gradient_accumulation_steps * dp_size();
+  loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
+}
+
 void Run::compose_eval_splits(StageData& d) {
   // Each name is read again on its own below, from a fresh generator: num_samples would draw
   // other rows than LLaMA-Factory's one pass over the train and eval datasets.

@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #include "core/parallel.h"
+#include "dist/gather_strings.h"
 #include "io/checkpoint.h"
 #include "train/finetune.h"
 #include "train/trainer_run.h"
@@ -40,8 +41,10 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.model = models::load_model_config((fs::path(model_dir_) / "config.json").string());
   in.params = summarize_params(in.model, a_);
   // A micro-batch holds batch-size examples of `group` rows each (a preference pair: 2).
-  in.rows = std::max<int64_t>(1, std::min<int64_t>(a_.per_device_train_batch_size, train_.num_rows() / train_.group)) *
-            train_.group;
+  auto rows_for = [this](int64_t batch) {
+    return std::max<int64_t>(1, std::min<int64_t>(batch, train_.num_rows() / train_.group)) * train_.group;
+  };
+  in.rows = rows_for(a_.per_device_train_batch_size);
   in.seq_len = longest_row(train_);
   in.recompute = !a_.disable_gradient_checkpointing;
   const bool low = low_precision_dtype(a_) != DType::f32;
@@ -67,10 +70,42 @@ void Run::plan_memory_and_check(const std::string& from) {
                                                loss_head_layers(in.model));
     in.pipeline_loss = rank == pp - 1;
   }
-  const std::string stage_advice = stage_->plan_memory(in, h_.memory_limit);
+  const MemoryPlanInputs base = in;  // before the stage adds its own (a reference model)
+  std::string stage_advice = stage_->plan_memory(in, h_.memory_limit);
   plan_ = plan_memory(in);
-  say(format_plan(plan_));
   const int64_t limit = h_.memory_limit;
+  // HF's auto_find_batch_size (accelerate's find_executable_batch_size): on an out-of-memory
+  // error it retries with int(0.9 × the batch size) until one runs. Here the memory plan says
+  // which one fits before anything is allocated; a resume keeps the checkpoint's (check_resume).
+  if (a_.auto_find_batch_size && from.empty() && limit > 0) {
+    int64_t batch = a_.per_device_train_batch_size;
+    const int64_t configured = batch;
+    while (plan_.peak > limit && batch > 1) {
+      batch = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(batch) * 0.9));
+      in = base;
+      in.rows = rows_for(batch);
+      stage_advice = stage_->plan_memory(in, limit);
+      plan_ = plan_memory(in);
+    }
+    if (world_size() > 1) {  // every process steps with one batch size: the smallest that fits
+      for (const std::string& s : dist::allgather_strings(*h_.dp, std::to_string(batch)))
+        batch = std::min<int64_t>(batch, std::stoll(s));
+      if (rows_for(batch) != in.rows) {
+        in = base;
+        in.rows = rows_for(batch);
+        stage_advice = stage_->plan_memory(in, limit);
+        plan_ = plan_memory(in);
+      }
+    }
+    if (batch != configured) {
+      say(UNILLM_MSG("auto_find_batch_size: per_device_train_batch_size ", configured, " -> ", batch,
+                     " (the memory plan's peak ", format_bytes(plan_.peak), plan_.peak <= limit ? " fits " : " still exceeds ",
+                     format_bytes(limit), ")"));
+      a_.per_device_train_batch_size = batch;
+      rebuild_loader();
+    }
+  }
+  say(format_plan(plan_));
   if (limit <= 0 || plan_.peak <= limit) return;
   std::string advice = stage_advice.empty() ? memory_fit_advice(in, a_, limit) : stage_advice;
   if (advice.empty()) advice = "no single knob brings it under; use a smaller model or a larger machine";

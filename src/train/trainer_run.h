@@ -62,6 +62,8 @@ class Run {
   // The memory plan (memory_plan.h): printed, and checked against TrainerHooks::memory_limit
   // before the weights are allocated (ConfigError naming the knob that would fit).
   void plan_memory_and_check(const std::string& from);
+  // auto_find_batch_size: the batch size the memory plan fits (see trainer_memory.cpp).
+  void rebuild_loader();
   void report_memory() const;
   void setup_schedule();
   void setup_annealing();
@@ -147,7 +149,8 @@ class Run {
   std::optional<double> test_loss_;  // do_predict
   std::string last_checkpoint_;  // the newest checkpoint of this run (or the resumed one)
 
-  const TrainArgs& a_;
+  // A copy: auto_find_batch_size lowers per_device_train_batch_size before the loader is final.
+  TrainArgs a_;
   const TrainerHooks& h_;
   std::string model_dir_;
   std::string tokenizer_dir_;  // model_dir_ unless tokenizer_name_or_path

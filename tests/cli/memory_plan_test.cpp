@@ -8,6 +8,8 @@
 #include <fstream>
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include "support/expect.h"
 #include "support/run_cli.h"
 
@@ -92,6 +94,40 @@ TEST(MemoryPlan, PredictedPeakWithin15PercentOfMeasured) {
       const double predicted = mib(m[1], m[2]), measured = mib(m[3], m[4]);
       EXPECT_NEAR(measured / predicted, 1.0, 0.15) << ft << " recompute off=" << rc << ": " << r.err;
     }
+}
+
+// The plan's peak (bytes) for this config and extra command-line keys (--plan-only, no limit).
+double planned_peak(const std::string& cfg, const std::string& keys) {
+  const auto r = run_unillm("train " + cfg + " " + keys + " --plan-only --threads 2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(r.out, m, std::regex(R"("peak":([0-9]+))"))) << r.out;
+  return m.empty() ? 0 : std::stod(m[1]);
+}
+
+// auto_find_batch_size (HF's, accelerate's rule: int(0.9 × the batch size) until one runs): with
+// room for 12 rows of 256 tokens but not 14, batch 16 trains at 12 (16 -> 14 -> 12); without the
+// key the run is refused. A resume keeps the checkpoint's 12 even with no limit at all.
+TEST(MemoryPlan, AutoFindBatchSizeTakesTheLargestThatFits) {
+  std::string dir = testing::temp_dir("memplan-autobatch");
+  const std::string cfg = write_config(dir, "finetuning_type: full\ndisable_gradient_checkpointing: true\n") +
+                          " cutoff_len=256 save_strategy=steps save_steps=1";
+  const double p12 = planned_peak(cfg, "per_device_train_batch_size=12");
+  const double p14 = planned_peak(cfg, "per_device_train_batch_size=14");
+  ASSERT_GT(p14 - p12, 6e6);  // rows of activations apart, well beyond the baseline's wobble
+  const std::string limit = std::to_string(static_cast<int64_t>((p12 + p14) / 2 / 1024)) + "K";
+  auto refused = train_with_limit(cfg + " per_device_train_batch_size=16", limit);
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  auto r = train_with_limit(cfg + " per_device_train_batch_size=16 auto_find_batch_size=true", limit);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("auto_find_batch_size: per_device_train_batch_size 16 -> 12"), std::string::npos) << r.err;
+  const auto state = nlohmann::json::parse(testing::slurp(dir + "/out/trainer_state.json"));
+  EXPECT_EQ(state["train_batch_size"], 12);
+  auto resumed = train_with_limit(cfg + " per_device_train_batch_size=16 auto_find_batch_size=true max_steps=4 "
+                                        "resume_from_checkpoint=" + dir + "/out/checkpoint-3", "off");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("auto_find_batch_size: per_device_train_batch_size 12 as"), std::string::npos) << resumed.err;
+  EXPECT_EQ(resumed.err.find("with per_device_train_batch_size"), std::string::npos) << resumed.err;
 }
 
 }  // namespace

@@ -93,7 +93,7 @@ class LmStage : public Stage {
 
   EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
     auto out = loss(model, to_train_batch(b), false, 0);
-    return {out.loss_sum.item_flat(0), out.count, {}};
+    return {out.loss_sum.item_flat(0), out.count, {}, {}};
   }
 
   // ASFT's loss also needs the reference's hidden states of the whole model.
