@@ -86,7 +86,9 @@ TEST_P(DpoParity, LossMetricsAndAdapterGradients) {
       EXPECT_NEAR(got.metrics[i].second, v, 1e-5 * (1 + std::fabs(v))) << name;
     }
     for (auto& r : model_->module().parameters()) {
-      if (r.adapter.empty()) EXPECT_FALSE(r.tensor->grad().defined()) << r.hf_names.at(0) << " is frozen";
+      if (r.adapter.empty()) {
+        EXPECT_FALSE(r.tensor->grad().defined()) << r.hf_names.at(0) << " is frozen";
+      }
     }
     std::string worst_name;
     const double worst = reference::worst_rel(model_->module().named_adapter_parameters("default", true), want, {},
