@@ -174,9 +174,9 @@ void check_preference(const TrainArgs& a, const std::string& where) {
   if (a.ref_model_quantization_bit > 0 && a.ref_model.empty())
     UNILLM_THROW(ConfigError, "[config] ", where, ": ref_model_quantization_bit applies to ref_model, which is not set "
                  "(LLaMA-Factory quantises only a ref_model it loads)");
-  if (a.ref_model_quantization_bit > 0 && !a.ref_model_adapters.empty())
-    UNILLM_THROW(NotImplemented, "[config] ", where, ": ref_model_quantization_bit with ref_model_adapters is not "
-                 "implemented yet (the adapters would sit unmerged over the quantised reference)");
+  if (a.ref_model_quantization_bit > 0 && a.ref_model_adapters.size() > 1)
+    UNILLM_THROW(ConfigError, "[config] ", where, ": ref_model_quantization_bit takes one ref_model_adapters entry, got ",
+                 a.ref_model_adapters.size(), " (LLaMA-Factory: a quantised model accepts a single adapter, unmerged)");
   if (a.stage == "kto") {
     if (a.ld_alpha) UNILLM_THROW(ConfigError, "[config] ", where, ": ld_alpha is used by stage dpo only");
     return;

@@ -206,6 +206,41 @@ TEST(Dpo, QuantisedRefModelIsTheDequantisedReference) {
   EXPECT_NE(bare.err.find("ref_model_quantization_bit applies to ref_model"), std::string::npos) << bare.err;
 }
 
+// ref_model_quantization_bit with ref_model_adapters: LLaMA-Factory loads the quantised ref_model
+// with its one adapter unmerged; that reference gives the run against the dense dequantised copy
+// with the same adapter merged. The adapter is a short DPO run's (its B is non-zero), and it
+// changes the run; two adapters are refused as there.
+TEST(Dpo, QuantisedRefModelKeepsItsAdapterUnmerged) {
+  const std::string dir = testing::temp_dir("dpo_refq_adapter");
+  const std::string stories = source_path("assets/stories260K");
+  testing::write_dequantised_copy(stories, dir + "/dequantised", 4);
+  const std::string run = std::string(kExample) + kShort + " bf16=false eval_strategy=no";
+  ASSERT_EQ(run_unillm_in(source_path(""), run + " learning_rate=0.05 output_dir=" + dir + "/adapter").exit_code, 0);
+  const std::string adapter = " ref_model_adapters=" + dir + "/adapter";
+  auto q = run_unillm_in(source_path(""), run + " ref_model=" + stories + " ref_model_quantization_bit=4" + adapter +
+                                              " output_dir=" + dir + "/q");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_NE(q.err.find("with its ref_model_adapter over the quantised weights"), std::string::npos) << q.err;
+  auto d = run_unillm_in(source_path(""), run + " ref_model=" + dir + "/dequantised" + adapter + " output_dir=" + dir + "/d");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  auto bare = run_unillm_in(source_path(""), run + " ref_model=" + stories + " ref_model_quantization_bit=4 output_dir=" +
+                                                 dir + "/bare");
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  const auto x = train_lines(dir + "/q"), y = train_lines(dir + "/d"), z = train_lines(dir + "/bare");
+  ASSERT_EQ(x.size(), 6u);
+  ASSERT_EQ(y.size(), 6u);
+  ASSERT_EQ(z.size(), 6u);
+  EXPECT_GT(std::abs(x[0]["rewards/margins"].get<double>() - z[0]["rewards/margins"].get<double>()), 1e-3);
+  for (size_t i = 0; i < 6; ++i)
+    for (const char* k : {"loss", "rewards/margins", "logps/chosen"})
+      EXPECT_NEAR(x[i][k].get<double>(), y[i][k].get<double>(), 1e-4 * (1 + std::abs(y[i][k].get<double>())))
+          << " step " << i + 1 << " " << k;
+  auto two = run_unillm_in(source_path(""), run + " ref_model=" + stories + " ref_model_quantization_bit=4" + adapter +
+                                                "," + dir + "/adapter output_dir=" + dir + "/two");
+  EXPECT_EQ(two.exit_code, 1);
+  EXPECT_NE(two.err.find("takes one ref_model_adapters entry, got 2"), std::string::npos) << two.err;
+}
+
 // metric_for_best_model takes the stage's metrics, as HF takes any eval_ key.
 TEST(Dpo, BestCheckpointByRewardAccuracy) {
   const std::string dir = testing::temp_dir("dpo_best");

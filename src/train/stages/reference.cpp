@@ -131,12 +131,17 @@ std::string plan_reference(const TrainArgs& a, MemoryPlanInputs& in, int64_t lim
 namespace {
 
 // A reference copy: the initial policy's source (model_name_or_path, or ref_model with
-// ref_model_adapters merged), frozen weights in the run's frozen dtype.
+// ref_model_adapters merged), frozen weights in the run's frozen dtype. A quantised ref_model keeps
+// its one adapter unmerged over the quantised weights, as LLaMA-Factory's load_model does for a
+// quantised base (it accepts a single adapter there and does not merge it).
 std::unique_ptr<models::CausalLM> load_reference(const TrainArgs& a, const PrepareContext& ctx) {
   const std::string dir = a.ref_model.empty() ? ctx.model_dir : resolve_model_path(a.ref_model, ctx.hf_cache_root);
-  ctx.say("reference: loading " + dir + (a.ref_model_adapters.empty() ? "" : " with ref_model_adapters merged"));
+  const bool quantised = a.ref_model_quantization_bit > 0 && !a.ref_model.empty();
+  ctx.say("reference: loading " + dir +
+          (a.ref_model_adapters.empty() ? "" : quantised ? " with its ref_model_adapter over the quantised weights"
+                                                         : " with ref_model_adapters merged"));
   models::LoadOptions lo = ctx.frozen_load;
-  if (a.ref_model_quantization_bit > 0 && !a.ref_model.empty()) {
+  if (quantised) {
     // LLaMA-Factory's ref_model_quantization_bit: the reference as QLoRA holds its base, each
     // projection quantised as it is read (bitsandbytes' formats, the run's quantization_type).
     TrainArgs q = a;  // (QLoRA's rules are the policy's: the reference trains nothing)
@@ -151,7 +156,10 @@ std::unique_ptr<models::CausalLM> load_reference(const TrainArgs& a, const Prepa
   for (size_t i = 0; i < a.ref_model_adapters.size(); ++i) {
     const std::string name = "ref" + std::to_string(i);
     models::load_adapter(*m, a.ref_model_adapters[i], name);
-    models::merge_adapter(*m, name);
+    if (quantised)
+      m->set_active_adapters({name});  // the reference's forward runs it (checked: one adapter)
+    else
+      models::merge_adapter(*m, name);
   }
   return m;
 }
