@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -22,6 +23,21 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // undefined tensors, write failures); PATH is untouched on failure.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+// What save_safetensors_streamed writes for one tensor before its data exists.
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+};
+
+// save_safetensors for tensors made one at a time: the same header and layout, fill(i) asked for
+// specs[i]'s tensor (of that dtype and shape) when its bytes are due, in the file's layout order
+// (so at most one filled tensor lives at a time). Throws IoError as save_safetensors, and for a
+// filled tensor that does not match its spec.
+void save_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
+                               const std::function<Tensor(size_t)>& fill,
+                               const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
 // Writes DIR/model.safetensors when all tensors fit in max_shard_bytes, else HF-named shards
 // model-00001-of-0000N.safetensors (greedy in the given order; a tensor larger than the limit

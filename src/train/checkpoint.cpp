@@ -121,11 +121,7 @@ std::string save_checkpoint(const std::string& output_dir, const ModelWriter& wr
   const std::string tmp = make_staging_dir(output_dir, "tmp-" + name);
   try {
     write_model(tmp);
-    if (!model_only) {
-      io::NamedTensors tensors;
-      for (const auto& named : opt.state()) tensors.push_back({named.first, *named.second});
-      io::save_safetensors((fs::path(tmp) / "optimizer.safetensors").string(), tensors);
-    }
+    if (!model_only) opt.write_state((fs::path(tmp) / "optimizer.safetensors").string());
     // trainer_state.json last: its presence marks a complete checkpoint.
     nlohmann::json sj = state_json(state, opt, opt.arena());
     if (model_only) sj["unillm"]["save_only_model"] = true;
@@ -197,16 +193,8 @@ TrainerState load_checkpoint(const std::string& dir, Optimizer& opt, const Param
   } catch (const nlohmann::json::exception& e) {
     UNILLM_THROW(IoError, "[checkpoint] ", state_path, ": malformed (", e.what(), ")");
   }
-  auto f = io::SafetensorsFile::open((fs::path(dir) / "optimizer.safetensors").string());
-  for (const auto& [name, dst] : opt.state()) {
-    if (!f->has(name)) UNILLM_THROW(IoError, "[checkpoint] ", dir, "/optimizer.safetensors: '", name, "' missing");
-    Tensor t = f->tensor(name);
-    if (t.shape() != dst->shape() || t.dtype() != dst->dtype())
-      UNILLM_THROW(IoError, "[checkpoint] ", dir, "/optimizer.safetensors: '", name, "' is ", dtype_name(t.dtype()), " ",
-                   shape_str(t.shape()), ", expected ", dtype_name(dst->dtype()), " ", shape_str(dst->shape()));
-    dst->copy_from(t);
-  }
-  opt.state_loaded();  // ZeRO takes its range of the whole-arena state
+  const std::string path = (fs::path(dir) / "optimizer.safetensors").string();
+  opt.read_state(*io::SafetensorsFile::open(path), path);  // ZeRO reads its part only
   return s;
 }
 

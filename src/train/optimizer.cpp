@@ -3,6 +3,7 @@
 #include "train/optimizer.h"
 
 #include "core/error.h"
+#include "io/safetensors_writer.h"
 #include "train/adafactor.h"
 #include "train/adamw.h"
 #include "train/adam_mini.h"
@@ -15,6 +16,23 @@
 #include "train/sgd.h"
 
 namespace unillm::train {
+
+void Optimizer::write_state(const std::string& path) {
+  io::NamedTensors tensors;
+  for (const auto& named : state()) tensors.push_back({named.first, *named.second});
+  io::save_safetensors(path, tensors);
+}
+
+void Optimizer::read_state(const io::SafetensorsFile& f, const std::string& where) {
+  for (const auto& [name, dst] : state()) {
+    if (!f.has(name)) UNILLM_THROW(IoError, "[checkpoint] ", where, ": '", name, "' missing");
+    Tensor t = f.tensor(name);
+    if (t.shape() != dst->shape() || t.dtype() != dst->dtype())
+      UNILLM_THROW(IoError, "[checkpoint] ", where, ": '", name, "' is ", dtype_name(t.dtype()), " ",
+                   shape_str(t.shape()), ", expected ", dtype_name(dst->dtype()), " ", shape_str(dst->shape()));
+    dst->copy_from(t);
+  }
+}
 
 int64_t Optimizer::state_bytes() {
   int64_t n = 0;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "train/arena.h"
 #include "train/low_rank.h"
 
@@ -59,10 +60,14 @@ class Optimizer {
   virtual StateTensors state() = 0;
   int64_t steps() const { return step_; }
   void set_steps(int64_t s) { step_ = s; }
-  // Sharded state (ZeRO, train/zero.h): gather_state() is called on every rank before rank 0
-  // saves state() (a collective), state_loaded() after a checkpoint wrote into state().
-  virtual void gather_state() {}
-  virtual void state_loaded() {}
+  // Checkpoint state: write_state writes every state tensor into one safetensors file (rank 0;
+  // the default writes state()); read_state copies a checkpoint's file back (names, dtypes and
+  // shapes checked; IoError naming `where`). A sharded optimiser (ZeRO, train/zero.h) writes the
+  // whole-arena tensors one at a time from its group's pieces, which the group's other ranks
+  // send with send_state() meanwhile (a collective), and reads only its own part.
+  virtual void write_state(const std::string& path);
+  virtual void send_state() {}
+  virtual void read_state(const io::SafetensorsFile& f, const std::string& where);
   // Called after backward (and the data-parallel reduction), before clipping: an optimiser that
   // uses only part of each gradient (BAdam's ratio mode) zeroes the rest so the clip norm covers
   // what it updates, as the package's gradient hooks do.

@@ -313,9 +313,9 @@ void Run::save_now() {
     save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_);
     stage_->save_extra(dir, true);
   };
-  if (!a_.save_only_model) opt_->gather_state();  // ZeRO: every process's range (a collective)
   const ParamShards::Whole whole(shards_.get());  // ZeRO-3: the whole model for the writer
   if (!writer()) {  // rank 0 writes; the others wait until the checkpoint is complete
+    if (!a_.save_only_model) opt_->send_state();  // ZeRO: this rank's part to the writer
     last_checkpoint_ = name;
     dp_barrier();
     return;

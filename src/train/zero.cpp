@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "io/safetensors_writer.h"
 #include "ops/optimizer.h"
 #include "train/adamw.h"
 
@@ -79,7 +80,6 @@ void ZeroOptimizer::gather_into(const Tensor& mine, Tensor& whole) {
 }
 
 void ZeroOptimizer::step(double lr) {
-  whole_state_.clear();  // a gathered copy is stale once the state moves on
   inner_->step(lr);
   step_ = inner_->steps();
   if (stage_ == 3) return;  // the units gather the updated pieces when they are next used
@@ -87,40 +87,78 @@ void ZeroOptimizer::step(double lr) {
   gather_into(shard_.param_tensor(), params);
 }
 
-StateTensors ZeroOptimizer::state() {
-  StateTensors inner = inner_->state();
-  if (whole_state_.size() != inner.size()) {  // a checkpoint load writes into these
-    whole_state_.clear();
-    for (const auto& [name, t] : inner)
-      whole_state_.push_back(Tensor::zeros({arena_.numel()}, t->dtype(), t->device()));
-  }
-  StateTensors out;
-  for (size_t i = 0; i < inner.size(); ++i) out.emplace_back(inner[i].first, &whole_state_[i]);
-  return out;
+StateTensors ZeroOptimizer::state() { return inner_->state(); }
+
+int64_t ZeroOptimizer::part_numel(int q) const {
+  if (stage_ == 3) return per_rank_;
+  const auto [lo, hi] = zero_range(arena_.numel(), group_.size(), q);
+  return hi - lo;
 }
 
-void ZeroOptimizer::gather_state() {
+void ZeroOptimizer::place_part(int q, const Tensor& part, Tensor& whole) const {
+  if (stage_ != 3) {
+    const auto [lo, hi] = zero_range(arena_.numel(), group_.size(), q);
+    if (hi > lo) whole.slice(0, lo, hi).copy_from(part);
+    return;
+  }
+  for (const ArenaRun& r : pieces_.runs_by_rank[static_cast<size_t>(q)])
+    whole.slice(0, r.lo, r.hi).copy_from(part.slice(0, r.at, r.at + r.hi - r.lo));
+}
+
+void ZeroOptimizer::take_part(const Tensor& whole, Tensor& part) const {
+  if (stage_ != 3) {
+    if (hi_ > lo_) part.copy_from(whole.slice(0, lo_, hi_));
+    return;
+  }
+  for (const ArenaRun& r : pieces_.runs_by_rank[static_cast<size_t>(group_.rank())])
+    part.slice(0, r.at, r.at + r.hi - r.lo).copy_from(whole.slice(0, r.lo, r.hi));
+}
+
+namespace {
+constexpr int kStateTag = 7100;  // + the state tensor's index; nothing else is in flight at a save
+}  // namespace
+
+void ZeroOptimizer::write_state(const std::string& path) {
+  UNILLM_CHECK(group_.rank() == 0, "[train] ZeRO: the checkpoint writer is not rank 0 of its sharding group");
   StateTensors inner = inner_->state();
-  whole_state_.clear();
+  std::vector<io::TensorSpec> specs;
   for (const auto& [name, t] : inner) {
-    whole_state_.push_back(Tensor::empty({arena_.numel()}, t->dtype(), t->device()));
-    gather_into(*t, whole_state_.back());
+    // One dtype and shape for all: the file's layout order is then the given order, the order in
+    // which send_state() sends.
+    UNILLM_CHECK(t->dtype() == inner[0].second->dtype(), "[train] ZeRO: state tensors of several dtypes");
+    specs.push_back({name, t->dtype(), {arena_.numel()}});
   }
+  io::save_safetensors_streamed(path, specs, [&](size_t i) {
+    const Tensor& mine = *inner[i].second;
+    Tensor whole = Tensor::zeros({arena_.numel()}, mine.dtype(), Device{});
+    place_part(0, mine.to(Device{}), whole);
+    for (int q = 1; q < group_.size(); ++q) {
+      if (part_numel(q) == 0) continue;
+      Tensor part = Tensor::empty({part_numel(q)}, mine.dtype(), mine.device());
+      group_.recv(part, q, kStateTag + static_cast<int>(i));
+      place_part(q, part.to(Device{}), whole);
+    }
+    return whole;
+  });
 }
 
-void ZeroOptimizer::state_loaded() {
+void ZeroOptimizer::send_state() {
+  if (group_.rank() == 0 || (replicas_ && replicas_->rank() != 0)) return;  // the writer, or another group
   StateTensors inner = inner_->state();
-  UNILLM_CHECK(whole_state_.size() == inner.size(), "[train] ZeRO: state loaded without state()");
-  for (size_t i = 0; i < inner.size(); ++i) {
-    if (stage_ != 3) {
-      inner[i].second->copy_from(whole_state_[i].slice(0, lo_, hi_));
-      continue;
-    }
-    for (const ArenaRun& r : pieces_.runs_by_rank[static_cast<size_t>(group_.rank())])
-      inner[i].second->slice(0, r.at, r.at + r.hi - r.lo).copy_from(whole_state_[i].slice(0, r.lo, r.hi));
+  for (size_t i = 0; i < inner.size(); ++i)
+    if (inner[i].second->numel() > 0) group_.send(*inner[i].second, 0, kStateTag + static_cast<int>(i));
+}
+
+void ZeroOptimizer::read_state(const io::SafetensorsFile& f, const std::string& where) {
+  for (const auto& [name, dst] : inner_->state()) {
+    if (!f.has(name)) UNILLM_THROW(IoError, "[checkpoint] ", where, ": '", name, "' missing");
+    const Tensor whole = f.tensor(name);  // a view of the mapping: only this rank's pages are read
+    if (whole.shape() != Shape{arena_.numel()} || whole.dtype() != dst->dtype())
+      UNILLM_THROW(IoError, "[checkpoint] ", where, ": '", name, "' is ", dtype_name(whole.dtype()), " ",
+                   shape_str(whole.shape()), ", expected ", dtype_name(dst->dtype()), " [", arena_.numel(), "]");
+    take_part(whole, *dst);
   }
   inner_->set_steps(steps());
-  whole_state_.clear();
 }
 
 void ZeroOptimizer::reduce_gradients(bool summed) {

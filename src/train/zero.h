@@ -50,11 +50,16 @@ class ZeroOptimizer : public Optimizer {
   const char* kind() const override { return inner_->kind(); }
   // The inner optimiser steps this rank's range; then every rank's range is all-gathered.
   void step(double lr) override;
-  // Whole-arena state tensors (valid after gather_state(), or written by a checkpoint load
-  // before state_loaded()).
+  // This rank's state (its range, or its stage-3 pieces).
   StateTensors state() override;
-  void gather_state() override;
-  void state_loaded() override;
+  // Checkpoints hold the whole-arena state tensors. write_state (the group's rank 0) assembles
+  // them one at a time from every rank's part, which the others send with send_state() (ranks of
+  // the other sharding groups, holding the same parts, do nothing); no rank ever holds more than
+  // one whole state tensor (the writer) or its own part (the rest). read_state copies only this
+  // rank's part out of the mapped file.
+  void write_state(const std::string& path) override;
+  void send_state() override;
+  void read_state(const io::SafetensorsFile& f, const std::string& where) override;
 
   int stage() const { return stage_; }
   // Sums the gradients over every process: stage 1 all of them (allreduce), stage 2 only this
@@ -83,6 +88,11 @@ class ZeroOptimizer : public Optimizer {
  private:
   // this rank's range padded to s elements -> every rank's, copied back into `whole`.
   void gather_into(const Tensor& mine, Tensor& whole);
+  // Rank q's part (its range, or its stage-3 pieces) of a whole-arena tensor: whole -> part when
+  // out, part -> whole when in.
+  int64_t part_numel(int q) const;
+  void place_part(int q, const Tensor& part, Tensor& whole) const;
+  void take_part(const Tensor& whole, Tensor& part) const;
 
   dist::ProcessGroup& group_;
   dist::ProcessGroup* replicas_;
@@ -90,7 +100,6 @@ class ZeroOptimizer : public Optimizer {
   int64_t lo_ = 0, hi_ = 0, per_rank_ = 0;
   ParamArena shard_;
   std::unique_ptr<Optimizer> inner_;
-  std::vector<Tensor> whole_state_;  // gathered for a save, or loaded from a checkpoint
   ZeroPieces pieces_;  // stage 3
 };
 
