@@ -146,7 +146,7 @@ void ParamShards::shard(ParamArena& arena, ParamArena& shard) {
   sharded_ = true;
 }
 
-void ParamShards::gather(Unit& u, bool grads) {
+void ParamShards::gather(Unit& u, bool grads, bool frozen) {
   if (u.train_per > 0) {
     u.train->refill();
     Tensor out(u.train, {u.train_per * group_.size()}, DType::f32);
@@ -156,7 +156,7 @@ void ParamShards::gather(Unit& u, bool grads) {
       Tensor(u.grad, {u.train_per * group_.size()}, DType::f32).fill(0.0);
     }
   }
-  if (u.frozen_per > 0) {
+  if (u.frozen_per > 0 && frozen) {
     u.frozen->refill();
     Tensor out(u.frozen, {u.frozen_per * group_.size()}, DType::i32);
     group_.allgather(u.frozen_piece, out);
@@ -247,10 +247,12 @@ void ParamShards::end_micro() {
   stand_in_ = false;
 }
 
-ParamShards::Whole::Whole(ParamShards* s) : s_(s) {
-  if (!s_ || s_->whole_++ > 0) return;
+ParamShards::Whole::Whole(ParamShards* s, bool trainable_only) : s_(s) {
+  if (!s_) return;
+  UNILLM_CHECK(!trainable_only || s_->whole_ == 0, "[zero3] a trainable-only Whole scope inside another");
+  if (s_->whole_++ > 0) return;
   for (Unit& u : s_->units_)
-    if (!u.gathered) s_->gather(u, false);
+    if (!u.gathered) s_->gather(u, false, !trainable_only);
 }
 
 ParamShards::Whole::~Whole() {

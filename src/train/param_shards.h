@@ -55,9 +55,11 @@ class ParamShards {
   void end_micro();
 
   // Every unit gathered for a whole-model phase (evaluation, saving), freed when it ends. Nests.
+  // trainable_only: only the trainable parameters are gathered (a LoRA checkpoint writes the
+  // adapter, not the frozen base, which then stays sharded); such a scope does not nest.
   class Whole {
    public:
-    explicit Whole(ParamShards* s);  // null: nothing to do
+    explicit Whole(ParamShards* s, bool trainable_only = false);  // null: nothing to do
     ~Whole();
     Whole(const Whole&) = delete;
     Whole& operator=(const Whole&) = delete;
@@ -90,7 +92,7 @@ class ParamShards {
     bool gathered = false, with_grads = false, forward = false;
     int open = 0;  // backwards between before_backward and the reduction
   };
-  void gather(Unit& u, bool grads);
+  void gather(Unit& u, bool grads, bool frozen = true);
   void release(Unit& u);
   void reduce(Unit& u);  // reduce-scatters the gradient buffer into this rank's piece, frees it
   Unit* layer_unit(int64_t layer);  // -1: the embedding's unit (null when it has none)

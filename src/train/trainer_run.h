@@ -64,6 +64,7 @@ class Run {
   void plan_memory_and_check(const std::string& from);
   // auto_find_batch_size: the batch size the memory plan fits (see trainer_memory.cpp).
   void rebuild_loader();
+  bool checkpoint_is_trainable_only() const;
   void report_memory() const;
   void setup_schedule();
   void setup_annealing();

@@ -298,6 +298,14 @@ void Run::maybe_eval_and_save() {
   if (h_.after_step) h_.after_step(step);
 }
 
+// What save_trained writes for an adapter run is the adapter (and trainable modules_to_save);
+// it reads frozen weights only for a grown vocabulary's embedding (saved in full) and PiSSA's
+// conversion.
+bool Run::checkpoint_is_trainable_only() const {
+  return a_.adapter_tuning() && !a_.pissa_convert &&
+         model_->config().vocab_size == models::load_model_config(model_dir_ + "/config.json").vocab_size;
+}
+
 void Run::save_now() {
   const std::string name =
       (fs::path(a_.output_dir) / ("checkpoint-" + std::to_string(state_.global_step))).string();
@@ -313,7 +321,9 @@ void Run::save_now() {
     save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_);
     stage_->save_extra(dir, true);
   };
-  const ParamShards::Whole whole(shards_.get());  // ZeRO-3: the whole model for the writer
+  // ZeRO-3: the whole model for the writer; a checkpoint of an adapter run writes only trainable
+  // tensors (the adapter), so the frozen base stays sharded.
+  const ParamShards::Whole whole(shards_.get(), checkpoint_is_trainable_only());
   if (!writer()) {  // rank 0 writes; the others wait until the checkpoint is complete
     if (!a_.save_only_model) opt_->send_state();  // ZeRO: this rank's part to the writer
     last_checkpoint_ = name;

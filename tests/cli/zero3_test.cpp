@@ -44,6 +44,9 @@ TEST(Zero3, ShardsTheParametersAndGivesOneProcessesRun) {
         << z3.err;
     expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_z3", name);
     EXPECT_LE(max_weight_diff(dir + "/" + name + "_one/" + weights, dir + "/" + name + "_z3/" + weights), 1e-5) << name;
+    // The checkpoint too (an adapter run's gathers only the trainable parameters for it).
+    EXPECT_LE(max_weight_diff(dir + "/" + name + "_one/checkpoint-4/" + weights,
+                              dir + "/" + name + "_z3/checkpoint-4/" + weights), 1e-5) << name;
     if (name != "full") continue;
     // Per step each process all-gathers every layer twice (forward, backward) and the root unit
     // (the tied embedding and the final norm) once, and reduce-scatters each once: ring volume
