@@ -26,6 +26,18 @@ namespace unillm::cli {
 
 namespace {
 
+// enable_jit_checkpoint: SIGTERM only sets a flag; the trainer reads it after each optimizer step
+// (a handler can do nothing else safely).
+volatile std::sig_atomic_t g_sigterm = 0;
+void on_sigterm(int) { g_sigterm = 1; }
+void install_sigterm_flag() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigterm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+bool sigterm_received() { return g_sigterm != 0; }
+
 void print_progress(const train::ProgressInfo& p) {
   static const bool tty = isatty(fileno(stderr));
   std::fprintf(stderr, "%s[train] %lld/%lld %5.1f%% | loss %.4f | lr %.3g | grad_norm %.3f | %.0f tok/s | mem %.0f MB | %s<%s%s",
@@ -114,7 +126,7 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   RuntimeOptions runtime;
   bool quiet = false, plan_only = false;
-  int64_t kill_after = -1, kill_in_save = -1;  // crash-test flags (documented in docs/training.md)
+  int64_t kill_after = -1, kill_in_save = -1, term_after = -1;  // crash-test flags (docs/training.md)
   bool kill_in_final_save = false;
   std::vector<std::string> overrides;
   std::string dist_timeout;  // "" = UNILLM_DIST_TIMEOUT or the default (cmd_launch.cpp)
@@ -132,6 +144,8 @@ int cmd_train(const std::vector<std::string>& args) {
     } else if (take_runtime_flag(args, i, runtime)) {
     } else if (args[i] == "--kill-after-step" && i + 1 < args.size()) {
       kill_after = std::stoll(args[++i]);
+    } else if (args[i] == "--term-after-step" && i + 1 < args.size()) {
+      term_after = std::stoll(args[++i]);
     } else if (args[i] == "--kill-during-save" && i + 1 < args.size()) {
       kill_in_save = std::stoll(args[++i]);
     } else if (args[i] == "--kill-during-final-save") {
@@ -178,6 +192,14 @@ int cmd_train(const std::vector<std::string>& args) {
     hooks.after_step = [kill_after](int64_t step) {
       if (step == kill_after) raise(SIGKILL);
     };
+  if (term_after > 0)  // a preemption's SIGTERM, delivered to this process after that step
+    hooks.after_step = [term_after](int64_t step) {
+      if (step == term_after) raise(SIGTERM);
+    };
+  if (targs.enable_jit_checkpoint) {
+    install_sigterm_flag();
+    hooks.stop_requested = [] { return sigterm_received(); };
+  }
   if (kill_in_save > 0)
     hooks.before_checkpoint_commit = [kill_in_save](int64_t step) {
       if (step == kill_in_save) raise(SIGKILL);
@@ -199,6 +221,7 @@ int cmd_train(const std::vector<std::string>& args) {
     return 0;
   }
   auto r = train::run_training(targs, hooks);
+  if (r.interrupted) return 128 + SIGTERM;  // stopped by SIGTERM, its checkpoint saved
   if (rank0)
     std::printf(
         "trained %lld steps: train_loss=%.6f%s%s -> %s\n", static_cast<long long>(r.steps),

@@ -193,6 +193,9 @@ struct TrainArgs {
   // HF's auto_find_batch_size: the largest of per_device_train_batch_size, int(0.9 × it), … that
   // the memory plan fits in the available memory (a resume keeps the checkpoint's).
   bool auto_find_batch_size = false;
+  // HF's enable_jit_checkpoint: on SIGTERM (a preemption) the run finishes its step, saves a
+  // checkpoint there and stops (the CLI installs the handler; TrainerHooks::stop_requested).
+  bool enable_jit_checkpoint = false;
   int64_t per_device_eval_batch_size = 8;
   // HF's deprecated per_gpu_* spellings: when set (non-zero) they win over per_device_* (its
   // train_batch_size property), with its deprecation warning.

@@ -301,6 +301,7 @@ const std::map<std::string, Setter>& setters() {
       {"per_device_train_batch_size",
        [](TrainArgs& a, const Field& f) { a.per_device_train_batch_size = get_int(f, 1); }},
       {"auto_find_batch_size", [](TrainArgs& a, const Field& f) { a.auto_find_batch_size = get_bool(f); }},
+      {"enable_jit_checkpoint", [](TrainArgs& a, const Field& f) { a.enable_jit_checkpoint = get_bool(f); }},
       {"per_device_eval_batch_size",
        [](TrainArgs& a, const Field& f) { a.per_device_eval_batch_size = get_int(f, 1); }},
       {"per_gpu_train_batch_size",

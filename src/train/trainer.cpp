@@ -498,6 +498,7 @@ TrainResult Run::go() {
       comm.flight_wait_seconds += counting->stats().flight_wait_seconds - before.flight_wait_seconds;
     }
     maybe_eval_and_save();
+    if (jit_stop_requested()) return jit_checkpoint();
   }
   if (counting && state_.global_step > first) {
     const auto n = static_cast<double>(state_.global_step - first);

@@ -46,6 +46,9 @@ struct TrainerHooks {
   // returns, before output_dir or any weight is touched. A plan over memory_limit is handed over
   // too rather than refused: the caller compares.
   std::function<void(const MemoryPlan&)> plan_only;
+  // enable_jit_checkpoint: whether this process has been asked to stop (the CLI's SIGTERM flag),
+  // read after every optimizer step.
+  std::function<bool()> stop_requested;
 };
 
 struct TrainResult {
@@ -54,6 +57,9 @@ struct TrainResult {
   double final_eval_loss = -1;  // -1 when not evaluated
   double test_loss = -1;        // do_predict; -1 when not run
   std::string output_dir;
+  // enable_jit_checkpoint stopped the run after checkpointing step `steps`: nothing was written
+  // as the final output (resume from the checkpoint to finish).
+  bool interrupted = false;
 };
 
 TrainResult run_training(const TrainArgs& args, const TrainerHooks& hooks);

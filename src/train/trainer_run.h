@@ -65,6 +65,11 @@ class Run {
   // auto_find_batch_size: the batch size the memory plan fits (see trainer_memory.cpp).
   void rebuild_loader();
   bool checkpoint_is_trainable_only() const;
+  // enable_jit_checkpoint: every process agrees (one allreduce) whether any was asked to stop;
+  // then this step is checkpointed (unless it just was) and the run ends interrupted.
+  bool jit_stop_requested();
+  TrainResult jit_checkpoint();
+  int64_t last_saved_step_ = -1;
   void report_memory() const;
   void setup_schedule();
   void setup_annealing();

@@ -306,7 +306,28 @@ bool Run::checkpoint_is_trainable_only() const {
          model_->config().vocab_size == models::load_model_config(model_dir_ + "/config.json").vocab_size;
 }
 
+bool Run::jit_stop_requested() {
+  if (!a_.enable_jit_checkpoint || !h_.stop_requested) return false;
+  if (world_size() == 1) return h_.stop_requested();
+  Tensor flag = Tensor::empty({1}, DType::i32);
+  flag.data<int32_t>()[0] = h_.stop_requested() ? 1 : 0;
+  h_.dp->allreduce(flag, dist::ReduceOp::max);  // a signal reaches processes at different times
+  return flag.data<int32_t>()[0] != 0;
+}
+
+TrainResult Run::jit_checkpoint() {
+  if (last_saved_step_ != state_.global_step) save_now();
+  say(UNILLM_MSG("enable_jit_checkpoint: SIGTERM received; step ", state_.global_step, " is saved in ",
+                 last_checkpoint_, "; stopping (resume with resume_from_checkpoint: true)"));
+  TrainResult r;
+  r.steps = state_.global_step;
+  r.output_dir = a_.output_dir;
+  r.interrupted = true;
+  return r;
+}
+
 void Run::save_now() {
+  last_saved_step_ = state_.global_step;
   const std::string name =
       (fs::path(a_.output_dir) / ("checkpoint-" + std::to_string(state_.global_step))).string();
   check_weights_finite(name);
