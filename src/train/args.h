@@ -250,6 +250,9 @@ struct TrainArgs {
   bool ignore_data_skip = false;
   // HF's group_by_length: megabatches of similar lengths (data::LoaderOptions::length_group).
   bool group_by_length = false;
+  // transformers 5's train_sampling_strategy ("" = not given): random, sequential (as
+  // disable_shuffling) or group_by_length (as group_by_length); applied in finish_misc_args.
+  std::string train_sampling_strategy;
   std::string mix_strategy = "concat";  // LLaMA-Factory's: concat | interleave_under | interleave_over (data/mix.h)
   std::vector<double> interleave_probs;  // LLaMA-Factory's "0.3,0.7": HF's random interleaving (data/mix.h)
   // LLaMA-Factory's rope_scaling (train/rope_scaling.h): "" | linear | dynamic | yarn | llama3.

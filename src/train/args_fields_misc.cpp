@@ -53,6 +53,10 @@ const std::map<std::string, Setter>& misc_setters() {
        }},
       {"gradient_checkpointing_kwargs", set_checkpointing_kwargs},
       {"pure_bf16", [](TrainArgs& a, const Field& f) { a.pure_bf16 = get_bool(f); }},
+      {"train_sampling_strategy",
+       [](TrainArgs& a, const Field& f) {
+         a.train_sampling_strategy = get_choice(f, {"random", "sequential", "group_by_length"});
+       }},
   };
   return m;
 }
@@ -81,6 +85,17 @@ void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems
         ": pure_bf16 trains as bf16: true with f32 trainable weights, gradients and optimizer "
         "state (LLaMA-Factory keeps them in bf16): more memory than LLaMA-Factory's, never less "
         "accuracy");
+  }
+  // transformers 5 replaced group_by_length (and the sampler LLaMA-Factory's disable_shuffling
+  // picks) with one key; a config that says both ways must agree.
+  const std::string& s = a.train_sampling_strategy;
+  if (!s.empty()) {
+    if (a.group_by_length && s != "group_by_length")
+      fail("train_sampling_strategy: " + s + " contradicts group_by_length: true");
+    else if (a.disable_shuffling && s != "sequential")
+      fail("train_sampling_strategy: " + s + " contradicts disable_shuffling: true (sequential)");
+    a.group_by_length = a.group_by_length || s == "group_by_length";
+    a.disable_shuffling = a.disable_shuffling || s == "sequential";
   }
   if (a.eval_on_each_dataset && a.eval_dataset.empty() && (a.do_eval || a.eval_strategy != "no"))
     a.warnings.push_back("[config] " + where + ": eval_on_each_dataset applies to eval_dataset's datasets; the "

@@ -72,7 +72,7 @@ bool set_finetune_field(TrainArgs& a, const Field& f);
 // resize_vocab, add_tokens, add_special_tokens, new_special_tokens_config, init_special_tokens,
 // additional_target (args_fields_vocab.cpp).
 bool set_vocab_field(TrainArgs& a, const Field& f);
-// tokenized_path, gradient_checkpointing_kwargs, pure_bf16 (args_fields_misc.cpp), and their
+// tokenized_path, gradient_checkpointing_kwargs, pure_bf16, train_sampling_strategy (args_fields_misc.cpp), and their
 // cross-key rules (called by finish_finetune_args).
 bool set_misc_field(TrainArgs& a, const Field& f);
 void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems);

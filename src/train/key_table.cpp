@@ -133,11 +133,13 @@ constexpr Group kGroups[] = {
     {"training", S::kImplemented, "auto_find_batch_size"},
     // SIGTERM: checkpoint at the end of the step, then stop (trainer.cpp, cmd_train.cpp)
     {"training", S::kImplemented, "enable_jit_checkpoint"},
+    // transformers 5's sampler choice: group_by_length / disable_shuffling (args_fields_misc.cpp)
+    {"training", S::kImplemented, "train_sampling_strategy"},
     // HF's own GaLore optimizers (optim galore_adamw[_layerwise]; args_low_rank.cpp)
     {"training", S::kImplemented, "optim_args optim_target_modules"},
     {"training", S::kNotImplemented,
      "accelerator_config parallelism_config tp_size "
-     "train_sampling_strategy bf16_full_eval fp16_full_eval "
+     "bf16_full_eval fp16_full_eval "
      "ray_scope dispatch_batches split_batches"},
     // Speed switches of torch (compilation, IPEX, Liger's fused kernels): the same arithmetic
     // in a faster form. unillm's kernels are native and fused already; accepted with a warning.

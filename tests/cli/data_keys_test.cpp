@@ -132,6 +132,29 @@ TEST(DataKeys, GroupByLengthRegroupsOnlyRowsOfDifferentLengths) {
   EXPECT_NE(changed.err.find("group_by_length: false -> true"), std::string::npos) << changed.err;
 }
 
+// transformers 5's train_sampling_strategy: group_by_length is group_by_length's run, sequential
+// disable_shuffling's (LLaMA-Factory's sequential sampler), random the default; a config saying
+// both ways must agree (every contradiction reported).
+TEST(DataKeys, TrainSamplingStrategyIsTheSamplerKeysOfTransformersFive) {
+  const std::string dir = testing::temp_dir("sampling");
+  const std::string sft = " stage=sft dataset=alpaca_en_demo template=alpaca cutoff_len=512 max_steps=3";
+  const auto grouped = losses_of(dir, "grouped", "group_by_length: true\n", sft);
+  const auto sequential = losses_of(dir, "sequential", "disable_shuffling: true\n", sft);
+  const auto plain = losses_of(dir, "plain", "", sft);
+  ASSERT_EQ(grouped.size(), 3u);
+  EXPECT_NE(sequential, plain);
+  EXPECT_EQ(losses_of(dir, "s_grouped", "train_sampling_strategy: group_by_length\n", sft), grouped);
+  EXPECT_EQ(losses_of(dir, "s_sequential", "train_sampling_strategy: sequential\n", sft), sequential);
+  EXPECT_EQ(losses_of(dir, "s_random", "train_sampling_strategy: random\n", sft), plain);
+  const auto bad = run_unillm("train " + pt_config(dir, "bad", "train_sampling_strategy: random\ngroup_by_length: true\n"
+                                                              "disable_shuffling: true\n"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("train_sampling_strategy: random contradicts group_by_length: true"), std::string::npos) << bad.err;
+  const auto odd = run_unillm("train " + pt_config(dir, "odd", "train_sampling_strategy: shuffled\n"));
+  EXPECT_EQ(odd.exit_code, 1);
+  EXPECT_NE(odd.err.find("train_sampling_strategy"), std::string::npos) << odd.err;
+}
+
 // LLaMA-Factory's rope_scaling: cutoff_len 1024 on the 512-position stories260K scales RoPE by
 // ceil(1024 / 512) = 2 and writes it (and 1024 positions) into the saved config.json; the
 // positions change, so the first loss does too. Within the model's length it is disabled, said.

@@ -35,7 +35,8 @@ void check_attr(const data::DatasetAttr& a, const std::string& name, const std::
   fuzz::require(!a.files.empty(), "at least one file");
   for (const auto& f : a.files) fuzz::require(fs::is_regular_file(f), "files exist");
   fuzz::require(a.file_type == "txt" || a.file_type == "json", "file type txt or json");
-  fuzz::require(a.formatting == "alpaca" || a.formatting == "sharegpt", "alpaca or sharegpt");
+  fuzz::require(a.formatting == "alpaca" || a.formatting == "sharegpt" || a.formatting == "openai",
+                "alpaca, sharegpt or openai");
   fuzz::require(!a.num_samples || *a.num_samples >= 1, "num_samples positive");
   if (stage == "pt") {
     fuzz::require(a.formatting == "alpaca", "stage pt reads alpaca-style columns");
@@ -43,9 +44,9 @@ void check_attr(const data::DatasetAttr& a, const std::string& name, const std::
   }
   fuzz::require(a.file_type == "json", "stage sft reads json");
   if (a.formatting == "alpaca") fuzz::require(a.columns.response.has_value(), "a response column");
-  if (a.formatting == "sharegpt")
+  if (a.formatting != "alpaca")
     fuzz::require(a.columns.messages && a.tags.role_tag && a.tags.content_tag,
-                  "sharegpt messages, role and content");
+                  "sharegpt/openai messages, role and content");
 }
 
 constexpr const char* kUndefined = "no_such_dataset";
