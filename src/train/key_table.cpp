@@ -43,7 +43,7 @@ constexpr Group kGroups[] = {
      "mode"},
     {"model", S::kNotImplemented,
      "adapter_folder shift_attn "
-     "mixture_of_depths use_unsloth moe_aux_loss_coef fp8 "
+     "mixture_of_depths moe_aux_loss_coef fp8 "
      "fp8_backend fp8_enable_fsdp_float8_all_gather use_kt kt_optimize_rule"},
     // ---- LLaMA-Factory DataArguments
     {"data", S::kImplemented,
@@ -141,6 +141,9 @@ constexpr Group kGroups[] = {
      "accelerator_config parallelism_config tp_size "
      "bf16_full_eval fp16_full_eval "
      "ray_scope dispatch_batches split_batches"},
+    // Unsloth (LLaMA-Factory's use_unsloth): its patched kernels for the same LoRA arithmetic;
+    // unillm's kernels are native already, so the key is accepted with a warning.
+    {"model", S::kIgnored, "use_unsloth"},
     // Speed switches of torch (compilation, IPEX, Liger's fused kernels): the same arithmetic
     // in a faster form. unillm's kernels are native and fused already; accepted with a warning.
     {"training", S::kIgnored,
