@@ -327,6 +327,9 @@ struct TrainArgs {
   // Tensor parallelism (nn/tensor_parallel.h): PaddleNLP's tensor_parallel_degree, the processes
   // that split each layer's heads and MLP rows (the fastest axis of the mesh).
   int64_t tensor_degree = 1;
+  // HF's tp_size (transformers' own tensor parallelism): the same degree, applied in
+  // finish_parallel_args (where it must agree with tensor_parallel_degree when both are given).
+  std::optional<int64_t> hf_tp_size;
   // PaddleNLP's sequence_parallel: under tensor parallelism the stream between the split regions
   // is cut by tokens too (nn/tensor_parallel.h).
   bool sequence_parallel = false;

@@ -223,6 +223,8 @@ bool set_parallel_field(TrainArgs& a, const Field& f) {
     d = get_int(f, -1);
     if (d == -1 || d == 0) d = 1;  // PaddleNLP's "off"
     if (d < 1) bad_value(f, "a number of processes (1: off)");
+  } else if (f.key == "tp_size") {
+    a.hf_tp_size = is_off(f.node) ? 1 : get_int(f, 1);
   } else if (f.key == "sequence_parallel" || f.key == "tensor_parallel_output") {
     (f.key == "sequence_parallel" ? a.sequence_parallel : a.tensor_parallel_output) = !is_off(f.node);
   } else if (f.key == "ddp_bucket_cap_mb") {
@@ -243,7 +245,13 @@ bool set_parallel_field(TrainArgs& a, const Field& f) {
 }
 
 void finish_parallel_args(TrainArgs& a, const std::string& where, Problems& problems) {
-  (void)where;
+  if (a.hf_tp_size && *a.hf_tp_size > 1) {
+    if (a.tensor_degree > 1 && a.tensor_degree != *a.hf_tp_size)
+      problems.add(UNILLM_MSG("[config] ", where, ": tp_size ", *a.hf_tp_size, " and tensor_parallel_degree ",
+                              a.tensor_degree, " ask for two tensor-parallel degrees"), true);
+    else
+      a.tensor_degree = *a.hf_tp_size;
+  }
   if (!a.deepspeed_text.empty()) check_deepspeed(a, problems);
   if (a.zero_stage > 0 && a.use_badam)
     problems.add("[config] " + a.zero_from + ": ZeRO with use_badam (one layer trains at a time) is not implemented", false);

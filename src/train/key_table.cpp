@@ -135,10 +135,12 @@ constexpr Group kGroups[] = {
     {"training", S::kImplemented, "enable_jit_checkpoint"},
     // transformers 5's sampler choice: group_by_length / disable_shuffling (args_fields_misc.cpp)
     {"training", S::kImplemented, "train_sampling_strategy"},
+    // transformers' tp_size: unillm's tensor parallelism of that degree (args_parallel.cpp)
+    {"training", S::kImplemented, "tp_size"},
     // HF's own GaLore optimizers (optim galore_adamw[_layerwise]; args_low_rank.cpp)
     {"training", S::kImplemented, "optim_args optim_target_modules"},
     {"training", S::kNotImplemented,
-     "accelerator_config parallelism_config tp_size "
+     "accelerator_config parallelism_config "
      "bf16_full_eval fp16_full_eval "
      "ray_scope dispatch_batches split_batches"},
     // Unsloth (LLaMA-Factory's use_unsloth): its patched kernels for the same LoRA arithmetic;

@@ -100,5 +100,16 @@ TEST(ParallelArgs, FsdpAndPaddleShardingMapOntoTheSameStages) {
   EXPECT_TRUE(has(error_of(kBase + "sharding_parallel_degree: 0\n"), "sharding_parallel_degree"));
 }
 
+// transformers' tp_size is unillm's tensor parallelism of that degree; with PaddleNLP's
+// tensor_parallel_degree too, the two must agree.
+TEST(ParallelArgs, HfTpSizeIsTheTensorParallelDegree) {
+  EXPECT_EQ(parse(kBase).tensor_degree, 1);
+  EXPECT_EQ(parse(kBase + "tp_size: 2\n").tensor_degree, 2);
+  EXPECT_EQ(parse(kBase + "tp_size: 1\n").tensor_degree, 1);
+  EXPECT_EQ(parse(kBase + "tp_size: 2\ntensor_parallel_degree: 2\n").tensor_degree, 2);
+  EXPECT_TRUE(has(error_of(kBase + "tp_size: 2\ntensor_parallel_degree: 4\n"),
+                  "tp_size 2 and tensor_parallel_degree 4 ask for two tensor-parallel degrees"));
+}
+
 }  // namespace
 }  // namespace unillm::train
