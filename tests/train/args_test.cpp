@@ -186,7 +186,7 @@ TEST(TrainArgs, NotImplementedKeysAndValues) {
 // key listed as implemented is accepted when on (docs/config-keys.md once listed pure_bf16 as
 // implemented while train refused it; now train accepts it and the table says so).
 TEST(TrainArgs, KeysRefusedWhenOnAreListedNotImplemented) {
-  for (const char* k : {"use_mca", "tp_size"}) {
+  for (const char* k : {"use_mca", "mixture_of_depths"}) {
     const KeyInfo* info = find_key(k);
     ASSERT_NE(info, nullptr) << k;
     EXPECT_EQ(info->status, KeyStatus::kNotImplemented) << k;
