@@ -188,12 +188,9 @@ int cmd_train(const std::vector<std::string>& args) {
   if (rank0) hooks.info = [](const std::string& s) { std::fprintf(stderr, "[train] %s\n", s.c_str()); };
   if (!quiet && rank0) hooks.progress = print_progress;
   set_memory_limit(hooks);
-  if (kill_after > 0)
-    hooks.after_step = [kill_after](int64_t step) {
+  if (kill_after > 0 || term_after > 0)  // SIGTERM: a preemption's, delivered after that step
+    hooks.after_step = [kill_after, term_after](int64_t step) {
       if (step == kill_after) raise(SIGKILL);
-    };
-  if (term_after > 0)  // a preemption's SIGTERM, delivered to this process after that step
-    hooks.after_step = [term_after](int64_t step) {
       if (step == term_after) raise(SIGTERM);
     };
   if (targs.enable_jit_checkpoint) {

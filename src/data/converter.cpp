@@ -15,10 +15,6 @@ namespace {
 
 constexpr size_t kMaxSkipMessages = 5;
 
-bool tag_is(const std::optional<std::string>& tag, const std::string& role) {
-  return tag && *tag == role;
-}
-
 // The Role of a sharegpt turn at position idx (0-based after the system message), or throws.
 Role sharegpt_role(const SharegptTags& t, const std::string& role, size_t idx, size_t turn) {
   const std::string where = "sharegpt turn " + std::to_string(turn);

@@ -28,6 +28,9 @@ struct BadRecord {
 
 std::string quoted(const std::string& s);  // 'key'
 
+// Whether a sharegpt/openai tag is set and names this role.
+inline bool tag_is(const std::optional<std::string>& tag, const std::string& role) { return tag && *tag == role; }
+
 // obj[key] or nullptr when absent.
 const nlohmann::json* find_key(const nlohmann::json& obj, const std::string& key);
 

@@ -10,8 +10,6 @@ using nlohmann::json;
 
 namespace {
 
-bool tag_is(const std::optional<std::string>& tag, const std::string& role) { return tag && *tag == role; }
-
 std::string where_of(size_t k) { return "openai message " + std::to_string(k + 1); }
 
 // An assistant (or function) message's non-empty tool_calls as LLaMA-Factory writes them into the

@@ -23,17 +23,24 @@ Tensor host_contiguous(const Tensor& t) {
   return c.contiguous();
 }
 
-void check_names(const std::string& path, const NamedTensors& tensors) {
+void check_names(const std::string& path, const std::vector<std::string>& names) {
   std::set<std::string> seen;
-  for (const auto& [name, t] : tensors) {
+  for (const std::string& name : names) {
     if (name.empty()) UNILLM_THROW(IoError, "[safetensors] ", path, ": a tensor has an empty name");
     if (name == "__metadata__")
       UNILLM_THROW(IoError, "[safetensors] ", path, ": '__metadata__' is reserved, not a tensor name");
     if (!seen.insert(name).second)
       UNILLM_THROW(IoError, "[safetensors] ", path, ": tensor '", name, "' is given twice");
-    if (!t.defined())
-      UNILLM_THROW(IoError, "[safetensors] ", path, ": tensor '", name, "' is undefined");
   }
+}
+
+void check_tensors(const std::string& path, const NamedTensors& tensors) {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined()) UNILLM_THROW(IoError, "[safetensors] ", path, ": tensor '", name, "' is undefined");
+    names.push_back(name);
+  }
+  check_names(path, names);
 }
 
 size_t spec_bytes(const TensorSpec& s) {
@@ -101,21 +108,16 @@ void remove_stale(const fs::path& dir, const std::set<std::string>& keep) {
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  check_names(path, tensors);
+  check_tensors(path, tensors);
   save_safetensors_streamed(path, specs_of(tensors), [&tensors](size_t i) { return tensors[i].second; }, metadata);
 }
 
 void save_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
                                const std::function<Tensor(size_t)>& fill,
                                const std::map<std::string, std::string>& metadata) {
-  std::set<std::string> seen;
-  for (const TensorSpec& s : specs) {
-    if (s.name.empty()) UNILLM_THROW(IoError, "[safetensors] ", path, ": a tensor has an empty name");
-    if (s.name == "__metadata__")
-      UNILLM_THROW(IoError, "[safetensors] ", path, ": '__metadata__' is reserved, not a tensor name");
-    if (!seen.insert(s.name).second)
-      UNILLM_THROW(IoError, "[safetensors] ", path, ": tensor '", s.name, "' is given twice");
-  }
+  std::vector<std::string> names;
+  for (const TensorSpec& s : specs) names.push_back(s.name);
+  check_names(path, names);
   std::string header = build_header(specs, metadata);
   uint64_t hlen = header.size();
   AtomicFileWriter w(path);
@@ -148,7 +150,7 @@ void save_sharded(const std::string& dir, const NamedTensors& tensors, size_t ma
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir)) UNILLM_THROW(IoError, "[safetensors] ", dir, ": cannot create the directory");
-  check_names(dir, tensors);
+  check_tensors(dir, tensors);
   size_t total = total_bytes(tensors);
   if (total <= max_shard_bytes) {
     save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors);

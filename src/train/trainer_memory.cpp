@@ -44,7 +44,6 @@ void Run::plan_memory_and_check(const std::string& from) {
   auto rows_for = [this](int64_t batch) {
     return std::max<int64_t>(1, std::min<int64_t>(batch, train_.num_rows() / train_.group)) * train_.group;
   };
-  in.rows = rows_for(a_.per_device_train_batch_size);
   in.seq_len = longest_row(train_);
   in.recompute = !a_.disable_gradient_checkpointing;
   const bool low = low_precision_dtype(a_) != DType::f32;
@@ -71,9 +70,15 @@ void Run::plan_memory_and_check(const std::string& from) {
     in.pipeline_loss = rank == pp - 1;
   }
   const MemoryPlanInputs base = in;  // before the stage adds its own (a reference model)
-  std::string stage_advice = stage_->plan_memory(in, h_.memory_limit);
-  plan_ = plan_memory(in);
   const int64_t limit = h_.memory_limit;
+  std::string stage_advice;
+  auto plan_for = [&](int64_t batch) {  // the stage's share depends on the rows (and may choose by them)
+    in = base;
+    in.rows = rows_for(batch);
+    stage_advice = stage_->plan_memory(in, limit);
+    plan_ = plan_memory(in);
+  };
+  plan_for(a_.per_device_train_batch_size);
   // HF's auto_find_batch_size (accelerate's find_executable_batch_size): on an out-of-memory
   // error it retries with int(0.9 × the batch size) until one runs. Here the memory plan says
   // which one fits before anything is allocated; a resume keeps the checkpoint's (check_resume).
@@ -82,20 +87,13 @@ void Run::plan_memory_and_check(const std::string& from) {
     const int64_t configured = batch;
     while (plan_.peak > limit && batch > 1) {
       batch = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(batch) * 0.9));
-      in = base;
-      in.rows = rows_for(batch);
-      stage_advice = stage_->plan_memory(in, limit);
-      plan_ = plan_memory(in);
+      plan_for(batch);
     }
     if (world_size() > 1) {  // every process steps with one batch size: the smallest that fits
+      const int64_t mine = batch;
       for (const std::string& s : dist::allgather_strings(*h_.dp, std::to_string(batch)))
         batch = std::min<int64_t>(batch, std::stoll(s));
-      if (rows_for(batch) != in.rows) {
-        in = base;
-        in.rows = rows_for(batch);
-        stage_advice = stage_->plan_memory(in, limit);
-        plan_ = plan_memory(in);
-      }
+      if (batch != mine) plan_for(batch);
     }
     if (batch != configured) {
       say(UNILLM_MSG("auto_find_batch_size: per_device_train_batch_size ", configured, " -> ", batch,
