@@ -173,6 +173,8 @@ Batch make_batch(const TokenizedDataset& data, const std::vector<int64_t>& row_i
     b.lengths.push_back(static_cast<int32_t>(data.row_length(r)));
     b.seq_len = std::max<int64_t>(b.seq_len, b.lengths.back());
   }
+  if (opts.pad_to_multiple_of > 1)
+    b.seq_len = (b.seq_len + opts.pad_to_multiple_of - 1) / opts.pad_to_multiple_of * opts.pad_to_multiple_of;
   b.input_ids.assign(b.rows * b.seq_len, opts.pad_id);
   b.labels.assign(b.rows * b.seq_len, kIgnoreIndex);
   if (!data.position_ids.empty()) b.position_ids.assign(b.rows * b.seq_len, 0);

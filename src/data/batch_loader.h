@@ -6,7 +6,8 @@
 // (r = next_u64() until r >= (2^64 - (i+1)) mod (i+1), then j = r mod (i+1)), so it is unbiased
 // and fixed across platforms (unlike std::shuffle).
 // Batches: consecutive runs of batch_size rows of that order; the last partial batch is kept (HF
-// dataloader_drop_last=false). Rows are padded on the right to the longest row of the batch.
+// dataloader_drop_last=false). Rows are padded on the right to the longest row of the batch
+// (rounded up to LoaderOptions::pad_to_multiple_of).
 // Per-row labels / position ids / segment ids of the dataset (TokenizedDataset) are carried into
 // the batch; padding gets label kIgnoreIndex, positions continuing after the row's last one and
 // segment 0, so a pad is never scored and no real token attends to it.
@@ -62,6 +63,9 @@ struct LoaderOptions {
   // parallel processes); an example's length is the sum of its rows'.
   int64_t length_group = 0;
   int32_t pad_id = 0;  // value of padded input_ids (labels there are always kIgnoreIndex)
+  // The padded length T is rounded up to a multiple of this (HF collators' pad_to_multiple_of;
+  // LLaMA-Factory's SFT collator pads training batches to 8 for shift_attn). 1 = the longest row.
+  int64_t pad_to_multiple_of = 1;
   // When set, labels equal to this id are also kIgnoreIndex (only for datasets without labels,
   // where labels are the ids). HF's
   // DataCollatorForLanguageModeling, which LLaMA-Factory's pt stage uses, masks every label equal

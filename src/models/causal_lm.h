@@ -72,6 +72,12 @@ struct TrainBatch {
   // from neftune_seed (neftune_noise). 0 = off (evaluation, inference).
   double neftune_alpha = 0;
   uint64_t neftune_seed = 0;
+  // LongLoRA's S²-Attn (LLaMA-Factory's shift_attn, nn/shift_attention.h): a training forward
+  // attends within groups of ⌊T · ratio⌋ tokens, half the heads shifted. 0 = full causal
+  // attention (evaluation, inference). row_lengths: real tokens per row (the rest is padding,
+  // never attended); empty = no padding.
+  double shift_attn_ratio = 0;
+  std::vector<int32_t> row_lengths;
 };
 
 // The NEFTune noise of rows [lo, hi) of b's flattened [B·T] tokens: [hi − lo, C] f32 on the host,

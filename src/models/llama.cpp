@@ -253,6 +253,8 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   // Once per call on the model's device (the attention of every layer reads them).
   in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
   in.tp = {tp_, sp_, b * t};
+  if (batch.shift_attn_ratio > 0)
+    in.shift = nn::make_shifted_groups(b, t, batch.shift_attn_ratio, batch.segment_ids, batch.row_lengths, device_);
   return in;
 }
 

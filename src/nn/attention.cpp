@@ -74,6 +74,13 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, LayerCache
   // With packed (bf16/f16) saves the re-run starts from a rounded x, so its q and k would not be
   // the ones the forward's out and lse came from: recompute the attention there instead.
   if (cache.k || autograd::saved_tensor_hooks()) stash = nullptr;
+  if (in.shift && !cache.k) {  // S²-Attn: a recompute re-run attends again (no stash)
+    if (tp)
+      UNILLM_THROW(NotImplemented, "[nn] shift_attn under tensor parallelism is not implemented (the shifted half "
+                   "of the heads spans the ranks' head blocks)");
+    Tensor o = shifted_group_attention(q, k, v, *in.shift, scale);
+    return o_proj_.forward(ops::reshape(o, {n, h * d}), in.lora.get(), use, tp);
+  }
   ops::AttentionSaves saves;
   if (stash && use == ops::OutputUse::kGradOnly && stash->out.saved()) {
     saves = {ops::AttentionSaves::kReplay, stash->out.get(), stash->lse.get()};

@@ -10,6 +10,7 @@
 #include "autograd/node.h"
 #include "nn/linear.h"
 #include "nn/norm.h"
+#include "nn/shift_attention.h"
 #include "ops/attention.h"
 
 namespace unillm::nn {
@@ -43,6 +44,8 @@ struct AttentionInputs {
   // run over (each rank its share of the heads and of the MLP; under sequence parallelism x is
   // the rank's token rows and so is the result); no group: the whole layer.
   TensorParallel tp;
+  // Training with LongLoRA's S²-Attn (shift_attn): the groups of this call; null = plain causal.
+  std::shared_ptr<const ShiftedGroups> shift;
 };
 
 // One layer's paged K/V storage [NB, BS, Hkv, D]; both null in training (no cache).

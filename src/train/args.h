@@ -115,6 +115,9 @@ struct TrainArgs {
   double module_dropout = 0.0;  // saved; PEFT 0.17.1's OFT Linear never applies it (nn/oft.h)
   bool create_new_adapter = false;
   std::vector<std::string> adapter_name_or_path;  // existing adapters (model key)
+  // LLaMA-Factory's adapter_folder (PEFT's subfolder): joined onto every path of
+  // adapter_name_or_path and ref_model_adapters when the config is read.
+  std::string adapter_folder, adapter_folder_where;
   // Vocabulary growth and extra trained modules (args_fields_vocab.cpp, train/vocab.h; LLaMA-
   // Factory's ModelArguments / LoraArguments). add_tokens / add_special_tokens that add a token
   // turn resize_vocab on, as LLaMA-Factory's patch_tokenizer does.
@@ -309,6 +312,10 @@ struct TrainArgs {
   // LLaMA-Factory's pure_bf16 (bf16 weights and optimizer state, no AMP): trained as bf16: true
   // with f32 trainable weights (args_fields_misc.cpp says so at start).
   bool pure_bf16 = false;
+  // LLaMA-Factory's shift_attn: LongLoRA's S²-Attn in the training forwards of pt and sft
+  // (nn/shift_attention.h, groups of 1/4 of each batch's length); evaluation and inference attend
+  // fully. sft batches are padded to a multiple of 8, pt batches to 4, so the length divides.
+  bool shift_attn = false;
 
   // ZeRO over the data-parallel processes (train/zero.h), from DeepSpeed's
   // zero_optimization.stage (`deepspeed: ds_z2_config.json`), HF's `fsdp` or PaddleNLP's

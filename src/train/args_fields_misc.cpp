@@ -1,6 +1,8 @@
-// Setters and rules of three LLaMA-Factory keys that change how a run is set up, not what it
-// computes: tokenized_path (data/tokenized_data.h), gradient_checkpointing_kwargs (unillm's
-// recompute has one form) and pure_bf16 (trained as bf16 mixed precision).
+// Setters and rules of LLaMA-Factory keys that change how a run is set up: tokenized_path
+// (data/tokenized_data.h), gradient_checkpointing_kwargs (unillm's recompute has one form),
+// pure_bf16 (trained as bf16 mixed precision), train_sampling_strategy, shift_attn (S²-Attn,
+// nn/shift_attention.h) and adapter_folder (the adapters' subfolder).
+#include <filesystem>
 #include <map>
 
 #include "core/error.h"
@@ -53,6 +55,12 @@ const std::map<std::string, Setter>& misc_setters() {
        }},
       {"gradient_checkpointing_kwargs", set_checkpointing_kwargs},
       {"pure_bf16", [](TrainArgs& a, const Field& f) { a.pure_bf16 = get_bool(f); }},
+      {"shift_attn", [](TrainArgs& a, const Field& f) { a.shift_attn = get_bool(f); }},
+      {"adapter_folder",
+       [](TrainArgs& a, const Field& f) {
+         a.adapter_folder = f.node.IsNull() ? "" : get_string(f);
+         a.adapter_folder_where = f.where;
+       }},
       {"train_sampling_strategy",
        [](TrainArgs& a, const Field& f) {
          a.train_sampling_strategy = get_choice(f, {"random", "sequential", "group_by_length"});
@@ -97,6 +105,21 @@ void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems
     a.group_by_length = a.group_by_length || s == "group_by_length";
     a.disable_shuffling = a.disable_shuffling || s == "sequential";
   }
+  // PEFT's from_pretrained(path, subfolder=adapter_folder), which LLaMA-Factory passes for every
+  // adapter it loads (adapter_name_or_path, and ref_model_adapters through its copied arguments).
+  if (!a.adapter_folder.empty()) {
+    if (a.adapter_name_or_path.empty() && a.ref_model_adapters.empty())
+      a.warnings.push_back("[config] " + a.adapter_folder_where +
+                           ": adapter_folder applies to adapter_name_or_path and ref_model_adapters; none is given");
+    for (auto* list : {&a.adapter_name_or_path, &a.ref_model_adapters})
+      for (std::string& p : *list) p = (std::filesystem::path(p) / a.adapter_folder).string();
+  }
+  if (a.use == ConfigUse::kTrain && a.shift_attn && a.stage != "pt" && a.stage != "sft")
+    fail("shift_attn (S²-Attn) is implemented for stages pt and sft, not " + a.stage +
+         " (LongLoRA's long-context training; the preference stages' reference forwards would need their own rule)");
+  if (a.use == ConfigUse::kTrain && a.shift_attn && (a.tensor_degree > 1 || a.hf_tp_size.value_or(1) > 1))
+    fail("shift_attn under tensor parallelism is not implemented (the shifted half of the heads spans the ranks' "
+         "head blocks)");
   if (a.eval_on_each_dataset && a.eval_dataset.empty() && (a.do_eval || a.eval_strategy != "no"))
     a.warnings.push_back("[config] " + where + ": eval_on_each_dataset applies to eval_dataset's datasets; the "
                          "evaluation set here (val_size) is evaluated as one (as LLaMA-Factory)");

@@ -42,7 +42,6 @@ constexpr Group kGroups[] = {
      "sglang_lora_backend kt_maxlen kt_use_cuda_graph kt_mode kt_force_think cpu_infer chunk_size "
      "mode"},
     {"model", S::kNotImplemented,
-     "adapter_folder shift_attn "
      "mixture_of_depths moe_aux_loss_coef fp8 "
      "fp8_backend fp8_enable_fsdp_float8_all_gather use_kt kt_optimize_rule"},
     // ---- LLaMA-Factory DataArguments
@@ -83,6 +82,8 @@ constexpr Group kGroups[] = {
     // Muon and Adam-mini (train/muon.h, train/adam_mini.h, args_muon_adam_mini.cpp)
     {"finetuning", S::kImplemented, "use_muon use_adam_mini"},
     {"finetuning", S::kImplemented, "pure_bf16"},
+    {"model", S::kImplemented, "shift_attn"},  // nn/shift_attention.h (pt, sft)
+    {"model", S::kImplemented, "adapter_folder"},  // args_fields_misc.cpp
     {"finetuning", S::kImplemented, "oft_rank oft_block_size oft_target module_dropout"},
     {"training", S::kImplemented, "gradient_checkpointing_kwargs"},
     // BAdam's layer mode and LLaMA-Pro (train/badam.h, args_badam.cpp)

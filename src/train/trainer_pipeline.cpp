@@ -66,6 +66,7 @@ double Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOp
     if (stage_->token_loss()) {  // pt / sft: NEFTune as their train_micro sets it
       const Rng micro(m.dropout_seed);
       set_neftune(m.batch, a_.neftune_noise_alpha, &micro);
+      set_shift_attn(m.batch, a_.shift_attn);
     }
     micros.push_back(std::move(m));
   }

@@ -38,6 +38,23 @@ TEST(BatchLoader, PadsToTheLongestRowWithIgnoredLabels) {
   EXPECT_EQ(make_batch(d, {0}, o).labels, (std::vector<int32_t>{5, -100, 7}));
 }
 
+// HF collators' pad_to_multiple_of (shift_attn's batches): the length rounds up, the padding as
+// above; an exact multiple stays.
+TEST(BatchLoader, PadsToAMultipleWhenAsked) {
+  TokenizedDataset d;
+  d.rows = {{5, 6, 7}, {8}, {1, 2, 3, 4, 5, 6, 7, 8}};
+  LoaderOptions o;
+  o.pad_to_multiple_of = 8;
+  Batch b = make_batch(d, {0, 1}, o);
+  EXPECT_EQ(b.seq_len, 8);
+  EXPECT_EQ(b.input_ids, (std::vector<int32_t>{5, 6, 7, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(b.num_label_tokens(), 4);
+  EXPECT_EQ(b.lengths, (std::vector<int32_t>{3, 1}));
+  EXPECT_EQ(make_batch(d, {2}, o).seq_len, 8);
+  o.pad_to_multiple_of = 4;
+  EXPECT_EQ(make_batch(d, {0, 1}, o).seq_len, 4);
+}
+
 TEST(BatchLoader, UsesDatasetLabelsAndPadsPositionsAndSegmentsHarmlessly) {
   TokenizedDataset d;
   d.rows = {{5, 6, 7}, {8}};

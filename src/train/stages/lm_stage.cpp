@@ -83,6 +83,7 @@ class LmStage : public Stage {
     models::TrainBatch tb = to_train_batch(b);
     tb.dropout_rng = o.rng;  // LoRA dropout
     set_neftune(tb, a_.neftune_noise_alpha, o.rng);
+    set_shift_attn(tb, a_.shift_attn);
     // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
     auto out = loss(model, tb, o.recompute, static_cast<double>(seed));
     MicroResult r;

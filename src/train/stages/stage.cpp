@@ -64,6 +64,10 @@ void set_neftune(models::TrainBatch& tb, double alpha, const Rng* micro_rng) {
   tb.neftune_seed = peek.next_u64() ^ 0x6e656674756e65ull;  // "neftune"
 }
 
+void set_shift_attn(models::TrainBatch& tb, bool on) {
+  tb.shift_attn_ratio = on ? 0.25 : 0.0;  // LLaMA-Factory's group_size_ratio
+}
+
 models::TrainBatch to_train_batch(const data::Batch& b) {
   models::TrainBatch tb;
   tb.input_ids = Tensor::from_ints(b.input_ids, {b.rows, b.seq_len});
@@ -77,6 +81,7 @@ models::TrainBatch to_train_batch(const data::Batch& b) {
   tb.position_ids = Tensor::from_ints(pos, {b.rows, b.seq_len});
   // neat_packing: segment ids keep the packed samples from attending to each other.
   if (!b.segment_ids.empty()) tb.segment_ids = Tensor::from_ints(b.segment_ids, {b.rows, b.seq_len});
+  tb.row_lengths = b.lengths;
   return tb;
 }
 

@@ -162,6 +162,8 @@ models::TrainBatch to_train_batch(const data::Batch& b);
 // without advancing it, so LoRA dropout draws what it draws without NEFTune, and the pipeline
 // (which reseeds an RNG per micro-batch) gets the same noise as one process.
 void set_neftune(models::TrainBatch& tb, double alpha, const Rng* micro_rng);
+// shift_attn: S²-Attn on a training forward of pt / sft (models::TrainBatch::shift_attn_ratio).
+void set_shift_attn(models::TrainBatch& tb, bool on);
 // The preference stages' data set-up (rm, dpo, kto): the run's chat template (as training chooses
 // it) into *tmpl, and the SFT options for `stage` with the pad id of that template's EOS.
 data::SftOptions preference_data_options(const TrainArgs& a, const std::string& stage, const io::Tokenizer& tok,
