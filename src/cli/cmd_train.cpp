@@ -219,7 +219,11 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   auto r = train::run_training(targs, hooks);
   if (r.interrupted) return 128 + SIGTERM;  // stopped by SIGTERM, its checkpoint saved
-  if (rank0)
+  if (rank0 && !targs.do_train)
+    std::printf("evaluated (do_train: false):%s%s -> %s\n",
+                r.final_eval_loss >= 0 ? (" eval_loss=" + std::to_string(r.final_eval_loss)).c_str() : "",
+                r.test_loss >= 0 ? (" test_loss=" + std::to_string(r.test_loss)).c_str() : "", r.output_dir.c_str());
+  else if (rank0)
     std::printf(
         "trained %lld steps: train_loss=%.6f%s%s -> %s\n", static_cast<long long>(r.steps),
         r.train_loss,

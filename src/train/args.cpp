@@ -167,9 +167,11 @@ TrainArgs apply_fields(const std::map<std::string, Field>& fields, const std::st
                                             "' is accepted and ignored by unillm"));
           break;
         case KeyStatus::kNotImplemented:
-          if (!detail::is_off(f.node))
-            UNILLM_THROW(NotImplemented, "[config] ", f.where, ": key '", key,
-                         "' is not implemented yet");
+          if (!detail::is_off(f.node)) {
+            const std::string_view why = not_implemented_reason(key);
+            UNILLM_THROW(NotImplemented, "[config] ", f.where, ": key '", key, "' is not implemented yet",
+                         why.empty() ? std::string() : " (" + std::string(why) + ")");
+          }
           break;
       }
     });

@@ -19,7 +19,18 @@ namespace unillm::train {
 struct LrSchedulerKwargs {
   std::optional<double> min_lr;       // cosine_with_min_lr: absolute floor
   std::optional<double> min_lr_rate;  // cosine_with_min_lr: floor as a fraction of learning_rate
-  std::optional<double> num_cycles;   // cosine / cosine_with_min_lr (HF default 0.5)
+  std::optional<double> num_cycles;   // cosine / cosine_with_min_lr / warmup_stable_decay (HF default 0.5)
+  // warmup_stable_decay (transformers' get_wsd_schedule): num_decay_steps (required),
+  // num_stable_steps (default: the steps left), warmup_type / decay_type, min_lr_ratio.
+  std::optional<int64_t> num_decay_steps, num_stable_steps;
+  std::optional<std::string> warmup_type, decay_type;
+  std::optional<double> min_lr_ratio;
+  // polynomial: lr_end (absolute, HF default 1e-7) and power (1.0).
+  std::optional<double> lr_end, power;
+  // reduce_lr_on_plateau: torch's ReduceLROnPlateau arguments (min_lr above is its floor).
+  std::optional<std::string> mode, threshold_mode;
+  std::optional<double> factor, threshold, eps;
+  std::optional<int64_t> patience, cooldown;
 };
 
 struct ResumeFrom {
@@ -316,6 +327,12 @@ struct TrainArgs {
   // (nn/shift_attention.h, groups of 1/4 of each batch's length); evaluation and inference attend
   // fully. sft batches are padded to a multiple of 8, pt batches to 4, so the length divides.
   bool shift_attn = false;
+  // HF's bf16_full_eval / fp16_full_eval: an evaluation outside training (do_train: false) runs
+  // with the model's base matrices cast to bf16 / f16 (Trainer casts the model when !is_in_train).
+  // HF's logging_first_step: step 1 is logged too, whatever logging_steps says.
+  bool logging_first_step = false;
+  bool bf16_full_eval = false;
+  bool fp16_full_eval = false;
 
   // ZeRO over the data-parallel processes (train/zero.h), from DeepSpeed's
   // zero_optimization.stage (`deepspeed: ds_z2_config.json`), HF's `fsdp` or PaddleNLP's
@@ -340,6 +357,10 @@ struct TrainArgs {
   // PaddleNLP's sequence_parallel: under tensor parallelism the stream between the split regions
   // is cut by tokens too (nn/tensor_parallel.h).
   bool sequence_parallel = false;
+  // HF's accelerator_config.split_batches (or the deprecated top-level key): the batch sizes are
+  // global, each of the data-parallel processes takes 1/dp of them (the trainer divides; they
+  // must divide evenly, as accelerate requires).
+  bool split_batches = false;
   // PaddleNLP's tensor_parallel_output: under tensor parallelism the lm_head is split by
   // vocabulary rows with a parallel cross-entropy (nn::vocab_parallel_loss).
   bool tensor_parallel_output = false;

@@ -53,23 +53,56 @@ void check_scheduler(const TrainArgs& a, const std::string& where) {
                    "exactly one of lr_scheduler_kwargs min_lr or min_lr_rate");
     return;
   }
-  if (k.min_lr || k.min_lr_rate)
+  const bool plateau = a.lr_scheduler_type == "reduce_lr_on_plateau";
+  if (k.min_lr_rate || (k.min_lr && !plateau))
     UNILLM_THROW(ConfigError, "[config] ", where,
                  ": lr_scheduler_kwargs min_lr/min_lr_rate apply "
-                 "only to lr_scheduler_type cosine_with_min_lr");
-  if (k.num_cycles && a.lr_scheduler_type != "cosine")
+                 "only to lr_scheduler_type cosine_with_min_lr (and min_lr to reduce_lr_on_plateau)");
+  if (!plateau && (k.mode || k.threshold_mode || k.factor || k.threshold || k.eps || k.patience || k.cooldown))
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": lr_scheduler_kwargs mode, factor, patience, threshold, threshold_mode, cooldown and eps apply "
+                 "only to lr_scheduler_type reduce_lr_on_plateau");
+  if (plateau && a.eval_strategy == "no")  // HF's TrainingArguments check
+    UNILLM_THROW(ConfigError, "[config] ", where, ": lr_scheduler_type reduce_lr_on_plateau requires an eval strategy");
+  const std::string& type = a.lr_scheduler_type;
+  const bool wsd = type == "warmup_stable_decay";
+  if (k.num_cycles && type != "cosine" && type != "cosine_with_restarts" && !wsd)
     UNILLM_THROW(ConfigError, "[config] ", where,
                  ": lr_scheduler_kwargs num_cycles applies only "
-                 "to the cosine schedules");
+                 "to the cosine schedules and warmup_stable_decay");
+  if ((k.lr_end || k.power) && type != "polynomial")
+    UNILLM_THROW(ConfigError, "[config] ", where, ": lr_scheduler_kwargs lr_end and power apply only to lr_scheduler_type "
+                 "polynomial");
+  if (type == "polynomial" && k.lr_end.value_or(1e-7) >= a.learning_rate)  // HF's check
+    UNILLM_THROW(ConfigError, "[config] ", where, ": lr_scheduler_kwargs lr_end (", k.lr_end.value_or(1e-7),
+                 ") must be smaller than learning_rate (", a.learning_rate, ")");
+  if (!wsd && (k.num_decay_steps || k.num_stable_steps || k.warmup_type || k.decay_type || k.min_lr_ratio))
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": lr_scheduler_kwargs num_decay_steps, num_stable_steps, warmup_type, decay_type and "
+                 "min_lr_ratio apply only to lr_scheduler_type warmup_stable_decay");
+  if (wsd && !k.num_decay_steps)  // transformers' get_wsd_schedule has no default for it
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": lr_scheduler_type warmup_stable_decay needs lr_scheduler_kwargs num_decay_steps");
 }
 
 // HF TrainingArguments.__post_init__'s rules for the best checkpoint (see args.h).
 void check_best_model(TrainArgs& a, const std::string& where) {
+  if (a.lr_scheduler_type == "reduce_lr_on_plateau" && a.metric_for_best_model.empty())
+    a.metric_for_best_model = "loss";  // HF's __post_init__: the plateau scheduler steps with it
+  if (a.save_strategy == "best") {  // HF's Trainer.__init__ and DefaultFlowCallback
+    if (a.metric_for_best_model.empty() && !a.load_best_model_at_end)
+      UNILLM_THROW(ConfigError, "[config] ", where,
+                   ": save_strategy best needs metric_for_best_model (as HF): the checkpoints are the evaluations "
+                   "that improve it");
+    if (a.eval_strategy == "no" && !a.do_eval)
+      UNILLM_THROW(ConfigError, "[config] ", where,
+                   ": save_strategy best saves at evaluations, and eval_strategy is no");
+  }
   if (a.load_best_model_at_end) {
     if (a.metric_for_best_model.empty()) a.metric_for_best_model = "loss";  // HF's default
     // do_eval without a strategy evaluates every eval_steps (PaddleNLP resets it to steps).
     const std::string eval = a.eval_strategy == "no" && a.do_eval ? "steps" : a.eval_strategy;
-    if (eval != a.save_strategy)
+    if (eval != a.save_strategy && a.save_strategy != "best")  // HF exempts best
       UNILLM_THROW(
           ConfigError, "[config] ", where,
           ": load_best_model_at_end needs save_strategy and eval_strategy to match (as HF), got "
@@ -81,7 +114,7 @@ void check_best_model(TrainArgs& a, const std::string& where) {
     const auto s = static_cast<int64_t>(std::llround(fractions ? save * 1e6 : save));
     const auto e = static_cast<int64_t>(std::llround(fractions ? every * 1e6 : every));
     // e is 0 for an eval fraction below 5e-7: refused rather than divided by.
-    if (eval == "steps" && ((save < 1) != (every < 1) || e == 0 || s % e != 0))
+    if (eval == "steps" && a.save_strategy != "best" && ((save < 1) != (every < 1) || e == 0 || s % e != 0))
       UNILLM_THROW(ConfigError, "[config] ", where,
                    ": load_best_model_at_end needs save_steps to be a round multiple of eval_steps "
                    "(as HF), got ",

@@ -1,7 +1,7 @@
 // Setters and rules of LLaMA-Factory keys that change how a run is set up: tokenized_path
 // (data/tokenized_data.h), gradient_checkpointing_kwargs (unillm's recompute has one form),
 // pure_bf16 (trained as bf16 mixed precision), train_sampling_strategy, shift_attn (S²-Attn,
-// nn/shift_attention.h) and adapter_folder (the adapters' subfolder).
+// nn/shift_attention.h), adapter_folder (the adapters' subfolder) and bf16/fp16_full_eval.
 #include <filesystem>
 #include <map>
 
@@ -56,6 +56,9 @@ const std::map<std::string, Setter>& misc_setters() {
       {"gradient_checkpointing_kwargs", set_checkpointing_kwargs},
       {"pure_bf16", [](TrainArgs& a, const Field& f) { a.pure_bf16 = get_bool(f); }},
       {"shift_attn", [](TrainArgs& a, const Field& f) { a.shift_attn = get_bool(f); }},
+      {"bf16_full_eval", [](TrainArgs& a, const Field& f) { a.bf16_full_eval = get_bool(f); }},
+      {"logging_first_step", [](TrainArgs& a, const Field& f) { a.logging_first_step = get_bool(f); }},
+      {"fp16_full_eval", [](TrainArgs& a, const Field& f) { a.fp16_full_eval = get_bool(f); }},
       {"adapter_folder",
        [](TrainArgs& a, const Field& f) {
          a.adapter_folder = f.node.IsNull() ? "" : get_string(f);
@@ -114,6 +117,13 @@ void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems
     for (auto* list : {&a.adapter_name_or_path, &a.ref_model_adapters})
       for (std::string& p : *list) p = (std::filesystem::path(p) / a.adapter_folder).string();
   }
+  if (a.bf16_full_eval && a.fp16_full_eval)  // HF would take fp16 silently
+    fail("bf16_full_eval and fp16_full_eval are both set: set one of them");
+  if (a.use == ConfigUse::kTrain && a.do_train && (a.bf16_full_eval || a.fp16_full_eval))
+    fail(std::string(a.bf16_full_eval ? "bf16" : "fp16") +
+         "_full_eval with do_train is not implemented: HF casts the model only for an evaluation or predict "
+         "outside training, and unillm evaluates the final step inside training (run the evaluation as its own "
+         "config with do_train: false)");
   if (a.use == ConfigUse::kTrain && a.shift_attn && a.stage != "pt" && a.stage != "sft")
     fail("shift_attn (S²-Attn) is implemented for stages pt and sft, not " + a.stage +
          " (LongLoRA's long-context training; the preference stages' reference forwards would need their own rule)");

@@ -78,6 +78,8 @@ bool set_misc_field(TrainArgs& a, const Field& f);
 void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems);
 // deepspeed, fsdp, fsdp_config, sharding, sharding_parallel_degree (args_parallel.cpp): ZeRO.
 bool set_parallel_field(TrainArgs& a, const Field& f);
+// accelerator_config, split_batches, dispatch_batches (args_accelerator.cpp).
+bool set_accelerator_field(TrainArgs& a, const Field& f);
 void finish_parallel_args(TrainArgs& a, const std::string& where, Problems& problems);
 // use_badam, badam_*, use_llama_pro (args_badam.cpp) and their cross-key rules.
 bool set_badam_field(TrainArgs& a, const Field& f);

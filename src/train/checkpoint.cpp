@@ -90,6 +90,12 @@ nlohmann::json state_json(const TrainerState& s, const Optimizer& opt, const Par
   u["run_id"] = s.run_id;
   u["settings"] = s.settings;
   u["elapsed_seconds"] = s.elapsed_seconds;
+  if (s.plateau.steps > 0)
+    u["plateau"] = {{"best", s.plateau.best ? nlohmann::json(*s.plateau.best) : nlohmann::json(nullptr)},
+                    {"bad", s.plateau.bad},
+                    {"cooldown_counter", s.plateau.cooldown_counter},
+                    {"steps", s.plateau.steps},
+                    {"scale", s.plateau.scale}};
   if (s.loss_scale > 0) {
     u["loss_scale"] = s.loss_scale;
     u["loss_scale_growth_tracker"] = s.loss_scale_growth_tracker;
@@ -175,6 +181,14 @@ TrainerState load_checkpoint(const std::string& dir, Optimizer& opt, const Param
     s.elapsed_seconds = u.value("elapsed_seconds", 0.0);
     s.loss_scale = u.value("loss_scale", 0.0);
     s.loss_scale_growth_tracker = u.value("loss_scale_growth_tracker", int64_t{0});
+    if (u.contains("plateau")) {
+      const auto& p = u.at("plateau");
+      if (!p.at("best").is_null()) s.plateau.best = p.at("best").get<double>();
+      s.plateau.bad = p.at("bad").get<int64_t>();
+      s.plateau.cooldown_counter = p.at("cooldown_counter").get<int64_t>();
+      s.plateau.steps = p.at("steps").get<int64_t>();
+      s.plateau.scale = p.at("scale").get<double>();
+    }
     if (j.contains("best_metric") && !j["best_metric"].is_null())
       s.best_metric = j["best_metric"].get<double>();
     if (j.contains("best_model_checkpoint") && !j["best_model_checkpoint"].is_null())

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/causal_lm.h"
+#include "train/lr_schedule.h"
 #include "train/optimizer.h"
 
 namespace unillm::train {
@@ -35,6 +36,8 @@ struct TrainerState {
   // it under stateful_callbacks; read back only with restore_callback_states_from_checkpoint.
   int64_t early_stopping_counter = 0;
   int64_t early_stopping_patience = 0;  // 0: no EarlyStoppingCallback (nothing written)
+  // reduce_lr_on_plateau's state (HF keeps it in scheduler.pt); written once it has stepped.
+  PlateauState plateau;
   // Made when a run starts fresh and kept by its resumes: save_total_limit rotates only the
   // checkpoints of the same run id, never those an earlier run left in output_dir.
   std::string run_id;

@@ -250,6 +250,12 @@ DType low_precision_dtype(const TrainArgs& a) {
   return a.bf16 ? DType::bf16 : a.fp16 ? DType::f16 : DType::f32;
 }
 
+void cast_base_matrices(models::CausalLM& model, DType dtype) {
+  for (auto& p : model.module().parameters())
+    if (p.adapter.empty() && p.tensor->ndim() >= 2 && p.tensor->dtype() == DType::f32)
+      *p.tensor = ops::cast(*p.tensor, dtype);
+}
+
 void cast_frozen_matrices(models::CausalLM& model, DType dtype) {
   for (auto& p : model.module().parameters())
     if (!p.tensor->requires_grad() && p.tensor->ndim() >= 2 && p.tensor->dtype() == DType::f32)

@@ -51,5 +51,8 @@ DType low_precision_dtype(const TrainArgs& a);
 // Casts every frozen base matrix (2-D and larger: embeddings, projections; norms stay f32) to
 // dtype, so only trainable weights keep an f32 copy.
 void cast_frozen_matrices(models::CausalLM& model, DType dtype);
+// Every base (non-adapter) f32 matrix to dtype, trainable or not: HF's bf16_full_eval /
+// fp16_full_eval model cast for an evaluation outside training (adapters and 1-D weights stay f32).
+void cast_base_matrices(models::CausalLM& model, DType dtype);
 
 }  // namespace unillm::train

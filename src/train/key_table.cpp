@@ -84,6 +84,7 @@ constexpr Group kGroups[] = {
     {"finetuning", S::kImplemented, "pure_bf16"},
     {"model", S::kImplemented, "shift_attn"},  // nn/shift_attention.h (pt, sft)
     {"model", S::kImplemented, "adapter_folder"},  // args_fields_misc.cpp
+    {"training", S::kImplemented, "bf16_full_eval fp16_full_eval"},  // trainer_eval_only.cpp
     {"finetuning", S::kImplemented, "oft_rank oft_block_size oft_target module_dropout"},
     {"training", S::kImplemented, "gradient_checkpointing_kwargs"},
     // BAdam's layer mode and LLaMA-Pro (train/badam.h, args_badam.cpp)
@@ -110,7 +111,7 @@ constexpr Group kGroups[] = {
      "dataloader_drop_last eval_on_start load_best_model_at_end metric_for_best_model "
      "greater_is_better adafactor"},
     {"training", S::kIgnored,
-     "report_to run_name logging_dir logging_first_step logging_nan_inf_filter log_level "
+     "report_to run_name logging_dir logging_nan_inf_filter log_level "
      "log_level_replica log_on_each_node disable_tqdm ddp_timeout ddp_backend "
      "ddp_find_unused_parameters ddp_broadcast_buffers dataloader_num_workers "
      "dataloader_pin_memory dataloader_persistent_workers dataloader_prefetch_factor "
@@ -141,9 +142,12 @@ constexpr Group kGroups[] = {
     // HF's own GaLore optimizers (optim galore_adamw[_layerwise]; args_low_rank.cpp)
     {"training", S::kImplemented, "optim_args optim_target_modules"},
     {"training", S::kNotImplemented,
-     "accelerator_config parallelism_config "
-     "bf16_full_eval fp16_full_eval "
-     "ray_scope dispatch_batches split_batches"},
+     "parallelism_config"},
+    // HF's ray_scope only steers Trainer.hyperparameter_search, which a run never calls
+    {"training", S::kIgnored, "ray_scope"},
+    {"training", S::kImplemented, "logging_first_step"},  // trainer_steps.cpp
+    // accelerate's batch handling (args_accelerator.cpp)
+    {"training", S::kImplemented, "accelerator_config dispatch_batches split_batches"},
     // Unsloth (LLaMA-Factory's use_unsloth): its patched kernels for the same LoRA arithmetic;
     // unillm's kernels are native already, so the key is accepted with a warning.
     {"model", S::kIgnored, "use_unsloth"},
@@ -267,6 +271,27 @@ std::string_view status_name(KeyStatus s) {
       return "not_implemented";
   }
   return "?";
+}
+
+std::string_view not_implemented_reason(std::string_view name) {
+  static const std::map<std::string_view, std::string_view> reasons = {
+      {"mixture_of_depths",
+       "LLaMA-Factory's MoD (the mixture-of-depth package) picks each layer's tokens by a top-k over the whole "
+       "sequence, so a token's path depends on later tokens, with a capacity that follows a per-call counter"},
+      {"moe_aux_loss_coef", "it weights the router load-balancing loss of mixture-of-experts models, and unillm "
+                            "loads no MoE model yet"},
+      {"fp8", "fp8 training needs fp8 matrix units (Hopper/Ada-class GPUs); unillm computes in f32, bf16 or f16"},
+      {"fp8_backend", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},
+      {"fp8_enable_fsdp_float8_all_gather", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},
+      {"parallelism_config", "accelerate's ParallelismConfig; unillm takes tensor_parallel_degree / tp_size, "
+                             "pipeline_parallel_degree, sharding_parallel_degree, deepspeed or fsdp"},
+      {"use_kt", "KTransformers' hybrid CPU/GPU MoE kernels"},
+      {"reward_model", "stage ppo (online RL against a reward model) is not implemented; rm, dpo and kto are"},
+      {"task", "llamafactory-cli eval (MMLU, CMMLU, C-Eval from their task directories) is not implemented; "
+               "unillm eval ppl / bleu / rouge are"},
+  };
+  auto it = reasons.find(name);
+  return it == reasons.end() ? std::string_view() : it->second;
 }
 
 std::string key_table_markdown() {

@@ -30,6 +30,8 @@ std::string nearest_key(std::string_view name);
 // Levenshtein distance (insert, delete, substitute; cost 1 each).
 size_t edit_distance(std::string_view a, std::string_view b);
 std::string_view status_name(KeyStatus s);
+// Why a not-implemented key is refused, for the error ("" when the key has no note).
+std::string_view not_implemented_reason(std::string_view name);
 // docs/config-keys.md as it should read.
 std::string key_table_markdown();
 

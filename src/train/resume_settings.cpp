@@ -10,7 +10,10 @@ using nlohmann::json;
 
 namespace {
 
-json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+template <typename T>
+json optional_json(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
 
 // What decides the data order, the batch shape and the trainable set: a different value cannot
 // continue the recorded run exactly (and for LoRA/freeze would silently train another model).
@@ -77,6 +80,21 @@ json may_change(const TrainArgs& a) {
        {{"min_lr", optional_json(a.lr_scheduler_kwargs.min_lr)},
         {"min_lr_rate", optional_json(a.lr_scheduler_kwargs.min_lr_rate)},
         {"num_cycles", optional_json(a.lr_scheduler_kwargs.num_cycles)}}},
+      {"lr_scheduler_more",  // kwargs of later schedules (a key of their own: older records lack it)
+       {{"num_decay_steps", optional_json(a.lr_scheduler_kwargs.num_decay_steps)},
+        {"num_stable_steps", optional_json(a.lr_scheduler_kwargs.num_stable_steps)},
+        {"warmup_type", optional_json(a.lr_scheduler_kwargs.warmup_type)},
+        {"decay_type", optional_json(a.lr_scheduler_kwargs.decay_type)},
+        {"min_lr_ratio", optional_json(a.lr_scheduler_kwargs.min_lr_ratio)},
+        {"lr_end", optional_json(a.lr_scheduler_kwargs.lr_end)},
+        {"power", optional_json(a.lr_scheduler_kwargs.power)},
+        {"mode", optional_json(a.lr_scheduler_kwargs.mode)},
+        {"threshold_mode", optional_json(a.lr_scheduler_kwargs.threshold_mode)},
+        {"factor", optional_json(a.lr_scheduler_kwargs.factor)},
+        {"threshold", optional_json(a.lr_scheduler_kwargs.threshold)},
+        {"eps", optional_json(a.lr_scheduler_kwargs.eps)},
+        {"patience", optional_json(a.lr_scheduler_kwargs.patience)},
+        {"cooldown", optional_json(a.lr_scheduler_kwargs.cooldown)}}},
       {"min_learning_rate", a.min_learning_rate},
       {"decay_steps", optional_json(a.decay_steps)},
       {"warmup_ratio", a.warmup_ratio},

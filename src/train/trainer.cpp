@@ -156,6 +156,7 @@ void Run::load(const std::string& from) {
   if (const std::string note = oft_adjustment_note(*model_, a_); !note.empty()) say(note);
   if (low != DType::f32) cast_frozen_matrices(*model_, low);
   prepare_stage(from);  // a reference model, a value head
+  if (!a_.do_train) return;  // evaluation only: no arena, no optimizer state
   std::vector<nn::Module*> trainable{&model_->module()};
   for (nn::Module* m : stage_->extra_modules()) trainable.push_back(m);
   // Stage 3 shards the parameters where it can (elsewhere it runs as stage 2, said below); its
@@ -329,6 +330,35 @@ void Run::setup_schedule() {
   sched_.warmup_steps = a_.num_warmup_steps(total_steps_);
   if (a_.lr_scheduler_kwargs.min_lr) sched_.min_lr_rate = *a_.lr_scheduler_kwargs.min_lr / a_.learning_rate;
   if (a_.lr_scheduler_kwargs.min_lr_rate) sched_.min_lr_rate = *a_.lr_scheduler_kwargs.min_lr_rate;
+  const LrSchedulerKwargs& k = a_.lr_scheduler_kwargs;
+  sched_.num_cycles = k.num_cycles.value_or(sched_.type == "cosine_with_restarts" ? 1.0 : 0.5);  // HF's defaults
+  sched_.lr_init = a_.learning_rate;
+  sched_.lr_end = k.lr_end.value_or(1e-7);
+  sched_.power = k.power.value_or(1.0);
+  ScheduleConfig::Plateau& p = sched_.plateau;  // torch's defaults unless given
+  p.max_mode = k.mode.value_or("min") == "max";
+  p.abs_threshold = k.threshold_mode.value_or("rel") == "abs";
+  p.factor = k.factor.value_or(0.1);
+  p.threshold = k.threshold.value_or(1e-4);
+  p.eps = k.eps.value_or(1e-8);
+  p.min_lr = sched_.type == "reduce_lr_on_plateau" ? k.min_lr.value_or(0.0) : 0.0;
+  p.patience = k.patience.value_or(10);
+  p.cooldown = k.cooldown.value_or(0);
+  if (sched_.type == "reduce_lr_on_plateau" && sched_.warmup_steps > 0)
+    say("reduce_lr_on_plateau has no warm-up (transformers builds torch's ReduceLROnPlateau without one); "
+        "the warm-up steps are ignored");
+  if (sched_.type == "polynomial" && sched_.total_steps <= sched_.warmup_steps)  // HF divides by zero
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": lr_scheduler_type polynomial needs more steps (",
+                 total_steps_, ") than warm-up steps (", sched_.warmup_steps, ")");
+  if (k.min_lr_ratio) sched_.min_lr_rate = *k.min_lr_ratio;  // warmup_stable_decay
+  if (k.num_decay_steps) sched_.decay_steps = *k.num_decay_steps;
+  if (k.num_stable_steps) sched_.stable_steps = *k.num_stable_steps;
+  if (k.warmup_type) sched_.warmup_type = *k.warmup_type;
+  if (k.decay_type) sched_.decay_type = *k.decay_type;
+  if (sched_.type == "warmup_stable_decay" && !k.num_stable_steps &&
+      sched_.warmup_steps + sched_.decay_steps > total_steps_)  // transformers would run a negative stable phase
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": warmup_stable_decay: ", sched_.warmup_steps,
+                 " warm-up and ", sched_.decay_steps, " decay steps exceed the run's ", total_steps_, " steps");
   if (a_.pretrain_annealing) setup_annealing();
   validate_schedule(sched_);
   log_every_ = a_.logging_strategy == "no" ? 0 : resolve_interval(a_.logging_steps, total_steps_);
@@ -373,6 +403,7 @@ void Run::restore(const std::string& dir) {
   if (!a_.restore_callback_states_from_checkpoint) state_.early_stopping_counter = 0;  // HF's default
   state_.early_stopping_patience = a_.early_stopping_steps.value_or(0);
   rng_.set_state(state_.rng);
+  sched_.plateau_scale = state_.plateau.scale;  // reduce_lr_on_plateau resumes at its reduced rate
   last_checkpoint_ = dir;
   say("resumed from " + dir + " at step " + std::to_string(state_.global_step) +
       (a_.ignore_data_skip && state_.loader_batch > 0
@@ -407,6 +438,19 @@ void Run::check_zero() const {
 
 TrainResult Run::go() {
   setup_model_mesh();
+  if (a_.split_batches && dp_size() > 1) {  // accelerate's split_batches: the given sizes are global
+    for (auto [size, key] : {std::pair{&a_.per_device_train_batch_size, "per_device_train_batch_size"},
+                             std::pair{&a_.per_device_eval_batch_size, "per_device_eval_batch_size"}}) {
+      if (*size % dp_size() != 0)
+        UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": split_batches: ", key, " ", *size,
+                     " is the global batch and must be a multiple of the ", dp_size(),
+                     " data-parallel processes (accelerate's rule)");
+      *size /= dp_size();
+    }
+    say(UNILLM_MSG("split_batches: each of the ", dp_size(), " data-parallel processes takes ",
+                   a_.per_device_train_batch_size, " rows of each training batch and ", a_.per_device_eval_batch_size,
+                   " of each evaluation batch"));
+  }
   if (world_size() > 1) {
     // Not yet with several processes: each would need its share of the work and a merged result.
     std::string no;
@@ -450,6 +494,7 @@ TrainResult Run::go() {
   prepare_output_dir();
   dp_barrier();  // output_dir is ready (or rank 0 has refused it and aborted the run)
   load(from);
+  if (!a_.do_train) return evaluate_only();
   setup_tensor_parallel();
   setup_pipeline();
   setup_grad_buckets();

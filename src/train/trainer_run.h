@@ -77,6 +77,7 @@ class Run {
   void maybe_eval_and_save();
   void save_now();
   void run_eval();
+  void step_plateau();  // reduce_lr_on_plateau after an evaluation in training
   // metric_for_best_model: compares this step's evaluation with the best so far; `dir` holds
   // the weights of this step (the checkpoint being written, or output_dir at the end).
   void update_best(const std::string& dir);
@@ -144,6 +145,9 @@ class Run {
   void log_step(double loss, double grad_norm, double lr);
   void write_results(const std::string& dir, const TrainResult& r, double runtime);
   TrainResult finish(double train_loss_sum, int64_t steps_this_run);
+  // do_train: false: evaluate and/or predict the loaded model, write the metrics, train nothing
+  // (trainer_eval_only.cpp).
+  TrainResult evaluate_only();
   EvalResult last_eval_{-1, -1, {}};
   int64_t last_eval_step_ = -1;
   bool stop_early_ = false;  // HF's EarlyStoppingCallback ran out of patience (run_eval)

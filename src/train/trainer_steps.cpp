@@ -196,7 +196,11 @@ double Run::train_step() {
   interval_seconds_ += since(t0);
   ++interval_steps_;
   const double lr = scheduled_lr(sched_, a_.learning_rate, state_.global_step);  // the next step's
-  if (log_every_ > 0 && state_.global_step % log_every_ == 0) log_step(loss, grad_norm, lr);
+  // logging_strategy epoch (HF's on_epoch_end): the step that consumed an epoch's last batch.
+  bool log_now = a_.logging_strategy == "epoch" ? st.batch_index == 0
+                                                      : log_every_ > 0 && state_.global_step % log_every_ == 0;
+  if (a_.logging_first_step && state_.global_step == 1 && a_.logging_strategy != "no") log_now = true;  // HF
+  if (log_now) log_step(loss, grad_norm, lr);
   if (h_.progress) {
     ProgressInfo p;
     p.step = state_.global_step;
@@ -282,7 +286,8 @@ void Run::log_step(double loss, double grad_norm, double lr) {
 // (HF's epoch strategies: the step that consumed the epoch's last batch). The last step is always
 // evaluated, and is a checkpoint whenever save_strategy is not "no" (HF's DefaultFlowCallback:
 // "save the model at the end if we have a save strategy"; not PaddleNLP's, see save_final_step);
-// finish() writes output_dir too.
+// finish() writes output_dir too. save_strategy best (HF): a checkpoint exactly at the
+// evaluations that beat the best metric so far (the first one does), none at the end otherwise.
 void Run::maybe_eval_and_save() {
   const int64_t step = state_.global_step;
   const bool last = step == total_steps_;
@@ -290,9 +295,18 @@ void Run::maybe_eval_and_save() {
   // eval_delay (HF's DefaultFlowCallback): periodic evaluations wait until that step or epoch.
   const bool delayed = eval_by_epoch_ ? static_cast<double>(loader_->state().epoch) < a_.eval_delay
                                       : static_cast<double>(step) < a_.eval_delay;
-  if (eval_enabled_ && (last || (!delayed && (eval_by_epoch_ ? epoch_end : step % eval_every_ == 0)))) run_eval();
-  const bool periodic = save_by_epoch_ ? epoch_end : save_every_ > 0 && step % save_every_ == 0;
-  const bool save = periodic || (last && a_.save_final_step && a_.save_strategy != "no");
+  const bool evaluate =
+      eval_enabled_ && (last || (!delayed && (eval_by_epoch_ ? epoch_end : step % eval_every_ == 0)));
+  if (evaluate) run_eval();
+  if (evaluate && sched_.type == "reduce_lr_on_plateau") step_plateau();
+  bool save = false;
+  if (a_.save_strategy == "best") {  // HF: a checkpoint at each evaluation that sets a new best
+    const std::optional<double> v = evaluate ? eval_metric() : std::nullopt;
+    save = v && beats_best(*v);
+  } else {
+    const bool periodic = save_by_epoch_ ? epoch_end : save_every_ > 0 && step % save_every_ == 0;
+    save = periodic || (last && a_.save_final_step && a_.save_strategy != "no");
+  }
   if (save) save_now();
   if (last && !save) update_best(a_.output_dir);  // the final weights compete as HF's last checkpoint
   if (h_.after_step) h_.after_step(step);
@@ -324,6 +338,21 @@ TrainResult Run::jit_checkpoint() {
   r.output_dir = a_.output_dir;
   r.interrupted = true;
   return r;
+}
+
+// HF's _evaluate steps a ReduceLROnPlateau scheduler with eval_<metric_for_best_model> after each
+// evaluation during training (not eval_on_start's, nor one after training).
+void Run::step_plateau() {
+  const std::optional<double> v = eval_metric();
+  if (!v)
+    UNILLM_THROW(ConfigError, "[train] reduce_lr_on_plateau steps with metric_for_best_model '",
+                 a_.metric_for_best_model, "', which this evaluation does not report");
+  const double before = sched_.plateau_scale * a_.learning_rate;
+  if (plateau_step(sched_.plateau, state_.plateau, *v, a_.learning_rate))
+    say(UNILLM_MSG("reduce_lr_on_plateau: ", a_.metric_for_best_model, " has not improved for more than ",
+                   sched_.plateau.patience, " evaluations; learning rate ", before, " -> ",
+                   state_.plateau.scale * a_.learning_rate));
+  sched_.plateau_scale = state_.plateau.scale;
 }
 
 void Run::save_now() {

@@ -5,6 +5,7 @@
 // show which batches a run saw.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <tuple>
 #include <nlohmann/json.hpp>
@@ -113,6 +114,73 @@ TEST(DataKeys, NeftuneNoisesTrainingForwardsOnlyAndResumesExactly) {
   const auto dpo = run_unillm("train " + pt_config(dir, "dpo", "neftune_noise_alpha: 5\n") + " stage=dpo");
   EXPECT_NE(dpo.exit_code, 0);
   EXPECT_NE(dpo.err.find("neftune_noise_alpha with stage dpo is not implemented"), std::string::npos) << dpo.err;
+}
+
+// lr_scheduler_kwargs reach the run: the logged learning rates of warmup_stable_decay (warm-up 2,
+// decay 4, stable the 6 steps left) and of cosine with num_cycles 1 (down and up again). Step s
+// logs the next step's rate, as HF (the multiplier at s).
+TEST(DataKeys, SchedulerKwargsShapeTheLoggedLearningRates) {
+  const std::string dir = testing::temp_dir("sched_kwargs");
+  auto lrs = [&](const std::string& name, const std::string& flags) {  // pt_config says constant
+    const auto r = run_unillm("train " + pt_config(dir, name, "finetuning_type: full\nlearning_rate: 1.0e-3\n") + flags +
+                              " --quiet");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<double> v;
+    for (const auto& l : testing::log_lines(dir + "/" + name))
+      if (l.contains("lr")) v.push_back(l["lr"].get<double>());
+    return v;
+  };
+  const auto wsd = lrs("wsd", " lr_scheduler_type=warmup_stable_decay warmup_steps=2"
+                              " lr_scheduler_kwargs.num_decay_steps=4 lr_scheduler_kwargs.decay_type=linear");
+  ASSERT_EQ(wsd.size(), 12u);
+  const std::vector<double> want = {0.5, 1, 1, 1, 1, 1, 1, 1, 0.75, 0.5, 0.25, 0};
+  for (size_t i = 0; i < 12; ++i) EXPECT_NEAR(wsd[i], 1e-3 * want[i], 1e-15) << "step " << i + 1;
+  const auto cyc = lrs("cycles", " lr_scheduler_type=cosine lr_scheduler_kwargs.num_cycles=1.0");
+  ASSERT_EQ(cyc.size(), 12u);
+  EXPECT_NEAR(cyc[5], 0.0, 1e-15);    // the trough at half the run
+  EXPECT_NEAR(cyc[11], 1e-3, 1e-15);  // and back up
+  const auto bad = run_unillm("train " + pt_config(dir, "bad", "") + " lr_scheduler_type=warmup_stable_decay --quiet");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("warmup_stable_decay needs lr_scheduler_kwargs num_decay_steps"), std::string::npos) << bad.err;
+}
+
+// reduce_lr_on_plateau: at learning rate 2 the evaluation loss rises, so with patience 0 each
+// evaluation that does not improve halves the rate (the log shows it from the next step); a run
+// killed after step 7 and resumed from checkpoint-6 continues with the reduced rate exactly.
+TEST(DataKeys, ReduceLrOnPlateauFollowsTheEvaluations) {
+  const std::string dir = testing::temp_dir("plateau");
+  const std::string flags = " lr_scheduler_type=reduce_lr_on_plateau lr_scheduler_kwargs.patience=0"
+                            " lr_scheduler_kwargs.factor=0.5 eval_strategy=steps eval_steps=1 val_size=0.1 --quiet";
+  const std::string cfg = pt_config(dir, "a", "finetuning_type: full\nlearning_rate: 2.0\n");
+  const auto a = run_unillm("train " + cfg + flags);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  std::vector<double> lrs, evals;
+  for (const auto& l : testing::log_lines(dir + "/a")) {
+    if (l.contains("lr")) lrs.push_back(l["lr"].get<double>());
+    if (l.contains("eval_loss")) evals.push_back(l["eval_loss"].get<double>());
+  }
+  ASSERT_EQ(lrs.size(), 12u);
+  ASSERT_EQ(evals.size(), 12u);
+  double lr = 2.0, best = INFINITY;
+  int reductions = 0;
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_DOUBLE_EQ(lrs[i], lr) << "step " << i + 1;  // logged before this step's evaluation
+    if (evals[i] < best * (1 - 1e-4)) {
+      best = evals[i];
+    } else {
+      lr *= 0.5;
+      ++reductions;
+    }
+  }
+  EXPECT_GE(reductions, 2) << "the evaluation losses never stalled: the test shows nothing";
+  const std::string cfg_b = pt_config(dir, "b", "finetuning_type: full\nlearning_rate: 2.0\n");
+  EXPECT_EQ(run_unillm("train " + cfg_b + flags + " --kill-after-step 7").exit_code, 128 + 9);
+  const auto resumed = run_unillm("train " + cfg_b + flags + " resume_from_checkpoint=true");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(testing::train_losses(dir + "/a"), testing::train_losses(dir + "/b"));
+  const auto no_eval = run_unillm("train " + pt_config(dir, "c", "") + " lr_scheduler_type=reduce_lr_on_plateau --quiet");
+  EXPECT_EQ(no_eval.exit_code, 1);
+  EXPECT_NE(no_eval.err.find("reduce_lr_on_plateau requires an eval strategy"), std::string::npos) << no_eval.err;
 }
 
 // group_by_length: packed pt rows all have one length, so the order (and every loss) is the plain

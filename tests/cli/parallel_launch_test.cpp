@@ -57,6 +57,28 @@ TEST(DataParallel, TwoProcessesEqualOneWithTwiceTheAccumulation) {
       EXPECT_DOUBLE_EQ(l1[i][k].get<double>(), l2[i][k].get<double>()) << k << " step " << i + 1;
 }
 
+// accelerate's split_batches: the batch sizes are global, so 4 rows over 2 processes are the run
+// of 2 rows on each; a size the processes do not divide is refused (accelerate's rule).
+TEST(DataParallel, SplitBatchesDividesTheGlobalBatch) {
+  const std::string dir = testing::temp_dir("dp_split");
+  auto per2 = train(2, kSft + " output_dir=" + dir + "/per2" + kShort +
+                          " per_device_train_batch_size=2 per_device_eval_batch_size=2");
+  ASSERT_EQ(per2.exit_code, 0) << per2.err;
+  auto split = train(2, kSft + " output_dir=" + dir + "/split" + kShort +
+                           " per_device_eval_batch_size=4 accelerator_config.split_batches=true");
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_NE(split.err.find("split_batches: each of the 2 data-parallel processes takes 2 rows"), std::string::npos)
+      << split.err;
+  const auto a = figures(dir + "/per2"), b = figures(dir + "/split");
+  ASSERT_GE(a.size(), 6u);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(slurp(dir + "/per2/adapter_model.safetensors"), slurp(dir + "/split/adapter_model.safetensors"));
+  auto odd = train(2, kSft + " output_dir=" + dir + "/odd" + kShort + " split_batches=true per_device_train_batch_size=3");
+  EXPECT_NE(odd.exit_code, 0);
+  EXPECT_NE(odd.err.find("per_device_train_batch_size 3 is the global batch and must be a multiple of the 2"),
+            std::string::npos) << odd.err;
+}
+
 // Dropout (the reward model's value-head dropout 0.1, LoRA dropout 0.1): each micro-batch draws
 // from a generator seeded by its place in the step, so two processes draw what one does.
 TEST(DataParallel, DropoutDrawsTheSameMasksAsOneProcess) {

@@ -170,8 +170,10 @@ TEST(TrainSteps, MatchTorchAdamW) {
   const json fix = read_json(dir / "steps.json");
   const json& tr = fix.at("trainer");
   const int64_t steps = tr.at("steps").get<int64_t>();
-  const train::ScheduleConfig sched{tr.at("scheduler").get<std::string>(),
-                                    tr.at("warmup_steps").get<int64_t>(), steps};
+  train::ScheduleConfig sched;
+  sched.type = tr.at("scheduler").get<std::string>();
+  sched.warmup_steps = tr.at("warmup_steps").get<int64_t>();
+  sched.total_steps = steps;
   const train::AdamWConfig ac{tr.at("betas").at(0).get<double>(),
                               tr.at("betas").at(1).get<double>(), tr.at("eps").get<double>(),
                               tr.at("weight_decay").get<double>()};

@@ -175,7 +175,7 @@ TEST(TrainArgs, NotImplementedKeysAndValues) {
             "[config] cfg.yaml: stage 'ppo' is not implemented yet; implemented: pt | sft | rm | dpo | kto");
 
   EXPECT_NE(
-      error_of<NotImplemented>(kBase + "lr_scheduler_type: polynomial\n").find("not implemented"),
+      error_of<NotImplemented>(kBase + "lr_scheduler_type: cosine_warmup_with_min_lr\n").find("not implemented"),
       std::string::npos);
   // Off values of not-implemented keys are accepted (LLaMA-Factory example configs carry them).
   EXPECT_NO_THROW(
@@ -191,11 +191,40 @@ TEST(TrainArgs, KeysRefusedWhenOnAreListedNotImplemented) {
     ASSERT_NE(info, nullptr) << k;
     EXPECT_EQ(info->status, KeyStatus::kNotImplemented) << k;
   }
+  // Some say why (the reason travels with the refusal).
+  EXPECT_NE(error_of<NotImplemented>(kBase + "mixture_of_depths: convert\n").find("top-k over the whole sequence"),
+            std::string::npos);
+  EXPECT_NE(error_of<NotImplemented>(kBase + "fp8: true\n").find("fp8 matrix units"), std::string::npos);
   const KeyInfo* pure = find_key("pure_bf16");
   ASSERT_NE(pure, nullptr);
   EXPECT_EQ(pure->status, KeyStatus::kImplemented);
   EXPECT_TRUE(parse(kBase + "pure_bf16: true\n").bf16);
   EXPECT_NO_THROW(parse(kBase + "pure_bf16: false\n"));
+}
+
+// transformers' AcceleratorConfig: inline, as a JSON string or a file; split_batches read (the
+// trainer divides the batch), the rest accepted where unillm already does the same, refused where
+// it would not, and an unknown entry named.
+TEST(TrainArgs, AcceleratorConfigEntries) {
+  EXPECT_TRUE(parse(kBase + "accelerator_config:\n  split_batches: true\n  even_batches: true\n").split_batches);
+  EXPECT_TRUE(parse(kBase + "accelerator_config: '{\"split_batches\": true, \"non_blocking\": false}'\n").split_batches);
+  const fs::path file = fs::temp_directory_path() / "unillm_accelerator_config.json";
+  { std::ofstream(file) << R"({"split_batches": false, "dispatch_batches": null, "use_seedable_sampler": true})"; }
+  EXPECT_FALSE(parse(kBase + "accelerator_config: " + file.string() + "\n").split_batches);
+  fs::remove(file);
+  const TrainArgs dep = parse(kBase + "split_batches: true\ndispatch_batches: true\n");
+  EXPECT_TRUE(dep.split_batches);
+  EXPECT_NE(dep.warnings[0].find("split_batches is deprecated in transformers"), std::string::npos) << dep.warnings[0];
+  EXPECT_NE(dep.warnings[2].find("dispatch_batches: true"), std::string::npos) << dep.warnings[2];
+  EXPECT_NE(error_of<ConfigError>(kBase + "accelerator_config: {split_batch: true}\n").find("unknown entry 'split_batch'"),
+            std::string::npos);
+  EXPECT_NE(error_of<NotImplemented>(kBase + "accelerator_config: {gradient_accumulation_kwargs: {num_steps: 2}}\n")
+                .find("gradient_accumulation_kwargs is not implemented"),
+            std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(kBase + "accelerator_config: {split_batches: 3}\n").find("expected true or false"),
+            std::string::npos);
+  EXPECT_NE(error_of<ConfigError>(kBase + "accelerator_config: /nonexistent/acc.json\n").find("cannot read"),
+            std::string::npos);
 }
 
 TEST(TrainArgs, IgnoredKeysWarnOnceUnlessOff) {
