@@ -27,6 +27,7 @@ struct LrSchedulerKwargs {
   std::optional<double> min_lr_ratio;
   // polynomial: lr_end (absolute, HF default 1e-7) and power (1.0).
   std::optional<double> lr_end, power;
+  std::optional<double> warmup_lr_rate;  // cosine_warmup_with_min_lr
   // reduce_lr_on_plateau: torch's ReduceLROnPlateau arguments (min_lr above is its floor).
   std::optional<std::string> mode, threshold_mode;
   std::optional<double> factor, threshold, eps;

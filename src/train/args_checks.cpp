@@ -46,10 +46,13 @@ void check_eval(TrainArgs& a, const std::string& where) {
 
 void check_scheduler(const TrainArgs& a, const std::string& where) {
   const auto& k = a.lr_scheduler_kwargs;
-  if (a.lr_scheduler_type == "cosine_with_min_lr") {
+  if (k.warmup_lr_rate && a.lr_scheduler_type != "cosine_warmup_with_min_lr")
+    UNILLM_THROW(ConfigError, "[config] ", where,
+                 ": lr_scheduler_kwargs warmup_lr_rate applies only to lr_scheduler_type cosine_warmup_with_min_lr");
+  if (a.lr_scheduler_type == "cosine_with_min_lr" || a.lr_scheduler_type == "cosine_warmup_with_min_lr") {
     if (k.min_lr.has_value() == k.min_lr_rate.has_value())
       UNILLM_THROW(ConfigError, "[config] ", where,
-                   ": lr_scheduler_type cosine_with_min_lr needs "
+                   ": lr_scheduler_type ", a.lr_scheduler_type, " needs "
                    "exactly one of lr_scheduler_kwargs min_lr or min_lr_rate");
     return;
   }

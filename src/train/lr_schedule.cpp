@@ -66,13 +66,15 @@ void validate_schedule(const ScheduleConfig& c) {
                                 "polynomial",
                                 "inverse_sqrt",
                                 "reduce_lr_on_plateau",
+                                "cosine_warmup_with_min_lr",
                                 "linear_annealing",
                                 "cosine_annealing"};
   for (auto* k : known)
     if (c.type == k) return;
   UNILLM_THROW(ConfigError, "[config] lr_scheduler_type '", c.type,
                "' is not implemented (linear, cosine, constant, constant_with_warmup, cosine_with_min_lr, "
-               "cosine_with_restarts, polynomial, inverse_sqrt, reduce_lr_on_plateau, warmup_stable_decay)");
+               "cosine_with_restarts, polynomial, inverse_sqrt, reduce_lr_on_plateau, warmup_stable_decay, "
+               "cosine_warmup_with_min_lr)");
 }
 
 double lr_multiplier(const ScheduleConfig& c, int64_t step) {
@@ -83,6 +85,14 @@ double lr_multiplier(const ScheduleConfig& c, int64_t step) {
                  "' gives absolute rates; use scheduled_lr");
   if (c.type == "constant") return 1.0;
   if (c.type == "reduce_lr_on_plateau") return c.plateau_scale;  // no warm-up (HF passes none)
+  if (c.type == "cosine_warmup_with_min_lr") {  // transformers' ..._with_warmup_lr_rate: one step ahead
+    if (step < c.warmup_steps)
+      return c.warmup_lr_rate < 0 ? (s + 1.0) / std::max(1.0, w)
+                                  : c.warmup_lr_rate + (1.0 - c.warmup_lr_rate) * s / std::max(1.0, w - 1.0);
+    const double progress = (s - w + 1.0) / std::max(1.0, total - w);
+    const double wave = 0.5 * (1.0 + std::cos(M_PI * c.num_cycles * 2.0 * progress));
+    return std::max(0.0, wave * (1.0 - c.min_lr_rate) + c.min_lr_rate);
+  }
   if (c.type == "warmup_stable_decay") return wsd_multiplier(c, step);
   if (step < c.warmup_steps) return s / std::max(1.0, w);
   if (c.type == "constant_with_warmup") return 1.0;

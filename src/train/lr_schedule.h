@@ -1,6 +1,7 @@
 // Learning-rate schedules: HF's get_scheduler (LambdaLR multipliers: linear, cosine, constant,
-// constant_with_warmup, cosine_with_min_lr, cosine_with_restarts, polynomial, inverse_sqrt,
-// warmup_stable_decay; warm-up starts from 0 except WSD's) and PaddleNLP run_pretrain.py's
+// constant_with_warmup, cosine_with_min_lr, cosine_warmup_with_min_lr, cosine_with_restarts,
+// polynomial, inverse_sqrt, reduce_lr_on_plateau, warmup_stable_decay; warm-up starts from 0
+// except WSD's and cosine_warmup_with_min_lr's) and PaddleNLP run_pretrain.py's
 // Linear/CosineAnnealingWithWarmupDecay (linear_annealing, cosine_annealing).
 #pragma once
 
@@ -24,6 +25,9 @@ struct ScheduleConfig {
   std::string warmup_type = "linear", decay_type = "cosine";
   // polynomial: from the base learning rate lr_init down to the absolute lr_end, (1 − progress)^power.
   double lr_init = 1.0, lr_end = 1e-7, power = 1.0;
+  // cosine_warmup_with_min_lr's warm-up start (a fraction of the rate; < 0: none given, transformers'
+  // (step + 1) / warm-up steps).
+  double warmup_lr_rate = -1;
   // reduce_lr_on_plateau (transformers builds torch's ReduceLROnPlateau from lr_scheduler_kwargs,
   // stepped with metric_for_best_model at each evaluation during training): its settings, and the
   // multiplier it has reached (what lr_multiplier returns for it; PlateauState::scale).

@@ -88,6 +88,7 @@ json may_change(const TrainArgs& a) {
         {"min_lr_ratio", optional_json(a.lr_scheduler_kwargs.min_lr_ratio)},
         {"lr_end", optional_json(a.lr_scheduler_kwargs.lr_end)},
         {"power", optional_json(a.lr_scheduler_kwargs.power)},
+        {"warmup_lr_rate", optional_json(a.lr_scheduler_kwargs.warmup_lr_rate)},
         {"mode", optional_json(a.lr_scheduler_kwargs.mode)},
         {"threshold_mode", optional_json(a.lr_scheduler_kwargs.threshold_mode)},
         {"factor", optional_json(a.lr_scheduler_kwargs.factor)},

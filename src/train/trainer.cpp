@@ -334,6 +334,7 @@ void Run::setup_schedule() {
   sched_.num_cycles = k.num_cycles.value_or(sched_.type == "cosine_with_restarts" ? 1.0 : 0.5);  // HF's defaults
   sched_.lr_init = a_.learning_rate;
   sched_.lr_end = k.lr_end.value_or(1e-7);
+  sched_.warmup_lr_rate = k.warmup_lr_rate.value_or(-1.0);
   sched_.power = k.power.value_or(1.0);
   ScheduleConfig::Plateau& p = sched_.plateau;  // torch's defaults unless given
   p.max_mode = k.mode.value_or("min") == "max";

@@ -174,9 +174,14 @@ TEST(TrainArgs, NotImplementedKeysAndValues) {
   EXPECT_EQ(error_of<NotImplemented>("model_name_or_path: m\n", {"stage=ppo"}),
             "[config] cfg.yaml: stage 'ppo' is not implemented yet; implemented: pt | sft | rm | dpo | kto");
 
-  EXPECT_NE(
-      error_of<NotImplemented>(kBase + "lr_scheduler_type: cosine_warmup_with_min_lr\n").find("not implemented"),
-      std::string::npos);
+  // Every transformers scheduler type is implemented (lr_schedule.h).
+  for (const std::string t : {"cosine_with_restarts", "polynomial", "inverse_sqrt", "warmup_stable_decay",
+                              "cosine_warmup_with_min_lr"}) {
+    const std::string kw = t == "warmup_stable_decay" ? "lr_scheduler_kwargs: {num_decay_steps: 2}\n"
+                           : t == "cosine_warmup_with_min_lr" ? "lr_scheduler_kwargs: {min_lr_rate: 0.1}\n"
+                                                              : "";
+    EXPECT_EQ(parse(kBase + "lr_scheduler_type: " + t + "\n" + kw).lr_scheduler_type, t);
+  }
   // Off values of not-implemented keys are accepted (LLaMA-Factory example configs carry them).
   EXPECT_NO_THROW(
       parse(kBase + "deepspeed: null\npure_bf16: false\nstreaming: false\nneat_packing: false\n"));

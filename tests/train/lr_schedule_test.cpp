@@ -72,7 +72,7 @@ TEST(LrSchedule, HfTypesThroughScheduledLr) {
   EXPECT_NEAR(scheduled_lr(c, 2.0, 6), 2.0 * 4.0 / 8.0, 1e-12);
   c.type = "cosine_annealing";
   EXPECT_THROW(lr_multiplier(c, 0), ConfigError);  // absolute rates: only through scheduled_lr
-  c.type = "cosine_warmup_with_min_lr";
+  c.type = "greedy";  // newer transformers' metric-driven GreedyLR: not a type here
   EXPECT_THROW(validate_schedule(c), ConfigError);
 }
 
@@ -171,6 +171,26 @@ TEST(LrSchedule, RestartsPolynomialAndInverseSqrtAreTransformers) {
                          0.70710678118654746, 0.66666666666666663, 0.63245553203367588, 0.60302268915552726});
   c.warmup_steps = 0;  // time scale 10000
   expect_multipliers(c, {1, 0.99995000374968768, 0.99990001499750059});
+}
+
+// cosine_warmup_with_min_lr (current transformers' get_cosine_with_min_lr_schedule_with_warmup_lr_rate,
+// from its definition: not in the reference venv's transformers 4.46): warm-up (s + 1) / W, or from
+// warmup_lr_rate to 1 over W − 1 steps; then the cosine one step ahead, down to min_lr_rate.
+TEST(LrSchedule, CosineWarmupWithMinLrRunsOneStepAhead) {
+  ScheduleConfig c;
+  c.type = "cosine_warmup_with_min_lr";
+  c.warmup_steps = 4;
+  c.total_steps = 12;
+  c.min_lr_rate = 0.1;
+  validate_schedule(c);
+  EXPECT_DOUBLE_EQ(lr_multiplier(c, 0), 0.25);
+  EXPECT_DOUBLE_EQ(lr_multiplier(c, 3), 1.0);
+  EXPECT_NEAR(lr_multiplier(c, 4), (0.5 * (1 + std::cos(M_PI * 1.0 / 8))) * 0.9 + 0.1, 1e-15);
+  EXPECT_NEAR(lr_multiplier(c, 11), 0.1, 1e-15);  // progress 1: the floor at the last step
+  c.warmup_lr_rate = 0.2;
+  EXPECT_DOUBLE_EQ(lr_multiplier(c, 0), 0.2);
+  EXPECT_NEAR(lr_multiplier(c, 1), 0.2 + 0.8 / 3, 1e-15);
+  EXPECT_NEAR(lr_multiplier(c, 3), 1.0, 1e-15);
 }
 
 // torch's ReduceLROnPlateau (what transformers builds for reduce_lr_on_plateau), fed one metric
