@@ -237,9 +237,10 @@ std::string layout_name(const Layout& l, int nproc) {
   return s + (l.sp ? "+sp" : "") + (l.zero > 0 ? "+zero" + std::to_string(l.zero) : "");
 }
 
-// Whether the model's layers split over tp ranks (nn's own check, from config.json alone).
+// Whether the model's layers split over tp ranks (nn's own check, from config.json alone; a
+// mixture of experts does not split: nn/moe.h).
 bool model_splits(const models::ModelConfig& c, int tp) {
-  return c.num_heads % tp == 0 && c.num_kv_heads % tp == 0 && c.intermediate_size % tp == 0;
+  return c.num_heads % tp == 0 && c.num_kv_heads % tp == 0 && c.intermediate_size % tp == 0 && c.num_experts == 0;
 }
 
 // The layouts to try; notes what was left out and why.
@@ -288,6 +289,9 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
   }
   for (int t : tp) {
     if (o.nproc % t != 0) UNILLM_THROW(ConfigError, "[tune] --tp ", t, " does not divide --nproc ", o.nproc);
+    if (t > 1 && mc.num_experts > 0)
+      UNILLM_THROW(ConfigError, "[tune] --tp ", t, ": tensor parallelism over the model's mixture-of-experts layers "
+                   "is not implemented");
     if (!model_splits(mc, t))
       UNILLM_THROW(ConfigError, "[tune] --tp ", t, ": the model's ", mc.num_heads, " heads, ", mc.num_kv_heads,
                    " key/value heads and MLP width ", mc.intermediate_size, " do not all split ", t, " ways");

@@ -37,6 +37,8 @@ std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weigh
       {"mistral", [](auto& c, nn::ParamPlacement p) { return std::make_unique<Llama>(c, p); }},
       {"qwen2", [](auto& c, nn::ParamPlacement p) { return std::make_unique<Llama>(c, p); }},
       {"qwen3", [](auto& c, nn::ParamPlacement p) { return std::make_unique<Llama>(c, p); }},
+      {"qwen2_moe", [](auto& c, nn::ParamPlacement p) { return std::make_unique<Llama>(c, p); }},
+      {"qwen3_moe", [](auto& c, nn::ParamPlacement p) { return std::make_unique<Llama>(c, p); }},
   };
   auto it = registry.find(config.model_type);
   if (it == registry.end()) UNILLM_THROW(ConfigError, "[models] no builder for model_type '", config.model_type, "'");

@@ -37,15 +37,30 @@ nn::AttentionConfig attention_config(const ModelConfig& c, nn::ParamPlacement wd
 }
 }  // namespace
 
-DecoderLayer::DecoderLayer(const ModelConfig& c, nn::ParamPlacement wd)
+DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t index, nn::ParamPlacement wd)
     : input_norm_(c.hidden_size, c.rms_norm_eps, wd.device),
       post_attn_norm_(c.hidden_size, c.rms_norm_eps, wd.device),
-      attn_(attention_config(c, wd)),
-      mlp_(c.hidden_size, c.intermediate_size, c.mlp_bias, wd) {
+      attn_(attention_config(c, wd)) {
   register_module("input_layernorm", &input_norm_);
   register_module("self_attn", &attn_);
   register_module("post_attention_layernorm", &post_attn_norm_);
-  register_module("mlp", &mlp_);
+  if (c.sparse_layer(index)) {
+    moe_ = std::make_unique<nn::SparseMoE>(
+        nn::MoeConfig{c.hidden_size, c.num_experts, c.num_experts_per_tok, c.moe_intermediate_size,
+                      c.shared_expert_intermediate_size, c.norm_topk_prob},
+        wd);
+    register_module("mlp", moe_.get());
+  } else {
+    mlp_ = std::make_unique<nn::MLP>(c.hidden_size, c.intermediate_size, c.mlp_bias, wd);
+    register_module("mlp", mlp_.get());
+  }
+}
+
+Tensor DecoderLayer::feed_forward(const Tensor& h, const nn::AttentionInputs& in, ops::OutputUse use,
+                                  const nn::TensorParallel* tp) const {
+  // A sparse layer's value is always computed: its combine's backward reads the experts' outputs.
+  if (moe_) return moe_->forward(h, in.lora.get());
+  return mlp_->forward(h, in.lora.get(), use, tp);
 }
 
 Tensor DecoderLayer::attention_block(const Tensor& x, const nn::AttentionInputs& in,
@@ -55,7 +70,7 @@ Tensor DecoderLayer::attention_block(const Tensor& x, const nn::AttentionInputs&
 
 Tensor DecoderLayer::mlp_block(const Tensor& h, const nn::AttentionInputs& in,
                                ops::OutputUse use) const {
-  return ops::add(h, mlp_.forward(post_attn_norm_.forward(h), in.lora.get(), use, &in.tp));
+  return ops::add(h, feed_forward(post_attn_norm_.forward(h), in, use, &in.tp));
 }
 
 DecoderLayer::Stream DecoderLayer::forward(const Stream& x, const nn::AttentionInputs& in,
@@ -63,17 +78,18 @@ DecoderLayer::Stream DecoderLayer::forward(const Stream& x, const nn::AttentionI
   ops::AddRmsNormResult a =
       x.delta.defined() ? input_norm_.add_forward(x.sum, x.delta) : ops::AddRmsNormResult{x.sum, input_norm_.forward(x.sum)};
   ops::AddRmsNormResult h = post_attn_norm_.add_forward(a.sum, attn_.forward(a.y, in, cache));
-  return {h.sum, mlp_.forward(h.y, in.lora.get(), ops::OutputUse::kValue, cache.k ? nullptr : &in.tp)};
+  return {h.sum, feed_forward(h.y, in, ops::OutputUse::kValue, cache.k ? nullptr : &in.tp)};
 }
 
 void DecoderLayer::check_split(int size) const {
   attn_.check_split(size);
-  mlp_.check_split(size);
+  if (moe_) moe_->check_split(size);
+  if (mlp_) mlp_->check_split(size);
 }
 
 void DecoderLayer::split_tensors(std::vector<const Tensor*>& out) const {
   attn_.split_tensors(out);
-  mlp_.split_tensors(out);
+  if (mlp_) mlp_->split_tensors(out);
 }
 
 namespace {
@@ -89,7 +105,7 @@ bool DecoderLayer::attention_params_need_grad() {
 }
 
 bool DecoderLayer::mlp_params_need_grad() {
-  return any_requires_grad(post_attn_norm_) || any_requires_grad(mlp_);
+  return any_requires_grad(post_attn_norm_) || (mlp_ ? any_requires_grad(*mlp_) : any_requires_grad(*moe_));
 }
 
 Llama::Llama(const ModelConfig& c, nn::ParamPlacement wd)
@@ -99,7 +115,7 @@ Llama::Llama(const ModelConfig& c, nn::ParamPlacement wd)
   embed_ = Tensor::zeros({c.vocab_size, c.hidden_size}, wd.dtype, wd.device);
   model_.register_parameter("embed_tokens.weight", &embed_);
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    layers_.push_back(std::make_unique<DecoderLayer>(c, wd));
+    layers_.push_back(std::make_unique<DecoderLayer>(c, l, wd));
     model_.register_module("layers." + std::to_string(l), layers_.back().get());
   }
   model_.register_module("norm", &norm_);

@@ -1,5 +1,6 @@
-// The Llama decoder stack shared by llama, mistral, qwen2 and qwen3 (differences are config
-// flags): embed → L × (norm, attention, residual, norm, SwiGLU MLP, residual) → norm → lm_head.
+// The Llama decoder stack shared by llama, mistral, qwen2, qwen3 and their MoE forms (differences
+// are config flags): embed → L × (norm, attention, residual, norm, SwiGLU MLP or mixture of
+// experts, residual) → norm → lm_head.
 #pragma once
 
 #include <map>
@@ -10,13 +11,14 @@
 #include "models/causal_lm.h"
 #include "nn/attention.h"
 #include "nn/mlp.h"
+#include "nn/moe.h"
 #include "nn/norm.h"
 
 namespace unillm::models {
 
 class DecoderLayer : public nn::Module {
  public:
-  DecoderLayer(const ModelConfig& c, nn::ParamPlacement weights);
+  DecoderLayer(const ModelConfig& c, int64_t index, nn::ParamPlacement weights);
   // The layer's one forward, in residual-stream form: the stream is sum + delta (delta undefined:
   // just sum) and the layer returns its output as {h, mlp(...)} unadded, so that each residual
   // add meets the norm that reads its sum (one fused op under the fuse_residual_rms_norm pass):
@@ -44,7 +46,11 @@ class DecoderLayer : public nn::Module {
  private:
   nn::RMSNorm input_norm_, post_attn_norm_;
   nn::Attention attn_;
-  nn::MLP mlp_;
+  // One of the two, registered as "mlp": the dense MLP, or a sparse layer's experts (nn/moe.h).
+  std::unique_ptr<nn::MLP> mlp_;
+  std::unique_ptr<nn::SparseMoE> moe_;
+  Tensor feed_forward(const Tensor& h, const nn::AttentionInputs& in, ops::OutputUse use,
+                      const nn::TensorParallel* tp) const;
 };
 
 class Llama : public CausalLM, public nn::Module {

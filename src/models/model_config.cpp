@@ -1,6 +1,8 @@
-// config.json parsing for the Llama family: llama (Llama 2/3), mistral, qwen2, qwen3.
+// config.json parsing for the Llama family: llama (Llama 2/3), mistral, qwen2, qwen3, and the
+// mixture-of-experts qwen2_moe and qwen3_moe.
 #include "models/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -15,7 +17,7 @@ namespace unillm::models {
 using nlohmann::json;
 
 const std::vector<std::string>& supported_model_types() {
-  static const std::vector<std::string> types{"llama", "mistral", "qwen2", "qwen3"};
+  static const std::vector<std::string> types{"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"};
   return types;
 }
 
@@ -83,7 +85,8 @@ std::string resolve_model_type(const json& j, const std::string& path) {
   if (type.empty()) {  // fall back to the architecture name
     static const std::pair<const char*, const char*> by_arch[] = {
         {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "mistral"},
-        {"Qwen2ForCausalLM", "qwen2"}, {"Qwen3ForCausalLM", "qwen3"}};
+        {"Qwen2ForCausalLM", "qwen2"}, {"Qwen3ForCausalLM", "qwen3"},
+        {"Qwen2MoeForCausalLM", "qwen2_moe"}, {"Qwen3MoeForCausalLM", "qwen3_moe"}};
     for (auto& [a, t] : by_arch)
       if (arch == a) type = t;
   }
@@ -140,6 +143,36 @@ void parse_rope(const json& j, const std::string& path, ModelConfig& c) {
     if (c.rope.original_max_position <= 0)
       bad_key(in, "original_max_position_embeddings", "must be > 0");
   }
+}
+
+// The sparse layers' keys (HF's Qwen2MoeConfig / Qwen3MoeConfig and their defaults).
+void parse_moe(const json& j, const std::string& path, ModelConfig& c) {
+  c.num_experts = get_or<int64_t>(j, path, "num_experts", 60);
+  if (c.num_experts < 0) bad_key(path, "num_experts", UNILLM_MSG("must be >= 0, got ", c.num_experts));
+  if (c.num_experts == 0) return;
+  c.num_experts_per_tok = get_or<int64_t>(j, path, "num_experts_per_tok", 4);
+  if (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts)
+    bad_key(path, "num_experts_per_tok",
+            UNILLM_MSG("must be in [1, num_experts = ", c.num_experts, "], got ", c.num_experts_per_tok));
+  c.moe_intermediate_size = require_positive(j, path, "moe_intermediate_size");
+  c.norm_topk_prob = get_or<bool>(j, path, "norm_topk_prob", false);
+  c.decoder_sparse_step = get_or<int64_t>(j, path, "decoder_sparse_step", 1);
+  if (c.decoder_sparse_step < 1)
+    bad_key(path, "decoder_sparse_step", UNILLM_MSG("must be >= 1, got ", c.decoder_sparse_step));
+  if (c.model_type == "qwen2_moe") {
+    c.shared_expert_intermediate_size = get_or<int64_t>(j, path, "shared_expert_intermediate_size", 0);
+    if (c.shared_expert_intermediate_size < 0)
+      bad_key(path, "shared_expert_intermediate_size", "must be >= 0");
+  }
+  if (auto it = j.find("mlp_only_layers"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) bad_key(path, "mlp_only_layers", "must be a list of layer indices");
+    for (const auto& v : *it) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0)
+        bad_key(path, "mlp_only_layers", UNILLM_MSG("must hold layer indices, got ", v.dump()));
+      c.mlp_only_layers.push_back(v.get<int64_t>());
+    }
+  }
+  c.output_router_logits = get_or<bool>(j, path, "output_router_logits", false);
 }
 
 std::vector<int32_t> parse_eos(const json& j, const std::string& path) {
@@ -203,10 +236,12 @@ ModelConfig parse_model_config(const std::string& text, const std::string& path)
   c.rms_norm_eps = positive_number(j, path, "rms_norm_eps", 1e-6);
   c.tie_word_embeddings = get_or<bool>(j, path, "tie_word_embeddings", false);
   bool attention_bias = get_or<bool>(j, path, "attention_bias", false);
-  c.attention_bias = c.model_type == "qwen2" ? true : attention_bias;
-  c.o_bias = c.model_type == "qwen2" ? false : attention_bias;
+  const bool qwen2_like = c.model_type == "qwen2" || c.model_type == "qwen2_moe";
+  c.attention_bias = qwen2_like ? true : attention_bias;
+  c.o_bias = qwen2_like ? false : attention_bias;
   c.mlp_bias = get_or<bool>(j, path, "mlp_bias", false);
-  c.qk_norm = c.model_type == "qwen3";
+  c.qk_norm = c.model_type == "qwen3" || c.model_type == "qwen3_moe";
+  if (c.model_type == "qwen2_moe" || c.model_type == "qwen3_moe") parse_moe(j, path, c);
   std::string act = get_or<std::string>(j, path, "hidden_act", "silu");
   if (act != "silu" && act != "swish")
     UNILLM_THROW(NotImplemented, "[config] ", path, ": hidden_act '", act, "' is not implemented (silu is)");
@@ -228,6 +263,11 @@ ModelConfig parse_model_config(const std::string& text, const std::string& path)
   check_token_id(path, "pad_token_id", c.pad_token_id, c.vocab_size);
   c.raw_json = j.dump();
   return c;
+}
+
+bool ModelConfig::sparse_layer(int64_t l) const {
+  return num_experts > 0 && (l + 1) % decoder_sparse_step == 0 &&
+         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
 }
 
 void check_tokenizer_fits(const io::Tokenizer& tokenizer, const ModelConfig& config,

@@ -13,7 +13,7 @@ namespace unillm::models {
 
 struct ModelConfig {
   std::string architecture;  // e.g. LlamaForCausalLM
-  std::string model_type;  // llama, mistral, qwen2, qwen3
+  std::string model_type;  // llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;  // C
   int64_t intermediate_size = 0;  // F
@@ -30,6 +30,18 @@ struct ModelConfig {
   bool qk_norm = false;  // qwen3: RMSNorm over head_dim on q and k per head
   ops::RopeConfig rope;
   int64_t sliding_window = 0;  // 0 = none
+  // Mixture of experts (qwen2_moe, qwen3_moe; nn/moe.h). num_experts 0 = every layer dense.
+  int64_t num_experts = 0;  // E
+  int64_t num_experts_per_tok = 0;  // k
+  int64_t moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;  // qwen2_moe; 0 = none
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  bool output_router_logits = false;  // HF then adds the load-balancing loss in training
+  // HF's rule: layer l is sparse when E > 0, l is not in mlp_only_layers and (l + 1) is a
+  // multiple of decoder_sparse_step.
+  bool sparse_layer(int64_t l) const;
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
   std::string torch_dtype;  // as written in config.json ("" when absent)

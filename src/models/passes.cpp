@@ -47,6 +47,10 @@ void quantize_weights(CausalLM& model, const QuantizeOptions& q,
   model.module().for_each_module("", [&](const std::string& prefix, nn::Module& m) {
     auto* lin = dynamic_cast<nn::FusedLinear*>(&m);
     if (!lin || lin->is_quantized()) return;
+    // A mixture of experts' routers stay dense: tiny, and they decide which experts run (llama.cpp
+    // keeps its ffn_gate_inp in f32 too).
+    if (lin->parts().size() == 1 && (lin->parts()[0].name == "gate" || lin->parts()[0].name == "shared_expert_gate"))
+      return;
     before += lin->weight().nbytes();
     const Tensor* h = nullptr;
     if (q.hessians)

@@ -168,6 +168,11 @@ std::function<void(nn::FusedLinear&)> qlora_load_hook(const TrainArgs& a) {
 }
 
 void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir) {
+  if (model.config().num_experts > 0 && model.config().output_router_logits)
+    UNILLM_THROW(NotImplemented, "[train] ", a.model_name_or_path, "/config.json: output_router_logits is true, with "
+                 "which transformers adds the router's load-balancing loss (router_aux_loss_coef) to the token loss; "
+                 "that loss is not implemented: set output_router_logits to false to train on the token loss "
+                 "(LLaMA-Factory's default without moe_aux_loss_coef)");
   if (a.quantization_bit > 0 && !a.adapter_tuning()) quantize_base_for_qlora(model, a);  // throws
   if (a.finetuning_type == "full") {
     // BAdam's layer mode trains decoder layers only (one at a time, train/badam.h), its ratio

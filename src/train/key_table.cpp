@@ -278,8 +278,9 @@ std::string_view not_implemented_reason(std::string_view name) {
       {"mixture_of_depths",
        "LLaMA-Factory's MoD (the mixture-of-depth package) picks each layer's tokens by a top-k over the whole "
        "sequence, so a token's path depends on later tokens, with a capacity that follows a per-call counter"},
-      {"moe_aux_loss_coef", "it weights the router load-balancing loss of mixture-of-experts models, and unillm "
-                            "loads no MoE model yet"},
+      {"moe_aux_loss_coef", "it turns on the router load-balancing loss of mixture-of-experts models "
+                            "(output_router_logits), which is not implemented; without it qwen2_moe/qwen3_moe "
+                            "train on the token loss, as LLaMA-Factory does"},
       {"fp8", "fp8 training needs fp8 matrix units (Hopper/Ada-class GPUs); unillm computes in f32, bf16 or f16"},
       {"fp8_backend", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},
       {"fp8_enable_fsdp_float8_all_gather", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},

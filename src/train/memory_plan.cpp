@@ -24,7 +24,17 @@ struct Group {
   Kind kind = Kind::kOther;
 };
 
-// The base parameters Llama builds (models/llama.cpp, nn/attention.cpp, nn/mlp.cpp), as fused.
+// A layer's SwiGLU MLPs as (module prefix under "mlp.", width): the dense one, or a sparse
+// layer's experts and shared expert (nn/moe.cpp).
+std::vector<std::pair<std::string, int64_t>> ffn_modules(const models::ModelConfig& c, int64_t l) {
+  if (!c.sparse_layer(l)) return {{"", c.intermediate_size}};
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (int64_t e = 0; e < c.num_experts; ++e) out.push_back({"experts." + std::to_string(e) + ".", c.moe_intermediate_size});
+  if (c.shared_expert_intermediate_size > 0) out.push_back({"shared_expert.", c.shared_expert_intermediate_size});
+  return out;
+}
+
+// The base parameters Llama builds (models/llama.cpp, nn/attention.cpp, nn/mlp.cpp, nn/moe.cpp), as fused.
 std::vector<Group> inventory(const models::ModelConfig& c) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
@@ -43,6 +53,15 @@ std::vector<Group> inventory(const models::ModelConfig& c) {
       g.push_back({{a + "k_norm.weight"}, c.head_dim, l, Kind::kOther});
     }
     g.push_back({{p + "post_attention_layernorm.weight"}, C, l, Kind::kOther});
+    if (c.sparse_layer(l)) {  // nn/moe.cpp: the router, each expert's MLP, the shared expert
+      g.push_back({{m + "gate.weight"}, c.num_experts * C, l, Kind::kOther});
+      for (const auto& [e, f] : ffn_modules(c, l)) {
+        g.push_back({{m + e + "gate_proj.weight", m + e + "up_proj.weight"}, 2 * f * C, l, Kind::kGateUp});
+        g.push_back({{m + e + "down_proj.weight"}, C * f, l, Kind::kDown});
+      }
+      if (c.shared_expert_intermediate_size > 0) g.push_back({{m + "shared_expert_gate.weight"}, C, l, Kind::kOther});
+      continue;
+    }
     g.push_back({{m + "gate_proj.weight", m + "up_proj.weight"}, 2 * F * C, l, Kind::kGateUp});
     if (c.mlp_bias) g.push_back({{m + "gate_proj.bias", m + "up_proj.bias"}, 2 * F, l, Kind::kOther});
     g.push_back({{m + "down_proj.weight"}, C * F, l, Kind::kDown});
@@ -84,13 +103,16 @@ struct Projection {
 };
 
 std::vector<Projection> projections(const models::ModelConfig& c, int64_t l) {
-  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  const int64_t C = c.hidden_size;
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const std::string p = "model.layers." + std::to_string(l) + ".";
-  return {{p + "self_attn.", {{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}}, C, Kind::kQkv},
-          {p + "self_attn.", {{"o_proj", C}}, q, Kind::kO},
-          {p + "mlp.", {{"gate_proj", F}, {"up_proj", F}}, C, Kind::kGateUp},
-          {p + "mlp.", {{"down_proj", C}}, F, Kind::kDown}};
+  std::vector<Projection> out = {{p + "self_attn.", {{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}}, C, Kind::kQkv},
+                                 {p + "self_attn.", {{"o_proj", C}}, q, Kind::kO}};
+  for (const auto& [m, f] : ffn_modules(c, l)) {
+    out.push_back({p + "mlp." + m, {{"gate_proj", f}, {"up_proj", f}}, C, Kind::kGateUp});
+    out.push_back({p + "mlp." + m, {{"down_proj", C}}, f, Kind::kDown});
+  }
+  return out;
 }
 
 // Adds one layer's LoRA adapter (A [P·r, in], B [Σ out_p, r], f32, trainable) to s.
@@ -252,12 +274,25 @@ int64_t rerun_saved(const Dims& d, const LayerParams& lp, bool qk_norm) {
   return d.N * (std::max(attn, mlp) * d.e + 2 * 4 + lp.lora_keep);
 }
 
+// The MLP width the activation terms count per token. A sparse layer (nn/moe.cpp) runs k experts
+// of moe_intermediate_size per token and keeps, besides, the token's k gathered inputs and k
+// outputs (split and concatenated copies, [N·k, C] each) and the router's [N, E]: counted as
+// extra width, an upper bound of what its layer keeps.
+int64_t activation_ffn(const models::ModelConfig& c) {
+  int64_t f = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    f = std::max(f, c.sparse_layer(l) ? c.num_experts_per_tok * (c.moe_intermediate_size + 2 * c.hidden_size) +
+                                            c.shared_expert_intermediate_size + c.num_experts
+                                      : c.intermediate_size);
+  return f;
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   const models::ModelConfig& c = in.model;
   const ParamSummary& ps = in.params;
-  const Dims d{in.rows * in.seq_len, c.hidden_size, c.intermediate_size, c.vocab_size, c.num_heads,
+  const Dims d{in.rows * in.seq_len, c.hidden_size, activation_ffn(c), c.vocab_size, c.num_heads,
                c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim, in.act_bytes};
   MemoryPlan p;
   p.recompute = in.recompute;

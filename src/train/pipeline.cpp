@@ -15,7 +15,11 @@ namespace unillm::train {
 double loss_head_layers(const models::ModelConfig& c) {
   const double q = static_cast<double>(c.num_heads) * c.head_dim;
   const double kv = static_cast<double>(c.num_kv_heads) * c.head_dim;
-  const double layer = static_cast<double>(c.hidden_size) * (2 * q + 2 * kv + 3.0 * c.intermediate_size);
+  // A sparse layer computes k experts and the shared one per token (nn/moe.h).
+  const double ffn = c.num_experts > 0 ? static_cast<double>(c.num_experts_per_tok * c.moe_intermediate_size +
+                                                             c.shared_expert_intermediate_size)
+                                       : static_cast<double>(c.intermediate_size);
+  const double layer = static_cast<double>(c.hidden_size) * (2 * q + 2 * kv + 3.0 * ffn);
   return layer > 0 ? static_cast<double>(c.vocab_size) * static_cast<double>(c.hidden_size) / layer : 0.0;
 }
 

@@ -96,5 +96,42 @@ TEST(ModelConfig, ErrorsNameFileAndKey) {
   EXPECT_THROW(load_model_config(write_config("{not json")), ConfigError);
 }
 
+// Qwen2-MoE / Qwen3-MoE: the sparse layers by HF's rule, the family's attention flags, and keys
+// that cannot work named.
+TEST(ModelConfig, MixtureOfExpertsKeysAndSparseLayers) {
+  auto q3 = load_model_config(write_config(std::string("{\"architectures\": [\"Qwen3MoeForCausalLM\"], ") + kBase +
+      R"(, "num_hidden_layers": 6, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 24, "norm_topk_prob": true, "decoder_sparse_step": 2, "mlp_only_layers": [3]})"));
+  EXPECT_EQ(q3.model_type, "qwen3_moe");
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_FALSE(q3.attention_bias);
+  EXPECT_TRUE(q3.norm_topk_prob);
+  EXPECT_EQ(q3.shared_expert_intermediate_size, 0);  // qwen3_moe has no shared expert
+  std::vector<bool> sparse;
+  for (int64_t l = 0; l < 6; ++l) sparse.push_back(q3.sparse_layer(l));
+  EXPECT_EQ(sparse, (std::vector<bool>{false, true, false, false, false, true}));  // (l + 1) % 2, not 3
+  auto q2 = load_model_config(write_config(std::string("{\"model_type\": \"qwen2_moe\", ") + kBase +
+      R"(, "num_experts": 4, "num_experts_per_tok": 4, "moe_intermediate_size": 8, "shared_expert_intermediate_size": 16})"));
+  EXPECT_TRUE(q2.attention_bias);
+  EXPECT_FALSE(q2.o_bias);
+  EXPECT_FALSE(q2.norm_topk_prob);
+  EXPECT_EQ(q2.shared_expert_intermediate_size, 16);
+  EXPECT_TRUE(q2.sparse_layer(0) && q2.sparse_layer(1));
+  auto expect_key_error = [](const std::string& json, const std::string& key) {
+    try {
+      load_model_config(write_config(json));
+      ADD_FAILURE() << "accepted " << json;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  const std::string head = std::string("{\"model_type\": \"qwen3_moe\", ") + kBase;
+  expect_key_error(head + R"(, "num_experts": 4, "num_experts_per_tok": 5, "moe_intermediate_size": 8})", "num_experts_per_tok");
+  expect_key_error(head + R"(, "num_experts": 4, "num_experts_per_tok": 2})", "moe_intermediate_size");
+  expect_key_error(head + R"(, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8, "decoder_sparse_step": 0})",
+                   "decoder_sparse_step");
+  expect_key_error(head + R"(, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8, "mlp_only_layers": "1"})",
+                   "mlp_only_layers");
+}
+
 }  // namespace
 }  // namespace unillm::models

@@ -1,5 +1,5 @@
 """Independent PyTorch forward of Hugging Face Llama-family causal LMs (llama, mistral, qwen2,
-qwen3), written from the HF semantics rather than imported from transformers, so the C++ model
+qwen3, and the mixture-of-experts qwen2_moe and qwen3_moe), written from the HF semantics rather than imported from transformers, so the C++ model
 can be checked against something that shares no code with it.
 
 Shapes use STYLE.md's letters: T tokens, C hidden, H heads, Hkv kv heads, D head dim, F ffn,
@@ -9,7 +9,17 @@ import math
 
 import torch
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe")
+
+
+def is_sparse_layer(cfg, li):
+    """HF Qwen2Moe/Qwen3MoeDecoderLayer: experts when num_experts > 0, the layer is not in
+    mlp_only_layers and (li + 1) is a multiple of decoder_sparse_step."""
+    if not cfg.get("model_type", "").endswith("_moe"):
+        return False
+    e = cfg.get("num_experts", 60)
+    return e > 0 and li not in (cfg.get("mlp_only_layers") or []) and \
+        (li + 1) % cfg.get("decoder_sparse_step", 1) == 0
 
 
 def head_dim_of(cfg):
@@ -204,10 +214,42 @@ class ReferenceLM:
         out = (probs @ v).transpose(0, 1).reshape(t, self.n_heads * self.d)  # [T, H*D]
         return self._linear(out, p + "o_proj")
 
-    def _mlp(self, x, li):
-        p = f"model.layers.{li}.mlp."
+    def _swiglu(self, x, p):
         gate = torch.nn.functional.silu(x @ self.w[p + "gate_proj.weight"].t())
         return (gate * (x @ self.w[p + "up_proj.weight"].t())) @ self.w[p + "down_proj.weight"].t()
+
+    def _mlp(self, x, li):
+        if is_sparse_layer(self.cfg, li):
+            return self._moe(x, li)
+        return self._swiglu(x, f"model.layers.{li}.mlp.")
+
+    def _moe(self, x, li):
+        """HF's SparseMoeBlock: softmax over the router's logits (in f32 at least), the top k,
+        renormalised when norm_topk_prob, each expert on its tokens, added by index_add; the
+        qwen2_moe shared expert scaled by sigmoid(shared_expert_gate(x))."""
+        p = f"model.layers.{li}.mlp."
+        k = self.cfg.get("num_experts_per_tok", 4)
+        acc = torch.float64 if self.dtype == torch.float64 else torch.float32
+        probs = torch.softmax((x @ self.w[p + "gate.weight"].t()).to(acc), dim=-1)
+        top, chosen = torch.topk(probs, k, dim=-1)  # [T, k]
+        if k < probs.shape[1]:  # how far the k-th choice is from the next: f32 noise must not flip it
+            nxt = torch.topk(probs, k + 1, dim=-1).values[:, k]
+            margin = float((top[:, k - 1] - nxt).min())
+            self.min_router_margin = min(getattr(self, "min_router_margin", 1.0), margin)
+        if self.cfg.get("norm_topk_prob", False):
+            top = top / top.sum(dim=-1, keepdim=True)
+        top = top.to(self.dtype)
+        out = torch.zeros_like(x)
+        for e in range(probs.shape[1]):
+            rows, slot = torch.where(chosen == e)
+            if rows.numel() == 0:
+                continue
+            y = self._swiglu(x[rows], p + f"experts.{e}.")
+            out = out.index_add(0, rows, y * top[rows, slot, None])
+        if p + "shared_expert_gate.weight" in self.w:
+            gate = torch.sigmoid(x @ self.w[p + "shared_expert_gate.weight"].t())
+            out = out + gate * self._swiglu(x, p + "shared_expert.")
+        return out
 
     def hidden_states(self, ids, positions=None, segments=None):
         """Final-norm hidden states [T, C] for one sequence of token ids. positions [T] default
@@ -236,6 +278,33 @@ class ReferenceLM:
 # ---------------------------------------------------------------------------------------------
 # A deliberately naive second implementation (explicit per-position / per-head loops, RoPE as
 # pair rotations, f64), used only by make_fixtures.py --selftest to check ReferenceLM.
+
+
+def _naive_swiglu(w, p, x):
+    g = w[p + "gate_proj.weight"] @ x
+    u = w[p + "up_proj.weight"] @ x
+    act = torch.tensor([float(a) / (1.0 + math.exp(-float(a))) for a in g], dtype=torch.float64)
+    return w[p + "down_proj.weight"] @ (act * u)
+
+
+def _naive_moe(cfg, w, p, x):
+    # One token: probabilities by explicit exp/sum, the k largest by sorting (index breaks ties),
+    # the experts' outputs added one by one.
+    logits = [float(v) for v in w[p + "gate.weight"] @ x]
+    m = max(logits)
+    ex = [math.exp(v - m) for v in logits]
+    probs = [v / sum(ex) for v in ex]
+    k = cfg.get("num_experts_per_tok", 4)
+    chosen = sorted(range(len(probs)), key=lambda e: (-probs[e], e))[:k]
+    total = sum(probs[e] for e in chosen)
+    out = torch.zeros_like(x)
+    for e in chosen:
+        weight = probs[e] / total if cfg.get("norm_topk_prob", False) else probs[e]
+        out = out + weight * _naive_swiglu(w, p + f"experts.{e}.", x)
+    if p + "shared_expert_gate.weight" in w:
+        g = float(w[p + "shared_expert_gate.weight"][0] @ x)
+        out = out + (1.0 / (1.0 + math.exp(-g))) * _naive_swiglu(w, p + "shared_expert.", x)
+    return out
 
 
 def _naive_rms(vec, weight, eps):
@@ -312,11 +381,10 @@ def naive_logits(cfg, state, ids):
                 heads.append(o)
             h1 = hs[i] + lin(torch.cat(heads), p + "self_attn.o_proj")
             x2 = _naive_rms(h1, w[p + "post_attention_layernorm.weight"], eps)
-            g = w[p + "mlp.gate_proj.weight"] @ x2
-            u = w[p + "mlp.up_proj.weight"] @ x2
-            act = torch.tensor([float(a) / (1.0 + math.exp(-float(a))) for a in g],
-                               dtype=torch.float64)
-            new_hs.append(h1 + w[p + "mlp.down_proj.weight"] @ (act * u))
+            if is_sparse_layer(cfg, li):
+                new_hs.append(h1 + _naive_moe(cfg, w, p + "mlp.", x2))
+            else:
+                new_hs.append(h1 + _naive_swiglu(w, p + "mlp.", x2))
         hs = new_hs
     out = [w["lm_head.weight"] @ _naive_rms(h, w["model.norm.weight"], eps) for h in hs]
     return torch.stack(out)

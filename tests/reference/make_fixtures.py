@@ -108,6 +108,30 @@ MODELS = {
         "rms_norm_eps": 1e-06, "rope_scaling": {"factor": 2.0, "type": "dynamic"},
         "rope_theta": 10000.0, "tie_word_embeddings": False, "transformers_version": "4.46.3",
         "vocab_size": 97})),
+    # Mixture of experts: Qwen3-MoE (q/k norm, renormalised top-k) with a dense layer between
+    # sparse ones (mlp_only_layers), and Qwen2-MoE (q/k/v bias, raw top-k probabilities, a
+    # shared expert behind its sigmoid gate).
+    "qwen3_moe": (108, dict(_COMMON, **{
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "attention_bias": False,
+        "decoder_sparse_step": 1, "head_dim": 16, "hidden_size": 48, "intermediate_size": 88,
+        "max_position_embeddings": 40960, "mlp_only_layers": [1], "moe_intermediate_size": 24,
+        "norm_topk_prob": True, "num_attention_heads": 4, "num_experts": 8,
+        "num_experts_per_tok": 2, "num_hidden_layers": 3, "num_key_value_heads": 2,
+        "output_router_logits": False, "rms_norm_eps": 1e-06, "rope_scaling": None,
+        "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": None,
+        "tie_word_embeddings": False, "transformers_version": "4.51.3",
+        "use_sliding_window": False, "vocab_size": 151})),
+    "qwen2_moe": (109, dict(_COMMON, **{
+        "architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+        "decoder_sparse_step": 1, "hidden_size": 48, "intermediate_size": 88,
+        "max_position_embeddings": 32768, "max_window_layers": 2, "mlp_only_layers": [],
+        "moe_intermediate_size": 20, "norm_topk_prob": False, "num_attention_heads": 6,
+        "num_experts": 6, "num_experts_per_tok": 3, "num_key_value_heads": 2,
+        "output_router_logits": False, "rms_norm_eps": 1e-06, "rope_scaling": None,
+        "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001,
+        "shared_expert_intermediate_size": 40, "sliding_window": 32768,
+        "tie_word_embeddings": True, "transformers_version": "4.46.3",
+        "use_sliding_window": False, "vocab_size": 131})),
 }
 BF16_VARIANT = ("llama_gqa_bf16", "llama_gqa")  # (name, f32 model it rounds)
 
@@ -118,7 +142,7 @@ def param_shapes(cfg):
     h = cfg["num_attention_heads"]
     hkv = cfg.get("num_key_value_heads") or h
     d = ref.head_dim_of(cfg)
-    qkv_bias = cfg["model_type"] == "qwen2" or cfg.get("attention_bias", False)
+    qkv_bias = cfg["model_type"] in ("qwen2", "qwen2_moe") or cfg.get("attention_bias", False)
     shapes = [("model.embed_tokens.weight", [v, c])]
     for li in range(cfg["num_hidden_layers"]):
         a = f"model.layers.{li}.self_attn."
@@ -130,11 +154,24 @@ def param_shapes(cfg):
                        (a + "v_proj.bias", [hkv * d])]
         if cfg.get("attention_bias", False):  # llama-style attention_bias also biases o_proj
             shapes.append((a + "o_proj.bias", [c]))
-        if cfg["model_type"] == "qwen3":
+        if cfg["model_type"] in ("qwen3", "qwen3_moe"):
             shapes += [(a + "q_norm.weight", [d]), (a + "k_norm.weight", [d])]
-        shapes += [(m + "gate_proj.weight", [f, c]), (m + "up_proj.weight", [f, c]),
-                   (m + "down_proj.weight", [c, f]),
-                   (f"model.layers.{li}.input_layernorm.weight", [c]),
+        if ref.is_sparse_layer(cfg, li):
+            fm = cfg["moe_intermediate_size"]
+            shapes.append((m + "gate.weight", [cfg["num_experts"], c]))
+            for e in range(cfg["num_experts"]):
+                x = m + f"experts.{e}."
+                shapes += [(x + "gate_proj.weight", [fm, c]), (x + "up_proj.weight", [fm, c]),
+                           (x + "down_proj.weight", [c, fm])]
+            fs = cfg.get("shared_expert_intermediate_size", 0)
+            if fs:
+                x = m + "shared_expert."
+                shapes += [(x + "gate_proj.weight", [fs, c]), (x + "up_proj.weight", [fs, c]),
+                           (x + "down_proj.weight", [c, fs]), (m + "shared_expert_gate.weight", [1, c])]
+        else:
+            shapes += [(m + "gate_proj.weight", [f, c]), (m + "up_proj.weight", [f, c]),
+                       (m + "down_proj.weight", [c, f])]
+        shapes += [(f"model.layers.{li}.input_layernorm.weight", [c]),
                    (f"model.layers.{li}.post_attention_layernorm.weight", [c])]
     shapes.append(("model.norm.weight", [c]))
     if not cfg.get("tie_word_embeddings", False):
@@ -184,7 +221,8 @@ def make_random_fixture(out, name, cfg, state, seed, weights_dtype="float32"):
     # computed in f32 like HF loading them with torch_dtype=float32.
     loaded = safetensors_py.load_dir(fdir)
     ids = prompt_ids(seed, cfg["vocab_size"])
-    logits = ref.ReferenceLM(cfg, loaded, torch.float32).logits(ids)
+    model32 = ref.ReferenceLM(cfg, loaded, torch.float32)
+    logits = model32.logits(ids)
     logits64 = ref.ReferenceLM(cfg, loaded, torch.float64).logits(ids)
     meta = {"name": name, "architecture": cfg["architectures"][0],
             "model_type": cfg["model_type"], "model_dir": ".", "weights_dtype": weights_dtype,
@@ -192,6 +230,9 @@ def make_random_fixture(out, name, cfg, state, seed, weights_dtype="float32"):
             "atol": ATOL, "f64_max_abs_diff": max_abs(logits, logits64),
             "logits_abs_max": float(logits.abs().max()),
             "made_by": "tests/reference/make_fixtures.py (hf_llama_reference.py, float32)"}
+    if hasattr(model32, "min_router_margin"):  # experts chosen with room to spare over f32 noise
+        meta["min_router_margin"] = model32.min_router_margin
+        assert model32.min_router_margin > 1e-4, f"{name}: near-tie in the router"
     kind, _ = ref.rope_scaling_of(cfg)
     if kind != "default":  # how much the scaling moves the logits: the test's sensitivity
         plain = dict(cfg, rope_scaling=None)

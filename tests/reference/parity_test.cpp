@@ -67,7 +67,7 @@ TEST_P(LogitsParity, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Reference, LogitsParity,
                          ::testing::Values("llama_gqa", "llama_gqa_bf16", "llama_linear", "qwen2",
                                            "qwen3", "mistral", "qwen2_yarn", "llama_dynamic",
-                                           "stories260K"),
+                                           "qwen3_moe", "qwen2_moe", "stories260K"),
                          [](const auto& info) { return info.param; });
 
 struct PplCase {

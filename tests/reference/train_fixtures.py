@@ -102,7 +102,9 @@ def reference_grads(cfg, state, batch, dtype):
     model, leaves = leaf_model(cfg, state, dtype)
     loss_sum, count = batch_loss(model, batch)
     (loss_sum / count).backward()
-    return float(loss_sum), count, {k: v.grad for k, v in leaves.items()}
+    # A parameter the batch never reached (an expert no token was routed to) has a zero gradient.
+    return float(loss_sum), count, {k: v.grad if v.grad is not None else torch.zeros_like(v)
+                                    for k, v in leaves.items()}
 
 
 def rel_err(a, b):
