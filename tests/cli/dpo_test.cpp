@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "dequantised_model_util.h"
+#include "run_compare_util.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
 #include "train_log_util.h"
@@ -150,7 +151,12 @@ TEST(Dpo, FullFineTuningReferenceCopyOrPrecomputedIsTheSameRun) {
   EXPECT_EQ(a[0]["loss"].get<double>(), 0.6931);
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << "step " << i + 1;
-    EXPECT_NEAR(a[i]["rewards/margins"].get<double>(), b[i]["rewards/margins"].get<double>(), 1e-9) << "step " << i + 1;
+    // The precomputed table comes from its own forwards (another batch shape): the same bits only
+    // where the GEMM is shape-invariant (run_compare_util.h), else f32 rounding of a difference
+    // of log-probabilities (seen: 2.7e-6 on an AVX2 machine).
+    EXPECT_NEAR(a[i]["rewards/margins"].get<double>(), b[i]["rewards/margins"].get<double>(),
+                testing::shape_invariant_gemm() ? 1e-9 : 1e-4)
+        << "step " << i + 1;
   }
   // Resume the precomputed run from checkpoint-3: the table comes from the checkpoint.
   auto killed = run_unillm_in(source_path(""), std::string(kExample) + " output_dir=" + dir + "/pre2 ref_mode=precompute" +

@@ -62,7 +62,7 @@ TEST(Pipeline, StagesGiveOneProcessesRun) {
     expect_runs_close(dir + "/one", dir + "/" + run, run);
     EXPECT_LE(
         max_weight_diff(dir + "/one/model.safetensors", dir + "/" + run + "/model.safetensors"),
-        1e-5)
+        testing::layout_tol(1e-5))
         << run;
   }
 }
@@ -80,7 +80,7 @@ TEST(Pipeline, BesideDataParallelAndWithLora) {
             std::string::npos)
       << four.err;
   expect_runs_close(dir + "/one", dir + "/four", "pp2 x dp2");
-  EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/four/model.safetensors"), 1e-5);
+  EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/four/model.safetensors"), testing::layout_tol(1e-5));
   // LoRA with dropout: each stage draws the micro-batch's masks as one process does.
   const std::string lora = kSft + kShort + " lora_dropout=0.1 gradient_accumulation_steps=2";
   auto lone = train(1, lora + " output_dir=" + dir + "/lone");
@@ -90,7 +90,7 @@ TEST(Pipeline, BesideDataParallelAndWithLora) {
   expect_runs_close(dir + "/lone", dir + "/lpp", "lora pp2");
   EXPECT_LE(max_weight_diff(dir + "/lone/adapter_model.safetensors",
                             dir + "/lpp/adapter_model.safetensors"),
-            1e-5);
+            testing::layout_tol(1e-5));
 }
 
 TEST(Pipeline, CheckpointsResumeUnderOneProcessAndRefusals) {
@@ -106,7 +106,7 @@ TEST(Pipeline, CheckpointsResumeUnderOneProcessAndRefusals) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   testing::expect_same_tail(dir + "/whole", dir + "/one", 5, "pp2 resumed");  // steps 5-8, final eval
   EXPECT_LE(max_weight_diff(dir + "/whole/model.safetensors", dir + "/one/model.safetensors"),
-            1e-5);
+            testing::layout_tol(1e-5));
   // Refused on every process, with the reason, never a hang.
   const std::string small = kFull + " max_steps=2 save_strategy=no output_dir=" + dir + "/bad";
   const std::vector<std::tuple<int, std::string, std::string>> bad = {

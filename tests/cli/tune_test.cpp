@@ -69,10 +69,11 @@ double mib(const std::string& s) {
 TEST(Tune, TimesEveryLayoutThatFitsAndWritesTheFastest) {
   const std::string dir = testing::temp_dir("tune");
   const std::string out = dir + "/best.yaml";
-  // 60 MiB per process: micro-batch 4 without recompute plans about 66 MiB, the others under 55.
+  // 56 MiB per process: micro-batch 4 without recompute plans about 66 MiB on an AVX-512 machine
+  // (59-60 on an AVX2 one, whose BLAS buffers are smaller), the others under 55 (47 there).
   auto r = tune(
       kSft + " --nproc 2 --steps 2 --micro-batches 2,4,8 --zero 0,2 --pp 1 --tp 1 max_samples=64 --out " + out,
-      "UNILLM_MEMORY_LIMIT=60M");
+      "UNILLM_MEMORY_LIMIT=56M");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("layouts: tensor parallel x pipeline stages x data parallel"), std::string::npos) << r.out;
   // 8 x 2 processes is more than the global batch of 8 (per_device 8 x GA 1).
@@ -84,11 +85,17 @@ TEST(Tune, TimesEveryLayoutThatFitsAndWritesTheFastest) {
   for (const auto& row : rows) {
     EXPECT_EQ(row.micro * row.ga * 2, 8) << "global batch kept: row " << row.index;
     EXPECT_TRUE(row.layout == "dp2" || row.layout == "dp2+zero2") << row.layout;
-    if (mib(row.peak) > 60) {
+    // Refused by the plan — tune's verdict, or the run's own check for a layout planned within a
+    // MiB of the limit (its measured process baseline moves a little between processes) — only at
+    // or over the limit; the rest timed.
+    const bool refused_row = row.note.find("does not fit: peak") != std::string::npos ||
+                             row.note.find("exceeds the 56 MiB available") != std::string::npos;
+    if (refused_row) {
       EXPECT_EQ(row.step_ms, -1) << "row " << row.index;
-      EXPECT_NE(row.note.find("does not fit: peak"), std::string::npos) << row.note;
+      EXPECT_GE(mib(row.peak), 55) << "row " << row.index << ": " << row.note;
       ++refused;
     } else {
+      EXPECT_LE(mib(row.peak), 56) << "row " << row.index;
       EXPECT_GT(row.step_ms, 0) << "row " << row.index << ": " << row.note;
       ++timed;
     }

@@ -42,11 +42,21 @@ TEST(Zero3, ShardsTheParametersAndGivesOneProcessesRun) {
                           "root unit"),
               std::string::npos)
         << z3.err;
+    // bf16 saves round to 8 bits of mantissa: where the GEMM's sums are not shape-invariant
+    // (run_compare_util.h), a last-bit difference can flip a bf16 rounding, and Adam's first
+    // updates amplify it (1e-2 apart in weights after 8 steps on an AVX2 machine): there only
+    // the first step is compared.
+    if (name == "lora_bf16" && !testing::shape_invariant_gemm()) {
+      testing::expect_same_run(dir + "/" + name + "_one", dir + "/" + name + "_z3", {}, name, /*amplifies=*/true);
+      continue;
+    }
     expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_z3", name);
-    EXPECT_LE(max_weight_diff(dir + "/" + name + "_one/" + weights, dir + "/" + name + "_z3/" + weights), 1e-5) << name;
+    EXPECT_LE(max_weight_diff(dir + "/" + name + "_one/" + weights, dir + "/" + name + "_z3/" + weights),
+              testing::layout_tol(1e-5))
+        << name;
     // The checkpoint too (an adapter run's gathers only the trainable parameters for it).
     EXPECT_LE(max_weight_diff(dir + "/" + name + "_one/checkpoint-4/" + weights,
-                              dir + "/" + name + "_z3/checkpoint-4/" + weights), 1e-5) << name;
+                              dir + "/" + name + "_z3/checkpoint-4/" + weights), testing::layout_tol(1e-5)) << name;
     if (name != "full") continue;
     // Per step each process all-gathers every layer twice (forward, backward) and the root unit
     // (the tied embedding and the final norm) once, and reduce-scatters each once: ring volume
@@ -76,7 +86,7 @@ TEST(Zero3, EmbeddingUnitOfAnUntiedModel) {
         << z3.err;
     expect_runs_close(dir + "/" + type + "_one", dir + "/" + type + "_z3", type);
     EXPECT_LE(max_weight_diff(dir + "/" + type + "_one/model.safetensors", dir + "/" + type + "_z3/model.safetensors"),
-              1e-5)
+              testing::layout_tol(1e-5))
         << type;
   }
 }
@@ -103,9 +113,9 @@ TEST(Zero3, CheckpointsAreOneProcessesAndResumeUnderAnyLayout) {
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   // The sharded state and weights are saved whole, named and shaped as one process saves them.
   EXPECT_LE(max_weight_diff(dir + "/plain/checkpoint-4/optimizer.safetensors", dir + "/whole/checkpoint-4/optimizer.safetensors"),
-            1e-6);
+            testing::layout_tol(1e-6));
   EXPECT_LE(max_weight_diff(dir + "/plain/checkpoint-4/model.safetensors", dir + "/whole/checkpoint-4/model.safetensors"),
-            1e-6);
+            testing::layout_tol(1e-6));
   // Stage 3's checkpoint continued by stage 3 and by one process (accumulation 2); plain data
   // parallelism's continued by stage 3.
   testing::expect_resumes_under(dir, full, "whole",

@@ -58,7 +58,7 @@ TEST(Zero, StagesOneAndTwoGiveOneProcessesRun) {
   EXPECT_NEAR(number_after(z2.err, "collectives, "), mib, 2e-4) << z2.err;
   for (const std::string run : {"dp", "z1", "z2"}) {
     expect_runs_close(dir + "/one", dir + "/" + run, run);
-    EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/" + run + "/model.safetensors"), 1e-5) << run;
+    EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/" + run + "/model.safetensors"), testing::layout_tol(1e-5)) << run;
   }
   // Stage 1 reduces the gradients as plain data parallelism does and updates the same elements
   // with the same arithmetic: the same run.
@@ -73,7 +73,7 @@ TEST(Zero, LoraUnderStageTwo) {
   auto z2 = train(2, kSft + kShort + kZ2 + " output_dir=" + dir + "/z2");
   ASSERT_EQ(z2.exit_code, 0) << z2.err;
   expect_runs_close(dir + "/one", dir + "/z2", "lora z2");
-  EXPECT_LE(max_weight_diff(dir + "/one/adapter_model.safetensors", dir + "/z2/adapter_model.safetensors"), 1e-5);
+  EXPECT_LE(max_weight_diff(dir + "/one/adapter_model.safetensors", dir + "/z2/adapter_model.safetensors"), testing::layout_tol(1e-5));
 }
 
 TEST(Zero, CheckpointsAreOneProcessesAndResumeUnderAnyLayout) {
@@ -85,7 +85,7 @@ TEST(Zero, CheckpointsAreOneProcessesAndResumeUnderAnyLayout) {
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   // The sharded state is saved whole, named and shaped as one process saves it.
   EXPECT_LE(max_weight_diff(dir + "/plain/checkpoint-4/optimizer.safetensors", dir + "/whole/checkpoint-4/optimizer.safetensors"),
-            1e-6);
+            testing::layout_tol(1e-6));
   // kill -9 after step 4's checkpoint; resumed under the same layout: the same run.
   auto killed = train(2, full + kZ2 + " output_dir=" + dir + "/z2 --kill-after-step 4");
   EXPECT_NE(killed.exit_code, 0);
@@ -118,9 +118,9 @@ TEST(Zero, ShardingGroupsReplicatedAcrossDataParallel) {
     ASSERT_EQ(four.exit_code, 0) << four.err;
     EXPECT_NE(four.err.find("(sharding groups of 2, 2 replicas)"), std::string::npos) << four.err;
     expect_runs_close(dir + "/one", dir + "/" + stage, stage);
-    EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/" + stage + "/model.safetensors"), 1e-5) << stage;
+    EXPECT_LE(max_weight_diff(dir + "/one/model.safetensors", dir + "/" + stage + "/model.safetensors"), testing::layout_tol(1e-5)) << stage;
     EXPECT_LE(max_weight_diff(dir + "/one/checkpoint-2/optimizer.safetensors",
-                              dir + "/" + stage + "/checkpoint-2/optimizer.safetensors"), 1e-6) << stage;
+                              dir + "/" + stage + "/checkpoint-2/optimizer.safetensors"), testing::layout_tol(1e-6)) << stage;
   }
   auto bad = train(4, full + " sharding=stage1 sharding_parallel_degree=3 output_dir=" + dir + "/bad");
   EXPECT_NE(bad.exit_code, 0);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/run_compare_util.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
 
@@ -133,7 +134,13 @@ TEST(MultiHost, TwoNamespaceHostsOverTcpTrainAsOneHost) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   const auto a = figures(dir + "/one"), b = figures(dir + "/two");
   ASSERT_EQ(a.size(), 4u);
-  EXPECT_EQ(a, b);  // two ranks' sums are a + b in either order: bit for bit
+  // Two ranks' sums are a + b in either order: bit for bit where the GEMM's sums do not depend on
+  // the thread count (a rank alone on its host runs more threads than two sharing one); elsewhere
+  // to f32 rounding (tests/cli/run_compare_util.h).
+  if (testing::shape_invariant_gemm())
+    EXPECT_EQ(a, b);
+  else
+    testing::expect_runs_close(dir + "/one", dir + "/two", "two hosts");
 }
 
 TEST(MultiHost, ARankKilledOnTheSecondHostEndsTheJobAtOnce) {
