@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "io/checkpoint.h"
@@ -181,8 +182,17 @@ nlohmann::ordered_json number(double v) {
   return v;
 }
 
-nlohmann::ordered_json config_json(const nn::LoraConfig& c, const AdapterSaveOptions& o) {
-  if (c.is_oft) return oft_config_json(c, o);  // adapter_oft.cpp
+// The part names adapter `name` is held on (what PEFT's target_modules lists for "all").
+std::set<std::string> adapted_parts(CausalLM& model, const std::string& name) {
+  std::set<std::string> out;
+  for (auto& [prefix, f] : model.adapter_modules(name))
+    for (size_t p : f->lora(name)->parts) out.insert(f->parts()[p].name);
+  return out;
+}
+
+nlohmann::ordered_json config_json(const nn::LoraConfig& c, const AdapterSaveOptions& o,
+                                   const std::set<std::string>& present) {
+  if (c.is_oft) return oft_config_json(c, o, present);  // adapter_oft.cpp
   // PEFT 0.13's LoraConfig fields, sorted as PEFT writes them (json.dumps(sort_keys=True)).
   nlohmann::ordered_json j;
   j["alpha_pattern"] = nlohmann::ordered_json::object();
@@ -212,7 +222,7 @@ nlohmann::ordered_json config_json(const nn::LoraConfig& c, const AdapterSaveOpt
   j["rank_pattern"] = nlohmann::ordered_json::object();
   j["revision"] = nullptr;
   if (c.target_regex.empty())
-    j["target_modules"] = nn::expanded_targets(c);
+    j["target_modules"] = nn::expanded_targets(c, present);
   else
     j["target_modules"] = c.target_regex;
   j["task_type"] = "CAUSAL_LM";
@@ -240,7 +250,7 @@ void save_adapter(CausalLM& model, const std::string& name, const std::string& d
     }
   fs::create_directories(dir);
   io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(),
-                        config_json(c, options).dump(2) + "\n");
+                        config_json(c, options, adapted_parts(model, name)).dump(2) + "\n");
   io::save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
                        {{"format", "pt"}});
 }
@@ -295,7 +305,8 @@ void save_pissa_adapter(CausalLM& model, const std::string& name, const std::str
   AdapterSaveOptions o = options;
   o.modules_to_save.clear();  // PEFT's conversion keeps only the LoRA tensors
   fs::create_directories(dir);
-  io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(), config_json(c, o).dump(2) + "\n");
+  io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(),
+                        config_json(c, o, adapted_parts(model, name)).dump(2) + "\n");
   io::save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
                        {{"format", "pt"}});
 }

@@ -35,7 +35,8 @@ void read_target_modules(const nlohmann::json& j, const std::string& path, const
   }
 }
 
-nlohmann::ordered_json oft_config_json(const nn::LoraConfig& c, const AdapterSaveOptions& o) {
+nlohmann::ordered_json oft_config_json(const nn::LoraConfig& c, const AdapterSaveOptions& o,
+                                       const std::set<std::string>& present) {
   nlohmann::ordered_json j;
   j["auto_mapping"] = nullptr;
   j["base_model_name_or_path"] = o.base_model_name_or_path;
@@ -60,7 +61,7 @@ nlohmann::ordered_json oft_config_json(const nn::LoraConfig& c, const AdapterSav
   j["r"] = c.oft.rank;
   j["revision"] = nullptr;
   if (c.target_regex.empty())
-    j["target_modules"] = nn::expanded_targets(c);
+    j["target_modules"] = nn::expanded_targets(c, present);
   else
     j["target_modules"] = c.target_regex;
   j["task_type"] = "CAUSAL_LM";

@@ -2,6 +2,8 @@
 // which stores OFT adapters beside LoRA ones (the weights: "<module>.oft_R.weight").
 #pragma once
 
+#include <set>
+
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,7 +14,8 @@
 namespace unillm::models {
 
 // OFTConfig's fields as PEFT 0.17.1 writes them (sorted keys).
-nlohmann::ordered_json oft_config_json(const nn::LoraConfig& c, const AdapterSaveOptions& o);
+nlohmann::ordered_json oft_config_json(const nn::LoraConfig& c, const AdapterSaveOptions& o,
+                                       const std::set<std::string>& present);
 
 // An OFT adapter_config.json (path names it in errors). NotImplemented for what unillm does not
 // reproduce (coft, block_share, bias, fan_in_fan_out, layers_to_transform, exclude_modules,

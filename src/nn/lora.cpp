@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <regex>
+#include <set>
 
 namespace unillm::nn {
 
@@ -43,8 +44,10 @@ int64_t pissa_niter(const LoraConfig& c) {
 }
 
 const std::vector<std::string>& lora_module_names() {
-  static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                 "gate_proj", "up_proj", "down_proj"};
+  // gate / shared_expert_gate: a mixture of experts' routers (nn/moe.h), nn.Linear in HF, so
+  // PEFT's and LLaMA-Factory's "all" adapt them too.
+  static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",    "o_proj", "gate_proj",
+                                                 "up_proj",   "down_proj", "gate",    "shared_expert_gate"};
   return names;
 }
 
@@ -88,6 +91,13 @@ std::vector<std::string> expanded_targets(const LoraConfig& c) {
       out.push_back(name);
   for (const auto& t : c.target_modules)  // dotted suffixes are kept as given
     if (!is_all(t) && t.find('.') != std::string::npos) out.push_back(t);
+  return out;
+}
+
+std::vector<std::string> expanded_targets(const LoraConfig& c, const std::set<std::string>& present) {
+  std::vector<std::string> out;
+  for (const auto& t : expanded_targets(c))
+    if (t.find('.') != std::string::npos || present.count(t)) out.push_back(t);
   return out;
 }
 

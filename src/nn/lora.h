@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ void validate_lora_config(const LoraConfig& c);
 // The targets as an explicit list of short names when they are plain names ("all" expanded, in
 // lora_module_names() order); used for adapter_config.json.
 std::vector<std::string> expanded_targets(const LoraConfig& c);
+// The same, keeping of the single names only those in `present` (the part names a model's adapter
+// holds: a dense model has no router for "all" to name, as PEFT lists what it found).
+std::vector<std::string> expanded_targets(const LoraConfig& c, const std::set<std::string>& present);
 
 // True when the module whose full HF name is `module` ("model.layers.3.mlp.down_proj") gets
 // this adapter.

@@ -53,7 +53,7 @@ LoraRun rows_for_expert(const LoraRun& lora, const int32_t* tokens, int64_t coun
 Tensor SparseMoE::forward(const Tensor& x, const LoraRun* lora) const {
   const int64_t n = x.size(0), k = c_.top_k;
   if (n == 0) return Tensor::zeros({0, c_.hidden}, x.dtype(), x.device());
-  const ops::MoeRouting route = ops::moe_route(gate_.forward(x), k, c_.norm_topk_prob);
+  const ops::MoeRouting route = ops::moe_route(gate_.forward(x, lora), k, c_.norm_topk_prob);
   // The N·k (token, slot) pairs in expert order, tokens increasing within an expert.
   std::vector<int64_t> counts(static_cast<size_t>(c_.experts), 0);
   for (int32_t e : route.experts) ++counts[static_cast<size_t>(e)];
@@ -87,7 +87,7 @@ Tensor SparseMoE::forward(const Tensor& x, const LoraRun* lora) const {
   if (shared_) {
     std::vector<int32_t> all(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    const Tensor g = ops::reshape(ops::sigmoid(shared_gate_->forward(x)), {n});
+    const Tensor g = ops::reshape(ops::sigmoid(shared_gate_->forward(x, lora)), {n});
     out = ops::add(out, ops::moe_combine(shared_->forward(x, lora), g.to(x.dtype()), i32_tensor(all), n));
   }
   return out;

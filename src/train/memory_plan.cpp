@@ -112,6 +112,10 @@ std::vector<Projection> projections(const models::ModelConfig& c, int64_t l) {
     out.push_back({p + "mlp." + m, {{"gate_proj", f}, {"up_proj", f}}, C, Kind::kGateUp});
     out.push_back({p + "mlp." + m, {{"down_proj", C}}, f, Kind::kDown});
   }
+  if (c.sparse_layer(l)) {  // the routers
+    out.push_back({p + "mlp.", {{"gate", c.num_experts}}, C, Kind::kOther});
+    if (c.shared_expert_intermediate_size > 0) out.push_back({p + "mlp.", {{"shared_expert_gate", 1}}, C, Kind::kOther});
+  }
   return out;
 }
 

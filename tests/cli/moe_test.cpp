@@ -4,6 +4,7 @@
 // one process, and the refusals that name what is not built.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -75,7 +76,13 @@ TEST(Moe, LoraOnTheExpertsTrainsAndTheMergedModelGeneratesTheSame) {
     EXPECT_TRUE(f->has("base_model.model.model.layers.0.mlp.experts.7.down_proj.lora_B.weight"));
     EXPECT_TRUE(f->has("base_model.model.model.layers.1.mlp.gate_proj.lora_A.weight"));  // the dense layer
     EXPECT_EQ(f->has("base_model.model.model.layers.2.mlp.shared_expert.up_proj.lora_A.weight"), type == "qwen2_moe");
-    EXPECT_FALSE(f->has("base_model.model.model.layers.0.mlp.gate.lora_A.weight")) << "the router is not adapted";
+    // The routers too, as PEFT's and LLaMA-Factory's "all" (every nn.Linear but the lm_head).
+    EXPECT_TRUE(f->has("base_model.model.model.layers.0.mlp.gate.lora_B.weight"));
+    EXPECT_EQ(f->has("base_model.model.model.layers.2.mlp.shared_expert_gate.lora_A.weight"), type == "qwen2_moe");
+    const auto targets = nlohmann::json::parse(testing::slurp(out + "/adapter_config.json"))["target_modules"];
+    EXPECT_EQ(std::count(targets.begin(), targets.end(), "gate"), 1) << targets.dump();
+    EXPECT_EQ(std::count(targets.begin(), targets.end(), "shared_expert_gate"), type == "qwen2_moe" ? 1 : 0)
+        << targets.dump();
 
     std::ofstream(dir + "/merge.yaml") << "model_name_or_path: " << model << "\nadapter_name_or_path: " << out
                                        << "\ntemplate: alpaca\nfinetuning_type: lora\nexport_dir: " << out << "_merged\n";

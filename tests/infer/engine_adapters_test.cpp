@@ -17,15 +17,7 @@ namespace {
 std::unique_ptr<models::CausalLM> model_with_two_adapters() {
   testing::init_cpu();
   auto m = lora_test::tiny_model("llama");
-  Rng rng(5);
-  nn::LoraConfig c;
-  c.rank = 4;
-  c.alpha = 8;
-  c.target_modules = {"all"};
-  m->add_lora("a", c, rng);
-  m->add_lora("b", c, rng);
-  lora_test::randomize_b(*m, "a", 11, 0.5);
-  lora_test::randomize_b(*m, "b", 12, 0.5);
+  lora_test::add_two_random_adapters(*m);
   return m;
 }
 

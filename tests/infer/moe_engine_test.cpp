@@ -116,15 +116,7 @@ TEST(MoeEngine, BatchedGreedyEqualsAloneAndLogprobsMatchTheFullForward) {
 
 TEST(MoeEngine, AdaptersOnTheExpertsKeepTheirRequestsRows) {
   auto model = tiny_moe("qwen3_moe");
-  Rng rng(5);
-  nn::LoraConfig c;
-  c.rank = 4;
-  c.alpha = 8;
-  c.target_modules = {"all"};
-  model->add_lora("a", c, rng);
-  model->add_lora("b", c, rng);
-  lora_test::randomize_b(*model, "a", 11, 0.5);
-  lora_test::randomize_b(*model, "b", 12, 0.5);
+  lora_test::add_two_random_adapters(*model);
   bool on_experts = false;
   for (const auto& [name, _] : model->module().named_adapter_parameters("a"))
     on_experts = on_experts || name.find("mlp.experts.") != std::string::npos;

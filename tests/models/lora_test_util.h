@@ -54,6 +54,20 @@ inline void randomize_b(models::CausalLM& model, const std::string& adapter, uin
     }
 }
 
+// Adds adapters "a" and "b" (rank 4, alpha 8, every LoRA-able module) with random B (N(0, 0.25)),
+// the serving tests' two adapters.
+inline void add_two_random_adapters(models::CausalLM& model) {
+  Rng rng(5);
+  nn::LoraConfig c;
+  c.rank = 4;
+  c.alpha = 8;
+  c.target_modules = {"all"};
+  model.add_lora("a", c, rng);
+  model.add_lora("b", c, rng);
+  randomize_b(model, "a", 11, 0.5);
+  randomize_b(model, "b", 12, 0.5);
+}
+
 inline const std::vector<int32_t>& prompt() {
   static const std::vector<int32_t> ids = {1, 5, 17, 33, 2, 60, 9, 41, 12, 7, 28};
   return ids;

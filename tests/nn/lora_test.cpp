@@ -43,7 +43,7 @@ TEST(LoraConfig, ValidationMessages) {
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
                  "[lora] unknown target module 'qkv'; valid: all, q_proj, k_proj, v_proj, "
-                 "o_proj, gate_proj, up_proj, down_proj");
+                 "o_proj, gate_proj, up_proj, down_proj, gate, shared_expert_gate");
   }
   c.target_modules = {"q_proj"};
   c.dropout = 1.0;

@@ -1,5 +1,6 @@
 """Cross-checks unillm's LoRA adapters against Hugging Face PEFT, both directions, on tiny random
-llama (GQA) and qwen2 (qkv bias, tied embeddings) models made with transformers:
+llama (GQA), qwen2 (qkv bias, tied embeddings) and qwen2_moe (experts, routers, a shared expert)
+models made with transformers:
 
   1. PEFT creates an adapter (its own init, then B randomised so it matters), saves it with
      save_pretrained; unillm loads that dir and its logits must match PEFT's (<= 1e-4).
@@ -31,6 +32,8 @@ CASES = {
     "llama_qv": ("llama", ["q_proj", "v_proj"], 4, 8, False, 401),
     "llama_all_rslora": ("llama", "all-linear", 4, 16, True, 402),
     "qwen2_all": ("qwen2", ALL, 4, 8, False, 403),
+    # PEFT's all-linear on a mixture of experts: every expert, the shared expert and both routers.
+    "qwen2_moe_all": ("qwen2_moe", "all-linear", 4, 8, False, 404),
 }
 PROMPT = [1, 17, 5, 93, 44, 12, 7, 101, 66, 3, 29, 58]
 
@@ -43,6 +46,12 @@ def base_config(kind):
         return transformers.LlamaConfig(hidden_size=64, num_attention_heads=4,
                                         num_key_value_heads=2, head_dim=16, vocab_size=128,
                                         tie_word_embeddings=False, **common)
+    if kind == "qwen2_moe":
+        return transformers.Qwen2MoeConfig(hidden_size=48, num_attention_heads=6, num_key_value_heads=2,
+                                           vocab_size=131, tie_word_embeddings=False,
+                                           num_experts=4, num_experts_per_tok=2, moe_intermediate_size=20,
+                                           shared_expert_intermediate_size=40, norm_topk_prob=False,
+                                           decoder_sparse_step=1, use_sliding_window=False, **common)
     return transformers.Qwen2Config(hidden_size=48, num_attention_heads=6, num_key_value_heads=2,
                                     vocab_size=131, tie_word_embeddings=True,
                                     use_sliding_window=False, **common)
@@ -136,7 +145,7 @@ def main():
           f"peft {peft.__version__}")
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
-    bases = {k: make_base(args.out, k, s) for k, s in (("llama", 11), ("qwen2", 12))}
+    bases = {k: make_base(args.out, k, s) for k, s in (("llama", 11), ("qwen2", 12), ("qwen2_moe", 13))}
     cases = [make_peft_case(args.out, n, bases[CASES[n][0]]) for n in CASES]
     with open(os.path.join(args.out, "cases.json"), "w") as f:
         json.dump(cases, f, indent=2)
