@@ -6,8 +6,6 @@
 // the run.
 #include <nlohmann/json.hpp>
 
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "train/args_internal.h"
@@ -17,29 +15,12 @@ namespace unillm::train::detail {
 namespace {
 
 nlohmann::json accelerator_json(const Field& f) {
-  if (f.node.IsMap()) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& kv : f.node) {
-      const YAML::Node& v = kv.second;
-      const std::string k = kv.first.Scalar();
-      if (v.IsNull()) j[k] = nullptr;
-      else if (v.IsScalar() && (v.Scalar() == "true" || v.Scalar() == "True")) j[k] = true;
-      else if (v.IsScalar() && (v.Scalar() == "false" || v.Scalar() == "False")) j[k] = false;
-      else if (v.IsMap() && v.size() == 0) j[k] = nlohmann::json::object();
-      else if (v.IsScalar()) j[k] = v.Scalar();
-      else j[k] = "(a mapping)";
-    }
-    return j;
-  }
+  if (f.node.IsMap()) return yaml_to_json(f.node);
   if (!f.node.IsScalar()) bad_value(f, "a mapping such as {split_batches: true}, or the path of a JSON file");
   std::string text = f.node.Scalar(), source = f.where;
   if (text.empty() || text[0] != '{') {  // HF: AcceleratorConfig.from_json_file(path)
-    std::ifstream in(text, std::ios::binary);
-    if (!in) UNILLM_THROW(ConfigError, "[config] ", f.where, ": accelerator_config: cannot read '", text, "'");
-    std::ostringstream s;
-    s << in.rdbuf();
     source = text;
-    text = s.str();
+    text = read_config_text(f, text);
   }
   try {
     nlohmann::json j = nlohmann::json::parse(text);

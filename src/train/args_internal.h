@@ -2,6 +2,8 @@
 // cross-key checks). Not part of the public API.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <yaml-cpp/yaml.h>
 
 #include <map>
@@ -64,6 +66,11 @@ std::string get_string(const Field& f);
 std::vector<std::string> get_list(const Field& f);  // "a, b" or a YAML list
 std::string get_choice(const Field& f, const std::vector<std::string>& choices);
 bool is_off(const YAML::Node& n);  // null, false, 0, "", "none", an empty list or map
+// A YAML value as JSON: plain scalars that read as numbers or booleans become those, quoted ones
+// stay strings (args_parallel.cpp; the JSON-valued keys: deepspeed, fsdp_config, accelerator_config).
+nlohmann::json yaml_to_json(const YAML::Node& n);
+// The text of the file a key names (relative to the directory unillm runs in, as HF takes it).
+std::string read_config_text(const Field& f, const std::string& path);
 
 // Sets one implemented key; false when key has no setter (a table/setter mismatch).
 bool set_field(TrainArgs& a, const Field& f);

@@ -20,43 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_text(const Field& f, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    UNILLM_THROW(ConfigError, "[config] ", f.where, ": ", f.key, ": cannot read '", path,
-                 "' (a path is taken relative to the directory unillm runs in, as HF does)");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A YAML value as JSON: plain scalars that read as numbers or booleans become those.
-nlohmann::json to_json(const YAML::Node& n) {
-  if (n.IsMap()) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& kv : n) j[kv.first.Scalar()] = to_json(kv.second);
-    return j;
-  }
-  if (n.IsSequence()) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& e : n) j.push_back(to_json(e));
-    return j;
-  }
-  if (!n.IsScalar()) return nullptr;
-  const std::string& v = n.Scalar();
-  if (n.Tag() == "!") return v;  // quoted: a string
-  if (v == "true" || v == "True") return true;
-  if (v == "false" || v == "False") return false;
-  try {
-    size_t used = 0;
-    const long long i = std::stoll(v, &used);
-    if (used == v.size()) return i;
-    const double d = std::stod(v, &used);
-    if (used == v.size()) return d;
-  } catch (const std::exception&) {
-  }
-  return v;
-}
 
 void set_deepspeed(TrainArgs& a, const Field& f) {
   a.deepspeed_text.clear();
@@ -70,10 +33,10 @@ void set_deepspeed(TrainArgs& a, const Field& f) {
     if (!v.empty() && v[0] == '{') {
       text = v, source = f.where;
     } else {
-      text = read_text(f, v), source = v;
+      text = read_config_text(f, v), source = v;
     }
   } else if (f.node.IsMap()) {  // an inline dict: its JSON form
-    text = to_json(f.node).dump(), source = f.where;
+    text = yaml_to_json(f.node).dump(), source = f.where;
   } else {
     bad_value(f, "the path of a DeepSpeed JSON config");
   }
@@ -204,6 +167,44 @@ void check_deepspeed(TrainArgs& a, Problems& problems) {
 }
 
 }  // namespace
+
+std::string read_config_text(const Field& f, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    UNILLM_THROW(ConfigError, "[config] ", f.where, ": ", f.key, ": cannot read '", path,
+                 "' (a path is taken relative to the directory unillm runs in, as HF does)");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A YAML value as JSON: plain scalars that read as numbers or booleans become those.
+nlohmann::json yaml_to_json(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& kv : n) j[kv.first.Scalar()] = yaml_to_json(kv.second);
+    return j;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& e : n) j.push_back(yaml_to_json(e));
+    return j;
+  }
+  if (!n.IsScalar()) return nullptr;
+  const std::string& v = n.Scalar();
+  if (n.Tag() == "!") return v;  // quoted: a string
+  if (v == "true" || v == "True") return true;
+  if (v == "false" || v == "False") return false;
+  try {
+    size_t used = 0;
+    const long long i = std::stoll(v, &used);
+    if (used == v.size()) return i;
+    const double d = std::stod(v, &used);
+    if (used == v.size()) return d;
+  } catch (const std::exception&) {
+  }
+  return v;
+}
 
 bool set_parallel_field(TrainArgs& a, const Field& f) {
   if (f.key == "deepspeed") {
