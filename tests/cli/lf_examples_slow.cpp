@@ -2,7 +2,8 @@
 // (tests/data/llamafactory_examples, vendored with its commit id) given to the command it is
 // written for with only its paths changed and max_steps 2, on a tiny random Qwen2 model with the
 // real Qwen2 tokenizer (its chat templates need <|im_start|>/<|im_end|>), or for the llama3
-// template a tiny Llama with the Llama 3 tokenizer. Each either runs (exit
+// template a tiny Llama with the Llama 3 tokenizer, for the Qwen3-MoE configs a tiny Qwen3-MoE
+// (examples/init/qwen3_moe_tiny_config.json). Each either runs (exit
 // 0) or is refused with every problem of the file in one error (exit 1) — never a crash — and the
 // outcomes must equal OUTCOMES.txt (UNILLM_RECORD_OUTCOMES=1 rewrites it; review the diff).
 // Two files are not configs of a command: extras/multi_tokens/tokens_cfg.yaml is a
@@ -81,6 +82,11 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
   auto init = run_unillm("init --config " + source_path("examples/init/qwen2_tiny_config.json") + " --tokenizer " +
                          source_path("tests/data/qwen2-tokenizer") + " --out " + model);
   ASSERT_EQ(init.exit_code, 0) << init.err;
+  // The Qwen3-MoE configs (Qwen3-30B-A3B, Qwen3-235B-A22B) get a tiny random Qwen3-MoE.
+  const std::string moe = dir + "/qwen3-moe-tiny";
+  init = run_unillm("init --config " + source_path("examples/init/qwen3_moe_tiny_config.json") + " --tokenizer " +
+                    source_path("tests/data/qwen2-tokenizer") + " --out " + moe);
+  ASSERT_EQ(init.exit_code, 0) << init.err;
   // The llama3 template's configs get a tiny Llama with the Llama 3 tokenizer (its <|eot_id|>).
   const std::string llama3 = dir + "/llama3-tiny";
   std::ofstream(dir + "/llama3.json")
@@ -135,13 +141,15 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
     const YAML::Node raw = YAML::LoadFile(source_path(kExamples + "/" + rel));
     const bool l3 = raw.IsMap() && raw["template"] && raw["template"].as<std::string>() == "llama3";
     const bool is_pro = raw.IsMap() && raw["use_llama_pro"];
+    const std::string named = raw.IsMap() && raw["model_name_or_path"] ? raw["model_name_or_path"].as<std::string>() : "";
+    const bool is_moe = named.rfind("Qwen/Qwen3-30B-A3B", 0) == 0 || named.rfind("Qwen/Qwen3-235B-A22B", 0) == 0;
     if (rel == "extras/multi_tokens/tokens_cfg.yaml") {
       std::ofstream(cfg) << "model_name_or_path: " << model << "\nstage: sft\ndo_train: true\nfinetuning_type: full\n"
                          << "new_special_tokens_config: " << source_path(kExamples + "/" + rel)
                          << "\ninit_special_tokens: desc_init\ndataset: alpaca_en_demo\ndataset_dir: " << source_path("data")
                          << "\ntemplate: qwen\nmax_samples: 8\nmax_steps: 2\noutput_dir: " << out << "\n";
     } else {
-      std::ofstream(cfg) << rewrite(source_path(kExamples + "/" + rel), cmd, is_pro ? pro : l3 ? llama3 : model,
+      std::ofstream(cfg) << rewrite(source_path(kExamples + "/" + rel), cmd, is_pro ? pro : l3 ? llama3 : is_moe ? moe : model,
                                     dir + (l3 ? "/adapter3" : "/adapter"), out);
     }
     auto r = run_unillm(cmd + " " + shell_quote(cfg) + (cmd == "train" ? " --quiet" : ""));
