@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/rng.h"
+#include "models/causal_lm.h"
+#include "support/expect.h"
 
 namespace unillm::train {
 namespace {
@@ -135,6 +138,51 @@ TEST(MemoryPlan, LoraByHand) {
   EXPECT_EQ(p.activations_no_recompute, 2 * 2112 + 192 + 312);
   EXPECT_EQ(p.loss_transient, 192 + 6 * 48 * 4);  // no lm_head dW
   EXPECT_EQ(p.backward_transient, 1440);          // no weight gradient
+}
+
+// A mixture of experts (qwen2_moe: 4 experts, a shared expert, a dense middle layer): the plan's
+// parameter counts are the built model's — every expert, both routers — in full fine-tuning and
+// for LoRA on "all" (experts, shared expert, routers and attention).
+TEST(MemoryPlan, MixtureOfExpertsCountsTheModelsParameters) {
+  testing::init_cpu();
+  models::ModelConfig c = tiny();
+  c.model_type = "qwen2_moe";
+  c.num_layers = 3;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 6;
+  c.shared_expert_intermediate_size = 10;
+  c.mlp_only_layers = {1};
+  c.rope.rot_dim = c.head_dim;  // (what parse_model_config sets; the model builds its RoPE table)
+  auto model = models::build_causal_lm(c, DType::f32);
+  int64_t params = 0;
+  for (const auto& [_, t] : model->named_parameters()) params += t.numel();
+  TrainArgs a;
+  a.finetuning_type = "full";
+  const ParamSummary full = summarize_params(c, a);
+  EXPECT_EQ(full.base, params);
+  EXPECT_EQ(full.trainable, params);
+  a.finetuning_type = "lora";
+  a.lora_rank = 2;
+  a.lora_target = {"all"};
+  nn::LoraConfig lc;
+  lc.rank = 2;
+  lc.alpha = 4;
+  lc.target_modules = {"all"};
+  Rng rng(1);
+  model->add_lora("x", lc, rng);
+  int64_t adapter = 0;
+  for (const auto& [_, t] : model->module().named_adapter_parameters("x")) adapter += t.numel();
+  EXPECT_EQ(summarize_params(c, a).trainable, adapter);
+  // The activation width of a sparse layer: k experts, their gathered inputs and outputs, the shared
+  // expert and the router's logits, above the dense layers' F.
+  const MemoryPlan moe = plan_memory([&] {
+    MemoryPlanInputs in = inputs(a, false);
+    in.model = c;
+    in.params = summarize_params(c, a);
+    return in;
+  }());
+  EXPECT_GT(moe.activations_no_recompute, plan_memory(inputs(a, false)).activations_no_recompute);
 }
 
 TEST(MemoryPlan, FreezeLastLayerKeepsNothingBelowIt) {
