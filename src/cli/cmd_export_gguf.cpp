@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -37,6 +38,28 @@ const OutType& out_type(const std::string& name) {
     if (name == t.flag) return t;
   UNILLM_THROW(ConfigError, "[export] --quant_type '", name,
                "' is not a GGUF type (f32, f16, bf16, q8_0, q4_0)");
+}
+
+// What llama.cpp's qwen2moe / qwen3moe graphs fix that HF's config leaves open: every layer
+// sparse, qwen3moe renormalising the top-k weights and qwen2moe not, qwen2moe's shared expert
+// and square attention. A model outside that would load and compute something else: refused.
+void check_moe_for_llama_cpp(const models::ModelConfig& c, const std::string& arch) {
+  std::string dense;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (!c.sparse_layer(l)) dense += (dense.empty() ? "" : ", ") + std::to_string(l);
+  if (!dense.empty())
+    UNILLM_THROW(ConfigError, "[export] llama.cpp's ", arch, " has a sparse block in every layer; this model's layers ",
+                 dense, " are dense (mlp_only_layers / decoder_sparse_step)");
+  const bool renorm = arch == "qwen3moe";
+  if (c.norm_topk_prob != renorm)
+    UNILLM_THROW(ConfigError, "[export] llama.cpp's ", arch, renorm ? " renormalises" : " does not renormalise",
+                 " the top-k expert weights; this model has norm_topk_prob ", c.norm_topk_prob ? "true" : "false");
+  if (arch == "qwen2moe" && c.shared_expert_intermediate_size == 0)
+    UNILLM_THROW(ConfigError, "[export] llama.cpp's qwen2moe needs the shared expert; this model has "
+                 "shared_expert_intermediate_size 0");
+  if (arch == "qwen2moe" && c.num_heads * c.head_dim != c.hidden_size)
+    UNILLM_THROW(ConfigError, "[export] llama.cpp's qwen2moe needs num_attention_heads x head_dim = hidden_size (",
+                 c.num_heads, " x ", c.head_dim, " != ", c.hidden_size, ")");
 }
 
 io::GgufModelParams model_params(const models::ModelConfig& c, const std::string& name) {
@@ -72,6 +95,13 @@ io::GgufModelParams model_params(const models::ModelConfig& c, const std::string
   if (p.arch == "llama" && p.rope_dim != p.head_dim)
     UNILLM_THROW(ConfigError, "[export] partial rotary (", p.rope_dim, " of ", p.head_dim,
                  " dims) has no llama.cpp layout for the llama architecture");
+  if (c.num_experts > 0) {
+    check_moe_for_llama_cpp(c, p.arch);
+    p.expert_count = c.num_experts;
+    p.expert_used_count = c.num_experts_per_tok;
+    p.expert_feed_forward_length = c.moe_intermediate_size;
+    p.expert_shared_feed_forward_length = c.shared_expert_intermediate_size;
+  }
   return p;
 }
 
@@ -103,7 +133,7 @@ int export_gguf(const std::vector<std::string>& args) {
   std::string format, model_dir, output, quant, outtype;
   ArgParser p("export --format gguf", "Write an HF model dir as a llama.cpp GGUF (docs/export.md).");
   p.option("format", "gguf", &format);
-  p.option("model", "HF model dir (llama, mistral, qwen2, qwen3)", &model_dir);
+  p.option("model", "HF model dir (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe)", &model_dir);
   p.option("output", "the .gguf file to write", &output);
   p.option("quant_type", "f32 (default), f16, bf16, q8_0 or q4_0; 1-D tensors stay f32", &quant);
   p.option("outtype", "alias of --quant_type (llama.cpp's convert_hf_to_gguf.py name)", &outtype);
@@ -141,11 +171,33 @@ int export_gguf(const std::vector<std::string>& args) {
                           cfg.num_kv_heads};
   std::vector<io::GgufTensorOut> tensors;
   if (cfg.rope.scaling_type == "llama3") tensors.push_back(rope_freqs_tensor(cfg));
+  // Experts are stacked per layer and projection (io::gguf_experts_from_hf), in expert order.
+  std::map<std::pair<int64_t, std::string>, std::map<int64_t, Tensor>> experts;
   for (const auto& [name, t] : model->named_parameters()) {
-    std::string note;
+    int64_t layer = 0, expert = 0;
+    std::string proj, note;
+    if (io::split_expert_name(name, &layer, &expert, &proj)) {
+      experts[{layer, proj}][expert] = t;
+      continue;
+    }
     tensors.push_back(io::gguf_tensor_from_hf(name, t, plan, &note));
     if (!note.empty()) notes.push_back(note);
   }
+  for (const auto& [key, by_index] : experts) {
+    std::vector<Tensor> stack;
+    for (const auto& [e, t] : by_index) stack.push_back(t);
+    std::string note;
+    tensors.push_back(io::gguf_experts_from_hf(io::gguf_experts_name(key.first, key.second), stack, plan, &note));
+    if (!note.empty() && (notes.empty() || notes.back().find("_exps") == std::string::npos)) notes.push_back(note);
+  }
+  // llama.cpp's qwen2moe requires output.weight (it does not fall back to the embedding).
+  if (plan.arch == "qwen2moe" && cfg.tie_word_embeddings)
+    for (const auto& [name, t] : model->named_parameters())
+      if (name == "model.embed_tokens.weight") {
+        io::GgufTensorOut out = io::gguf_tensor_from_hf(name, t, plan, nullptr);
+        out.name = "output.weight";
+        tensors.push_back(out);
+      }
   for (const auto& n : notes) std::fprintf(stderr, "[export] %s\n", n.c_str());
   io::write_gguf(output, md, tensors);
   std::printf("exported %s -> %s (%s, %zu tensors, %s)\n", model_dir.c_str(), output.c_str(),

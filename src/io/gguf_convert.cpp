@@ -43,13 +43,17 @@ struct Hparams {
   int64_t n_embd = 0, n_layer = 0, n_ff = 0, n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
   int64_t ctx = 0, vocab = 0;
   double eps = 1e-6, theta = 10000.0;
+  // Mixture of experts (qwen2moe, qwen3moe): E, k, the expert and shared-expert widths.
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
 };
+
+bool is_moe(const std::string& arch) { return arch == "qwen2moe" || arch == "qwen3moe"; }
 
 Hparams read_hparams(const GgufFile& f) {
   Hparams h;
   h.arch = f.get_string("general.architecture");
-  if (h.arch != "llama" && h.arch != "qwen2" && h.arch != "qwen3")
-    fail(f, "general.architecture '" + h.arch + "' is not supported (llama, qwen2, qwen3 are)");
+  if (h.arch != "llama" && h.arch != "qwen2" && h.arch != "qwen3" && !is_moe(h.arch))
+    fail(f, "general.architecture '" + h.arch + "' is not supported (llama, qwen2, qwen3, qwen2moe, qwen3moe are)");
   const std::string a = h.arch + ".";
   h.n_embd = f.get_int(a + "embedding_length");
   h.n_layer = f.get_int(a + "block_count");
@@ -72,6 +76,14 @@ Hparams read_hparams(const GgufFile& f) {
     fail(f, "token_embd.weight is " + shape_str(emb.shape) + ", expected [vocab, " +
                 std::to_string(h.n_embd) + "]");
   h.vocab = emb.shape[0];
+  if (is_moe(h.arch)) {  // llama.cpp's defaults where a key is missing
+    h.n_expert = f.get_int(a + "expert_count");
+    h.n_expert_used = f.get_int(a + "expert_used_count");
+    if (h.n_expert < 1 || h.n_expert_used < 1 || h.n_expert_used > h.n_expert)
+      fail(f, UNILLM_MSG("implausible experts: ", h.n_expert_used, " of ", h.n_expert, " per token"));
+    h.n_ff_exp = f.get_int_or(a + "expert_feed_forward_length", h.n_ff / h.n_expert_used);
+    if (h.arch == "qwen2moe") h.n_ff_shexp = f.get_int_or(a + "expert_shared_feed_forward_length", h.n_ff);
+  }
   return h;
 }
 
@@ -118,7 +130,9 @@ ojson hf_config(const GgufFile& f, const Hparams& h, const std::string& torch_dt
   static const std::map<std::string, std::pair<const char*, const char*>> kArch = {
       {"llama", {"LlamaForCausalLM", "llama"}},
       {"qwen2", {"Qwen2ForCausalLM", "qwen2"}},
-      {"qwen3", {"Qwen3ForCausalLM", "qwen3"}}};
+      {"qwen3", {"Qwen3ForCausalLM", "qwen3"}},
+      {"qwen2moe", {"Qwen2MoeForCausalLM", "qwen2_moe"}},
+      {"qwen3moe", {"Qwen3MoeForCausalLM", "qwen3_moe"}}};
   ojson rope_scaling = nullptr;
   if (f.has_tensor("rope_freqs.weight")) {
     rope_scaling = llama3_rope_scaling(f, h);
@@ -159,7 +173,17 @@ ojson hf_config(const GgufFile& f, const Hparams& h, const std::string& torch_dt
   c["rope_theta"] = h.theta;
   c["rope_scaling"] = rope_scaling;
   c["tie_word_embeddings"] = !f.has_tensor("output.weight");
-  c["attention_bias"] = h.arch == "qwen2" || f.has_tensor("blk.0.attn_q.bias");
+  c["attention_bias"] = h.arch == "qwen2" || h.arch == "qwen2moe" || f.has_tensor("blk.0.attn_q.bias");
+  if (is_moe(h.arch)) {  // every layer sparse; llama.cpp renormalises the top k for qwen3moe only
+    c["num_experts"] = h.n_expert;
+    c["num_experts_per_tok"] = h.n_expert_used;
+    c["moe_intermediate_size"] = h.n_ff_exp;
+    c["norm_topk_prob"] = h.arch == "qwen3moe";
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = ojson::array();
+    if (h.arch == "qwen2moe") c["shared_expert_intermediate_size"] = h.n_ff_shexp;
+    c["output_router_logits"] = false;
+  }
   c["mlp_bias"] = f.has_tensor("blk.0.ffn_gate.bias");
   const int64_t bos = f.get_int_or("tokenizer.ggml.bos_token_id", -1),
                 eos = f.get_int_or("tokenizer.ggml.eos_token_id", -1);
@@ -228,9 +252,22 @@ std::vector<std::string> convert_gguf(const GgufConvertOptions& o) {
   std::map<uint32_t, int64_t> types;  // ggml type -> tensor count, for the log
   for (const GgufTensorInfo& t : f->tensors()) {
     if (t.name == "rope_freqs.weight") continue;  // becomes rope_scaling in config.json
+    int64_t layer = 0;
+    std::string proj;
+    if (split_gguf_experts_name(t.name, &layer, &proj)) {  // [E, rows, cols]: one HF matrix per expert
+      if (t.shape.size() != 3 || t.shape[0] != h.n_expert)
+        fail(*f, "tensor '" + t.name + "' is " + shape_str(t.shape) + ", expected [" + std::to_string(h.n_expert) +
+                     ", rows, cols]");
+      const Tensor all = hf_tensor(*f, t, h);
+      for (int64_t e = 0; e < h.n_expert; ++e)
+        tensors.emplace_back(UNILLM_MSG("model.layers.", layer, ".mlp.experts.", e, ".", proj, ".weight"),
+                             all.slice(0, e, e + 1).view({t.shape[1], t.shape[2]}).contiguous());
+      ++types[t.type];
+      continue;
+    }
     const std::string hf = hf_tensor_name(t.name);
     if (hf.empty())
-      fail(*f, "tensor '" + t.name + "' has no Hugging Face name (not a llama/qwen2/qwen3 tensor)");
+      fail(*f, "tensor '" + t.name + "' has no Hugging Face name (not a llama/qwen2/qwen3/qwen2moe/qwen3moe tensor)");
     tensors.emplace_back(hf, hf_tensor(*f, t, h));
     ++types[t.type];
   }

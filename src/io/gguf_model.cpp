@@ -32,7 +32,17 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.down_proj.bias", "ffn_down.bias"},
     {"input_layernorm.weight", "attn_norm.weight"},
     {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    // Mixture of experts (qwen2moe, qwen3moe): the router and qwen2moe's shared expert; the
+    // experts themselves are stacked per layer (gguf_experts_name).
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
 };
+// An expert projection's HF name <-> its stacked GGUF tensor's.
+const std::pair<const char*, const char*> kExpertNames[] = {
+    {"gate_proj", "ffn_gate_exps.weight"}, {"up_proj", "ffn_up_exps.weight"}, {"down_proj", "ffn_down_exps.weight"}};
 const std::pair<const char*, const char*> kGlobalNames[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
     {"model.norm.weight", "output_norm.weight"},
@@ -52,6 +62,20 @@ bool split_layer(const std::string& name, const std::string& prefix, std::string
   return true;
 }
 
+bool all_digits(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+// llama.cpp keeps the routers in f32 whatever the file type (its converter's and quantiser's
+// rule): they decide which experts run.
+bool is_router(const std::string& gguf_name) {
+  return gguf_name.find(".ffn_gate_inp.") != std::string::npos ||
+         gguf_name.find(".ffn_gate_inp_shexp.") != std::string::npos;
+}
+
 bool is_qk(const std::string& gguf_name) {
   return gguf_name.find(".attn_q.") != std::string::npos ||
          gguf_name.find(".attn_k.") != std::string::npos;
@@ -62,8 +86,45 @@ bool is_qk(const std::string& gguf_name) {
 std::string gguf_arch_for_model_type(const std::string& model_type) {
   if (model_type == "llama" || model_type == "mistral") return "llama";
   if (model_type == "qwen2" || model_type == "qwen3") return model_type;
+  if (model_type == "qwen2_moe") return "qwen2moe";
+  if (model_type == "qwen3_moe") return "qwen3moe";
   UNILLM_THROW(ConfigError, "[gguf] model_type '", model_type,
-               "' has no GGUF export (supported: llama, mistral, qwen2, qwen3)");
+               "' has no GGUF export (supported: llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe)");
+}
+
+bool split_expert_name(const std::string& hf_name, int64_t* layer, int64_t* expert, std::string* proj) {
+  std::string n, rest;
+  if (!split_layer(hf_name, "model.layers.", &n, &rest) || rest.rfind("mlp.experts.", 0) != 0) return false;
+  const std::string tail = rest.substr(12);  // "<E>.<proj>.weight"
+  const size_t dot = tail.find('.');
+  if (dot == std::string::npos || !all_digits(tail.substr(0, dot))) return false;
+  const std::string p = tail.substr(dot + 1);
+  for (const auto& [hf, gg] : kExpertNames)
+    if (p == std::string(hf) + ".weight") {
+      *layer = std::stoll(n);
+      *expert = std::stoll(tail.substr(0, dot));
+      *proj = hf;
+      return true;
+    }
+  return false;
+}
+
+std::string gguf_experts_name(int64_t layer, const std::string& proj) {
+  for (const auto& [hf, gg] : kExpertNames)
+    if (proj == hf) return "blk." + std::to_string(layer) + "." + gg;
+  UNILLM_THROW(ConfigError, "[gguf] '", proj, "' is not an expert projection");
+}
+
+bool split_gguf_experts_name(const std::string& gguf_name, int64_t* layer, std::string* proj) {
+  std::string n, rest;
+  if (!split_layer(gguf_name, "blk.", &n, &rest)) return false;
+  for (const auto& [hf, gg] : kExpertNames)
+    if (rest == gg) {
+      *layer = std::stoll(n);
+      *proj = hf;
+      return true;
+    }
+  return false;
 }
 
 bool gguf_arch_permutes_qk(const std::string& arch) { return arch == "llama"; }
@@ -137,6 +198,13 @@ void add_gguf_model_params(const GgufModelParams& p, GgufMetadata& md) {
     u32("rope.scaling.original_context_length", p.rope_original_context);
     if (p.rope_attn_factor != 1.0) f32("rope.scaling.attn_factor", p.rope_attn_factor);
   }
+  if (p.expert_count > 0) {
+    u32("expert_count", p.expert_count);
+    u32("expert_used_count", p.expert_used_count);
+    u32("expert_feed_forward_length", p.expert_feed_forward_length);
+    if (p.expert_shared_feed_forward_length > 0)
+      u32("expert_shared_feed_forward_length", p.expert_shared_feed_forward_length);
+  }
 }
 
 std::vector<float> llama3_rope_factors(double theta, int64_t rot_dim, double factor,
@@ -171,7 +239,7 @@ GgufTensorOut gguf_tensor_from_hf(const std::string& hf_name, const Tensor& t,
     UNILLM_THROW(ConfigError, "[gguf] tensor '", hf_name,
                  "' has no llama.cpp name; cannot export it");
   out.shape = t.shape();
-  out.type = t.ndim() == 1 ? GgmlType::kF32 : plan.type;
+  out.type = t.ndim() == 1 || is_router(out.name) ? GgmlType::kF32 : plan.type;
   const bool blocks = out.type == GgmlType::kQ8_0 || out.type == GgmlType::kQ4_0;
   if (blocks && t.size(-1) % 32 != 0) {
     out.type = GgmlType::kF16;
@@ -198,6 +266,36 @@ GgufTensorOut gguf_tensor_from_hf(const std::string& hf_name, const Tensor& t,
       quantize_row(type, x.data() + r * enc_row, dst + r * row_bytes, enc_row);
     if (heads == 0) return bytes;
     return permute_rope_rows(dst, rows, bytes.size() / static_cast<size_t>(rows), heads, true);
+  };
+  return out;
+}
+
+GgufTensorOut gguf_experts_from_hf(const std::string& gguf_name, const std::vector<Tensor>& experts,
+                                   const GgufTensorPlan& plan, std::string* note) {
+  if (experts.empty()) UNILLM_THROW(ConfigError, "[gguf] ", gguf_name, ": no experts");
+  for (const Tensor& e : experts)
+    if (e.ndim() != 2 || e.shape() != experts.front().shape())
+      UNILLM_THROW(ConfigError, "[gguf] ", gguf_name, ": the experts' matrices differ in shape (",
+                   shape_str(e.shape()), " vs ", shape_str(experts.front().shape()), ")");
+  GgufTensorOut out;
+  out.name = gguf_name;
+  const int64_t rows = experts.front().size(0), cols = experts.front().size(1);
+  out.shape = {static_cast<int64_t>(experts.size()), rows, cols};
+  out.type = plan.type;
+  if ((out.type == GgmlType::kQ8_0 || out.type == GgmlType::kQ4_0) && cols % 32 != 0) {
+    out.type = GgmlType::kF16;
+    if (note) *note = UNILLM_MSG(out.name, ": rows of ", cols, " are not whole 32-blocks; written F16");
+  }
+  const GgmlType type = out.type;
+  out.bytes = [experts, type, rows, cols]() {
+    const size_t row_bytes = ggml_row_bytes(type, cols);
+    std::string bytes(row_bytes * static_cast<size_t>(rows) * experts.size(), '\0');
+    auto* dst = reinterpret_cast<uint8_t*>(bytes.data());
+    for (const Tensor& e : experts) {  // expert e's rows at index e, as torch.stack(dim=0)
+      const std::vector<float> x = e.to_float_vector();
+      for (int64_t r = 0; r < rows; ++r, dst += row_bytes) quantize_row(type, x.data() + r * cols, dst, cols);
+    }
+    return bytes;
   };
   return out;
 }

@@ -20,7 +20,17 @@ std::string gguf_arch_for_model_type(const std::string& model_type);
 // rotates adjacent pairs there; Qwen's NEOX RoPE uses the HF layout as is).
 bool gguf_arch_permutes_qk(const std::string& arch);
 
-// The GGUF name of an HF tensor, "" when llama.cpp has none for it.
+// Mixture-of-experts layers (qwen2moe, qwen3moe): llama.cpp stacks one layer's experts into
+// blk.N.ffn_{gate,up,down}_exps.weight [E, rows, cols], expert e's HF matrix at index e (its
+// converter's torch.stack). split_expert_name: "model.layers.N.mlp.experts.E.<proj>.weight" ->
+// N, E, proj ("gate_proj" | "up_proj" | "down_proj"); false for any other name.
+bool split_expert_name(const std::string& hf_name, int64_t* layer, int64_t* expert, std::string* proj);
+std::string gguf_experts_name(int64_t layer, const std::string& proj);
+// blk.N.ffn_*_exps.weight -> N and proj; false for any other name.
+bool split_gguf_experts_name(const std::string& gguf_name, int64_t* layer, std::string* proj);
+
+// The GGUF name of an HF tensor, "" when llama.cpp has none for it (expert projections have
+// none of their own: gguf_experts_name).
 std::string gguf_tensor_name(const std::string& hf_name);
 // The HF name of a GGUF tensor, "" when unknown (rope_freqs.weight has no HF tensor).
 std::string hf_tensor_name(const std::string& gguf_name);
@@ -46,6 +56,9 @@ struct GgufModelParams {
   double rope_factor = 1.0;
   int64_t rope_original_context = 0;
   double rope_attn_factor = 1.0;
+  // Mixture of experts (written when expert_count > 0; the shared width when > 0).
+  int64_t expert_count = 0, expert_used_count = 0, expert_feed_forward_length = 0;
+  int64_t expert_shared_feed_forward_length = 0;
 };
 // Appends general.architecture, general.name and the "<arch>." keys (key_length/value_length
 // only when head_dim differs from embedding_length / head_count).
@@ -64,11 +77,16 @@ struct GgufTensorPlan {
   std::string arch;
   int64_t head_count = 0, head_count_kv = 0;
 };
-// The GGUF tensor for an HF one: its GGUF name, its type (1-D tensors F32; a matrix whose rows
+// The GGUF tensor for an HF one: its GGUF name, its type (1-D tensors and routers F32; a matrix whose rows
 // are not whole 32-blocks under Q8_0/Q4_0 falls back to F16, and *note says so), its bytes
 // (q/k rows permuted for the "llama" architecture) encoded when the writer asks. ConfigError
 // for a name llama.cpp has no tensor for.
 GgufTensorOut gguf_tensor_from_hf(const std::string& hf_name, const Tensor& t,
                                   const GgufTensorPlan& plan, std::string* note);
+
+// The stacked tensor of one layer's experts for one projection (each [rows, cols], in expert
+// order), typed and encoded as gguf_tensor_from_hf does a matrix (no permutation).
+GgufTensorOut gguf_experts_from_hf(const std::string& gguf_name, const std::vector<Tensor>& experts,
+                                   const GgufTensorPlan& plan, std::string* note);
 
 }  // namespace unillm::io

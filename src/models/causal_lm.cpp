@@ -26,6 +26,18 @@ Tensor neftune_noise(const TrainBatch& b, int64_t lo, int64_t hi, int64_t hidden
   return Tensor::from_vector(v, {hi - lo, hidden});
 }
 
+std::shared_ptr<ops::MoeBalance> moe_balance_for(const TrainBatch& b, const ModelConfig& config, double seed) {
+  const int64_t rows = b.input_ids.size(0), t = b.input_ids.size(1);
+  std::vector<uint8_t> valid(static_cast<size_t>(rows * t), 1);
+  if (!b.row_lengths.empty()) {
+    UNILLM_CHECK(static_cast<int64_t>(b.row_lengths.size()) == rows, "[moe_balance] row_lengths has ",
+                 b.row_lengths.size(), " entries for ", rows, " rows");
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = b.row_lengths[static_cast<size_t>(r)]; i < t; ++i) valid[static_cast<size_t>(r * t + i)] = 0;
+  }
+  return std::make_shared<ops::MoeBalance>(config.num_experts, std::move(valid), seed);
+}
+
 namespace fs = std::filesystem;
 
 std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weight_dtype,

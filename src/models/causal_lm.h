@@ -18,6 +18,7 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "ops/attention.h"
+#include "ops/moe_balance.h"
 
 namespace unillm::models {
 
@@ -78,7 +79,15 @@ struct TrainBatch {
   // never attended); empty = no padding.
   double shift_attn_ratio = 0;
   std::vector<int32_t> row_lengths;
+  // Mixture-of-experts models trained with the router load-balancing loss (output_router_logits):
+  // the sparse layers record their routing of the B·T rows here, and their backward adds its
+  // gradient (ops/moe_balance.h; moe_balance_for makes one). null = no such loss.
+  std::shared_ptr<ops::MoeBalance> moe_balance;
 };
+
+// A balance over b's rows (real: row r's first row_lengths[r] tokens; every token when
+// row_lengths is empty) for config's experts, backward seeded with seed.
+std::shared_ptr<ops::MoeBalance> moe_balance_for(const TrainBatch& b, const ModelConfig& config, double seed);
 
 // The NEFTune noise of rows [lo, hi) of b's flattened [B·T] tokens: [hi − lo, C] f32 on the host,
 // row r from its own stream (seed, r), so a rank holding some rows (sequence parallelism) draws

@@ -59,7 +59,8 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t index, nn::ParamPlaceme
 Tensor DecoderLayer::feed_forward(const Tensor& h, const nn::AttentionInputs& in, ops::OutputUse use,
                                   const nn::TensorParallel* tp) const {
   // A sparse layer's value is always computed: its combine's backward reads the experts' outputs.
-  if (moe_) return moe_->forward(h, in.lora.get());
+  // A recompute re-run (kGradOnly) does not record its routing in the balance again.
+  if (moe_) return moe_->forward(h, in.lora.get(), in.moe_balance, use == ops::OutputUse::kValue);
   return mlp_->forward(h, in.lora.get(), use, tp);
 }
 
@@ -271,6 +272,7 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   in.tp = {tp_, sp_, b * t};
   if (batch.shift_attn_ratio > 0)
     in.shift = nn::make_shifted_groups(b, t, batch.shift_attn_ratio, batch.segment_ids, batch.row_lengths, device_);
+  in.moe_balance = batch.moe_balance;
   return in;
 }
 

@@ -173,6 +173,9 @@ void parse_moe(const json& j, const std::string& path, ModelConfig& c) {
     }
   }
   c.output_router_logits = get_or<bool>(j, path, "output_router_logits", false);
+  c.router_aux_loss_coef = get_or<double>(j, path, "router_aux_loss_coef", 0.001);
+  if (!std::isfinite(c.router_aux_loss_coef) || c.router_aux_loss_coef < 0)
+    bad_key(path, "router_aux_loss_coef", UNILLM_MSG("must be a finite number >= 0, got ", c.router_aux_loss_coef));
 }
 
 std::vector<int32_t> parse_eos(const json& j, const std::string& path) {
@@ -263,6 +266,16 @@ ModelConfig parse_model_config(const std::string& text, const std::string& path)
   check_token_id(path, "pad_token_id", c.pad_token_id, c.vocab_size);
   c.raw_json = j.dump();
   return c;
+}
+
+void set_router_aux_loss(ModelConfig& config, double coef) {
+  if (config.num_experts == 0) return;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(config.raw_json);
+  j["output_router_logits"] = true;
+  j["router_aux_loss_coef"] = coef;
+  config.raw_json = j.dump(2);
+  config.output_router_logits = true;
+  config.router_aux_loss_coef = coef;
 }
 
 bool ModelConfig::sparse_layer(int64_t l) const {

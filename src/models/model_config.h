@@ -38,7 +38,10 @@ struct ModelConfig {
   bool norm_topk_prob = false;
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
-  bool output_router_logits = false;  // HF then adds the load-balancing loss in training
+  // HF then adds router_aux_loss_coef × the router load-balancing loss (ops/moe_balance.h) to the
+  // training loss.
+  bool output_router_logits = false;
+  double router_aux_loss_coef = 0.001;
   // HF's rule: layer l is sparse when E > 0, l is not in mlp_only_layers and (l + 1) is a
   // multiple of decoder_sparse_step.
   bool sparse_layer(int64_t l) const;
@@ -55,6 +58,10 @@ struct ModelConfig {
 ModelConfig load_model_config(const std::string& path);
 // The same for the text of a config.json; path names it in messages.
 ModelConfig parse_model_config(const std::string& text, const std::string& path);
+// LLaMA-Factory's moe_aux_loss_coef on a mixture-of-experts config (its configure_moe): sets
+// output_router_logits and router_aux_loss_coef, in the fields and in raw_json (so the saved
+// config.json says them too, as LLaMA-Factory's does). Dense configs are left as they are.
+void set_router_aux_loss(ModelConfig& config, double coef);
 // Throws ConfigError when tokenizer has ids beyond the embedding rows of the model whose
 // config.json is config_path (such a token would fail only when it is used): names both files.
 void check_tokenizer_fits(const io::Tokenizer& tokenizer, const ModelConfig& config,

@@ -13,6 +13,10 @@
 #include "nn/shift_attention.h"
 #include "ops/attention.h"
 
+namespace unillm::ops {
+class MoeBalance;
+}
+
 namespace unillm::nn {
 
 struct AttentionConfig {
@@ -46,6 +50,9 @@ struct AttentionInputs {
   TensorParallel tp;
   // Training with LongLoRA's S²-Attn (shift_attn): the groups of this call; null = plain causal.
   std::shared_ptr<const ShiftedGroups> shift;
+  // Training with the router load-balancing loss: what this call's sparse layers record their
+  // routing in (ops/moe_balance.h); null = none.
+  std::shared_ptr<ops::MoeBalance> moe_balance;
 };
 
 // One layer's paged K/V storage [NB, BS, Hkv, D]; both null in training (no cache).

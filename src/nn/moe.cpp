@@ -50,10 +50,11 @@ LoraRun rows_for_expert(const LoraRun& lora, const int32_t* tokens, int64_t coun
 
 }  // namespace
 
-Tensor SparseMoE::forward(const Tensor& x, const LoraRun* lora) const {
+Tensor SparseMoE::forward(const Tensor& x, const LoraRun* lora, const std::shared_ptr<ops::MoeBalance>& balance,
+                          bool record) const {
   const int64_t n = x.size(0), k = c_.top_k;
   if (n == 0) return Tensor::zeros({0, c_.hidden}, x.dtype(), x.device());
-  const ops::MoeRouting route = ops::moe_route(gate_.forward(x, lora), k, c_.norm_topk_prob);
+  const ops::MoeRouting route = ops::moe_route(gate_.forward(x, lora), k, c_.norm_topk_prob, balance, record);
   // The N·k (token, slot) pairs in expert order, tokens increasing within an expert.
   std::vector<int64_t> counts(static_cast<size_t>(c_.experts), 0);
   for (int32_t e : route.experts) ++counts[static_cast<size_t>(e)];

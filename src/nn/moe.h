@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nn/mlp.h"
+#include "ops/moe.h"
 
 namespace unillm::nn {
 
@@ -26,7 +27,10 @@ class SparseMoE : public Module {
  public:
   SparseMoE(const MoeConfig& c, ParamPlacement weights);
   // [N, C] -> [N, C], the experts' projections with the adapters of lora (nullptr: none).
-  Tensor forward(const Tensor& x, const LoraRun* lora = nullptr) const;
+  // balance: the training forward's router load-balancing loss (ops/moe_balance.h), which the
+  // routing is recorded in when `record` (not in a recompute re-run); null = none.
+  Tensor forward(const Tensor& x, const LoraRun* lora = nullptr,
+                 const std::shared_ptr<ops::MoeBalance>& balance = nullptr, bool record = true) const;
   // Tensor parallelism is not built for sparse layers: throws NotImplemented for size > 1.
   void check_split(int size) const;
   int64_t num_experts() const { return c_.experts; }

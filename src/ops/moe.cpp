@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/kernel_call.h"
+#include "ops/moe_balance.h"
 
 namespace unillm::ops {
 namespace {
@@ -29,9 +30,9 @@ Tensor from_values(const std::vector<double>& v, const Shape& shape, DType dtype
 class MoeRouteNode : public autograd::Node {
  public:
   MoeRouteNode(std::vector<double> probs, std::vector<double> weights, std::vector<int32_t> experts, int64_t n,
-               int64_t e, int64_t k, bool normalize, DType dtype, Device device)
+               int64_t e, int64_t k, bool normalize, DType dtype, Device device, std::shared_ptr<MoeBalance> balance)
       : probs_(std::move(probs)), weights_(std::move(weights)), experts_(std::move(experts)), n_(n), e_(e),
-        k_(k), normalize_(normalize), dtype_(dtype), device_(device) {}
+        k_(k), normalize_(normalize), dtype_(dtype), device_(device), balance_(std::move(balance)) {}
   std::string name() const override { return "MoeRouteNode"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const std::vector<double> dw = host_values(g[0]);
@@ -53,6 +54,8 @@ class MoeRouteNode : public autograd::Node {
         for (int64_t j = 0; j < k_; ++j) row[ex[j]] += p[ex[j]] * d[j];
       }
     }
+    // The load-balancing loss's share, through the full softmax (known now the forward is over).
+    if (balance_) balance_->add_grad(probs_, dl);
     return {from_values(dl, {n_, e_}, dtype_, device_)};
   }
 
@@ -63,6 +66,7 @@ class MoeRouteNode : public autograd::Node {
   bool normalize_;
   DType dtype_;
   Device device_;
+  std::shared_ptr<MoeBalance> balance_;
 };
 
 class MoeCombineNode : public autograd::Node {
@@ -146,7 +150,8 @@ void combine_backward(const MoeCombineBackwardArgs& a) {
 
 }  // namespace
 
-MoeRouting moe_route(const Tensor& logits, int64_t k, bool normalize) {
+MoeRouting moe_route(const Tensor& logits, int64_t k, bool normalize, const std::shared_ptr<MoeBalance>& balance,
+                     bool record) {
   constexpr const char* kOp = "moe_route";
   check_defined(kOp, "logits", logits);
   check_ndim(kOp, "logits", logits, 2);
@@ -176,9 +181,10 @@ MoeRouting moe_route(const Tensor& logits, int64_t k, bool normalize) {
     }
   }
   MoeRouting out{from_values(weights, {n, k}, logits.dtype(), logits.device()), experts};
+  if (balance && record) balance->record(probs, experts, k);
   if (autograd::needs_grad({logits})) {
     auto node = std::make_shared<MoeRouteNode>(std::move(probs), std::move(weights), experts, n, e, k, normalize,
-                                               logits.dtype(), logits.device());
+                                               logits.dtype(), logits.device(), balance);
     autograd::record(node, {logits}, {&out.weights});
   }
   return out;

@@ -6,7 +6,10 @@
 // over the k — which equals the softmax over the k chosen logits, so its backward reaches only
 // those. Backward: dlogits = p ⊙ (g − ⟨p, g⟩) with g the weights' gradient scattered to the
 // experts (no normalize), or over the chosen ones w ⊙ (dw − ⟨w, dw⟩) (normalize). Computed on the
-// host (N·E values); the weights come back on the logits' device.
+// host (N·E values); the weights come back on the logits' device. With a balance (training with
+// the router load-balancing loss, ops/moe_balance.h) the call records its routing there when
+// `record` (false in a recompute re-run, whose forward was recorded already), and its backward
+// adds the balance's gradient.
 //
 // moe_combine: out [rows, C] with out[idx[i]] += w[i] · y[i] for i < M (y [M, C] f32/f64, w [M]
 // of y's dtype, idx [M] i32 on the CPU, each in [0, rows)). Each output row adds its sources in
@@ -15,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
@@ -26,7 +30,9 @@ struct MoeRouting {
   std::vector<int32_t> experts;  // [N · k]: expert of slot (n, j) at n · k + j
 };
 
-MoeRouting moe_route(const Tensor& logits, int64_t k, bool normalize);
+class MoeBalance;
+MoeRouting moe_route(const Tensor& logits, int64_t k, bool normalize,
+                     const std::shared_ptr<MoeBalance>& balance = nullptr, bool record = true);
 
 struct MoeCombineArgs {
   const void* y;  // [m, dim]

@@ -251,6 +251,10 @@ struct TrainArgs {
   std::string metric_for_best_model;      // "" | loss | perplexity | accuracy ("eval_" dropped)
   std::optional<bool> greater_is_better;  // resolved: false for loss, true otherwise (HF)
   int64_t seed = 42;
+  // LLaMA-Factory's moe_aux_loss_coef: for qwen2_moe / qwen3_moe, sets config.json's
+  // output_router_logits and router_aux_loss_coef (the router load-balancing loss is added to the
+  // token loss of stages pt and sft, ops/moe_balance.h). 0 = the model's config as it is.
+  double moe_aux_loss_coef = 0;
   // HF's neftune_noise_alpha (NEFTune): uniform noise on the embedding output of training
   // forwards (pt, sft), models::TrainBatch::neftune_alpha. 0 = off.
   double neftune_noise_alpha = 0;

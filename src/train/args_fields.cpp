@@ -372,6 +372,10 @@ const std::map<std::string, Setter>& setters() {
        [](TrainArgs& a, const Field& f) {
          a.label_smoothing_factor = f.node.IsNull() ? 0 : get_number_in(f, 0, 1, false, true);
        }},
+      {"moe_aux_loss_coef",
+       [](TrainArgs& a, const Field& f) {
+         a.moe_aux_loss_coef = f.node.IsNull() ? 0 : get_number_in(f, 0, INFINITY, false, true);
+       }},
       {"neftune_noise_alpha",
        [](TrainArgs& a, const Field& f) {
          a.neftune_noise_alpha = f.node.IsNull() ? 0 : get_number_in(f, 0, INFINITY, false, true);

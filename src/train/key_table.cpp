@@ -42,7 +42,7 @@ constexpr Group kGroups[] = {
      "sglang_lora_backend kt_maxlen kt_use_cuda_graph kt_mode kt_force_think cpu_infer chunk_size "
      "mode"},
     {"model", S::kNotImplemented,
-     "mixture_of_depths moe_aux_loss_coef fp8 "
+     "mixture_of_depths fp8 "
      "fp8_backend fp8_enable_fsdp_float8_all_gather use_kt kt_optimize_rule"},
     // ---- LLaMA-Factory DataArguments
     {"data", S::kImplemented,
@@ -162,6 +162,7 @@ constexpr Group kGroups[] = {
      "data_seed eval_delay ignore_data_skip per_gpu_train_batch_size per_gpu_eval_batch_size "
      "neftune_noise_alpha label_smoothing_factor group_by_length"},
     {"model", S::kImplemented, "rope_scaling"},  // train/rope_scaling.h
+    {"model", S::kImplemented, "moe_aux_loss_coef"},  // ops/moe_balance.h, stages/lm_stage.cpp
     // HF's EarlyStoppingCallback (trainer_eval.cpp) and whether a resume restores its counter
     {"finetuning", S::kImplemented, "early_stopping_steps"},
     {"training", S::kImplemented, "restore_callback_states_from_checkpoint"},
@@ -278,9 +279,6 @@ std::string_view not_implemented_reason(std::string_view name) {
       {"mixture_of_depths",
        "LLaMA-Factory's MoD (the mixture-of-depth package) picks each layer's tokens by a top-k over the whole "
        "sequence, so a token's path depends on later tokens, with a capacity that follows a per-call counter"},
-      {"moe_aux_loss_coef", "it turns on the router load-balancing loss of mixture-of-experts models "
-                            "(output_router_logits), which is not implemented; without it qwen2_moe/qwen3_moe "
-                            "train on the token loss, as LLaMA-Factory does"},
       {"fp8", "fp8 training needs fp8 matrix units (Hopper/Ada-class GPUs); unillm computes in f32, bf16 or f16"},
       {"fp8_backend", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},
       {"fp8_enable_fsdp_float8_all_gather", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},

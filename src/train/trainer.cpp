@@ -132,9 +132,11 @@ void Run::load(const std::string& from) {
   const DType low = low_precision_dtype(a_);
   lo.weight_dtype = lora && low != DType::f32 ? dtype_name(low) : "f32";
   lo.device = a_.device;
-  if (!a_.rope_scaling.empty())  // said by load_tokenizer
+  if (!a_.rope_scaling.empty() || a_.moe_aux_loss_coef > 0)
     lo.adjust_config = [this](models::ModelConfig& c) {
-      apply_rope_scaling(c, a_.rope_scaling, a_.cutoff_len, (fs::path(model_dir_) / "config.json").string());
+      if (!a_.rope_scaling.empty())  // said by load_tokenizer
+        apply_rope_scaling(c, a_.rope_scaling, a_.cutoff_len, (fs::path(model_dir_) / "config.json").string());
+      models::set_router_aux_loss(c, a_.moe_aux_loss_coef);
     };
   if (a_.train_from_scratch && (from.empty() || lora)) {
     // The architecture from config.json and HF's initialisation from `seed`; no weights are read.
@@ -152,6 +154,11 @@ void Run::load(const std::string& from) {
   // A full/freeze checkpoint already holds the grown, trained rows; a LoRA one's base does not.
   if (from.empty() || lora)
     if (const std::string grown = grow_vocab(*model_, *tok_, a_); !grown.empty()) say(grown);
+  if (a_.moe_aux_loss_coef > 0 && model_->config().num_experts == 0)
+    say("moe_aux_loss_coef: ignored, " + model_dir_ + " is not a mixture-of-experts model (as LLaMA-Factory)");
+  else if (model_->config().num_experts > 0 && model_->config().output_router_logits && a_.do_train)
+    say(UNILLM_MSG("router load-balancing loss: router_aux_loss_coef ", model_->config().router_aux_loss_coef,
+                   " x the loss over ", model_->config().num_experts, " experts, added to the token loss"));
   prepare_finetuning(*model_, a_, lora ? from : "");
   if (const std::string note = oft_adjustment_note(*model_, a_); !note.empty()) say(note);
   if (low != DType::f32) cast_frozen_matrices(*model_, low);

@@ -1,7 +1,8 @@
 // Mixture-of-experts models (qwen3_moe, qwen2_moe) through the binary: `unillm init` of a tiny
 // random model, LoRA SFT whose adapter reaches the experts, `export` merging it (the merged model
 // generates what base + adapter generates), full training under ZeRO-3 on two processes equal to
-// one process, and the refusals that name what is not built.
+// one process, the router load-balancing loss from LLaMA-Factory's moe_aux_loss_coef, GGUF export
+// and import, and the refusals that name what is not built.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,7 +25,8 @@ using testing::source_path;
 
 // hidden 64, 3 layers with the middle one dense, 8 experts of width 32 (2 per token), stories260K's
 // tokenizer; qwen2_moe with a shared expert of width 48.
-std::string tiny_moe(const std::string& work, const std::string& type, bool router_logits = false) {
+std::string tiny_moe(const std::string& work, const std::string& type, bool router_logits = false,
+                     bool all_sparse = false) {
   const nlohmann::json c = {{"architectures", {type == "qwen2_moe" ? "Qwen2MoeForCausalLM" : "Qwen3MoeForCausalLM"}},
                             {"model_type", type},
                             {"hidden_size", 64},
@@ -38,7 +40,7 @@ std::string tiny_moe(const std::string& work, const std::string& type, bool rout
                             {"moe_intermediate_size", 32},
                             {"shared_expert_intermediate_size", type == "qwen2_moe" ? 48 : 0},
                             {"norm_topk_prob", type == "qwen3_moe"},
-                            {"mlp_only_layers", {1}},
+                            {"mlp_only_layers", all_sparse ? nlohmann::json::array() : nlohmann::json::array({1})},
                             {"output_router_logits", router_logits},
                             {"vocab_size", 520},
                             {"max_position_embeddings", 256},
@@ -48,7 +50,7 @@ std::string tiny_moe(const std::string& work, const std::string& type, bool rout
                             {"bos_token_id", 1},
                             {"eos_token_id", 2},
                             {"initializer_range", 0.2}};
-  const std::string name = type + (router_logits ? "_router" : "");
+  const std::string name = type + (router_logits ? "_router" : "") + (all_sparse ? "_sparse" : "");
   const std::string cfg = work + "/" + name + ".json", dir = work + "/" + name;
   std::ofstream(cfg) << c.dump();
   auto r = run_unillm("init --config " + cfg + " --out " + dir + " --tokenizer " + shell_quote(source_path("assets/stories260K")));
@@ -103,11 +105,14 @@ TEST(Moe, LoraOnTheExpertsTrainsAndTheMergedModelGeneratesTheSame) {
 }
 
 // Every expert (with or without tokens on a rank), the router and the dense layer in ZeRO-3's
-// per-layer units: two processes give one process's losses and weights.
+// per-layer units: two processes give one process's losses and weights — with the router
+// load-balancing loss too.
 TEST(Moe, FullTrainingUnderZero3EqualsOneProcess) {
   const std::string dir = testing::temp_dir("moe_zero3");
   const std::string model = tiny_moe(dir, "qwen3_moe");
-  const std::string args = kSft + kShort + " finetuning_type=full learning_rate=1e-3 model_name_or_path=" + model;
+  // With the router load-balancing loss, averaged over the step's micro-batches on every process.
+  const std::string args =
+      kSft + kShort + " finetuning_type=full learning_rate=1e-3 moe_aux_loss_coef=0.1 model_name_or_path=" + model;
   auto one = testing::train_processes(1, args + " output_dir=" + dir + "/one gradient_accumulation_steps=2");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   auto z3 = testing::train_processes(
@@ -138,14 +143,58 @@ TEST(Moe, Int8WeightsQuantiseTheExpertsAndKeepThePerplexity) {
   EXPECT_LE(std::abs(int8 / f32 - 1), 0.01) << f32 << " vs " << int8;
 }
 
+// The first logged loss of a run (step 1 runs the initial weights).
+double first_loss(const std::string& out) {
+  for (const auto& j : testing::log_lines(out))
+    if (j.contains("loss")) return j["loss"].get<double>();
+  ADD_FAILURE() << "no loss logged in " << out;
+  return NAN;
+}
+
+// The router load-balancing loss (its values and gradients are checked against the torch reference
+// in tests/reference; here the path from the keys): LLaMA-Factory's moe_aux_loss_coef adds
+// coef × aux to the logged loss — step 1 runs the same weights with and without it, so the
+// difference / coef is the aux, which lies between 1 and E for 2 of 8 experts — and the saved
+// config.json says it, as LLaMA-Factory's does; config.json's own output_router_logits adds its
+// router_aux_loss_coef (HF's 0.001); stages without it and dense models are told.
+TEST(Moe, RouterLoadBalancingLossFromMoeAuxLossCoefOrTheConfig) {
+  const std::string dir = testing::temp_dir("moe_aux");
+  const std::string model = tiny_moe(dir, "qwen3_moe"), router = tiny_moe(dir, "qwen3_moe", true);
+  const std::string args = kSft + kShort + " max_steps=2 finetuning_type=full learning_rate=1e-3";
+  auto plain = testing::train_processes(1, args + " model_name_or_path=" + model + " output_dir=" + dir + "/plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto aux = testing::train_processes(
+      1, args + " model_name_or_path=" + model + " output_dir=" + dir + "/aux moe_aux_loss_coef=0.5");
+  ASSERT_EQ(aux.exit_code, 0) << aux.err;
+  EXPECT_NE(aux.err.find("router load-balancing loss: router_aux_loss_coef 0.5"), std::string::npos) << aux.err;
+  const double a = (first_loss(dir + "/aux") - first_loss(dir + "/plain")) / 0.5;
+  EXPECT_GE(a, 1.0);
+  EXPECT_LE(a, 8.0);
+  const auto cfg = nlohmann::json::parse(std::ifstream(dir + "/aux/config.json"));
+  EXPECT_EQ(cfg.at("output_router_logits"), true);
+  EXPECT_EQ(cfg.at("router_aux_loss_coef"), 0.5);
+
+  auto own = testing::train_processes(1, args + " model_name_or_path=" + router + " output_dir=" + dir + "/own");
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  // 0.001 × aux, with the logged losses' 4 decimals.
+  const double b = (first_loss(dir + "/own") - first_loss(dir + "/plain")) / 0.001;
+  EXPECT_NEAR(b, a, 0.2) << "the same aux at the same weights";
+
+  auto dpo = testing::train_processes(1, "examples/train_lora/stories260K_lora_dpo.yaml max_steps=1 --quiet "
+                                         "moe_aux_loss_coef=0.5 model_name_or_path=" + model + " output_dir=" + dir + "/dpo");
+  EXPECT_NE(dpo.exit_code, 0);
+  EXPECT_NE(dpo.err.find("moe_aux_loss_coef: the router load-balancing loss is implemented for stages pt and sft, "
+                         "not dpo"), std::string::npos) << dpo.err;
+  auto dense = testing::train_processes(1, kSft + " max_steps=1 max_samples=8 save_strategy=no moe_aux_loss_coef=0.5 "
+                                           "output_dir=" + dir + "/dense");
+  EXPECT_EQ(dense.exit_code, 0) << dense.err;
+  EXPECT_NE(dense.err.find("moe_aux_loss_coef: ignored"), std::string::npos) << dense.err;
+}
+
 TEST(Moe, WhatIsNotBuiltIsRefusedWithItsReason) {
   const std::string dir = testing::temp_dir("moe_refusals");
+  // Inference is unaffected by output_router_logits.
   const std::string router = tiny_moe(dir, "qwen3_moe", true);
-  auto r = testing::train_processes(1, kSft + kShort + " model_name_or_path=" + router + " output_dir=" + dir + "/r");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("output_router_logits is true"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("load-balancing loss"), std::string::npos) << r.err;
-  // Inference is unaffected by the flag.
   auto g = run_unillm("generate --model " + router + " --prompt Hi --max-new-tokens 4 --temperature 0 --quiet");
   EXPECT_EQ(g.exit_code, 0) << g.err;
 
@@ -155,10 +204,46 @@ TEST(Moe, WhatIsNotBuiltIsRefusedWithItsReason) {
   EXPECT_NE(tp.exit_code, 0);
   EXPECT_NE(tp.err.find("tensor parallelism over a mixture-of-experts layer is not implemented"), std::string::npos)
       << tp.err;
+  // llama.cpp's qwen3moe has a sparse block in every layer: a dense layer between is refused.
   auto gguf = run_unillm("export --format gguf --model " + model + " --output " + dir + "/m.gguf");
   EXPECT_NE(gguf.exit_code, 0);
-  EXPECT_NE(gguf.err.find("qwen3_moe"), std::string::npos) << gguf.err;
+  EXPECT_NE(gguf.err.find("this model's layers 1 are dense"), std::string::npos) << gguf.err;
   EXPECT_FALSE(fs::exists(dir + "/m.gguf"));
+}
+
+// GGUF both ways (the files' names, types and metadata are checked against gguf-py in
+// tests/reference/gguf_check.py; llama.cpp's own logits in gguf_llama_cpp_check.py): an f32
+// export converts back to the same weights bit for bit and generates the same tokens; a q8_0
+// export converts back within 1 % of the perplexity.
+TEST(Moe, GgufExportConvertsBackToTheSameModel) {
+  const std::string dir = testing::temp_dir("moe_gguf");
+  for (const std::string type : {"qwen3_moe", "qwen2_moe"}) {
+    SCOPED_TRACE(type);
+    const std::string model = tiny_moe(dir, type, false, true);
+    auto gen = [](const std::string& m) {
+      auto r = run_unillm("generate --model " + m + " --prompt-ids 1,45,300,7 --max-new-tokens 12 --temperature 0 --quiet");
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      return r.out;
+    };
+    auto ppl = [](const std::string& m) {
+      auto r = run_unillm("eval ppl --model " + m + " --file " + source_path("tests/data/heldout/story.txt") + " --json --threads 1");
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      return nlohmann::json::parse(r.out).at("ppl").get<double>();
+    };
+    for (const std::string q : {"f32", "q8_0"}) {
+      const std::string file = dir + "/" + type + "-" + q + ".gguf", back = dir + "/" + type + "-" + q;
+      auto e = run_unillm("export --format gguf --model " + model + " --output " + file + " --quant_type " + q);
+      ASSERT_EQ(e.exit_code, 0) << e.err;
+      auto c = run_unillm("convert gguf --input " + file + " --out " + back);
+      ASSERT_EQ(c.exit_code, 0) << c.err;
+      if (q == "f32") {
+        EXPECT_EQ(testing::max_weight_diff(model + "/model.safetensors", back + "/model.safetensors"), 0.0);
+        EXPECT_EQ(gen(back), gen(model));
+      } else {
+        EXPECT_LE(std::abs(ppl(back) / ppl(model) - 1), 0.01);
+      }
+    }
+  }
 }
 
 }  // namespace

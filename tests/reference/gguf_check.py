@@ -3,8 +3,9 @@
 (llama.cpp's gguf-py, pinned in tests/reference/constraints.txt).
 
 For stories260K (llama: q/k permuted, tied embeddings, a 172-wide down_proj), a random tiny
-Qwen2 with the real Qwen2 tokenizer (byte-level BPE, biases, untied) and a random tiny Llama with
-llama3 RoPE scaling, in f32, f16, bf16, q8_0 and q4_0, it checks with gguf.GGUFReader every
+Qwen2 with the real Qwen2 tokenizer (byte-level BPE, biases, untied), a random tiny Llama with
+llama3 RoPE scaling and random tiny Qwen3-MoE / Qwen2-MoE (experts stacked per layer, routers F32,
+a shared expert), in f32, f16, bf16, q8_0 and q4_0, it checks with gguf.GGUFReader every
 metadata key (the key set is exact) and every tensor against the model's safetensors weights:
 f32/f16/bf16 bit for bit, q8_0/q4_0 byte for byte against gguf.quants.quantize of the same
 (permuted) weights. Then K-quants come in: a GGUF with random Q4_K/Q5_K/Q6_K blocks written by
@@ -41,6 +42,13 @@ LAYER_NAMES = {  # HF suffix after model.layers.N. -> GGUF suffix after blk.N.
     "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight"}
 GLOBAL_NAMES = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
                 "lm_head.weight": "output.weight"}
+MOE_NAMES = {  # mixture of experts: the router and qwen2moe's shared expert
+    "mlp.gate.weight": "ffn_gate_inp.weight", "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
+    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight"}
+ARCHS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2_moe": "qwen2moe",
+         "qwen3_moe": "qwen3moe"}
 
 
 def fail(msg):
@@ -64,7 +72,23 @@ def gguf_name(hf):
     if hf in GLOBAL_NAMES:
         return GLOBAL_NAMES[hf]
     parts = hf.split(".", 3)  # model, layers, N, rest
-    return f"blk.{parts[2]}.{LAYER_NAMES[parts[3]]}"
+    return f"blk.{parts[2]}.{LAYER_NAMES.get(parts[3]) or MOE_NAMES[parts[3]]}"
+
+
+def expected_hf_tensors(weights):
+    """{GGUF name: (what, array)}: each HF tensor by its GGUF name, except that one layer's experts
+    are stacked per projection, expert e at index e (llama.cpp's converter: torch.stack(dim=0))."""
+    want, experts = {}, {}
+    for k, v in weights.items():
+        parts = k.split(".")
+        if len(parts) == 8 and parts[3] == "mlp" and parts[4] == "experts":  # model.layers.N.mlp.experts.E.proj.weight
+            experts.setdefault((int(parts[2]), parts[6]), {})[int(parts[5])] = v
+        else:
+            want[gguf_name(k)] = (k, v)
+    for (layer, proj), by_e in experts.items():
+        stack = np.stack([by_e[e] for e in range(len(by_e))])
+        want[f"blk.{layer}.ffn_{proj.split('_')[0]}_exps.weight"] = (f"layer {layer} {proj} experts", stack)
+    return want
 
 
 def permute(w, n_head):
@@ -100,6 +124,16 @@ QWEN2 = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_s
          "vocab_size": 151680, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
          "rope_theta": 1000000.0, "tie_word_embeddings": False, "bos_token_id": 151643,
          "eos_token_id": 151645, "initializer_range": 0.2, "use_sliding_window": False}
+# Every layer sparse (llama.cpp's qwen2moe/qwen3moe have no dense layers); expert rows of 64
+# (whole 32-blocks) and qwen2moe's shared expert of 96.
+QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 64,
+             "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "head_dim": 16, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+             "norm_topk_prob": True, "vocab_size": 512, "max_position_embeddings": 1024, "rms_norm_eps": 1e-6,
+             "rope_theta": 1000000.0, "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
+             "initializer_range": 0.2}
+QWEN2_MOE = dict(QWEN3_MOE, architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", num_experts=6,
+                 num_experts_per_tok=3, norm_topk_prob=False, shared_expert_intermediate_size=96)
 LLAMA3 = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
           "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
           "head_dim": 32, "vocab_size": 512, "max_position_embeddings": 1024, "rms_norm_eps": 1e-5,
@@ -158,7 +192,7 @@ def spm_scores(model_dir, tokens, types):
 def expected_metadata(model_dir, quant):
     c = json.loads((model_dir / "config.json").read_text())
     tc = json.loads((model_dir / "tokenizer_config.json").read_text())
-    arch = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}[c["model_type"]]
+    arch = ARCHS[c["model_type"]]
     head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
     a = arch + "."
     md = {"general.architecture": arch, "general.name": model_dir.name, "general.file_type": FILE_TYPES[quant],
@@ -170,6 +204,12 @@ def expected_metadata(model_dir, quant):
           a + "rope.freq_base": f32(c["rope_theta"]), a + "rope.dimension_count": head_dim}
     if head_dim * c["num_attention_heads"] != c["hidden_size"]:
         md[a + "attention.key_length"] = md[a + "attention.value_length"] = head_dim
+    if c.get("num_experts"):
+        md[a + "expert_count"] = c["num_experts"]
+        md[a + "expert_used_count"] = c["num_experts_per_tok"]
+        md[a + "expert_feed_forward_length"] = c["moe_intermediate_size"]
+        if c.get("shared_expert_intermediate_size"):
+            md[a + "expert_shared_feed_forward_length"] = c["shared_expert_intermediate_size"]
     if quant in ("q8_0", "q4_0"):
         md["general.quantization_version"] = 2
     tokens, types = hf_vocab(model_dir, c["vocab_size"])
@@ -247,7 +287,14 @@ def rope_freqs(c):
 def check_tensors(reader, model_dir, c, quant, where):
     weights = load_file(str(model_dir / "model.safetensors"))
     arch_permutes = c["model_type"] in ("llama", "mistral")
-    want = {gguf_name(k): (k, v) for k, v in weights.items()}
+    want = expected_hf_tensors(weights)
+    # Every name is one gguf-py (llama.cpp's tables) lists for the architecture.
+    arch = gguf.MODEL_ARCH[ARCHS[c["model_type"]].upper()]
+    known = {gguf.TENSOR_NAMES[t] for t in gguf.MODEL_TENSORS[arch]}
+    for name in want:
+        base = name.rsplit(".", 1)[0]
+        check(base in known or ".".join(["blk.{bid}"] + base.split(".")[2:]) in known,
+              f"{where}: {name} is not a tensor of gguf-py's {arch.name}")
     if (c.get("rope_scaling") or {}).get("rope_type") == "llama3":
         want["rope_freqs.weight"] = ("rope_freqs", rope_freqs(c))
     got = {t.name: t for t in reader.tensors}
@@ -258,7 +305,8 @@ def check_tensors(reader, model_dir, c, quant, where):
         check(list(reversed([int(d) for d in t.shape])) == list(w.shape), f"{where}: {name} shape {t.shape}")
         if arch_permutes and (".attn_q." in name or ".attn_k." in name):
             w = permute(w, c["num_attention_heads"] if ".attn_q." in name else c["num_key_value_heads"])
-        qt = MATRIX_TYPES[quant] if w.ndim == 2 else Q.F32
+        # Matrices (and stacked experts) take the file's type; 1-D tensors and the routers stay F32.
+        qt = MATRIX_TYPES[quant] if w.ndim >= 2 and ".ffn_gate_inp" not in name else Q.F32
         if qt in (Q.Q8_0, Q.Q4_0) and w.shape[-1] % 32 != 0:
             qt = Q.F16  # rows of partial blocks
         check(t.tensor_type == qt, f"{where}: {name} is {t.tensor_type.name}, expected {qt.name}")
@@ -300,7 +348,8 @@ def check_convert_back(unillm, work, model_dir):
     ca, cb = (json.loads((d / "config.json").read_text()) for d in (model_dir, out))
     for k in ("model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "num_key_value_heads", "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta",
-              "tie_word_embeddings", "bos_token_id", "eos_token_id"):
+              "tie_word_embeddings", "bos_token_id", "eos_token_id", "num_experts", "num_experts_per_tok",
+              "moe_intermediate_size", "norm_topk_prob", "shared_expert_intermediate_size"):
         check(ca.get(k) == cb.get(k), f"{out.name}: config {k} = {cb.get(k)}, expected {ca.get(k)}")
     ra, rb = ca.get("rope_scaling"), cb.get("rope_scaling")
     check((ra is None) == (rb is None), f"{out.name}: rope_scaling {rb}, expected {ra}")
@@ -382,7 +431,9 @@ def main():
     shutil.copytree(STORIES, stories)
     qwen2 = tiny_model(unillm, work, "qwen2-tiny", QWEN2, QWEN2_TOKENIZER, 7)
     llama3 = tiny_model(unillm, work, "llama3-tiny", LLAMA3, STORIES, 8)
-    for model in (stories, qwen2, llama3):
+    qwen3_moe = tiny_model(unillm, work, "qwen3-moe-tiny", QWEN3_MOE, STORIES, 10)
+    qwen2_moe = tiny_model(unillm, work, "qwen2-moe-tiny", QWEN2_MOE, STORIES, 11)
+    for model in (stories, qwen2, llama3, qwen3_moe, qwen2_moe):
         for quant in ("f32", "f16", "bf16", "q8_0", "q4_0"):
             check_export(unillm, work, model, quant)
         check_convert_back(unillm, work, model)

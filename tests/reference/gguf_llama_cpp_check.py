@@ -5,7 +5,8 @@
 weights are N(0, 0.2) (sharp attention: a GGUF without the q/k permutation fails here, while
 with N(0, 0.02) it would still give the same greedy tokens) and a random tiny Qwen2 (NEOX RoPE,
 no permutation; biases); the stories15M-shaped one without the permutation must differ (a
-negative control: the check sees the permutation). Its tokenizer agrees with unillm's on a few texts. `unillm convert gguf`
+negative control: the check sees the permutation), and random tiny Qwen3-MoE and Qwen2-MoE
+(experts stacked per layer, a shared expert). Its tokenizer agrees with unillm's on a few texts. `unillm convert gguf`
 of each file gives back the original weights bit for bit and the same logits. A Q4_K_M file made
 by llama.cpp's own quantiser from an export converts back and generates.
 
@@ -252,6 +253,22 @@ def main():
     check_model(args, q2, [int(x) for x in rng.integers(0, 151643, 40)])
 
     check_yarn(args, rng, qwen2, stories15m)
+
+    # Mixture of experts: llama.cpp's qwen3moe (top-k renormalised, q/k norms) and qwen2moe (raw
+    # top-k weights, a shared expert behind a sigmoid gate, q/k/v biases), every layer sparse.
+    moe = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 64,
+           "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "head_dim": 16, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+           "norm_topk_prob": True, "vocab_size": 151680, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
+           "rope_theta": 1000000.0, "tie_word_embeddings": False, "bos_token_id": 151643,
+           "eos_token_id": 151645, "initializer_range": 0.2}
+    q3m = init_model(args, "qwen3-moe-random", moe, ROOT / "tests" / "data" / "qwen2-tokenizer", seed=7)
+    check_model(args, q3m, [int(x) for x in rng.integers(0, 151643, 40)])
+    q2m = init_model(args, "qwen2-moe-random", dict(moe, architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe",
+                                                   num_experts=6, num_experts_per_tok=3, norm_topk_prob=False,
+                                                   shared_expert_intermediate_size=96),
+                     ROOT / "tests" / "data" / "qwen2-tokenizer", seed=8)
+    check_model(args, q2m, [int(x) for x in rng.integers(0, 151643, 40)])
 
     # K-quants need rows of whole 256-blocks (llama.cpp falls back to Q5_0/Q8_0 otherwise).
     k256 = dict(stories15m, hidden_size=256, intermediate_size=768, num_hidden_layers=2, num_attention_heads=4,

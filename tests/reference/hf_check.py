@@ -3,7 +3,8 @@ transformers on every fixture that make_fixtures.py wrote. Not part of CI: it ne
 DEVELOPERS.md (transformers pinned by tests/reference/constraints.txt, torch from Debian).
 
   .venv/bin/python tests/reference/hf_check.py DIR      # DIR = make_fixtures.py --out
-Exit status 1 when a model differs by more than 1e-5 (max |logits difference|).
+Exit status 1 when a model differs by more than 1e-5 (max |logits difference|; for the
+mixture-of-experts fixtures also the router load-balancing loss, relative).
 """
 import json
 import os
@@ -41,9 +42,37 @@ def check_dir(fdir):
     ours = ref.ReferenceLM(cfg, state, torch.float32).logits(ids)
     d = float((ours - theirs).abs().max())
     text = f"max |ours - transformers| {d:.2e}"
+    ok = d <= TOL
     if "perplexity.json" in os.listdir(fdir):
         text += "; " + check_perplexity(fdir, model_dir)
-    return d <= TOL, text
+    if "grad_aux.json" in os.listdir(fdir):
+        aux_ok, aux_text = check_aux(fdir, model_dir)
+        ok, text = ok and aux_ok, text + "; " + aux_text
+    return ok, text
+
+
+def check_aux(fdir, model_dir):
+    """The router load-balancing loss of the grad_aux fixture (train_fixtures.py) against
+    transformers' own: output_router_logits with the fixture's coefficient, the padded batch with
+    its attention_mask; HF's loss is the token mean + router_aux_loss_coef * aux_loss."""
+    from transformers import AutoModelForCausalLM
+    with open(os.path.join(fdir, "grad_aux.json")) as f:
+        fix = json.load(f)
+    coef, batch = fix["router_aux_loss_coef"], fix["batch"]
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float64,
+                                                 attn_implementation="eager",
+                                                 output_router_logits=True, router_aux_loss_coef=coef)
+    ids = torch.tensor(batch["input_ids"])
+    mask = torch.zeros_like(ids)
+    for r, n in enumerate(batch["row_lengths"]):
+        mask[r, :n] = 1
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, labels=torch.tensor(batch["labels"]))
+    aux_rel = abs(float(out.aux_loss) - fix["aux_loss"]) / fix["aux_loss"]
+    want = fix["loss_sum"] / fix["count"] + coef * fix["aux_loss"]
+    loss_rel = abs(float(out.loss) - want) / want
+    return max(aux_rel, loss_rel) <= TOL, (f"aux_loss rel diff {aux_rel:.1e}, "
+                                           f"loss (tokens + {coef} aux) rel diff {loss_rel:.1e}")
 
 
 def check_perplexity(fdir, model_dir):

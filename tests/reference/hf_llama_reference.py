@@ -236,6 +236,8 @@ class ReferenceLM:
             nxt = torch.topk(probs, k + 1, dim=-1).values[:, k]
             margin = float((top[:, k - 1] - nxt).min())
             self.min_router_margin = min(getattr(self, "min_router_margin", 1.0), margin)
+        if getattr(self, "routes", None) is not None:  # for the load-balancing loss (training)
+            self.routes.append((probs, chosen))
         if self.cfg.get("norm_topk_prob", False):
             top = top / top.sum(dim=-1, keepdim=True)
         top = top.to(self.dtype)

@@ -71,6 +71,8 @@ inline models::TrainBatch batch_of(const nlohmann::json& b) {
   batch.position_ids = int_rows(b.at("position_ids"));
   if (b.contains("segment_ids") && !b.at("segment_ids").is_null())
     batch.segment_ids = int_rows(b.at("segment_ids"));
+  if (b.contains("row_lengths") && !b.at("row_lengths").is_null())
+    batch.row_lengths = b.at("row_lengths").get<std::vector<int32_t>>();
   return batch;
 }
 

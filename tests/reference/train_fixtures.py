@@ -10,6 +10,8 @@ the sum over scored tokens divided by their count.
 Files (offsets count f32 elements; names are HF's; tied embeddings have one entry):
   DIR/<model>/grad_<variant>.json  batch, loss_sum, count, tensors [{name, shape, offset}], noise
   DIR/<model>/grad_<variant>.f32   gradients of loss_sum / count, concatenated
+  DIR/<moe model>/grad_aux.{json,f32}  the same with the router load-balancing loss added
+                                   (loss_sum / count + router_aux_loss_coef * aux_loss), padded rows
   DIR/train_steps/{config.json, model.safetensors, steps.json, final_weights.f32}
 """
 import json
@@ -26,6 +28,10 @@ PLAIN_IGNORED = ((4, 9), (2, 11, 12))
 # Packed rows: segment lengths; each segment's first label is -100 (no cross-sample target).
 PACKED_SEGMENTS = ((5, 4, 4), (7, 6))
 PACKED_EXTRA_IGNORED = ((), (10,))
+# The router load-balancing loss fixture (mixture-of-experts models): real tokens per row, and a
+# coefficient large enough that its gradient is a sizeable part of every router's.
+AUX_ROW_LENGTHS = (GRAD_T, 9)
+AUX_COEF = 0.25
 
 # The five-step pretraining reference (HF Trainer defaults except where the test sets them).
 STEPS = dict(model="llama_gqa", seed=106, data_seed=107, steps=5, batch=2, tokens=16,
@@ -52,13 +58,15 @@ def leaf_model(cfg, state, dtype):
 
 
 def batch_loss(model, batch):
-    """(loss_sum, count) over B rows: Σ_t -log p(labels[t + 1] | ids[..t]), -100 skipped."""
+    """(loss_sum, count) over B rows: Σ_t -log p(labels[t + 1] | ids[..t]), -100 skipped. With
+    row_lengths, each row's padding after its length is not run at all."""
     total, count = 0.0, 0
     segs = batch.get("segment_ids")
     for b, ids in enumerate(batch["input_ids"]):
-        h = model.hidden_states(ids, batch["position_ids"][b], segs[b] if segs else None)
+        n = batch["row_lengths"][b] if batch.get("row_lengths") else len(ids)
+        h = model.hidden_states(ids[:n], batch["position_ids"][b][:n], segs[b][:n] if segs else None)
         logits = h @ model.w["lm_head.weight"].t()  # [T, V]
-        target = torch.tensor(batch["labels"][b][1:], dtype=torch.int64)  # [T-1]
+        target = torch.tensor(batch["labels"][b][1:n], dtype=torch.int64)  # [T-1]
         total = total + torch.nn.functional.cross_entropy(
             logits[:-1], target, ignore_index=-100, reduction="sum")
         count += int((target != -100).sum())
@@ -105,6 +113,59 @@ def reference_grads(cfg, state, batch, dtype):
     # A parameter the batch never reached (an expert no token was routed to) has a zero gradient.
     return float(loss_sum), count, {k: v.grad if v.grad is not None else torch.zeros_like(v)
                                     for k, v in leaves.items()}
+
+
+def load_balancing_loss(routes, num_experts):
+    """transformers' load_balancing_loss_func (Switch Transformer eq. 4-6) over every sparse
+    layer's routing of the real tokens: E * sum_e f_e * P_e, f_e the fraction of (layer, token)
+    rows that chose expert e among their top k, P_e the mean of its softmax probability. Written
+    from the paper's definition (one-hot counts over the concatenated rows), not HF's mask code."""
+    probs = torch.cat([p for p, _ in routes])  # [L*N, E]
+    chosen = torch.cat([c for _, c in routes])  # [L*N, k]
+    frac = torch.nn.functional.one_hot(chosen, num_experts).sum(dim=1).to(probs.dtype).mean(dim=0)
+    return num_experts * (frac * probs.mean(dim=0)).sum()
+
+
+def aux_batch(seed, vocab):
+    """The plain batch of another seed, row 1 padded after AUX_ROW_LENGTHS[1] tokens (pad id 0,
+    labels -100): the padding must count neither in the token loss nor in the routing."""
+    b = plain_batch(seed + 7, vocab)
+    for r, n in enumerate(AUX_ROW_LENGTHS):
+        for t in range(n, GRAD_T):
+            b["input_ids"][r][t], b["labels"][r][t] = 0, -100
+    b["row_lengths"] = list(AUX_ROW_LENGTHS)
+    return b
+
+
+def reference_aux_grads(cfg, state, batch, dtype, coef):
+    """(loss_sum, count, aux, {name: grad of loss_sum / count + coef * aux}): HF's training loss
+    with output_router_logits (the token mean plus router_aux_loss_coef * aux)."""
+    model, leaves = leaf_model(cfg, state, dtype)
+    model.routes = []
+    loss_sum, count = batch_loss(model, batch)
+    aux = load_balancing_loss(model.routes, cfg["num_experts"])
+    (loss_sum / count + coef * aux).backward()
+    return float(loss_sum), count, float(aux), {k: v.grad if v.grad is not None else torch.zeros_like(v)
+                                                for k, v in leaves.items()}
+
+
+def make_aux_fixture(out, name, cfg, state, seed):
+    batch = aux_batch(seed, cfg["vocab_size"])
+    loss64, count, aux64, g64 = reference_aux_grads(cfg, state, batch, torch.float64, AUX_COEF)
+    loss32, _, aux32, g32 = reference_aux_grads(cfg, state, batch, torch.float32, AUX_COEF)
+    worst = max(((rel_err(g32[k], g64[k]), k) for k in g64))
+    fdir = os.path.join(out, name)
+    index = write_tensors(os.path.join(fdir, "grad_aux.f32"), list(state), g64)
+    _write_json(os.path.join(fdir, "grad_aux.json"), {
+        "name": name, "variant": "aux", "model_dir": ".", "batch": batch,
+        "loss_sum": loss64, "count": count, "router_aux_loss_coef": AUX_COEF, "aux_loss": aux64,
+        "tensors_file": "grad_aux.f32", "tensors": index, "grad_rtol": 1e-4, "loss_rtol": 1e-5,
+        "f32_reference_noise": {"loss_sum_rel": abs(loss32 - loss64) / abs(loss64),
+                                "aux_rel": abs(aux32 - aux64) / abs(aux64),
+                                "worst_grad_rel": worst[0], "worst_grad_name": worst[1]},
+        "made_by": "tests/reference/train_fixtures.py (hf_llama_reference.py + load_balancing_loss, f64)"})
+    print(f"{name:16s} grads aux    loss_sum {loss64:.6f} over {count} tokens, aux {aux64:.6f} "
+          f"(coef {AUX_COEF}); f32 reference vs f64: worst rel {worst[0]:.1e} ({worst[1]})")
 
 
 def rel_err(a, b):
@@ -224,6 +285,9 @@ def make_all(out, models, random_state, packed_model):
         make_grad_fixture(out, name, cfg, random_state(cfg, seed), seed, "plain")
     seed, cfg = models[packed_model]
     make_grad_fixture(out, packed_model, cfg, random_state(cfg, seed), seed, "packed")
+    for name, (seed, cfg) in models.items():
+        if cfg.get("num_experts", 0) > 0:
+            make_aux_fixture(out, name, cfg, random_state(cfg, seed), seed)
     cfg = models[STEPS["model"]][1]
     make_steps_fixture(out, cfg, random_state(cfg, STEPS["seed"]))
 

@@ -1,6 +1,7 @@
 // Training parity against the independent PyTorch reference (tests/reference/train_fixtures.py):
 // the loss and every parameter gradient of each tiny family model, with and without per-layer
-// recompute, plain and packed (segment ids); and five AdamW pretraining steps (warm-up + linear
+// recompute, plain and packed (segment ids), and for the mixture-of-experts models with the router
+// load-balancing loss over padded rows (variant aux); and five AdamW pretraining steps (warm-up + linear
 // schedule, global-norm clipping) against torch.optim.AdamW: per-step loss and final weights.
 #include <gtest/gtest.h>
 
@@ -114,7 +115,12 @@ TEST_P(GradParity, MatchesReference) {
   const json fix = read_json(fixture);
 
   auto model = trainable_model(model_dir_of(dir, fix));
-  models::LossResult out = model->loss(batch_of(fix.at("batch")), c.recompute);
+  models::TrainBatch batch = batch_of(fix.at("batch"));
+  // The router load-balancing loss (variant aux): its gradient, seeded with the coefficient, is
+  // added by the routers' backward; the expected gradients are of loss_sum / count + coef · aux.
+  const double coef = fix.value("router_aux_loss_coef", 0.0);
+  if (coef > 0) batch.moe_balance = models::moe_balance_for(batch, model->config(), coef);
+  models::LossResult out = model->loss(batch, c.recompute);
   const double loss_sum = out.loss_sum.to(Device{}).to_float_vector().at(0);
   const double want_loss = fix.at("loss_sum").get<double>();
   const double loss_rel = std::fabs(loss_sum - want_loss) / std::fabs(want_loss);
@@ -122,6 +128,15 @@ TEST_P(GradParity, MatchesReference) {
   EXPECT_LE(loss_rel, fix.value("loss_rtol", 1e-5)) << loss_sum << " vs " << want_loss;
 
   autograd::backward(out.loss_sum, Tensor::from_vector({1.0f / static_cast<float>(out.count)}, {}));
+  if (coef > 0) {
+    const double aux = batch.moe_balance->loss(), want_aux = fix.at("aux_loss").get<double>();
+    EXPECT_LE(std::fabs(aux - want_aux) / want_aux, 1e-5) << aux << " vs " << want_aux;
+    // Every sparse layer recorded once, also with recompute (its re-run does not record again).
+    int64_t sparse = 0;
+    for (int64_t l = 0; l < model->config().num_layers; ++l) sparse += model->config().sparse_layer(l) ? 1 : 0;
+    EXPECT_EQ(batch.moe_balance->layers(), sparse);
+    std::cout << "[train-parity] " << c.model << " aux " << aux << " vs " << want_aux << "\n";
+  }
   // A parameter backward never reached (an expert no token was routed to) has no gradient: zeros,
   // as the reference records it.
   nn::NamedTensors grads = model->module().named_grads();
@@ -147,6 +162,8 @@ std::vector<GradCase> grad_cases() {
                         "qwen3_moe", "qwen2_moe"})
     for (bool r : {false, true}) cases.push_back({m, "plain", r});
   for (bool r : {false, true}) cases.push_back({"llama_gqa", "packed", r});
+  for (const char* m : {"qwen3_moe", "qwen2_moe"})
+    for (bool r : {false, true}) cases.push_back({m, "aux", r});
   return cases;
 }
 

@@ -4,6 +4,9 @@
 // token's cross-entropy (ops/weighted_cross_entropy.h) under the same normalisation, as
 // LLaMA-Factory's dft/eaft_loss_func divide by num_items_in_batch; use_asft_loss adds the KL to
 // a frozen reference (ops/asft_cross_entropy.h, stages/reference.h), also per scored token.
+// Mixture-of-experts models trained with their router load-balancing loss add coef · aux per
+// micro-batch (ops/moe_balance.h), averaged over the step's micro-batches as HF's Trainer
+// averages a loss over gradient_accumulation_steps.
 #include <cmath>
 #include <optional>
 
@@ -84,17 +87,28 @@ class LmStage : public Stage {
     tb.dropout_rng = o.rng;  // LoRA dropout
     set_neftune(tb, a_.neftune_noise_alpha, o.rng);
     set_shift_attn(tb, a_.shift_attn);
+    const double coef = router_aux_loss_coef(model);
+    if (coef > 0) tb.moe_balance = models::moe_balance_for(tb, model.config(), coef * o.mean_seed);
     // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
     auto out = loss(model, tb, o.recompute, static_cast<double>(seed));
     MicroResult r;
     r.loss = out.loss_sum.item_flat(0);
-    if (seed != 0 && std::isfinite(r.loss)) autograd::backward(out.loss_sum, Tensor::from_vector({seed}, {}));
+    if ((seed != 0 || coef > 0) && std::isfinite(r.loss))
+      autograd::backward(out.loss_sum, Tensor::from_vector({seed}, {}));
+    if (coef > 0) r.mean_loss = coef * tb.moe_balance->loss();
     return r;
   }
 
+  // With the router load-balancing loss, each batch's loss per token is its token loss plus
+  // coef · aux, as HF's per-batch loss (CE mean + coef · aux).
   EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
-    auto out = loss(model, to_train_batch(b), false, 0);
-    return {out.loss_sum.item_flat(0), out.count, {}, {}};
+    models::TrainBatch tb = to_train_batch(b);
+    const double coef = router_aux_loss_coef(model);
+    if (coef > 0) tb.moe_balance = models::moe_balance_for(tb, model.config(), 0);
+    auto out = loss(model, tb, false, 0);
+    double sum = out.loss_sum.item_flat(0);
+    if (coef > 0) sum += coef * tb.moe_balance->loss() * static_cast<double>(out.count);
+    return {sum, out.count, {}, {}};
   }
 
   // ASFT's loss also needs the reference's hidden states of the whole model.
@@ -116,6 +130,13 @@ class LmStage : public Stage {
   std::vector<std::string> plot_keys() const override { return {"loss", "eval_loss"}; }
 
  private:
+  // HF's router_aux_loss_coef when a mixture-of-experts model is trained with its router
+  // load-balancing loss (config.json's output_router_logits, or moe_aux_loss_coef); else 0.
+  static double router_aux_loss_coef(const models::CausalLM& model) {
+    const models::ModelConfig& c = model.config();
+    return c.num_experts > 0 && c.output_router_logits ? c.router_aux_loss_coef : 0.0;
+  }
+
   // The summed (weighted, for a loss variant) token loss of one batch.
   models::LossResult loss(models::CausalLM& model, const models::TrainBatch& tb, bool recompute, double hint) {
     if (a_.use_asft_loss) return asft_loss(model, tb, recompute, hint);
@@ -145,6 +166,7 @@ class LmStage : public Stage {
       autograd::NoGradGuard no_grad;
       models::TrainBatch rb = tb;
       rb.dropout_rng = nullptr;
+      rb.moe_balance = nullptr;  // the policy's routing only
       if (!ref_->model()) rb.adapters = std::vector<std::string>{};  // the policy with its adapters off
       x_ref = ref_model->hidden_states(rb, false);  // [N, C]
     }
