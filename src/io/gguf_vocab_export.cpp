@@ -81,7 +81,8 @@ std::string pre_tokenizer_name(const GgufVocabOptions& o, std::vector<std::strin
           "default");
     return "default";
   }
-  if (o.model_type == "qwen2" || o.model_type == "qwen3") return "qwen2";
+  if (o.model_type == "qwen2" || o.model_type == "qwen3" || o.model_type == "qwen2_moe" || o.model_type == "qwen3_moe")
+    return "qwen2";
   return "gpt-2";
 }
 

@@ -157,8 +157,11 @@ void Run::load(const std::string& from) {
   if (a_.moe_aux_loss_coef > 0 && model_->config().num_experts == 0)
     say("moe_aux_loss_coef: ignored, " + model_dir_ + " is not a mixture-of-experts model (as LLaMA-Factory)");
   else if (model_->config().num_experts > 0 && model_->config().output_router_logits && a_.do_train)
-    say(UNILLM_MSG("router load-balancing loss: router_aux_loss_coef ", model_->config().router_aux_loss_coef,
-                   " x the loss over ", model_->config().num_experts, " experts, added to the token loss"));
+    say(a_.stage == "pt" || a_.stage == "sft"
+            ? UNILLM_MSG("router load-balancing loss: router_aux_loss_coef ", model_->config().router_aux_loss_coef,
+                         " x the loss over ", model_->config().num_experts, " experts, added to the token loss")
+            : "router load-balancing loss: not added in stage " + a_.stage +
+                  ", as in LLaMA-Factory, whose rm/dpo/kto trainers read only the model's logits or values");
   prepare_finetuning(*model_, a_, lora ? from : "");
   if (const std::string note = oft_adjustment_note(*model_, a_); !note.empty()) say(note);
   if (low != DType::f32) cast_frozen_matrices(*model_, low);

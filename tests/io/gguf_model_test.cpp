@@ -39,6 +39,25 @@ TEST(GgufNames, HfAndGgufNamesMapBothWays) {
   }
   EXPECT_EQ(gguf_tensor_name("model.layers.x.mlp.up_proj.weight"), "");
   EXPECT_EQ(hf_tensor_name("rope_freqs.weight"), "");
+  // Mixture of experts: the router and the shared expert by name; experts stacked per layer.
+  EXPECT_EQ(gguf_tensor_name("model.layers.4.mlp.gate.weight"), "blk.4.ffn_gate_inp.weight");
+  EXPECT_EQ(hf_tensor_name("blk.4.ffn_gate_inp_shexp.weight"), "model.layers.4.mlp.shared_expert_gate.weight");
+  EXPECT_EQ(gguf_tensor_name("model.layers.0.mlp.shared_expert.down_proj.weight"), "blk.0.ffn_down_shexp.weight");
+  EXPECT_EQ(gguf_tensor_name("model.layers.0.mlp.experts.3.up_proj.weight"), "");
+  int64_t layer = -1, expert = -1;
+  std::string proj;
+  EXPECT_TRUE(split_expert_name("model.layers.12.mlp.experts.37.down_proj.weight", &layer, &expert, &proj));
+  EXPECT_EQ(layer, 12);
+  EXPECT_EQ(expert, 37);
+  EXPECT_EQ(proj, "down_proj");
+  EXPECT_EQ(gguf_experts_name(layer, proj), "blk.12.ffn_down_exps.weight");
+  EXPECT_TRUE(split_gguf_experts_name("blk.12.ffn_gate_exps.weight", &layer, &proj));
+  EXPECT_EQ(proj, "gate_proj");
+  EXPECT_FALSE(split_expert_name("model.layers.1.mlp.experts.x.up_proj.weight", &layer, &expert, &proj));
+  EXPECT_FALSE(split_expert_name("model.layers.1.mlp.shared_expert.up_proj.weight", &layer, &expert, &proj));
+  EXPECT_FALSE(split_gguf_experts_name("blk.1.ffn_gate.weight", &layer, &proj));
+  EXPECT_EQ(gguf_arch_for_model_type("qwen3_moe"), "qwen3moe");
+  EXPECT_EQ(gguf_arch_for_model_type("qwen2_moe"), "qwen2moe");
   EXPECT_EQ(gguf_arch_for_model_type("mistral"), "llama");
   EXPECT_EQ(gguf_arch_for_model_type("qwen3"), "qwen3");
   EXPECT_THROW(gguf_arch_for_model_type("gpt2"), ConfigError);
@@ -188,6 +207,11 @@ TEST_F(GgufVocabTest, ByteLevelBpeKeepsMergesAndNamesThePreTokenizer) {
   const std::string src = testing::source_path("tests/data/qwen2-tokenizer");
   auto orig = Tokenizer::load(src);
   const int64_t padded = orig->vocab_size() + 3;  // embedding rows beyond the tokenizer
+  // The mixture-of-experts Qwens name the same pre-tokenizer (vocab.json + merges.txt: by model_type).
+  for (const char* moe : {"qwen2_moe", "qwen3_moe"}) {
+    round_trip(src, moe, padded);
+    EXPECT_EQ(file_->get_string("tokenizer.ggml.pre"), "qwen2") << moe;
+  }
   auto back = round_trip(src, "qwen2", padded);
   EXPECT_EQ(file_->get_string("tokenizer.ggml.model"), "gpt2");
   EXPECT_EQ(file_->get_string("tokenizer.ggml.pre"), "qwen2");
