@@ -1,6 +1,7 @@
 // `unillm eval ppl`: perplexity of a text file with HF's sliding-window rule.
 // `unillm eval reward`: a reward model's accuracy and mean margin on preference pairs.
 // `unillm eval bleu|rouge|similarity`: LLaMA-Factory's predict metrics on generated_predictions.jsonl.
+// `unillm eval choice` / `unillm eval CONFIG.yaml`: multiple-choice benchmarks (cmd_eval_choice.cpp).
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "cli/common.h"
+#include "cli/eval_choice.h"
 #include "cli/eval_support.h"
 #include "autograd/grad_mode.h"
 #include "data/pairwise.h"
@@ -244,13 +246,18 @@ int cmd_eval(const std::vector<std::string>& args) {
       "       unillm eval reward --model DIR [--adapter DIR] --file PAIRS.json [--template NAME] "
       "[--json]\n"
       "       unillm eval bleu|rouge|similarity --predictions generated_predictions.jsonl "
-      "[--jieba-dir DIR]\n";
+      "[--jieba-dir DIR]\n"
+      "       unillm eval choice --model DIR --task mmlu_test --task_dir DIR [--template NAME] [--lang en|zh] "
+      "[--n_shot 5] [--save_dir DIR]\n"
+      "       unillm eval CONFIG.yaml   (llamafactory-cli eval's config: task, task_dir, n_shot, ...)\n";
   const std::string sub = args.empty() ? "" : args[0];
   const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   if (sub == "ppl") return eval_ppl(rest);
   if (sub == "reward") return eval_reward(rest);
   if (sub == "bleu" || sub == "rouge" || sub == "similarity") return eval_similarity(sub, rest);
   if (sub == "segment") return eval_segment(rest);
+  if (sub == "choice") return eval_choice(rest);
+  if (sub.ends_with(".yaml") || sub.ends_with(".yml") || sub.ends_with(".json")) return eval_choice_config(sub, rest);
   std::fputs(usage, stderr);
   return 2;
 }

@@ -274,6 +274,11 @@ std::string_view status_name(KeyStatus s) {
   return "?";
 }
 
+// The keys of llamafactory-cli eval's config belong to another command, as in LLaMA-Factory (whose
+// train argument parser rejects them too).
+constexpr std::string_view kEvalKey =
+    "a key of llamafactory-cli eval's config (MMLU, CMMLU, C-Eval): run that config with `unillm eval CONFIG.yaml`";
+
 std::string_view not_implemented_reason(std::string_view name) {
   static const std::map<std::string_view, std::string_view> reasons = {
       {"mixture_of_depths",
@@ -286,8 +291,7 @@ std::string_view not_implemented_reason(std::string_view name) {
                              "pipeline_parallel_degree, sharding_parallel_degree, deepspeed or fsdp"},
       {"use_kt", "KTransformers' hybrid CPU/GPU MoE kernels"},
       {"reward_model", "stage ppo (online RL against a reward model) is not implemented; rm, dpo and kto are"},
-      {"task", "llamafactory-cli eval (MMLU, CMMLU, C-Eval from their task directories) is not implemented; "
-               "unillm eval ppl / bleu / rouge are"},
+      {"task", kEvalKey}, {"task_dir", kEvalKey}, {"n_shot", kEvalKey}, {"lang", kEvalKey}, {"save_dir", kEvalKey},
   };
   auto it = reasons.find(name);
   return it == reasons.end() ? std::string_view() : it->second;
