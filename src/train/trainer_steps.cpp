@@ -87,7 +87,7 @@ double Run::train_step() {
   // The step's loss is Σ weight · (micro-batch loss): token-weighted for pt/sft, the mean of the
   // micro-batches for the preference stages.
   const double weight = stage_->micro_weight(group);
-  double loss_sum = 0, mean_sum = 0;
+  double loss_sum = 0, aux_sum = 0;
   {
     // Mixed precision: the activations saved for backward are kept in bf16/f16.
     std::optional<nn::LowPrecisionSaves> low_saves;
@@ -95,7 +95,7 @@ double Run::train_step() {
     MicroOptions mo;
     // fp16 scales the loss gradient (and so every gradient) by the loss scale.
     mo.seed = (scaler_ ? scaler_->scale : 1.0) * weight;
-    mo.mean_seed = (scaler_ ? scaler_->scale : 1.0) / static_cast<double>(group.size());
+    mo.aux_seed = scaler_ ? scaler_->scale : 1.0;
     mo.recompute = !a_.disable_gradient_checkpointing;
     // Dropout: each micro-batch of the step draws from its own generator, seeded from one draw of
     // the run's (checkpointed) generator and the micro-batch's place in the step's group, so a
@@ -124,11 +124,11 @@ double Run::train_step() {
       if (!std::isfinite(r.loss)) stop_non_finite("the loss", r.loss);
       if (!counts_loss()) continue;  // a tensor-parallel peer's copy of rank 0's loss and metrics
       loss_sum += r.loss;
-      mean_sum += r.mean_loss;
+      aux_sum += r.aux_loss;
       accumulate_metrics(interval_metrics_, r.metrics);
       add_sums(interval_sums_, r.sums);
     }
-    if (!counts_loss()) loss_sum = 0, mean_sum = 0;
+    if (!counts_loss()) loss_sum = 0, aux_sum = 0;
     // ZeRO-3: every process gathers and reduces each unit once per micro-batch, so one with fewer
     // micro-batches in the epoch's last group runs the group's first again as a stand-in whose
     // reductions contribute zeros (the same collectives, nothing added) and drops its result.
@@ -160,10 +160,10 @@ double Run::train_step() {
     if (buckets_) buckets_->finish();
     Tensor l = Tensor::empty({2}, DType::f64);
     l.data<double>()[0] = loss_sum;
-    l.data<double>()[1] = mean_sum;
+    l.data<double>()[1] = aux_sum;
     h_.dp->allreduce(l);
     loss_sum = l.data<double>()[0];
-    mean_sum = l.data<double>()[1];
+    aux_sum = l.data<double>()[1];
     if (zero) {
       zero->reduce_gradients(buckets_ != nullptr);
     } else if (!buckets_) {
@@ -171,7 +171,7 @@ double Run::train_step() {
       h_.dp->allreduce(g);
     }
   }
-  const double loss = loss_sum * weight + (group.empty() ? 0.0 : mean_sum / static_cast<double>(group.size()));
+  const double loss = loss_sum * weight + aux_sum;
   bool finite = !scaler_ || scaler_->unscale(zero ? zero->reduced() : *arena_);
   if (zero && scaler_) finite = zero->all_ranks(finite);  // every process skips the step, or none
   opt_->prepare_grads();  // BAdam's ratio mode cuts each gradient to its mask before clipping

@@ -110,7 +110,7 @@ TEST(Moe, LoraOnTheExpertsTrainsAndTheMergedModelGeneratesTheSame) {
 TEST(Moe, FullTrainingUnderZero3EqualsOneProcess) {
   const std::string dir = testing::temp_dir("moe_zero3");
   const std::string model = tiny_moe(dir, "qwen3_moe");
-  // With the router load-balancing loss, averaged over the step's micro-batches on every process.
+  // With the router load-balancing loss, summed over the step's micro-batches on every process.
   const std::string args =
       kSft + kShort + " finetuning_type=full learning_rate=1e-3 moe_aux_loss_coef=0.1 model_name_or_path=" + model;
   auto one = testing::train_processes(1, args + " output_dir=" + dir + "/one gradient_accumulation_steps=2");
@@ -171,6 +171,17 @@ TEST(Moe, RouterLoadBalancingLossFromMoeAuxLossCoefOrTheConfig) {
   const double a = (first_loss(dir + "/aux") - first_loss(dir + "/plain")) / 0.5;
   EXPECT_GE(a, 1.0);
   EXPECT_LE(a, 8.0);
+  // Summed over a step's micro-batches (transformers' Trainer with these models): with 2 accumulated
+  // micro-batches, the first being the batch above, step 1 adds coef · (aux_1 + aux_2) — about
+  // twice the single batch's, where an average would add about as much.
+  const std::string ga = " gradient_accumulation_steps=2 model_name_or_path=" + model;
+  auto plain2 = testing::train_processes(1, args + ga + " output_dir=" + dir + "/plain2");
+  auto aux2 = testing::train_processes(1, args + ga + " output_dir=" + dir + "/aux2 moe_aux_loss_coef=0.5");
+  ASSERT_EQ(plain2.exit_code, 0) << plain2.err;
+  ASSERT_EQ(aux2.exit_code, 0) << aux2.err;
+  const double second = (first_loss(dir + "/aux2") - first_loss(dir + "/plain2")) / 0.5 - a;
+  EXPECT_GE(second, 0.6 * a) << "the second micro-batch's aux (the first's is " << a << ")";
+  EXPECT_LE(second, 1.6 * a);
   const auto cfg = nlohmann::json::parse(std::ifstream(dir + "/aux/config.json"));
   EXPECT_EQ(cfg.at("output_router_logits"), true);
   EXPECT_EQ(cfg.at("router_aux_loss_coef"), 0.5);

@@ -5,8 +5,10 @@
 // LLaMA-Factory's dft/eaft_loss_func divide by num_items_in_batch; use_asft_loss adds the KL to
 // a frozen reference (ops/asft_cross_entropy.h, stages/reference.h), also per scored token.
 // Mixture-of-experts models trained with their router load-balancing loss add coef · aux per
-// micro-batch (ops/moe_balance.h), averaged over the step's micro-batches as HF's Trainer
-// averages a loss over gradient_accumulation_steps.
+// micro-batch (ops/moe_balance.h), summed over the step's micro-batches on every process: HF's
+// Trainer does not divide the loss of a model that takes its loss kwargs (Qwen2/3-MoE) by
+// gradient_accumulation_steps, and with average_tokens_across_devices (transformers' default
+// from 4.54) multiplies it by the process count before DDP averages.
 #include <cmath>
 #include <optional>
 
@@ -88,14 +90,14 @@ class LmStage : public Stage {
     set_neftune(tb, a_.neftune_noise_alpha, o.rng);
     set_shift_attn(tb, a_.shift_attn);
     const double coef = router_aux_loss_coef(model);
-    if (coef > 0) tb.moe_balance = models::moe_balance_for(tb, model.config(), coef * o.mean_seed);
+    if (coef > 0) tb.moe_balance = models::moe_balance_for(tb, model.config(), coef * o.aux_seed);
     // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
     auto out = loss(model, tb, o.recompute, static_cast<double>(seed));
     MicroResult r;
     r.loss = out.loss_sum.item_flat(0);
     if ((seed != 0 || coef > 0) && std::isfinite(r.loss))
       autograd::backward(out.loss_sum, Tensor::from_vector({seed}, {}));
-    if (coef > 0) r.mean_loss = coef * tb.moe_balance->loss();
+    if (coef > 0) r.aux_loss = coef * tb.moe_balance->loss();
     return r;
   }
 

@@ -45,9 +45,9 @@ struct StageData {
 struct MicroOptions {
   // d(step loss)/d(this micro-batch's loss) × the fp16 loss scale: what backward is seeded with.
   double seed = 1;
-  // The same for a term the step averages over its micro-batches (MicroResult::mean_loss):
-  // the loss scale / the step's micro-batches (over every data-parallel process).
-  double mean_seed = 1;
+  // The same for a term the step sums over its micro-batches, whatever their token counts
+  // (MicroResult::aux_loss): the loss scale.
+  double aux_seed = 1;
   bool recompute = true;
   Rng* rng = nullptr;  // dropout (checkpointed with the run)
   // ZeRO-3's stand-in micro-batch (a process short of micro-batches in the epoch's last group):
@@ -58,9 +58,9 @@ struct MicroOptions {
 
 struct MicroResult {
   double loss = 0;  // this micro-batch's loss (its share of the step's is micro_weight × loss)
-  // A term of the step's loss averaged over its micro-batches instead (the router load-balancing
-  // loss of a mixture-of-experts model): the step's loss adds mean_loss / (micro-batches).
-  double mean_loss = 0;
+  // A term of the step's loss that is not weighted by micro_weight but summed over the step's
+  // micro-batches, on every process (the router load-balancing loss of a mixture-of-experts model).
+  double aux_loss = 0;
   StageMetrics metrics;  // averaged over the logging interval's micro-batches
   SumMetrics sums;       // summed over the interval, then summarize()d
 };
