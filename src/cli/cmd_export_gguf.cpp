@@ -188,7 +188,7 @@ int export_gguf(const std::vector<std::string>& args) {
     for (const auto& [e, t] : by_index) stack.push_back(t);
     std::string note;
     tensors.push_back(io::gguf_experts_from_hf(io::gguf_experts_name(key.first, key.second), stack, plan, &note));
-    if (!note.empty() && (notes.empty() || notes.back().find("_exps") == std::string::npos)) notes.push_back(note);
+    if (!note.empty()) notes.push_back(note);
   }
   // llama.cpp's qwen2moe requires output.weight (it does not fall back to the embedding).
   if (plan.arch == "qwen2moe" && cfg.tie_word_embeddings)

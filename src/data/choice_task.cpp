@@ -2,6 +2,7 @@
 #include "data/choice_task.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
