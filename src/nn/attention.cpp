@@ -75,10 +75,9 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, LayerCache
   // the ones the forward's out and lse came from: recompute the attention there instead.
   if (cache.k || autograd::saved_tensor_hooks()) stash = nullptr;
   if (in.shift && !cache.k) {  // S²-Attn: a recompute re-run attends again (no stash)
-    if (tp)
-      UNILLM_THROW(NotImplemented, "[nn] shift_attn under tensor parallelism is not implemented (the shifted half "
-                   "of the heads spans the ranks' head blocks)");
-    Tensor o = shifted_group_attention(q, k, v, *in.shift, scale);
+    // Under tensor parallelism this rank's heads are [rank · h, (rank + 1) · h) of the model's.
+    Tensor o = tp ? shifted_group_attention_part(q, k, v, *in.shift, scale, tp->group->rank() * h, c_.heads)
+                  : shifted_group_attention(q, k, v, *in.shift, scale);
     return o_proj_.forward(ops::reshape(o, {n, h * d}), in.lora.get(), use, tp);
   }
   ops::AttentionSaves saves;

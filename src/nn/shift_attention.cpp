@@ -93,4 +93,50 @@ Tensor shifted_group_attention(const Tensor& q_in, const Tensor& k_in, const Ten
   return ops::reshape(back, {n, h, d});
 }
 
+Tensor shifted_group_attention_part(const Tensor& q, const Tensor& k_in, const Tensor& v_in, const ShiftedGroups& g,
+                                    float scale, int64_t first, int64_t total) {
+  const int64_t n = q.size(0), h = q.size(1), d = q.size(2);
+  if (first == 0 && h == total) return shifted_group_attention(q, k_in, v_in, g, scale);
+  if (total % 2 != 0)
+    UNILLM_THROW(ConfigError, "[nn] shift_attn needs an even number of attention heads (it shifts half of them), "
+                 "not ", total);
+  if (n != g.rows * g.tokens || first < 0 || first + h > total)
+    UNILLM_THROW(ShapeError, "[nn] shift_attn: heads [", first, ", ", first + h, ") of ", total, " for ", n,
+                 " query rows of ", g.rows, " × ", g.tokens, " tokens");
+  Tensor k = k_in, v = v_in;
+  if (k.size(1) != h) {  // one key/value head per query head, as the rows below take them
+    k = repeat_kv(k, h);
+    v = repeat_kv(v, h);
+  }
+  const int64_t rows = g.rows, t = g.tokens;
+  const Tensor order_t = g.order.to(Device()).contiguous();
+  const int32_t* order = order_t.data<int32_t>();
+  const Tensor inverse_t = g.inverse.to(Device()).contiguous();
+  const int32_t* inverse = inverse_t.data<int32_t>();
+  const Tensor seg_t = g.segment_ids.to(Device()).contiguous();
+  const int32_t* seg = seg_t.data<int32_t>();
+  // Head j of the block is row block j of [h · B, T]: its tokens in its half's order (the [2N]
+  // order's half-0 rows come first, row 2m + half = token m), its half's segment ids.
+  std::vector<int32_t> in(static_cast<size_t>(h * n)), back(static_cast<size_t>(n * h)),
+      ids(static_cast<size_t>(h * rows * t));
+  for (int64_t j = 0; j < h; ++j) {
+    const int64_t half = first + j >= total / 2 ? 1 : 0;
+    for (int64_t r = 0; r < n; ++r) {
+      const int32_t src = order[half * n + r];
+      if (src % 2 != half) UNILLM_THROW(ShapeError, "[nn] shift_attn: the groups' order mixes the halves");
+      in[static_cast<size_t>(j * n + r)] = static_cast<int32_t>(src / 2 * h + j);
+    }
+    for (int64_t m = 0; m < n; ++m)
+      back[static_cast<size_t>(m * h + j)] = static_cast<int32_t>(j * n + inverse[2 * m + half] - half * n);
+    std::copy_n(seg + half * rows * t, rows * t, ids.begin() + j * rows * t);
+  }
+  const Tensor in_t = Tensor::from_ints(in, {h * n});
+  auto lay = [&](const Tensor& x) {  // [N, h, D] → [h · B, T, 1, D]
+    return ops::reshape(ops::gather_rows(ops::reshape(x, {n * h, d}), in_t), {h * rows, t, 1, d});
+  };
+  Tensor o = ops::causal_attention(lay(q), lay(k), lay(v), Tensor::from_ints(ids, {h * rows, t}).to(q.device()), scale);
+  Tensor out = ops::gather_rows(ops::reshape(o, {h * n, d}), Tensor::from_ints(back, {n * h}));
+  return ops::reshape(out, {n, h, d});
+}
+
 }  // namespace unillm::nn

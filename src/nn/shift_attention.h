@@ -45,4 +45,12 @@ std::shared_ptr<const ShiftedGroups> make_shifted_groups(int64_t rows, int64_t t
 Tensor shifted_group_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ShiftedGroups& g,
                                float scale);
 
+// The same for a block of the model's heads (tensor parallelism: a rank's heads): q [N, h, D] holds
+// heads [first, first + h) of the model's `total` (k and v their key/value heads), the shift
+// applying to heads total/2 and up, wherever that falls in the block. Each head is laid out as a
+// row of its own (its half's order) around the causal kernel, so the block may hold unshifted heads,
+// shifted ones or both; concatenated over the blocks it is shifted_group_attention of all heads.
+Tensor shifted_group_attention_part(const Tensor& q, const Tensor& k, const Tensor& v, const ShiftedGroups& g,
+                                    float scale, int64_t first, int64_t total);
+
 }  // namespace unillm::nn

@@ -124,12 +124,13 @@ void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems
          "_full_eval with do_train is not implemented: HF casts the model only for an evaluation or predict "
          "outside training, and unillm evaluates the final step inside training (run the evaluation as its own "
          "config with do_train: false)");
-  if (a.use == ConfigUse::kTrain && a.shift_attn && a.stage != "pt" && a.stage != "sft")
-    fail("shift_attn (S²-Attn) is implemented for stages pt and sft, not " + a.stage +
-         " (LongLoRA's long-context training; the preference stages' reference forwards would need their own rule)");
-  if (a.use == ConfigUse::kTrain && a.shift_attn && (a.tensor_degree > 1 || a.hf_tp_size.value_or(1) > 1))
-    fail("shift_attn under tensor parallelism is not implemented (the shifted half of the heads spans the ranks' "
-         "head blocks)");
+  // The reference would be the policy with its adapters off, which attends through S²-Attn in
+  // training (Reference::logps); its groups depend on each training batch's padded length.
+  if (a.use == ConfigUse::kTrain && a.shift_attn && a.ref_mode == "precompute" && a.adapter_tuning() &&
+      a.ref_model.empty() && (a.stage == "kto" || (a.stage == "dpo" && a.pref_loss != "orpo" && a.pref_loss != "simpo")))
+    fail("shift_attn with ref_mode precompute under LoRA: the reference (the policy with its adapters off) attends "
+         "through S²-Attn groups of a quarter of each training batch's padded length, which a table computed before "
+         "training cannot know; use ref_mode auto");
   if (a.eval_on_each_dataset && a.eval_dataset.empty() && (a.do_eval || a.eval_strategy != "no"))
     a.warnings.push_back("[config] " + where + ": eval_on_each_dataset applies to eval_dataset's datasets; the "
                          "evaluation set here (val_size) is evaluated as one (as LLaMA-Factory)");

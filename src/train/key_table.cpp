@@ -82,7 +82,7 @@ constexpr Group kGroups[] = {
     // Muon and Adam-mini (train/muon.h, train/adam_mini.h, args_muon_adam_mini.cpp)
     {"finetuning", S::kImplemented, "use_muon use_adam_mini"},
     {"finetuning", S::kImplemented, "pure_bf16"},
-    {"model", S::kImplemented, "shift_attn"},  // nn/shift_attention.h (pt, sft)
+    {"model", S::kImplemented, "shift_attn"},  // nn/shift_attention.h (every stage)
     {"model", S::kImplemented, "adapter_folder"},  // args_fields_misc.cpp
     {"training", S::kImplemented, "bf16_full_eval fp16_full_eval"},  // trainer_eval_only.cpp
     {"finetuning", S::kImplemented, "oft_rank oft_block_size oft_target module_dropout"},

@@ -69,7 +69,8 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
   };
   struct Live {
     Tensor input;   // the received activation (a leaf that requires grad), undefined on stage 0
-    Tensor output;  // what was sent on, or the loss on the last stage
+    Tensor output;  // what was sent on, or the head's root on the last stage
+    Tensor seed;    // the last stage: the root's backward seed
   };
   // (micro-batch, chunk) between its forward and backward
   std::map<std::pair<int, int>, Live> live;
@@ -93,15 +94,18 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
       const auto [lo, hi] = layers_[static_cast<size_t>(g)];
       Tensor x = model.hidden_states_range(b, l.input, lo, hi, recompute);
       if (g == stages - 1) {
-        l.output = head(x, b, static_cast<double>(seed)).loss_sum;
-        losses[static_cast<size_t>(op.micro)] = l.output.item_flat(0);
+        HeadOut h = head(x, op.micro, b, static_cast<double>(seed));
+        for (float& v : h.grad) v *= seed;
+        l.output = h.root;
+        l.seed = Tensor::from_vector(h.grad, h.root.shape()).to(h.root.dtype()).to(h.root.device());
+        losses[static_cast<size_t>(op.micro)] = h.loss;
       } else {
         l.output = x;
         send(x, (g + 1) % pp_, tag(true, g + 1));
       }
     } else {
       if (g == stages - 1) {
-        autograd::backward(l.output, Tensor::from_vector({seed}, {}));
+        autograd::backward(l.output, l.seed);
       } else {
         autograd::backward(l.output, recv(n, (g + 1) % pp_, tag(false, g)));
       }
@@ -117,6 +121,41 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
   }
   for (auto& w : sends) w->wait();
   return losses;
+}
+
+void Pipeline::forward_only(models::CausalLM& model, const std::vector<models::TrainBatch>& batches,
+                            const Last& last) {
+  const int stages = pp_ * v_;
+  const int64_t hidden = model.config().hidden_size;
+  // Channels of their own (after run()'s 2 · stages), so that a neighbour still in this pass and
+  // one already in run() cannot take each other's messages. Each rank runs its chunks in (batch,
+  // virtual stage) order, every receive waiting only on a lower virtual stage of the same batch or
+  // an earlier batch, and sends never wait: no cycle.
+  auto tag = [stages](int g) { return 2 * stages + g; };
+  const Device host{}, dev = model.device();
+  std::vector<std::unique_ptr<dist::Work>> sends;
+  autograd::NoGradGuard no_grad;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const models::TrainBatch& b = batches[i];
+    const int64_t n = model.train_rows(b);
+    for (int c = 0; c < v_; ++c) {
+      const int g = c * pp_ + rank_;
+      Tensor input;
+      if (g > 0) {
+        Tensor t = Tensor::empty({n, hidden}, DType::f32, host);
+        group_.recv(t, (g - 1) % pp_, tag(g));
+        input = t.to(dev);
+      }
+      const auto [lo, hi] = layers_[static_cast<size_t>(g)];
+      Tensor x = model.hidden_states_range(b, input, lo, hi, false);
+      if (g == stages - 1)
+        last(static_cast<int>(i), x);
+      else
+        sends.push_back(group_.send_async(x.to(host).contiguous(), (g + 1) % pp_, tag(g + 1)));
+      sends.erase(std::remove_if(sends.begin(), sends.end(), [](const auto& w) { return w->test(); }), sends.end());
+    }
+  }
+  for (auto& w : sends) w->wait();
 }
 
 }  // namespace unillm::train

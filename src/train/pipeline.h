@@ -40,15 +40,29 @@ class Pipeline {
         batch;  // dropout_rng unset: each stage's call seeds its own from dropout_seed
     uint64_t dropout_seed = 0;  // the micro-batch's dropout generator (as one process seeds it)
   };
-  // The loss of a micro-batch from the last stage's hidden states (the stage's head: lm_head and
-  // cross-entropy), with the backward seed as its eager-gradient hint.
-  using Head = std::function<models::LossResult(const Tensor& hidden,
-                                                const models::TrainBatch& batch, double hint)>;
+  // What the last stage makes of a micro-batch's final hidden states: `root` (a differentiable
+  // tensor: the loss, or per-sequence log-probs or scores) whose backward, seeded with `grad` ×
+  // the step's seed, gives the micro-batch's gradient, and the micro-batch's loss for the log.
+  struct HeadOut {
+    Tensor root;
+    std::vector<float> grad;  // d loss / d root, root.numel() values
+    double loss = 0;
+  };
+  // The stage's head (lm_head and cross-entropy, a value head, a preference loss) for micro-batch
+  // `micro`, hint: the backward seed (CausalLM::loss's grad_scale_hint).
+  using Head = std::function<HeadOut(const Tensor& hidden, int micro, const models::TrainBatch& batch, double hint)>;
   // Forward and backward of this rank's stages for every micro-batch, backward seeded with `seed`
   // (d step loss / d micro-batch loss × the loss scale). Returns each micro-batch's loss on the
   // rank that holds the loss, nothing elsewhere.
   std::vector<double> run(models::CausalLM& model, const std::vector<Micro>& micros, float seed,
                           bool recompute, const Head& head);
+
+  // A forward without gradients of `model` (the policy, its adapters as each batch names them,
+  // or a frozen reference copy split the same way) through this rank's stages for every batch,
+  // in order; the rank holding the last stage hands each batch's final hidden states to `last`.
+  // What the preference stages' references and KTO's KL rows need before run().
+  using Last = std::function<void(int batch, const Tensor& hidden)>;
+  void forward_only(models::CausalLM& model, const std::vector<models::TrainBatch>& batches, const Last& last);
 
  private:
   dist::ProcessGroup& group_;

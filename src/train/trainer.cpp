@@ -242,11 +242,16 @@ void Run::setup_data() {
   for (const auto& m : train_.skip_messages) say("  " + m);
   loader_opts_.shuffle = !a_.disable_shuffling;
   loader_opts_.seed = static_cast<uint64_t>(a_.data_seed.value_or(a_.seed));
-  if (a_.shift_attn) {  // LLaMA-Factory's SFT collator pads to 8 "for shift short attention"
-    loader_opts_.pad_to_multiple_of = a_.stage == "sft" ? 8 : 4;
+  if (a_.shift_attn) {  // LLaMA-Factory's SFT, pairwise and KTO collators pad to 8 "for shift short attention"
+    loader_opts_.pad_to_multiple_of = a_.stage == "pt" ? 4 : kShiftAttnMultiple;
+    const bool reference = a_.stage == "dpo" || a_.stage == "kto";
     say("shift_attn: S²-Attn (LongLoRA) in the training forwards — groups of 1/4 of each batch's length, half "
         "the heads shifted by half a group; batches padded to a multiple of " +
-        std::to_string(loader_opts_.pad_to_multiple_of) + "; evaluation attends fully");
+        std::to_string(loader_opts_.pad_to_multiple_of) + "; evaluation attends fully" +
+        (reference ? std::string("; the reference attends as the policy when it is the policy with its adapters off, "
+                                 "fully when it is a frozen copy (LLaMA-Factory's rule)")
+                   : std::string()) +
+        (a_.stage == "kto" ? "; KTO's target and KL rows are padded apart" : ""));
   }
   rebuild_loader();
   if (loss_predict()) test_ = data::load_corpus_test_rows(data_options(a_), *tok_);

@@ -38,7 +38,7 @@ void Run::setup_pipeline() {
   if (!stage_->pipelines())
     UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": stage ", a_.stage,
                  a_.use_asft_loss ? " with use_asft_loss" : "",
-                 " under pipeline_parallel_degree > 1 is not implemented yet (pt and sft are)");
+                 " under pipeline_parallel_degree > 1 is not implemented yet");
   pipeline_ = std::make_unique<Pipeline>(model_mesh_->pp(), static_cast<int>(a_.virtual_pp_degree), model_->config());
   say(UNILLM_MSG("pipeline parallel: ", a_.pipeline_degree, " stages",
                  a_.virtual_pp_degree > 1
@@ -57,26 +57,38 @@ double Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOp
                             uint64_t step_seed) {
   const int64_t dp = dp_size(), me = dp_rank();
   std::vector<Pipeline::Micro> micros;
+  std::vector<const data::Batch*> mine;
+  std::vector<models::TrainBatch> policy;
   for (size_t i = 0; i < group.size(); ++i) {
     if (static_cast<int64_t>(i) % dp != me) continue;
     Pipeline::Micro m;
-    m.batch = to_train_batch(group[i]);
     m.dropout_seed =
         step_seed + 0x9E3779B97F4A7C15ull * (i + 1);  // train_step's per-micro-batch seed
-    if (stage_->token_loss()) {  // pt / sft: NEFTune as their train_micro sets it
-      const Rng micro(m.dropout_seed);
-      set_neftune(m.batch, a_.neftune_noise_alpha, &micro);
-      set_shift_attn(m.batch, a_.shift_attn);
-    }
+    m.batch = stage_->pipeline_batch(group[i], Rng(m.dropout_seed));
+    mine.push_back(&group[i]);
+    policy.push_back(m.batch);
     micros.push_back(std::move(m));
   }
-  const auto seed = static_cast<float>(mo.seed);  // as the stages' train_micro rounds it
   models::CausalLM& model = *model_;
-  const std::vector<double> losses =
-      pipeline_->run(model, micros, seed, mo.recompute,
-                     [&](const Tensor& x, const models::TrainBatch& b, double hint) {
-                       return stage_->head_loss(model, x, b, hint);
-                     });
+  // The forward-only passes the stage's head needs (references, KTO's KL rows) run first.
+  stage_->pipeline_prepare(model, mine, policy,
+                           [&](models::CausalLM& m, const std::vector<models::TrainBatch>& batches,
+                               const std::function<void(int, const Tensor&)>& last) {
+                             pipeline_->forward_only(m, batches, last);
+                           });
+  const auto seed = static_cast<float>(mo.seed);  // as the stages' train_micro rounds it
+  const std::vector<double> losses = pipeline_->run(
+      model, micros, seed, mo.recompute, [&](const Tensor& x, int i, const models::TrainBatch& b, double hint) {
+        MicroOptions o = mo;
+        o.seed = hint;
+        Stage::PipelineHead h = stage_->pipeline_head(model, x, i, *mine[static_cast<size_t>(i)], b, o);
+        // The last stage's figures; the interval's are merged over the processes when logged.
+        if (counts_loss()) {
+          accumulate_metrics(interval_metrics_, h.result.metrics);
+          add_sums(interval_sums_, h.result.sums);
+        }
+        return Pipeline::HeadOut{h.root, std::move(h.grad), h.result.loss};
+      });
   double sum = 0;
   for (double l : losses) {
     if (!std::isfinite(l)) stop_non_finite("the loss", l);

@@ -48,7 +48,7 @@ void Run::setup_tensor_parallel() {
   // A trained embedding tied to the lm_head mixes a lookup gradient computed whole on every process
   // (without sequence parallelism) with the lm_head's per-process share: then the lm_head stays whole.
   const bool tied_trained = model_->config().tie_word_embeddings && model_->lm_head_weight().requires_grad() && !sp;
-  // Pipeline stages compute the loss in Stage::head_loss, from the whole lm_head.
+  // Pipeline stages compute the loss in Stage::pipeline_head, from the whole lm_head.
   const bool staged = a_.pipeline_degree > 1;
   const bool vp = a_.tensor_parallel_output && stage_->model_token_loss() && !tied_trained && !staged;
   if (a_.tensor_parallel_output && !vp)

@@ -3,7 +3,7 @@
 // virtual stages), with and without recompute, with ZeRO stage 2, alone and beside data
 // parallelism, full and LoRA (with dropout), give one process's run with the same micro-batches
 // — losses, gradient norms, evaluation and final weights within 1e-5 — and its checkpoints
-// resume under one process.
+// resume under one process; the preference stages and SFT's ASFT loss run as stages too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -93,6 +93,51 @@ TEST(Pipeline, BesideDataParallelAndWithLora) {
             testing::layout_tol(1e-5));
 }
 
+// Every stage whose loss needs more than the policy's hidden states (docs/training.md): the
+// reference's log-probs (the policy with its adapters off, a frozen copy, a precomputed table),
+// KTO's KL rows and ASFT's reference hidden states come from forward-only passes through the
+// stages; the reward model's value head (with its dropout) and the preference losses run on the
+// last stage. Each gives one process's run with the same micro-batches, in f32: losses as logged,
+// gradient norms within grad_rel (DPO's gradient is a sigmoid of differences of sequence
+// log-probability sums, whose f32 rounding shows at 2e-5 relative as under tensor parallelism).
+TEST(Pipeline, PreferenceStagesAndReferencePasses) {
+  const std::string dir = testing::temp_dir("pipe_pref");
+  const std::string ex = "examples/train_lora/stories260K_lora_";
+  for (const auto& [name, config, extra, grad_rel] :
+       std::vector<std::tuple<std::string, std::string, std::string, double>>{
+           {"rm_lora", ex + "reward.yaml lora_dropout=0.1", "", 1e-5},
+           {"dpo_lora", ex + "dpo.yaml val_size=0.25 eval_strategy=steps eval_steps=2 per_device_eval_batch_size=2",
+            "", 5e-5},
+           {"dpo_full", ex + "dpo.yaml finetuning_type=full", "", 5e-5},
+           {"dpo_table", ex + "dpo.yaml finetuning_type=full ref_mode=precompute", "", 5e-5},
+           {"dpo_virtual", ex + "dpo.yaml", " virtual_pp_degree=2", 5e-5},
+           {"orpo", ex + "dpo.yaml pref_loss=orpo", "", 1e-5},
+           {"kto_lora", ex + "kto.yaml", "", 1e-5},
+           // S²-Attn: the reference's target and KL rows in passes of their own, each padded apart.
+           {"kto_shift", ex + "kto.yaml shift_attn=true per_device_train_batch_size=2", "", 1e-5},
+           {"asft_lora", ex + "sft.yaml use_asft_loss=true", "", 1e-5}}) {
+    const std::string args = config +
+                             " max_steps=4 logging_steps=1 save_strategy=no max_samples=32"
+                             " gradient_accumulation_steps=2 bf16=false --quiet output_dir=" +
+                             dir + "/" + name;
+    auto one = train(1, args + "_one");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto pp = train(2, args + "_pp pipeline_parallel_degree=2" + extra);
+    ASSERT_EQ(pp.exit_code, 0) << pp.err;
+    expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_pp", name, grad_rel);
+  }
+  // Step 1 of LoRA DPO logs ln 2 and zero rewards: the reference pass ran with the adapters off
+  // (B = 0, so the policy equals it); by step 4 the rewards have moved (they were not zeroed).
+  const auto log = testing::log_lines(dir + "/dpo_lora_pp");
+  ASSERT_FALSE(log.empty());
+  EXPECT_NEAR(log.front()["loss"].get<double>(), std::log(2.0), 1e-4);
+  EXPECT_EQ(log.front()["rewards/chosen"].get<double>(), 0.0);
+  double last_reward = 0;
+  for (const auto& j : log)
+    if (j.contains("rewards/chosen")) last_reward = j["rewards/chosen"].get<double>();
+  EXPECT_GT(std::abs(last_reward), 1e-3);
+}
+
 TEST(Pipeline, CheckpointsResumeUnderOneProcessAndRefusals) {
   const std::string dir = testing::temp_dir("pipe_resume");
   const std::string ga = " gradient_accumulation_steps=2";
@@ -114,8 +159,8 @@ TEST(Pipeline, CheckpointsResumeUnderOneProcessAndRefusals) {
        "pipeline_parallel_degree 2 does not divide the 3 processes"},
       {2, " pipeline_parallel_degree=2 virtual_pp_degree=3",
        "5 decoder layers cannot be split into 6 pipeline stages"},
-      {2, " pipeline_parallel_degree=2 use_asft_loss=true",
-       "stage sft with use_asft_loss under pipeline_parallel_degree > 1 is not implemented yet"},
+      {2, " pipeline_parallel_degree=2 stage=dpo pref_bco_weight=0.5 dataset=dpo_en_demo",
+       "pref_bco_weight under pipeline parallelism"},
   };
   testing::expect_refused(small, bad);
 }

@@ -96,6 +96,54 @@ TEST(ShiftAttention, MatchesTheDefinitionWithPaddingPackingAndRepeatedKv) {
   expect_matches(6, 3, 24, {}, {24, 7});   // halves of 3 heads over kv pairs: repeated
 }
 
+// Heads [a, b) of x [N, H, D] as a tensor of their own.
+Tensor heads_of(const Tensor& x, int64_t a, int64_t b) {
+  const int64_t n = x.size(0), h = x.size(1), d = x.size(2);
+  Tensor out = Tensor::empty({n, b - a, d}, DType::f64);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = a; j < b; ++j)
+      for (int64_t i = 0; i < d; ++i)
+        out.data<double>()[(t * (b - a) + j - a) * d + i] = x.data<double>()[(t * h + j) * d + i];
+  return out;
+}
+
+// Tensor parallelism's blocks: the model's heads cut at `cuts`, each block attended alone with its
+// offset (its key/value heads with it, as a rank holds them: kv heads split with their query
+// heads) and put side by side give the definition over all heads, wherever the cuts fall relative
+// to the shifted half.
+void expect_blocks_match(int64_t heads, int64_t kv_heads, const std::vector<int64_t>& cuts,
+                         const std::vector<int32_t>& lengths) {
+  testing::init_cpu();
+  const int64_t rows = static_cast<int64_t>(lengths.size()), tokens = 16, n = rows * tokens, d = 3;
+  const Tensor q = randn({n, heads, d}, 4), k = randn({n, kv_heads, d}, 5), v = randn({n, kv_heads, d}, 6);
+  const float scale = 0.6f;
+  const auto g = make_shifted_groups(rows, tokens, 0.25, Tensor(), lengths, Device());
+  const std::vector<double> want = naive(q, k, v, rows, tokens, {}, lengths, scale);
+  const int64_t rep = heads / kv_heads;
+  double worst = 0;
+  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    const int64_t a = cuts[c], b = cuts[c + 1];
+    ASSERT_EQ(a % rep, 0);  // a rank's query heads bring their whole kv heads
+    const Tensor o = shifted_group_attention_part(heads_of(q, a, b), heads_of(k, a / rep, b / rep),
+                                                  heads_of(v, a / rep, b / rep), *g, scale, a, heads)
+                         .contiguous();
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = a; j < b; ++j)
+        for (int64_t i = 0; i < d; ++i)
+          worst = std::max(worst, std::fabs(o.data<double>()[(t * (b - a) + j - a) * d + i] -
+                                            want[static_cast<size_t>((t * heads + j) * d + i)]));
+  }
+  EXPECT_LT(worst, 1e-12) << heads << " heads in " << cuts.size() - 1 << " blocks";
+}
+
+TEST(ShiftAttention, BlocksOfHeadsGiveTheWholeUnderTensorParallelism) {
+  expect_blocks_match(8, 4, {0, 4, 8}, {16, 11});         // tp 2: one half each
+  expect_blocks_match(8, 4, {0, 2, 4, 6, 8}, {16, 11});   // tp 4
+  expect_blocks_match(6, 6, {0, 2, 4, 6}, {16, 9});       // tp 3: the middle block holds both halves
+  expect_blocks_match(6, 3, {0, 2, 4, 6}, {16});          // with GQA
+  expect_blocks_match(4, 2, {0, 4}, {16, 5});             // one block: the whole (the plain path)
+}
+
 TEST(ShiftAttention, RefusesLayoutsItCannotCut) {
   testing::init_cpu();
   EXPECT_THROW(make_shifted_groups(1, 3, 0.25, Tensor(), {}, Device()), ConfigError);   // group 0

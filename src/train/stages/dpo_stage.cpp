@@ -93,14 +93,55 @@ class DpoStage : public Stage {
     r.loss = out.loss;
     r.metrics = metrics(out, f);
     if (!std::isfinite(out.loss) || o.seed == 0) return r;  // the trainer stops on a non-finite loss
-    const int64_t pairs = static_cast<int64_t>(out.d_policy_chosen.size());
-    std::vector<float> g(static_cast<size_t>(2 * pairs));
-    for (int64_t i = 0; i < pairs; ++i) {
-      g[i] = static_cast<float>(out.d_policy_chosen[i] * o.seed);
-      g[pairs + i] = static_cast<float>(out.d_policy_rejected[i] * o.seed);
-    }
-    autograd::backward(f.policy.logps, Tensor::from_vector(g, {2 * pairs}).to(f.policy.logps.dtype()).to(f.policy.logps.device()));
+    std::vector<float> g = policy_grad(out, o.seed);
+    const auto n = static_cast<int64_t>(g.size());
+    autograd::backward(f.policy.logps, Tensor::from_vector(g, {n}).to(f.policy.logps.dtype()).to(f.policy.logps.device()));
     return r;
+  }
+
+  // Pipeline parallelism: the reference's log-probs of the step's micro-batches come from a
+  // forward-only pass through the stages (the policy with its adapters off, or the frozen copy,
+  // split like the policy) before the step's pipeline; a precomputed table needs no pass. The
+  // last stage computes the loss from the policy's hidden states as train_micro does.
+  bool pipelines() const override { return !pref_loss_uses_bco(cfg_); }
+  models::TrainBatch pipeline_batch(const data::Batch& b, const Rng&) const override {
+    models::TrainBatch tb = to_train_batch(b);
+    set_shift_attn(tb, a_.shift_attn);
+    return tb;
+  }
+  void pipeline_prepare(models::CausalLM& model, const std::vector<const data::Batch*>& micros,
+                        const std::vector<models::TrainBatch>& policy, const PipelinePass& pass) override {
+    ref_logps_.assign(micros.size(), {});
+    if (!pref_loss_uses_reference(cfg_.loss)) return;
+    if (!ref_) ref_ = Reference::adapters_off();  // a stage used without prepare (tests)
+    if (ref_->kind() == RefKind::precomputed) {
+      for (size_t i = 0; i < micros.size(); ++i) ref_logps_[i] = ref_->logps(model, *micros[i], false);
+      return;
+    }
+    models::CausalLM& ref = ref_->model() ? *ref_->model() : model;
+    std::vector<models::TrainBatch> batches = policy;  // no dropout in dpo
+    for (auto& tb : batches) {
+      if (!ref_->model()) tb.adapters = std::vector<std::string>{};  // the policy with its adapters off
+      else tb.shift_attn_ratio = 0;  // a frozen copy attends fully (Reference::logps)
+    }
+    pass(ref, batches, [&](int i, const Tensor& x) {
+      const auto k = static_cast<size_t>(i);
+      ref_logps_[k] = ops::sequence_logprobs(x, ref.lm_head_weight(), models::shifted_labels(batches[k].labels),
+                                             micros[k]->seq_len)
+                          .values;
+    });
+  }
+  PipelineHead pipeline_head(models::CausalLM& model, const Tensor& x, int micro, const data::Batch& b,
+                             const models::TrainBatch& tb, const MicroOptions& o) override {
+    check_pairs(b);
+    PairForward f = from_hidden(model, x, b, tb, ref_logps_.at(static_cast<size_t>(micro)));
+    PrefLossOutput out = pref_loss(cfg_, f.in);
+    PipelineHead h;
+    h.result.loss = out.loss;
+    h.result.metrics = metrics(out, f);
+    h.root = f.policy.logps;
+    h.grad = policy_grad(out, 1.0);
+    return h;
   }
 
   EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
@@ -161,22 +202,36 @@ class DpoStage : public Stage {
     }
   }
 
-  PairForward forward(models::CausalLM& model, const data::Batch& b, bool recompute, bool eval) {
+  static void check_pairs(const data::Batch& b) {
     if (b.group != 2 || b.rows % 2 != 0)
       UNILLM_THROW(ShapeError, "[dpo] a micro-batch of ", b.rows, " rows is not chosen/rejected pairs");
-    const int64_t pairs = b.rows / 2, t = b.seq_len;
+  }
+
+  PairForward forward(models::CausalLM& model, const data::Batch& b, bool recompute, bool eval) {
+    check_pairs(b);
     models::TrainBatch tb = to_train_batch(b);  // dropout_rng stays null: no dropout
-    const Tensor labels = models::shifted_labels(tb.labels);
-    const Tensor& w = model.lm_head_weight();
-    PairForward f;
+    set_shift_attn(tb, a_.shift_attn && !eval);  // S²-Attn in training forwards only
+    std::vector<double> r;
     if (pref_loss_uses_reference(cfg_.loss)) {
       // Before the policy's forward, so its transients are gone when the policy's activations exist.
       if (!ref_) ref_ = Reference::adapters_off();  // a stage used without prepare (tests)
-      const std::vector<double> r = ref_->logps(model, b, eval);
+      r = ref_->logps(model, b, eval, a_.shift_attn);
+    }
+    return from_hidden(model, model.hidden_states(tb, recompute), b, tb, r);
+  }
+
+  // The policy's part of a micro-batch from its final hidden states x, beside the reference's
+  // log-probs r of its rows (empty without a reference).
+  PairForward from_hidden(models::CausalLM& model, const Tensor& x, const data::Batch& b,
+                          const models::TrainBatch& tb, const std::vector<double>& r) {
+    const int64_t pairs = b.rows / 2, t = b.seq_len;
+    const Tensor labels = models::shifted_labels(tb.labels);
+    const Tensor& w = model.lm_head_weight();
+    PairForward f;
+    if (!r.empty()) {
       f.in.reference_chosen.assign(r.begin(), r.begin() + pairs);
       f.in.reference_rejected.assign(r.begin() + pairs, r.end());
     }
-    const Tensor x = model.hidden_states(tb, recompute);
     f.policy = ops::sequence_logprobs(x, w, labels, t, 0, a_.ld_alpha ? ld_weights(labels, pairs, t, *a_.ld_alpha)
                                                                        : std::vector<double>{});
     const auto& v = f.policy.values;
@@ -186,6 +241,17 @@ class DpoStage : public Stage {
       (i < pairs ? f.in.chosen_len : f.in.rejected_len).push_back(static_cast<double>(f.policy.tokens[i]));
     logit_means(x, w, b, f);
     return f;
+  }
+
+  // d loss / d (policy log-probs of the chosen rows, then the rejected) × seed.
+  static std::vector<float> policy_grad(const PrefLossOutput& out, double seed) {
+    const auto pairs = static_cast<int64_t>(out.d_policy_chosen.size());
+    std::vector<float> g(static_cast<size_t>(2 * pairs));
+    for (int64_t i = 0; i < pairs; ++i) {
+      g[i] = static_cast<float>(out.d_policy_chosen[i] * seed);
+      g[pairs + i] = static_cast<float>(out.d_policy_rejected[i] * seed);
+    }
+    return g;
   }
 
   // LD-DPO's token weights (LLaMA-Factory's get_batch_logps with ld_alpha): 1 from a row's first
@@ -248,6 +314,7 @@ class DpoStage : public Stage {
   int64_t rows_ = 0;  // train + eval rows (a precomputed table's size)
   std::unique_ptr<data::ChatTemplate> template_;
   LogitMeans logit_means_;
+  std::vector<std::vector<double>> ref_logps_;  // pipeline parallelism: the step's, by micro-batch
 };
 
 }  // namespace

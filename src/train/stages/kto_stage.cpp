@@ -92,6 +92,79 @@ class KtoStage : public Stage {
     return r;
   }
 
+  // Pipeline parallelism: the policy's pipelined forward runs the target rows; before it, two
+  // forward-only passes through the stages give the reference's log-probs of every row (the policy
+  // with its adapters off, or the frozen copy; a precomputed table needs none) and the policy's of
+  // the KL rows, as train_micro computes them.
+  bool pipelines() const override { return true; }
+  models::TrainBatch pipeline_batch(const data::Batch& b, const Rng&) const override {
+    check_rows(b);
+    models::TrainBatch tb = to_train_batch(part(b, false));
+    set_shift_attn(tb, a_.shift_attn);
+    return tb;
+  }
+  void pipeline_prepare(models::CausalLM& model, const std::vector<const data::Batch*>& micros,
+                        const std::vector<models::TrainBatch>&, const PipelinePass& pass) override {
+    if (!ref_) ref_ = Reference::adapters_off();  // a stage used without prepare (tests)
+    ref_logps_.assign(micros.size(), {});
+    policy_kl_.assign(micros.size(), {});
+    // The log-probs of each pass's batches, appended to out[micro-batch] (the reference's target
+    // rows, then its KL rows, when they run apart).
+    auto logps = [&](std::vector<std::vector<double>>& out, const models::CausalLM& m,
+                     const std::vector<models::TrainBatch>& batches) {
+      return [&out, &m, &batches](int i, const Tensor& x) {
+        const auto k = static_cast<size_t>(i);
+        const std::vector<double> v = ops::sequence_logprobs(x, m.lm_head_weight(),
+                                                             models::shifted_labels(batches[k].labels),
+                                                             batches[k].labels.size(1))
+                                          .values;
+        out[k].insert(out[k].end(), v.begin(), v.end());
+      };
+    };
+    if (ref_->kind() == RefKind::precomputed) {
+      for (size_t i = 0; i < micros.size(); ++i) ref_logps_[i] = ref_->logps(model, *micros[i], false);
+    } else {
+      models::CausalLM& ref = ref_->model() ? *ref_->model() : model;
+      // As forward(): every row in one pass, or under shift_attn the target rows, then the KL rows.
+      auto ref_batch = [&](const data::Batch& rows) {
+        models::TrainBatch tb = to_train_batch(rows);
+        if (!ref_->model()) {
+          tb.adapters = std::vector<std::string>{};  // the policy with its adapters off
+          set_shift_attn(tb, a_.shift_attn);
+        }
+        return tb;
+      };
+      std::vector<std::vector<models::TrainBatch>> passes(a_.shift_attn ? 2 : 1);
+      for (const data::Batch* b : micros) {
+        if (a_.shift_attn) {
+          passes[0].push_back(ref_batch(part(*b, false)));
+          passes[1].push_back(ref_batch(part(*b, true)));
+        } else {
+          passes[0].push_back(ref_batch(*b));
+        }
+      }
+      for (const auto& batches : passes) pass(ref, batches, logps(ref_logps_, ref, batches));
+    }
+    std::vector<models::TrainBatch> kl;
+    for (const data::Batch* b : micros) {
+      kl.push_back(to_train_batch(part(*b, true)));
+      set_shift_attn(kl.back(), a_.shift_attn);
+    }
+    pass(model, kl, logps(policy_kl_, model, kl));
+  }
+  PipelineHead pipeline_head(models::CausalLM& model, const Tensor& x, int micro, const data::Batch& b,
+                             const models::TrainBatch& tb, const MicroOptions&) override {
+    const auto k = static_cast<size_t>(micro);
+    KtoForward f = from_hidden(model, x, part(b, false), b.tags, tb, ref_logps_.at(k), policy_kl_.at(k));
+    const KtoLossOutput out = kto_loss(cfg_, f.in);
+    PipelineHead h;
+    h.result.loss = out.loss;
+    h.result.sums = sums(out, f);
+    h.root = f.policy.logps;
+    for (double d : out.d_policy) h.grad.push_back(static_cast<float>(d));
+    return h;
+  }
+
   EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
     autograd::NoGradGuard no_grad;
     KtoForward f = forward(model, b, false, true);
@@ -116,30 +189,61 @@ class KtoStage : public Stage {
   std::vector<std::string> plot_keys() const override { return {"loss", "eval_loss", "rewards/chosen"}; }
 
  private:
-  KtoForward forward(models::CausalLM& model, const data::Batch& b, bool recompute, bool eval) {
+  static void check_rows(const data::Batch& b) {
     if (b.group != 2 || b.rows % 2 != 0 || static_cast<int64_t>(b.tags.size()) * 2 != b.rows)
       UNILLM_THROW(ShapeError, "[kto] a micro-batch of ", b.rows, " rows and ", b.tags.size(),
                    " tags is not target/KL rows of tagged examples");
-    const int64_t n = b.rows / 2;
-    KtoForward f;
+  }
+
+  KtoForward forward(models::CausalLM& model, const data::Batch& b, bool recompute, bool eval) {
+    check_rows(b);
+    const bool shift = a_.shift_attn && !eval;  // S²-Attn in training forwards only
     // The reference first (its transients are gone before the policy's activations exist).
     if (!ref_) ref_ = Reference::adapters_off();  // a stage used without prepare (tests)
-    const std::vector<double> ref = ref_->logps(model, b, eval);
+    std::vector<double> ref;
+    if (a_.shift_attn) {  // the target rows and the KL rows as LLaMA-Factory pads them: apart
+      ref = ref_->logps(model, part(b, false), eval, shift);
+      const std::vector<double> kl = ref_->logps(model, part(b, true), eval, shift);
+      ref.insert(ref.end(), kl.begin(), kl.end());
+    } else {
+      ref = ref_->logps(model, b, eval);
+    }
+    std::vector<double> policy_kl = row_logps(model, part(b, true), std::nullopt, shift);  // no gradient
+    const data::Batch target = part(b, false);
+    models::TrainBatch tb = to_train_batch(target);  // dropout_rng stays null: no dropout
+    set_shift_attn(tb, shift);
+    return from_hidden(model, model.hidden_states(tb, recompute), target, b.tags, tb, ref, std::move(policy_kl));
+  }
+
+  // The target rows (kl: the KL rows) of b. Under shift_attn each part's padding is cut to its own
+  // longest row rounded up to 8, as LLaMA-Factory's KTO collator pads the two apart (to a multiple
+  // of 8): S²-Attn's groups are a quarter of the padded length. Otherwise the padding stays (it
+  // changes nothing a causal forward computes).
+  data::Batch part(const data::Batch& b, bool kl) const {
+    const int64_t n = b.rows / 2;
+    data::Batch p = kl ? rows_of(b, n, 2 * n) : rows_of(b, 0, n);
+    return a_.shift_attn ? trim_padding(p, kShiftAttnMultiple) : p;
+  }
+
+  // The policy's target rows from their final hidden states x (tb: those rows), beside the
+  // reference's log-probs of every row of b and the policy's of the KL rows.
+  KtoForward from_hidden(models::CausalLM& model, const Tensor& x, const data::Batch& target,
+                         const std::vector<uint8_t>& tags, const models::TrainBatch& tb, const std::vector<double>& ref,
+                         std::vector<double> policy_kl) {
+    const int64_t n = target.rows;
+    KtoForward f;
     f.in.reference.assign(ref.begin(), ref.begin() + n);
     f.in.reference_kl.assign(ref.begin() + n, ref.end());
-    f.in.policy_kl = row_logps(model, rows_of(b, n, 2 * n), std::nullopt);  // no gradient
-    const data::Batch target = rows_of(b, 0, n);
-    models::TrainBatch tb = to_train_batch(target);  // dropout_rng stays null: no dropout
-    const Tensor x = model.hidden_states(tb, recompute);
+    f.in.policy_kl = std::move(policy_kl);
     f.policy = ops::sequence_logprobs(x, model.lm_head_weight(), models::shifted_labels(tb.labels), target.seq_len);
     f.in.policy = f.policy.values;
     for (int64_t i = 0; i < n; ++i) f.in.length.push_back(static_cast<double>(f.policy.tokens[i]));
-    f.in.desirable = b.tags;
+    f.in.desirable = tags;
     // logits/<split>: the mean logit over each split's real positions (docs/preference.md).
     const std::vector<double> p = logit_means_.per_position(x, model.lm_head_weight());
     SumMetric chosen{"logits/chosen", 0, 0}, rejected{"logits/rejected", 0, 0};
     for (int64_t r = 0; r < n; ++r) {
-      SumMetric& m = b.tags[r] ? chosen : rejected;
+      SumMetric& m = tags[r] ? chosen : rejected;
       for (int64_t t = 0; t < target.lengths[r]; ++t) m.sum += p[r * target.seq_len + t];
       m.count += target.lengths[r];
     }
@@ -163,6 +267,9 @@ class KtoStage : public Stage {
   std::unique_ptr<data::ChatTemplate> template_;
   LogitMeans logit_means_;
   int64_t rows_ = 0;
+  // Pipeline parallelism: the step's reference log-probs (every row) and the policy's of the KL
+  // rows, by micro-batch.
+  std::vector<std::vector<double>> ref_logps_, policy_kl_;
 };
 
 }  // namespace

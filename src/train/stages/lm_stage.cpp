@@ -113,18 +113,49 @@ class LmStage : public Stage {
     return {sum, out.count, {}, {}};
   }
 
-  // ASFT's loss also needs the reference's hidden states of the whole model.
-  bool pipelines() const override { return !a_.use_asft_loss; }
-  models::LossResult head_loss(models::CausalLM& model, const Tensor& x, const models::TrainBatch& tb,
-                               double hint) override {
-    if (a_.use_asft_loss) return Stage::head_loss(model, x, tb, hint);
-    if (a_.label_smoothing_factor > 0) return smoothed(model, x, tb);
-    if (!weighting_) {  // model.loss()'s head
+  // Pipeline parallelism: NEFTune and S²-Attn as train_micro sets them; ASFT's reference hidden
+  // states come from a forward-only pass through the stages before the step's pipeline.
+  bool pipelines() const override { return true; }
+  models::TrainBatch pipeline_batch(const data::Batch& b, const Rng& micro) const override {
+    models::TrainBatch tb = to_train_batch(b);
+    set_neftune(tb, a_.neftune_noise_alpha, &micro);
+    set_shift_attn(tb, a_.shift_attn);
+    return tb;
+  }
+  void pipeline_prepare(models::CausalLM& model, const std::vector<const data::Batch*>&,
+                        const std::vector<models::TrainBatch>& policy, const PipelinePass& pass) override {
+    ref_hidden_.clear();
+    if (!a_.use_asft_loss) return;
+    if (!ref_) ref_ = Reference::adapters_off();  // a stage used without prepare (tests)
+    std::vector<models::TrainBatch> batches;
+    for (const models::TrainBatch& tb : policy) batches.push_back(reference_batch(tb));  // as train_micro's
+    ref_hidden_.resize(policy.size());
+    pass(ref_->model() ? *ref_->model() : model, batches, [&](int i, const Tensor& x) { ref_hidden_[i] = x; });
+  }
+  PipelineHead pipeline_head(models::CausalLM& model, const Tensor& x, int micro, const data::Batch&,
+                             const models::TrainBatch& tb, const MicroOptions& o) override {
+    const double hint = o.seed;
+    models::LossResult out;
+    if (a_.use_asft_loss) {
+      models::CausalLM& ref_model = ref_->model() ? *ref_->model() : model;
+      auto r = ops::asft_cross_entropy(x, model.lm_head_weight(), ref_hidden_.at(static_cast<size_t>(micro)),
+                                       ref_model.lm_head_weight(), models::shifted_labels(tb.labels),
+                                       {a_.asft_alpha, hint != 0 ? hint : 1.0, 0});
+      out = {r.loss_sum, r.count};
+    } else if (a_.label_smoothing_factor > 0) {
+      out = smoothed(model, x, tb);
+    } else if (!weighting_) {  // model.loss()'s head
       auto ce = ops::linear_cross_entropy_eager_grad(x, model.lm_head_weight(), model.loss_labels(tb), hint);
-      return {ce.loss_sum, ce.count};
+      out = {ce.loss_sum, ce.count};
+    } else {
+      auto r = ops::weighted_cross_entropy(x, model.lm_head_weight(), models::shifted_labels(tb.labels), *weighting_);
+      out = {r.loss_sum, r.count};
     }
-    auto r = ops::weighted_cross_entropy(x, model.lm_head_weight(), models::shifted_labels(tb.labels), *weighting_);
-    return {r.loss_sum, r.count};
+    PipelineHead h;
+    h.root = out.loss_sum;
+    h.grad = {1.0f};
+    h.result.loss = out.loss_sum.item_flat(0);
+    return h;
   }
 
   bool token_loss() const override { return true; }
@@ -166,11 +197,7 @@ class LmStage : public Stage {
     models::CausalLM* ref_model = ref_->model() ? ref_->model() : &model;
     {
       autograd::NoGradGuard no_grad;
-      models::TrainBatch rb = tb;
-      rb.dropout_rng = nullptr;
-      rb.moe_balance = nullptr;  // the policy's routing only
-      if (!ref_->model()) rb.adapters = std::vector<std::string>{};  // the policy with its adapters off
-      x_ref = ref_model->hidden_states(rb, false);  // [N, C]
+      x_ref = ref_model->hidden_states(reference_batch(tb), false);  // [N, C]
     }
     Tensor x = model.hidden_states(tb, recompute);  // [N, C]
     auto r = ops::asft_cross_entropy(x, model.lm_head_weight(), x_ref, ref_model->lm_head_weight(),
@@ -178,10 +205,20 @@ class LmStage : public Stage {
     return {r.loss_sum, r.count};
   }
 
+  // The reference's view of a policy batch: no dropout, no routing record, and the policy's
+  // adapters off when the policy is the reference.
+  models::TrainBatch reference_batch(models::TrainBatch rb) const {
+    rb.dropout_rng = nullptr;
+    rb.moe_balance = nullptr;  // the policy's routing only
+    if (!ref_->model()) rb.adapters = std::vector<std::string>{};  // the policy with its adapters off
+    return rb;
+  }
+
   const TrainArgs& a_;
   std::optional<ops::TokenWeighting> weighting_;  // set for use_dft_loss / use_eaft_loss
   RefKind ref_kind_;
   std::unique_ptr<Reference> ref_;  // use_asft_loss
+  std::vector<Tensor> ref_hidden_;  // use_asft_loss under pipeline parallelism: the step's, by micro-batch
   std::unique_ptr<data::ChatTemplate> template_;
 };
 

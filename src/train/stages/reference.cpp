@@ -26,10 +26,11 @@ const char* ref_kind_name(RefKind k) {
 }
 
 std::vector<double> row_logps(models::CausalLM& model, const data::Batch& b,
-                              const std::optional<std::vector<std::string>>& adapters) {
+                              const std::optional<std::vector<std::string>>& adapters, bool shift_attn) {
   autograd::NoGradGuard no_grad;
   models::TrainBatch tb = to_train_batch(b);
   tb.adapters = adapters;
+  set_shift_attn(tb, shift_attn);
   const Tensor x = model.hidden_states(tb, false);
   return ops::sequence_logprobs(x, model.lm_head_weight(), models::shifted_labels(tb.labels), b.seq_len).values;
 }
@@ -88,9 +89,9 @@ std::unique_ptr<Reference> Reference::load(const std::string& dir, const data::T
   return r;
 }
 
-std::vector<double> Reference::logps(models::CausalLM& policy, const data::Batch& b, bool eval) {
+std::vector<double> Reference::logps(models::CausalLM& policy, const data::Batch& b, bool eval, bool shift_attn) {
   switch (kind_) {
-    case RefKind::adapters_off: return row_logps(policy, b, std::vector<std::string>{});
+    case RefKind::adapters_off: return row_logps(policy, b, std::vector<std::string>{}, shift_attn && !eval);
     case RefKind::copy: return row_logps(*model_, b, std::nullopt);
     case RefKind::precomputed: break;
   }

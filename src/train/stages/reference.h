@@ -26,9 +26,10 @@ enum class RefKind { adapters_off, copy, precomputed };
 const char* ref_kind_name(RefKind k);
 
 // Summed log-probs of every row of b (labels shifted, −100 not scored), no gradient; the
-// adapters of `adapters` (unset: the model's active set, {}: none).
+// adapters of `adapters` (unset: the model's active set, {}: none); shift_attn: through S²-Attn
+// (a training forward of a run with shift_attn).
 std::vector<double> row_logps(models::CausalLM& model, const data::Batch& b,
-                              const std::optional<std::vector<std::string>>& adapters);
+                              const std::optional<std::vector<std::string>>& adapters, bool shift_attn = false);
 
 class Reference {
  public:
@@ -47,8 +48,12 @@ class Reference {
   RefKind kind() const { return kind_; }
   // copy: the frozen model (ASFT's loss reads its hidden states and lm_head); else nullptr.
   models::CausalLM* model() const { return model_.get(); }
-  // The reference log-probs of b's rows (eval: b comes from the evaluation rows).
-  std::vector<double> logps(models::CausalLM& policy, const data::Batch& b, bool eval);
+  // The reference log-probs of b's rows (eval: b comes from the evaluation rows). shift_attn: a
+  // training step of a run with shift_attn — the policy with its adapters off attends through
+  // S²-Attn as the policy does (LLaMA-Factory's patched attention applies in training mode, and
+  // PEFT's disable_adapter() leaves the model in it); a frozen copy attends fully (LLaMA-Factory
+  // loads its reference model for inference, without the shift).
+  std::vector<double> logps(models::CausalLM& policy, const data::Batch& b, bool eval, bool shift_attn = false);
   // precomputed: writes dir/reference_logps.json; the other kinds hold nothing to save.
   void save(const std::string& dir) const;
 

@@ -89,7 +89,7 @@ class RewardStage : public Stage {
   }
 
   MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) override {
-    const Tensor scores = score(model, b, o.recompute, o.rng);
+    const Tensor scores = score(model, b, o.recompute, o.rng, a_.shift_attn);
     const std::vector<float> s = scores.to(Device{}).contiguous().to_float_vector();
     PairLoss p = pair_loss(s);
     MicroResult r;
@@ -100,9 +100,30 @@ class RewardStage : public Stage {
     return r;
   }
 
+  // Pipeline parallelism: the value head on the last stage's hidden states, its dropout drawing
+  // from the micro-batch's generator after the stage's layers (as one process's after the model's:
+  // each stage's layers draw the same one seed for LoRA dropout from a freshly seeded generator).
+  bool pipelines() const override { return true; }
+  models::TrainBatch pipeline_batch(const data::Batch& b, const Rng&) const override {
+    models::TrainBatch tb = to_train_batch(b);
+    set_shift_attn(tb, a_.shift_attn);
+    return tb;
+  }
+  PipelineHead pipeline_head(models::CausalLM&, const Tensor& x, int, const data::Batch& b,
+                             const models::TrainBatch& tb, const MicroOptions&) override {
+    if (!head_) UNILLM_THROW(ConfigError, "[rm] the value head is not prepared");
+    const Tensor scores = reward_scores_from_hidden(*head_, x, b, tb.dropout_rng);
+    PairLoss p = pair_loss(scores.to(Device{}).contiguous().to_float_vector());
+    PipelineHead h;
+    h.result.loss = p.loss;
+    h.root = scores;
+    h.grad = std::move(p.grad);
+    return h;
+  }
+
   EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
     autograd::NoGradGuard no_grad;
-    const PairLoss p = pair_loss(score(model, b, false, nullptr).to(Device{}).contiguous().to_float_vector());
+    const PairLoss p = pair_loss(score(model, b, false, nullptr, false).to(Device{}).contiguous().to_float_vector());
     const int64_t pairs = b.rows / 2;
     EvalPart e;
     e.loss_sum = p.loss * static_cast<double>(pairs);
@@ -114,9 +135,9 @@ class RewardStage : public Stage {
   std::vector<std::string> plot_keys() const override { return {"loss", "eval_loss", "eval_accuracy"}; }
 
  private:
-  Tensor score(models::CausalLM& model, const data::Batch& b, bool recompute, Rng* rng) {
+  Tensor score(models::CausalLM& model, const data::Batch& b, bool recompute, Rng* rng, bool shift_attn) {
     if (!head_) UNILLM_THROW(ConfigError, "[rm] the value head is not prepared");
-    return reward_scores(model, *head_, b, recompute, rng);
+    return reward_scores(model, *head_, b, recompute, rng, shift_attn);
   }
 
   const TrainArgs& a_;
@@ -127,14 +148,19 @@ class RewardStage : public Stage {
 }  // namespace
 
 Tensor reward_scores(models::CausalLM& model, const models::ValueHead& head, const data::Batch& b, bool recompute,
-                     Rng* rng) {
-  if (b.group != 2 || b.rows % 2 != 0)
-    UNILLM_THROW(ShapeError, "[rm] a batch of ", b.rows, " rows is not chosen/rejected pairs");
+                     Rng* rng, bool shift_attn) {
   models::TrainBatch tb = to_train_batch(b);
   tb.dropout_rng = rng;  // LoRA dropout as configured
+  set_shift_attn(tb, shift_attn);
+  return reward_scores_from_hidden(head, model.hidden_states(tb, recompute), b, rng);
+}
+
+Tensor reward_scores_from_hidden(const models::ValueHead& head, const Tensor& x, const data::Batch& b, Rng* rng) {
+  if (b.group != 2 || b.rows % 2 != 0)
+    UNILLM_THROW(ShapeError, "[rm] a batch of ", b.rows, " rows is not chosen/rejected pairs");
   std::vector<int32_t> last(static_cast<size_t>(b.rows));
   for (int64_t r = 0; r < b.rows; ++r) last[r] = static_cast<int32_t>(r * b.seq_len + b.lengths[r] - 1);
-  const Tensor h = ops::gather_rows(model.hidden_states(tb, recompute), Tensor::from_ints(last, {b.rows}));
+  const Tensor h = ops::gather_rows(x, Tensor::from_ints(last, {b.rows}));
   return head.forward(h, rng ? kHeadKeepProb : 1.0, rng);
 }
 

@@ -85,7 +85,28 @@ models::TrainBatch to_train_batch(const data::Batch& b) {
   return tb;
 }
 
-models::LossResult Stage::head_loss(models::CausalLM&, const Tensor&, const models::TrainBatch&, double) {
+data::Batch trim_padding(const data::Batch& b, int64_t multiple) {
+  int64_t longest = 0;
+  for (int32_t l : b.lengths) longest = std::max<int64_t>(longest, l);
+  const int64_t t = std::min(b.seq_len, (longest + multiple - 1) / multiple * multiple);
+  if (t == b.seq_len) return b;
+  data::Batch out = b;
+  out.seq_len = t;
+  auto cut = [&](std::vector<int32_t>& v) {
+    if (v.empty()) return;
+    std::vector<int32_t> w(static_cast<size_t>(b.rows * t));
+    for (int64_t r = 0; r < b.rows; ++r)
+      std::copy_n(v.begin() + r * b.seq_len, t, w.begin() + r * t);
+    v = std::move(w);
+  };
+  for (auto* v : {&out.input_ids, &out.labels, &out.position_ids, &out.segment_ids}) cut(*v);
+  return out;
+}
+
+models::TrainBatch Stage::pipeline_batch(const data::Batch& b, const Rng&) const { return to_train_batch(b); }
+
+Stage::PipelineHead Stage::pipeline_head(models::CausalLM&, const Tensor&, int, const data::Batch&,
+                                         const models::TrainBatch&, const MicroOptions&) {
   UNILLM_THROW(NotImplemented, "[train] stage ", name(), " cannot run as pipeline stages");
 }
 

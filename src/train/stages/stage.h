@@ -126,13 +126,33 @@ class Stage {
   virtual double micro_weight(const std::vector<data::Batch>& group) const = 0;
   // Forward, loss and backward (seeded with o.seed) of one micro-batch.
   virtual MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) = 0;
-  // Pipeline parallelism (train/pipeline.h): whether the stage's loss is a function of the last
-  // pipeline stage's hidden states alone, and that loss — what train_micro computes from
-  // model.hidden_states (hint: the backward seed, as loss()'s grad_scale_hint). The default
-  // throws NotImplemented.
+  // Pipeline parallelism (train/pipeline.h). Whether the stage runs under it (the default: no).
   virtual bool pipelines() const { return false; }
-  virtual models::LossResult head_loss(models::CausalLM& model, const Tensor& hidden, const models::TrainBatch& tb,
-                                       double hint);
+  // The batch the policy's pipelined forward runs for micro-batch b (micro: its dropout generator,
+  // not advanced): to_train_batch(b) by default.
+  virtual models::TrainBatch pipeline_batch(const data::Batch& b, const Rng& micro) const;
+  // A forward without gradients through the pipeline's stages (Pipeline::forward_only): `model`,
+  // the batches, and what the last stage does with each batch's final hidden states.
+  using PipelinePass = std::function<void(models::CausalLM& model, const std::vector<models::TrainBatch>& batches,
+                                          const std::function<void(int, const Tensor&)>& last)>;
+  // Before the step's pipelined forwards and backwards: the forward-only passes the head will need
+  // (a reference's log-probs or hidden states, KTO's KL rows), run through `pass` on every
+  // process of the pipeline; micros: this process's micro-batches of the step, in order, and
+  // policy: their pipeline_batch()es.
+  virtual void pipeline_prepare(models::CausalLM& model, const std::vector<const data::Batch*>& micros,
+                                const std::vector<models::TrainBatch>& policy, const PipelinePass& pass) {}
+  // The last pipeline stage's part of micro-batch `micro` (b, and tb as pipeline_batch made it,
+  // its dropout generator at the state the stage's layers left it in): from the policy's final
+  // hidden states x, the micro-batch's loss and metrics (as train_micro's) and the differentiable
+  // root whose backward, seeded with grad × o.seed, gives its gradient (o.seed is also the hint
+  // for an eager gradient).
+  struct PipelineHead {
+    Tensor root;
+    std::vector<float> grad;
+    MicroResult result;
+  };
+  virtual PipelineHead pipeline_head(models::CausalLM& model, const Tensor& x, int micro, const data::Batch& b,
+                                     const models::TrainBatch& tb, const MicroOptions& o);
   // One evaluation batch, without gradients.
   virtual EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) = 0;
   // Data parallelism: this process has no micro-batch (evaluation: no eval batch) in a round the
@@ -175,6 +195,11 @@ void set_shift_attn(models::TrainBatch& tb, bool on);
 data::SftOptions preference_data_options(const TrainArgs& a, const std::string& stage, const io::Tokenizer& tok,
                                          const std::string& tokenizer_dir,
                                          std::unique_ptr<data::ChatTemplate>* tmpl);
+// shift_attn's padding multiple: LLaMA-Factory's collators pad the preference stages' batches (and
+// SFT's) to a multiple of 8, and S²-Attn's groups are a quarter of the padded length.
+constexpr int64_t kShiftAttnMultiple = 8;
+// b with its padding cut to its longest row rounded up to `multiple` (never longer than b's).
+data::Batch trim_padding(const data::Batch& b, int64_t multiple);
 // Labels scored by the model's shifted loss: positions 1.. of each row that are not ignored.
 int64_t scored_labels(const data::Batch& b);
 
