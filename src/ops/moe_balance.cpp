@@ -1,6 +1,8 @@
 // MoeBalance (ops/moe_balance.h).
 #include "ops/moe_balance.h"
 
+#include <cstddef>
+
 #include "core/error.h"
 
 namespace unillm::ops {
@@ -22,6 +24,22 @@ void MoeBalance::record(const std::vector<double>& probs, const std::vector<int3
     for (int64_t j = 0; j < k; ++j) routed_[static_cast<size_t>(chosen[static_cast<size_t>(n * k + j)])] += 1;
   }
   ++layers_;
+}
+
+std::vector<double> MoeBalance::totals() const {
+  std::vector<double> t(routed_);
+  t.insert(t.end(), prob_sum_.begin(), prob_sum_.end());
+  t.push_back(static_cast<double>(layers_));
+  return t;
+}
+
+void MoeBalance::set_totals(const std::vector<double>& t) {
+  if (static_cast<int64_t>(t.size()) != 2 * experts_ + 1)
+    UNILLM_THROW(ShapeError, "[moe_balance] ", t.size(), " totals for ", experts_, " experts");
+  const auto e = static_cast<std::ptrdiff_t>(experts_);
+  routed_.assign(t.begin(), t.begin() + e);
+  prob_sum_.assign(t.begin() + e, t.begin() + 2 * e);
+  layers_ = static_cast<int64_t>(t.back());
 }
 
 double MoeBalance::loss() const {

@@ -32,6 +32,15 @@ class MoeBalance {
   // Adds seed · d aux / d logits of one layer's rows to dlogits [rows, E]; probs as recorded.
   void add_grad(const std::vector<double>& probs, std::vector<double>& dlogits) const;
 
+  // Pipeline parallelism (train/pipeline.h), where a micro-batch's sparse layers run on several
+  // processes, each with a balance of its own: the sums recorded so far ([routed E, Σp E, layers],
+  // additive over layers) travel forward with the activations — a stage starts from its
+  // predecessor's (set_totals) and records its own layers on top — so the last stage holds the
+  // whole forward's, which travel back with the gradients and replace each stage's before its
+  // backward, so every router's gradient reads the f of all layers.
+  std::vector<double> totals() const;
+  void set_totals(const std::vector<double>& t);  // ShapeError unless 2E + 1 values
+
  private:
   int64_t experts_;
   std::vector<uint8_t> valid_;

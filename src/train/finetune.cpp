@@ -168,14 +168,6 @@ std::function<void(nn::FusedLinear&)> qlora_load_hook(const TrainArgs& a) {
 }
 
 void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir) {
-  // The router load-balancing loss (output_router_logits) is added to stages pt and sft's token
-  // loss (stages/lm_stage.cpp); it needs every sparse layer's routing of a micro-batch in one
-  // process. (rm, dpo and kto train without it, as LLaMA-Factory's trainers do: the trainer says so.)
-  if (model.config().num_experts > 0 && model.config().output_router_logits && (a.stage == "pt" || a.stage == "sft") &&
-      a.pipeline_degree > 1)
-    UNILLM_THROW(NotImplemented, "[train] ", a.moe_aux_loss_coef > 0 ? "moe_aux_loss_coef" : a.model_name_or_path +
-                 "/config.json's output_router_logits", ": the router load-balancing loss needs every sparse layer "
-                 "of a micro-batch in one process, which pipeline_parallel_degree ", a.pipeline_degree, " splits");
   if (a.quantization_bit > 0 && !a.adapter_tuning()) quantize_base_for_qlora(model, a);  // throws
   if (a.finetuning_type == "full") {
     // BAdam's layer mode trains decoder layers only (one at a time, train/badam.h), its ratio

@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "ops/moe_balance.h"
 
 namespace unillm::train {
 
@@ -67,10 +68,25 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
     group_.recv(t, src, tg);
     return t.to(dev);
   };
+  // A mixture-of-experts load-balancing loss (ops::MoeBalance): its totals travel beside the
+  // activations on channels of their own (after forward_only's), forward and back.
+  auto totals_tag = [stages](bool forward, int g) { return (forward ? 3 : 4) * stages + g; };
+  auto send_totals = [&](const ops::MoeBalance& b, int dst, int tg) {
+    const std::vector<double> v = b.totals();
+    Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::f64, host);
+    std::copy(v.begin(), v.end(), t.data<double>());
+    sends.push_back(group_.send_async(t, dst, tg));
+  };
+  auto recv_totals = [&](ops::MoeBalance& b, int src, int tg) {
+    Tensor t = Tensor::empty({static_cast<int64_t>(b.totals().size())}, DType::f64, host);
+    group_.recv(t, src, tg);
+    b.set_totals(std::vector<double>(t.data<double>(), t.data<double>() + t.numel()));
+  };
   struct Live {
     Tensor input;   // the received activation (a leaf that requires grad), undefined on stage 0
     Tensor output;  // what was sent on, or the head's root on the last stage
     Tensor seed;    // the last stage: the root's backward seed
+    std::shared_ptr<ops::MoeBalance> balance;  // this chunk's, when the micro-batch has one
   };
   // (micro-batch, chunk) between its forward and backward
   std::map<std::pair<int, int>, Live> live;
@@ -91,6 +107,11 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
       rng.reseed(mb.dropout_seed);
       models::TrainBatch b = mb.batch;
       b.dropout_rng = &rng;
+      if (mb.batch.moe_balance) {  // a fresh balance per chunk, from the predecessor's totals
+        l.balance = std::make_shared<ops::MoeBalance>(*mb.batch.moe_balance);
+        if (g > 0) recv_totals(*l.balance, (g - 1) % pp_, totals_tag(true, g));
+        b.moe_balance = l.balance;
+      }
       const auto [lo, hi] = layers_[static_cast<size_t>(g)];
       Tensor x = model.hidden_states_range(b, l.input, lo, hi, recompute);
       if (g == stages - 1) {
@@ -102,17 +123,22 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
       } else {
         l.output = x;
         send(x, (g + 1) % pp_, tag(true, g + 1));
+        if (l.balance) send_totals(*l.balance, (g + 1) % pp_, totals_tag(true, g + 1));
       }
     } else {
       if (g == stages - 1) {
         autograd::backward(l.output, l.seed);
       } else {
-        autograd::backward(l.output, recv(n, (g + 1) % pp_, tag(false, g)));
+        Tensor dy = recv(n, (g + 1) % pp_, tag(false, g));
+        // The whole forward's totals, before the routers' backward reads them.
+        if (l.balance) recv_totals(*l.balance, (g + 1) % pp_, totals_tag(false, g));
+        autograd::backward(l.output, dy);
       }
       if (g > 0) {
         Tensor dx = l.input.grad();
         if (!dx.defined()) dx = Tensor::zeros({n, hidden}, DType::f32, dev);
         send(dx, (g - 1) % pp_, tag(false, g - 1));
+        if (l.balance) send_totals(*l.balance, (g - 1) % pp_, totals_tag(false, g - 1));
       }
       live.erase({op.micro, op.chunk});
     }

@@ -53,8 +53,8 @@ void Run::setup_pipeline() {
                  pipeline_->describe(static_cast<int>(a_.gradient_accumulation_steps))));
 }
 
-double Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOptions& mo,
-                            uint64_t step_seed) {
+std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOptions& mo,
+                                               uint64_t step_seed) {
   const int64_t dp = dp_size(), me = dp_rank();
   std::vector<Pipeline::Micro> micros;
   std::vector<const data::Batch*> mine;
@@ -64,7 +64,7 @@ double Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOp
     Pipeline::Micro m;
     m.dropout_seed =
         step_seed + 0x9E3779B97F4A7C15ull * (i + 1);  // train_step's per-micro-batch seed
-    m.batch = stage_->pipeline_batch(group[i], Rng(m.dropout_seed));
+    m.batch = stage_->pipeline_batch(*model_, group[i], Rng(m.dropout_seed), mo);
     mine.push_back(&group[i]);
     policy.push_back(m.batch);
     micros.push_back(std::move(m));
@@ -77,6 +77,7 @@ double Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOp
                              pipeline_->forward_only(m, batches, last);
                            });
   const auto seed = static_cast<float>(mo.seed);  // as the stages' train_micro rounds it
+  double aux = 0;
   const std::vector<double> losses = pipeline_->run(
       model, micros, seed, mo.recompute, [&](const Tensor& x, int i, const models::TrainBatch& b, double hint) {
         MicroOptions o = mo;
@@ -87,6 +88,7 @@ double Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOp
           accumulate_metrics(interval_metrics_, h.result.metrics);
           add_sums(interval_sums_, h.result.sums);
         }
+        aux += h.result.aux_loss;
         return Pipeline::HeadOut{h.root, std::move(h.grad), h.result.loss};
       });
   double sum = 0;
@@ -94,7 +96,7 @@ double Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOp
     if (!std::isfinite(l)) stop_non_finite("the loss", l);
     sum += l;
   }
-  return sum;
+  return {sum, aux};
 }
 
 }  // namespace unillm::train::detail

@@ -116,7 +116,9 @@ class Run {
   // is loaded), the pipeline once the model is, and a step's micro-batches through it.
   void setup_model_mesh();
   void setup_pipeline();
-  double pipeline_micros(const std::vector<data::Batch>& group, const MicroOptions& mo, uint64_t step_seed);
+  // This process's share of the step's loss sum and aux sum (MicroResult's), on the loss's stage.
+  std::pair<double, double> pipeline_micros(const std::vector<data::Batch>& group, const MicroOptions& mo,
+                                            uint64_t step_seed);
   void dp_barrier();
   // The logging interval's metrics summed over the group (rank order, first-seen names).
   void merge_interval_metrics();

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "autograd/engine.h"
 #include "dist/gather_strings.h"
@@ -103,7 +104,7 @@ double Run::train_step() {
     const uint64_t step_seed = rng_.next_u64();
     Rng micro_rng;
     mo.rng = &micro_rng;
-    if (pipeline_) loss_sum = pipeline_micros(group, mo, step_seed);
+    if (pipeline_) std::tie(loss_sum, aux_sum) = pipeline_micros(group, mo, step_seed);
     int64_t last = -1;  // this process's last micro-batch: its backward completes the gradients
     for (size_t i = 0; i < group.size(); ++i)
       if (static_cast<int64_t>(i) % dp == me) last = static_cast<int64_t>(i);

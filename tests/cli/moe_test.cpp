@@ -203,6 +203,28 @@ TEST(Moe, RouterLoadBalancingLossFromMoeAuxLossCoefOrTheConfig) {
   EXPECT_NE(dense.err.find("moe_aux_loss_coef: ignored"), std::string::npos) << dense.err;
 }
 
+// Under pipeline parallelism the load-balancing loss couples sparse layers on both processes (the
+// 3 layers split [0, 2) and [2, 3): sparse layers 0 and 2): its totals travel with the
+// activations and back, and the run is one process's with the same micro-batches — losses as
+// logged (aux included), gradient norms within 1e-5, final weights within 1e-5.
+TEST(Moe, LoadBalancingLossUnderPipelineStagesIsOneProcesses) {
+  const std::string dir = testing::temp_dir("moe_aux_pp");
+  for (const std::string type : {"qwen3_moe", "qwen2_moe"}) {
+    const std::string args = kSft + kShort + " finetuning_type=full learning_rate=1e-3 moe_aux_loss_coef=0.5"
+                             " gradient_accumulation_steps=2 model_name_or_path=" + tiny_moe(dir, type) +
+                             " output_dir=" + dir + "/" + type;
+    auto one = testing::train_processes(1, args + "_one");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto pp = testing::train_processes(2, args + "_pp pipeline_parallel_degree=2");
+    ASSERT_EQ(pp.exit_code, 0) << pp.err;
+    EXPECT_NE(pp.err.find("router load-balancing loss: router_aux_loss_coef 0.5"), std::string::npos) << pp.err;
+    testing::expect_runs_close(dir + "/" + type + "_one", dir + "/" + type + "_pp", type);
+    EXPECT_LE(testing::max_weight_diff(dir + "/" + type + "_one/model.safetensors",
+                                       dir + "/" + type + "_pp/model.safetensors"),
+              testing::layout_tol(1e-5));
+  }
+}
+
 TEST(Moe, WhatIsNotBuiltIsRefusedWithItsReason) {
   const std::string dir = testing::temp_dir("moe_refusals");
   // Inference is unaffected by output_router_logits.

@@ -104,7 +104,8 @@ class DpoStage : public Stage {
   // split like the policy) before the step's pipeline; a precomputed table needs no pass. The
   // last stage computes the loss from the policy's hidden states as train_micro does.
   bool pipelines() const override { return !pref_loss_uses_bco(cfg_); }
-  models::TrainBatch pipeline_batch(const data::Batch& b, const Rng&) const override {
+  models::TrainBatch pipeline_batch(models::CausalLM&, const data::Batch& b, const Rng&,
+                                    const MicroOptions&) const override {
     models::TrainBatch tb = to_train_batch(b);
     set_shift_attn(tb, a_.shift_attn);
     return tb;

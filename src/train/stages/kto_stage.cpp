@@ -97,7 +97,8 @@ class KtoStage : public Stage {
   // with its adapters off, or the frozen copy; a precomputed table needs none) and the policy's of
   // the KL rows, as train_micro computes them.
   bool pipelines() const override { return true; }
-  models::TrainBatch pipeline_batch(const data::Batch& b, const Rng&) const override {
+  models::TrainBatch pipeline_batch(models::CausalLM&, const data::Batch& b, const Rng&,
+                                    const MicroOptions&) const override {
     check_rows(b);
     models::TrainBatch tb = to_train_batch(part(b, false));
     set_shift_attn(tb, a_.shift_attn);

@@ -116,10 +116,15 @@ class LmStage : public Stage {
   // Pipeline parallelism: NEFTune and S²-Attn as train_micro sets them; ASFT's reference hidden
   // states come from a forward-only pass through the stages before the step's pipeline.
   bool pipelines() const override { return true; }
-  models::TrainBatch pipeline_batch(const data::Batch& b, const Rng& micro) const override {
+  models::TrainBatch pipeline_batch(models::CausalLM& model, const data::Batch& b, const Rng& micro,
+                                    const MicroOptions& o) const override {
     models::TrainBatch tb = to_train_batch(b);
     set_neftune(tb, a_.neftune_noise_alpha, &micro);
     set_shift_attn(tb, a_.shift_attn);
+    // The load-balancing loss: the pipeline gives each stage a balance of this one's kind and
+    // passes the recorded totals along (ops::MoeBalance::totals).
+    const double coef = router_aux_loss_coef(model);
+    if (coef > 0) tb.moe_balance = models::moe_balance_for(tb, model.config(), coef * o.aux_seed);
     return tb;
   }
   void pipeline_prepare(models::CausalLM& model, const std::vector<const data::Batch*>&,
@@ -155,6 +160,9 @@ class LmStage : public Stage {
     h.root = out.loss_sum;
     h.grad = {1.0f};
     h.result.loss = out.loss_sum.item_flat(0);
+    // tb's balance holds the totals of every stage's sparse layers here, on the last stage.
+    if (const double coef = router_aux_loss_coef(model); coef > 0 && tb.moe_balance)
+      h.result.aux_loss = coef * tb.moe_balance->loss();
     return h;
   }
 

@@ -103,7 +103,10 @@ data::Batch trim_padding(const data::Batch& b, int64_t multiple) {
   return out;
 }
 
-models::TrainBatch Stage::pipeline_batch(const data::Batch& b, const Rng&) const { return to_train_batch(b); }
+models::TrainBatch Stage::pipeline_batch(models::CausalLM&, const data::Batch& b, const Rng&,
+                                         const MicroOptions&) const {
+  return to_train_batch(b);
+}
 
 Stage::PipelineHead Stage::pipeline_head(models::CausalLM&, const Tensor&, int, const data::Batch&,
                                          const models::TrainBatch&, const MicroOptions&) {

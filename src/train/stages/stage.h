@@ -129,8 +129,9 @@ class Stage {
   // Pipeline parallelism (train/pipeline.h). Whether the stage runs under it (the default: no).
   virtual bool pipelines() const { return false; }
   // The batch the policy's pipelined forward runs for micro-batch b (micro: its dropout generator,
-  // not advanced): to_train_batch(b) by default.
-  virtual models::TrainBatch pipeline_batch(const data::Batch& b, const Rng& micro) const;
+  // not advanced; o: the step's options): to_train_batch(b) by default.
+  virtual models::TrainBatch pipeline_batch(models::CausalLM& model, const data::Batch& b, const Rng& micro,
+                                            const MicroOptions& o) const;
   // A forward without gradients through the pipeline's stages (Pipeline::forward_only): `model`,
   // the batches, and what the last stage does with each batch's final hidden states.
   using PipelinePass = std::function<void(models::CausalLM& model, const std::vector<models::TrainBatch>& batches,
