@@ -116,19 +116,11 @@ TEST(Pipeline, PreferenceStagesAndReferencePasses) {
            // S²-Attn: the reference's target and KL rows in passes of their own, each padded apart.
            {"kto_shift", ex + "kto.yaml shift_attn=true per_device_train_batch_size=2", "", 1e-5},
            {"asft_lora", ex + "sft.yaml use_asft_loss=true", "", 1e-5}}) {
-    const std::string args = config +
-                             " max_steps=4 logging_steps=1 save_strategy=no max_samples=32"
-                             " gradient_accumulation_steps=2 bf16=false --quiet output_dir=" +
-                             dir + "/" + name;
-    auto one = train(1, args + "_one");
-    ASSERT_EQ(one.exit_code, 0) << one.err;
-    auto pp = train(2, args + "_pp pipeline_parallel_degree=2" + extra);
-    ASSERT_EQ(pp.exit_code, 0) << pp.err;
-    expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_pp", name, grad_rel);
+    testing::expect_layout_is_one_process(dir, name, config, " pipeline_parallel_degree=2" + extra, grad_rel);
   }
   // Step 1 of LoRA DPO logs ln 2 and zero rewards: the reference pass ran with the adapters off
   // (B = 0, so the policy equals it); by step 4 the rewards have moved (they were not zeroed).
-  const auto log = testing::log_lines(dir + "/dpo_lora_pp");
+  const auto log = testing::log_lines(dir + "/dpo_lora_layout");
   ASSERT_FALSE(log.empty());
   EXPECT_NEAR(log.front()["loss"].get<double>(), std::log(2.0), 1e-4);
   EXPECT_EQ(log.front()["rewards/chosen"].get<double>(), 0.0);

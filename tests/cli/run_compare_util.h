@@ -103,6 +103,22 @@ inline void expect_refused(const std::string& base,
   }
 }
 
+// A short run of `config` (4 steps of 2 accumulated micro-batches, 32 samples, f32) on one process
+// and on 2 processes with `layout` (e.g. " pipeline_parallel_degree=2"): losses as logged and
+// gradient norms within grad_rel (expect_runs_close). Outputs under dir/name_one, dir/name_layout.
+inline void expect_layout_is_one_process(const std::string& dir, const std::string& name, const std::string& config,
+                                         const std::string& layout, double grad_rel) {
+  const std::string args = config +
+                           " max_steps=4 logging_steps=1 save_strategy=no max_samples=32"
+                           " gradient_accumulation_steps=2 bf16=false --quiet output_dir=" +
+                           dir + "/" + name;
+  auto one = train_processes(1, args + "_one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto two = train_processes(2, args + "_layout" + layout);
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_layout", name, grad_rel);
+}
+
 // The number after `key` in text (e.g. "ppl=" in eval's output); NaN when absent.
 inline double number_after(const std::string& text, const std::string& key) {
   const size_t at = text.find(key);

@@ -178,15 +178,7 @@ TEST(TensorParallel, PreferenceStages) {
                        " eval_strategy=steps eval_steps=2 per_device_eval_batch_size=2", 5e-5}}) {
     // DPO's gradient is a sigmoid of differences of sequence log-probability sums: the row-parallel
     // sums' rounding comes out up to 1.2e-5 relative in its norms (measured).
-    const std::string args = config +
-                             " max_steps=4 logging_steps=1 save_strategy=no max_samples=32"
-                             " gradient_accumulation_steps=2 bf16=false --quiet output_dir=" +
-                             dir + "/" + name;
-    auto one = train(1, args + "_one");
-    ASSERT_EQ(one.exit_code, 0) << one.err;
-    auto tp = train(2, args + "_tp tensor_parallel_degree=2");
-    ASSERT_EQ(tp.exit_code, 0) << tp.err;
-    expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_tp", name, grad_rel);
+    testing::expect_layout_is_one_process(dir, name, config, " tensor_parallel_degree=2", grad_rel);
   }
 }
 
