@@ -52,8 +52,8 @@ const char* kUsage =
     "  --recompute L        on, off or both (default on,off)\n"
     "  --run-timeout S      bound on each child run (default 600)\n"
     "  --threads, --device  passed to every `unillm train`\n"
-    "  --pp L               pipeline stages to try (default 1 and every divisor of N); N / pp\n"
-    "                       processes are data-parallel replicas\n"
+    "  --pp L               pipeline stages to try (default 1 and every divisor of N; 1 for DPO\n"
+    "                       with pref_bco_weight); N / pp processes are data-parallel replicas\n"
     "  --tp L               tensor-parallel degrees to try (default 1 and every divisor of N that\n"
     "                       divides the model's heads, key/value heads and MLP width); N / (tp x pp)\n"
     "                       processes are data-parallel replicas\n"
@@ -260,17 +260,27 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
                                          " is not sharded (AdamW and SGD are); stage 0 only");
     zero = {0};
   }
-  const bool plain_token_loss = (a.stage == "pt" || a.stage == "sft") && !a.use_asft_loss && !a.use_dft_loss &&
-                                !a.use_eaft_loss && a.label_smoothing_factor <= 0;
-  // Pipeline stages: the divisors of the process count (every stage runs as pipeline stages).
+  // Pipeline stages: the divisors of the process count, for the runs that pipeline (every stage
+  // but DPO with BCO's running baseline, train/trainer.cpp).
   std::vector<int> pp = o.pp;
+  const bool bco = a.stage == "dpo" && a.pref_bco_weight > 1e-6;
+  const bool pipelines = !bco;
   if (pp.empty()) {
     pp = {1};
-    for (int p = 2; p <= o.nproc; ++p)
-      if (o.nproc % p == 0) pp.push_back(p);
+    if (pipelines)
+      for (int p = 2; p <= o.nproc; ++p)
+        if (o.nproc % p == 0) pp.push_back(p);
   }
-  for (int p : pp)
-    if (o.nproc % p != 0) UNILLM_THROW(ConfigError, "[tune] --pp ", p, " does not divide --nproc ", o.nproc);
+  for (int p : pp) {
+    if (o.nproc % p != 0)
+      UNILLM_THROW(ConfigError, "[tune] --pp ", p, " does not divide --nproc ", o.nproc);
+    if (p > 1 && !pipelines)
+      UNILLM_THROW(ConfigError, "[tune] --pp ", p, ": stage ", a.stage,
+                   " with pref_bco_weight does not run as pipeline stages (BCO's running baseline)");
+  }
+  if (!pipelines && o.pp.empty() && o.nproc > 1)
+    notes.push_back("pipeline parallelism: stage " + a.stage + " with pref_bco_weight does not run as pipeline "
+                    "stages; pp 1 only");
   // Tensor parallelism: the divisors of the process count that split the model's heads and MLP.
   const models::ModelConfig mc =
       models::load_model_config((fs::path(a.model_name_or_path) / "config.json").string());
@@ -301,9 +311,9 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
                           " data-parallel replicas does not divide the global batch " + std::to_string(global));
           continue;
         }
-        // Sequence parallelism needs the plain token loss (the trainer's rule: Stage::model_token_loss).
+        // Sequence parallelism needs the plain token loss (the trainer's rule).
         std::vector<bool> sps = {false};
-        if (t > 1 && plain_token_loss)
+        if (t > 1 && pipelines && !a.use_dft_loss && !a.use_eaft_loss)
           sps = o.sp.empty() ? std::vector<bool>{false, true} : o.sp;
         for (bool q : sps)
           for (int z : zero) {

@@ -91,12 +91,6 @@ std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& g
         aux += h.result.aux_loss;
         return Pipeline::HeadOut{h.root, std::move(h.grad), h.result.loss};
       });
-  // A replica short of micro-batches in the epoch's last group sits out the rounds it has none in
-  // on its loss stage, where a stage exchanges per round (BCO), as train_step's loop does.
-  if (pipeline_->holds_loss()) {
-    const auto most = static_cast<int64_t>((group.size() + dp - 1) / dp);
-    for (auto k = static_cast<int64_t>(micros.size()); k < most; ++k) stage_->idle_round(/*evaluation=*/false);
-  }
   double sum = 0;
   for (double l : losses) {
     if (!std::isfinite(l)) stop_non_finite("the loss", l);

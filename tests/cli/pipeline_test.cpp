@@ -112,9 +112,6 @@ TEST(Pipeline, PreferenceStagesAndReferencePasses) {
            {"dpo_table", ex + "dpo.yaml finetuning_type=full ref_mode=precompute", "", 5e-5},
            {"dpo_virtual", ex + "dpo.yaml", " virtual_pp_degree=2", 5e-5},
            {"orpo", ex + "dpo.yaml pref_loss=orpo", "", 1e-5},
-           // BCO's running baseline, updated on the last stage; evaluation exchanges it as ever.
-           {"dpo_bco", ex + "dpo.yaml pref_bco_weight=0.5 val_size=0.25 eval_strategy=steps eval_steps=2"
-                       " per_device_eval_batch_size=2", "", 5e-5},
            {"kto_lora", ex + "kto.yaml", "", 1e-5},
            // S²-Attn: the reference's target and KL rows in passes of their own, each padded apart.
            {"kto_shift", ex + "kto.yaml shift_attn=true per_device_train_batch_size=2", "", 1e-5},
@@ -154,6 +151,8 @@ TEST(Pipeline, CheckpointsResumeUnderOneProcessAndRefusals) {
        "pipeline_parallel_degree 2 does not divide the 3 processes"},
       {2, " pipeline_parallel_degree=2 virtual_pp_degree=3",
        "5 decoder layers cannot be split into 6 pipeline stages"},
+      {2, " pipeline_parallel_degree=2 stage=dpo pref_bco_weight=0.5 dataset=dpo_en_demo",
+       "pref_bco_weight under pipeline parallelism"},
   };
   testing::expect_refused(small, bad);
 }

@@ -153,10 +153,11 @@ TEST(Tune, PipelineAndTensorLayoutsJoinTheSearch) {
   EXPECT_NE(three.err.find("--tp 3: the model's 8 heads, 4 key/value heads and MLP width 172 do not all split 3 ways"),
             std::string::npos)
       << three.err;
-  // A --pp that does not divide the processes is refused.
-  auto bad = tune(kSft + " --nproc 2 --pp 3");
+  // --pp for a run that does not pipeline is refused.
+  auto bad = tune(kSft + " --nproc 2 --pp 2 stage=dpo dataset=dpo_en_demo pref_bco_weight=0.5");
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_NE(bad.err.find("--pp 3 does not divide --nproc 2"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--pp 2: stage dpo with pref_bco_weight does not run as pipeline stages"), std::string::npos)
+      << bad.err;
 }
 
 // The last line of stdout as JSON (the --plan-only line).

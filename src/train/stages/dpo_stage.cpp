@@ -102,10 +102,8 @@ class DpoStage : public Stage {
   // Pipeline parallelism: the reference's log-probs of the step's micro-batches come from a
   // forward-only pass through the stages (the policy with its adapters off, or the frozen copy,
   // split like the policy) before the step's pipeline; a precomputed table needs no pass. The
-  // last stage computes the loss from the policy's hidden states as train_micro does (BCO's
-  // baseline exchanged there between the replicas' last stages, round by round as under data
-  // parallelism: a replica's k-th micro-batch is the step group's k · dp + its rank).
-  bool pipelines() const override { return true; }
+  // last stage computes the loss from the policy's hidden states as train_micro does.
+  bool pipelines() const override { return !pref_loss_uses_bco(cfg_); }
   models::TrainBatch pipeline_batch(models::CausalLM&, const data::Batch& b, const Rng&,
                                     const MicroOptions&) const override {
     models::TrainBatch tb = to_train_batch(b);
@@ -138,7 +136,6 @@ class DpoStage : public Stage {
                              const models::TrainBatch& tb, const MicroOptions& o) override {
     check_pairs(b);
     PairForward f = from_hidden(model, x, b, tb, ref_logps_.at(static_cast<size_t>(micro)));
-    update_bco(f.in);
     PrefLossOutput out = pref_loss(cfg_, f.in);
     PipelineHead h;
     h.result.loss = out.loss;
