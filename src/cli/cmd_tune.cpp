@@ -58,7 +58,7 @@ const char* kUsage =
     "                       divides the model's heads, key/value heads and MLP width); N / (tp x pp)\n"
     "                       processes are data-parallel replicas\n"
     "  --sp L               sequence parallelism for the tp > 1 layouts: on, off or both (default both\n"
-    "                       for stages pt and sft, else off)\n";
+    "                       for stages pt and sft with their plain token loss, else off)\n";
 
 struct TuneOptions {
   std::string config, out;
@@ -67,7 +67,7 @@ struct TuneOptions {
   std::vector<int> zero;       // empty: 0, 1, 2 as the optimizer allows
   std::vector<int> pp;         // empty: 1 and every divisor of nproc (stages pt and sft)
   std::vector<int> tp;         // empty: 1 and every divisor of nproc the model splits by
-  std::vector<bool> sp;        // empty: off and on (tp > 1, stages pt and sft), else off
+  std::vector<bool> sp;        // empty: off and on (tp > 1, pt and sft's plain token loss), else off
   std::vector<bool> recompute = {true, false};
   std::vector<std::string> overrides, train_flags;
 };
@@ -281,6 +281,12 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
   if (!pipelines && o.pp.empty() && o.nproc > 1)
     notes.push_back("pipeline parallelism: stage " + a.stage + " with pref_bco_weight does not run as pipeline "
                     "stages; pp 1 only");
+  // Sequence parallelism splits the plain token loss of pt and sft only (train/stages/lm_stage.cpp).
+  const bool plain_token_loss = (a.stage == "pt" || a.stage == "sft") && !a.use_asft_loss && !a.use_dft_loss &&
+                                !a.use_eaft_loss && a.label_smoothing_factor <= 0;
+  if (!plain_token_loss && std::find(o.sp.begin(), o.sp.end(), true) != o.sp.end())
+    UNILLM_THROW(ConfigError, "[tune] --sp on: sequence parallelism needs the plain token loss of stages pt and sft "
+                 "(stage ", a.stage, " and its loss options do not run with it)");
   // Tensor parallelism: the divisors of the process count that split the model's heads and MLP.
   const models::ModelConfig mc =
       models::load_model_config((fs::path(a.model_name_or_path) / "config.json").string());
@@ -311,10 +317,9 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
                           " data-parallel replicas does not divide the global batch " + std::to_string(global));
           continue;
         }
-        // Sequence parallelism needs the plain token loss (the trainer's rule).
+        // Sequence parallelism needs the plain token loss (the trainer's rule: Stage::model_token_loss).
         std::vector<bool> sps = {false};
-        if (t > 1 && pipelines && !a.use_dft_loss && !a.use_eaft_loss)
-          sps = o.sp.empty() ? std::vector<bool>{false, true} : o.sp;
+        if (t > 1 && plain_token_loss) sps = o.sp.empty() ? std::vector<bool>{false, true} : o.sp;
         for (bool q : sps)
           for (int z : zero) {
             // Stage 3 shards the parameters of pure data parallelism only (else it runs as 2).

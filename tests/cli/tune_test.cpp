@@ -153,6 +153,21 @@ TEST(Tune, PipelineAndTensorLayoutsJoinTheSearch) {
   EXPECT_NE(three.err.find("--tp 3: the model's 8 heads, 4 key/value heads and MLP width 172 do not all split 3 ways"),
             std::string::npos)
       << three.err;
+  // Sequence parallelism is tried for the plain token loss only: DPO's rows are dp2 and tp2, and
+  // asking for it is refused before anything runs.
+  auto dpo = tune(kSft + " --nproc 2 --steps 1 --micro-batches 2 --zero 0 --recompute on --pp 1 stage=dpo "
+                         "dataset=dpo_en_demo max_samples=32 --out " + dir + "/dpo.yaml");
+  ASSERT_EQ(dpo.exit_code, 0) << dpo.out << dpo.err;
+  const auto dpo_rows = table_rows(dpo.out);
+  ASSERT_EQ(dpo_rows.size(), 2u) << dpo.out;
+  EXPECT_EQ(dpo_rows[0].layout, "dp2");
+  EXPECT_EQ(dpo_rows[1].layout, "tp2");
+  for (const auto& row : dpo_rows) EXPECT_GT(row.step_ms, 0) << row.note;
+  auto dpo_sp = tune(kSft + " --nproc 2 --tp 2 --sp on stage=dpo dataset=dpo_en_demo");
+  EXPECT_NE(dpo_sp.exit_code, 0);
+  EXPECT_NE(dpo_sp.err.find("--sp on: sequence parallelism needs the plain token loss of stages pt and sft (stage dpo"),
+            std::string::npos)
+      << dpo_sp.err;
   // --pp for a run that does not pipeline is refused.
   auto bad = tune(kSft + " --nproc 2 --pp 2 stage=dpo dataset=dpo_en_demo pref_bco_weight=0.5");
   EXPECT_NE(bad.exit_code, 0);
