@@ -52,8 +52,8 @@ const char* kUsage =
     "  --recompute L        on, off or both (default on,off)\n"
     "  --run-timeout S      bound on each child run (default 600)\n"
     "  --threads, --device  passed to every `unillm train`\n"
-    "  --pp L               pipeline stages to try (default 1 and every divisor of N; 1 for DPO\n"
-    "                       with pref_bco_weight); N / pp processes are data-parallel replicas\n"
+    "  --pp L               pipeline stages to try (default 1 and every divisor of N); N / pp\n"
+    "                       processes are data-parallel replicas\n"
     "  --tp L               tensor-parallel degrees to try (default 1 and every divisor of N that\n"
     "                       divides the model's heads, key/value heads and MLP width); N / (tp x pp)\n"
     "                       processes are data-parallel replicas\n"
@@ -65,7 +65,7 @@ struct TuneOptions {
   int nproc = 0, steps = 4, rounds = 1, timeout_s = 600;
   std::vector<int64_t> micro;  // empty: powers of two up to the global batch
   std::vector<int> zero;       // empty: 0, 1, 2 as the optimizer allows
-  std::vector<int> pp;         // empty: 1 and every divisor of nproc (stages pt and sft)
+  std::vector<int> pp;         // empty: 1 and every divisor of nproc
   std::vector<int> tp;         // empty: 1 and every divisor of nproc the model splits by
   std::vector<bool> sp;        // empty: off and on (tp > 1, pt and sft's plain token loss), else off
   std::vector<bool> recompute = {true, false};
@@ -260,27 +260,15 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
                                          " is not sharded (AdamW and SGD are); stage 0 only");
     zero = {0};
   }
-  // Pipeline stages: the divisors of the process count, for the runs that pipeline (every stage
-  // but DPO with BCO's running baseline, train/trainer.cpp).
+  // Pipeline stages: the divisors of the process count (every stage runs as pipeline stages).
   std::vector<int> pp = o.pp;
-  const bool bco = a.stage == "dpo" && a.pref_bco_weight > 1e-6;
-  const bool pipelines = !bco;
   if (pp.empty()) {
     pp = {1};
-    if (pipelines)
-      for (int p = 2; p <= o.nproc; ++p)
-        if (o.nproc % p == 0) pp.push_back(p);
+    for (int p = 2; p <= o.nproc; ++p)
+      if (o.nproc % p == 0) pp.push_back(p);
   }
-  for (int p : pp) {
-    if (o.nproc % p != 0)
-      UNILLM_THROW(ConfigError, "[tune] --pp ", p, " does not divide --nproc ", o.nproc);
-    if (p > 1 && !pipelines)
-      UNILLM_THROW(ConfigError, "[tune] --pp ", p, ": stage ", a.stage,
-                   " with pref_bco_weight does not run as pipeline stages (BCO's running baseline)");
-  }
-  if (!pipelines && o.pp.empty() && o.nproc > 1)
-    notes.push_back("pipeline parallelism: stage " + a.stage + " with pref_bco_weight does not run as pipeline "
-                    "stages; pp 1 only");
+  for (int p : pp)
+    if (o.nproc % p != 0) UNILLM_THROW(ConfigError, "[tune] --pp ", p, " does not divide --nproc ", o.nproc);
   // Sequence parallelism splits the plain token loss of pt and sft only (train/stages/lm_stage.cpp).
   const bool plain_token_loss = (a.stage == "pt" || a.stage == "sft") && !a.use_asft_loss && !a.use_dft_loss &&
                                 !a.use_eaft_loss && a.label_smoothing_factor <= 0;

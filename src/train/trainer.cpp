@@ -399,14 +399,6 @@ TrainResult Run::go() {
                    " of each evaluation batch"));
   }
   if (world_size() > 1) {
-    // Not yet with several processes: each would need its share of the work and a merged result.
-    std::string no;
-    if (a_.pref_bco_weight > 1e-6 && a_.pipeline_degree > 1)
-      no = "pref_bco_weight under pipeline parallelism (its running baseline is exchanged between data-parallel "
-           "processes and tensor-parallel peers only)";
-    if (!no.empty())
-      UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", no, " is not implemented with ", world_size(),
-                   model_mesh_ ? " processes" : " data-parallel processes", " yet; run one process");
     check_zero();
     if (dp_size() > 1)
       say("data parallel: " + std::to_string(dp_size()) + (model_mesh_ ? " replicas" : " processes") + ", each step " +

@@ -4,6 +4,7 @@
 // data-parallel path's: the processes a stage does not run hold zero gradients for its layers.
 #include <cmath>
 
+#include "dist/gather_strings.h"
 #include "train/trainer_run.h"
 
 namespace unillm::train::detail {
@@ -35,10 +36,6 @@ void Run::setup_model_mesh() {
 
 void Run::setup_pipeline() {
   if (!model_mesh_ || a_.pipeline_degree == 1) return;
-  if (!stage_->pipelines())
-    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": stage ", a_.stage,
-                 a_.use_asft_loss ? " with use_asft_loss" : "",
-                 " under pipeline_parallel_degree > 1 is not implemented yet");
   pipeline_ = std::make_unique<Pipeline>(model_mesh_->pp(), static_cast<int>(a_.virtual_pp_degree), model_->config());
   say(UNILLM_MSG("pipeline parallel: ", a_.pipeline_degree, " stages",
                  a_.virtual_pp_degree > 1
@@ -91,6 +88,19 @@ std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& g
         aux += h.result.aux_loss;
         return Pipeline::HeadOut{h.root, std::move(h.grad), h.result.loss};
       });
+  // A replica short of micro-batches in the epoch's last group sits out the rounds it has none in
+  // on its loss stage, where a stage exchanges per round (BCO), as train_step's loop does.
+  if (pipeline_->holds_loss()) {
+    const auto most = static_cast<int64_t>((group.size() + dp - 1) / dp);
+    for (auto k = static_cast<int64_t>(micros.size()); k < most; ++k) stage_->idle_round(/*evaluation=*/false);
+  }
+  // What the last stage's head carries between steps (BCO's baseline) goes to the other stages,
+  // which evaluate and write checkpoints with it too.
+  if (stage_->keeps_head_state()) {
+    const std::vector<std::string> states =
+        dist::allgather_strings(model_mesh_->pp(), pipeline_->holds_loss() ? stage_->head_state() : "");
+    if (!pipeline_->holds_loss()) stage_->set_head_state(states.back());
+  }
   double sum = 0;
   for (double l : losses) {
     if (!std::isfinite(l)) stop_non_finite("the loss", l);

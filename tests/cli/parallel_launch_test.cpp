@@ -182,15 +182,6 @@ TEST(DataParallel, PredictWithGenerateSharedByTwoProcessesIsOneProcesss) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/trained/predict_results.json"));
 }
 
-TEST(DataParallel, WhatIsNotSupportedYetStopsEveryProcess) {
-  const std::string dir = testing::temp_dir("dp_refused");
-  auto r = train(2, kDpo + " output_dir=" + dir + "/out pref_bco_weight=0.5 pipeline_parallel_degree=2" + kShort);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.exit_code, 124) << "timed out: a process was left waiting";
-  EXPECT_NE(r.err.find("pref_bco_weight under pipeline parallelism"), std::string::npos) << r.err;
-  EXPECT_FALSE(std::filesystem::exists(dir + "/out"));
-}
-
 TEST(DataParallel, TorchrunVariablesAreRefusedNamingMpirun) {
   const std::string dir = testing::temp_dir("torchrun_train");
   auto r = run_shell("cd " + source_path("") + " && RANK=0 WORLD_SIZE=2 " + std::string(UNILLM_BINARY_DIR) +

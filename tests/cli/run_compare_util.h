@@ -78,16 +78,16 @@ inline void expect_runs_close(const std::string& a_dir, const std::string& b_dir
 }
 
 // A resumed run's logged figures against the tail of the uninterrupted one's (the same number of
-// lines from the end): losses within 1e-4, gradient norms within 1e-5 relative.
+// lines from the end): losses within 1e-4, gradient norms within grad_rel relative.
 inline void expect_same_tail(const std::string& whole_dir, const std::string& resumed_dir, size_t lines,
-                             const std::string& what) {
+                             const std::string& what, double grad_rel = 1e-5) {
   const auto a = logged_figures(whole_dir), b = logged_figures(resumed_dir);
   ASSERT_EQ(b.size(), lines) << what;
   ASSERT_GE(a.size(), b.size()) << what;
   for (size_t i = 0; i < b.size(); ++i) {
     const auto& w = a[a.size() - b.size() + i];
     EXPECT_NEAR(w.first, b[i].first, 1e-4) << what << " line " << i;
-    EXPECT_NEAR(w.second, b[i].second, 1e-5 * std::abs(w.second) + 1e-12) << what << " line " << i;
+    EXPECT_NEAR(w.second, b[i].second, grad_rel * std::abs(w.second) + 1e-12) << what << " line " << i;
   }
 }
 

@@ -76,10 +76,16 @@ class DpoStage : public Stage {
 
   void save_extra(const std::string& dir, bool checkpoint) const override {
     if (ref_ && checkpoint) ref_->save(dir);  // a resume needs the table; the final output does not
-    if (pref_loss_uses_bco(cfg_) && checkpoint)  // nlohmann writes doubles that read back exactly
-      io::write_file_atomic((std::filesystem::path(dir) / kBcoFile).string(),
-                            nlohmann::json{{"mean", bco_.mean}, {"var", bco_.var}, {"count", bco_.count}}.dump());
+    if (pref_loss_uses_bco(cfg_) && checkpoint)
+      io::write_file_atomic((std::filesystem::path(dir) / kBcoFile).string(), head_state());
   }
+
+  // BCO's baseline is updated in the last pipeline stage's head; the trainer copies it on.
+  bool keeps_head_state() const override { return pref_loss_uses_bco(cfg_); }
+  std::string head_state() const override {  // nlohmann writes doubles that read back exactly
+    return nlohmann::json{{"mean", bco_.mean}, {"var", bco_.var}, {"count", bco_.count}}.dump();
+  }
+  void set_head_state(const std::string& text) override { bco_ = bco_from(nlohmann::json::parse(text), "the last stage"); }
 
   double micro_weight(const std::vector<data::Batch>& group) const override {
     return group.empty() ? 0.0 : 1.0 / static_cast<double>(group.size());
@@ -102,8 +108,10 @@ class DpoStage : public Stage {
   // Pipeline parallelism: the reference's log-probs of the step's micro-batches come from a
   // forward-only pass through the stages (the policy with its adapters off, or the frozen copy,
   // split like the policy) before the step's pipeline; a precomputed table needs no pass. The
-  // last stage computes the loss from the policy's hidden states as train_micro does.
-  bool pipelines() const override { return !pref_loss_uses_bco(cfg_); }
+  // last stage computes the loss from the policy's hidden states as train_micro does (BCO's
+  // baseline exchanged there between the replicas' last stages, round by round as under data
+  // parallelism: a replica's k-th micro-batch is the step group's k · dp + its rank; then copied
+  // to the other stages, head_state).
   models::TrainBatch pipeline_batch(models::CausalLM&, const data::Batch& b, const Rng&,
                                     const MicroOptions&) const override {
     models::TrainBatch tb = to_train_batch(b);
@@ -136,6 +144,7 @@ class DpoStage : public Stage {
                              const models::TrainBatch& tb, const MicroOptions& o) override {
     check_pairs(b);
     PairForward f = from_hidden(model, x, b, tb, ref_logps_.at(static_cast<size_t>(micro)));
+    update_bco(f.in);
     PrefLossOutput out = pref_loss(cfg_, f.in);
     PipelineHead h;
     h.result.loss = out.loss;
@@ -195,11 +204,14 @@ class DpoStage : public Stage {
     if (!std::filesystem::exists(path))
       UNILLM_THROW(ConfigError, "[dpo] ", dir, " has no ", kBcoFile,
                    ": it was not written by a run with pref_bco_weight, so BCO's running baseline cannot resume");
-    const nlohmann::json j = io::read_json_file(path);
+    bco_ = bco_from(io::read_json_file(path), path);
+  }
+
+  static BcoRunning bco_from(const nlohmann::json& j, const std::string& source) {
     try {
-      bco_ = {j.at("mean").get<double>(), j.at("var").get<double>(), j.at("count").get<double>()};
+      return {j.at("mean").get<double>(), j.at("var").get<double>(), j.at("count").get<double>()};
     } catch (const nlohmann::json::exception& e) {
-      UNILLM_THROW(IoError, "[dpo] ", path, ": ", e.what());
+      UNILLM_THROW(IoError, "[dpo] BCO's running baseline from ", source, ": ", e.what());
     }
   }
 

@@ -96,7 +96,6 @@ class KtoStage : public Stage {
   // forward-only passes through the stages give the reference's log-probs of every row (the policy
   // with its adapters off, or the frozen copy; a precomputed table needs none) and the policy's of
   // the KL rows, as train_micro computes them.
-  bool pipelines() const override { return true; }
   models::TrainBatch pipeline_batch(models::CausalLM&, const data::Batch& b, const Rng&,
                                     const MicroOptions&) const override {
     check_rows(b);

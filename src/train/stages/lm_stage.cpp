@@ -115,7 +115,6 @@ class LmStage : public Stage {
 
   // Pipeline parallelism: NEFTune and S²-Attn as train_micro sets them; ASFT's reference hidden
   // states come from a forward-only pass through the stages before the step's pipeline.
-  bool pipelines() const override { return true; }
   models::TrainBatch pipeline_batch(models::CausalLM& model, const data::Batch& b, const Rng& micro,
                                     const MicroOptions& o) const override {
     models::TrainBatch tb = to_train_batch(b);

@@ -103,7 +103,6 @@ class RewardStage : public Stage {
   // Pipeline parallelism: the value head on the last stage's hidden states, its dropout drawing
   // from the micro-batch's generator after the stage's layers (as one process's after the model's:
   // each stage's layers draw the same one seed for LoRA dropout from a freshly seeded generator).
-  bool pipelines() const override { return true; }
   models::TrainBatch pipeline_batch(models::CausalLM&, const data::Batch& b, const Rng&,
                                     const MicroOptions&) const override {
     models::TrainBatch tb = to_train_batch(b);

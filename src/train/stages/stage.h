@@ -126,9 +126,7 @@ class Stage {
   virtual double micro_weight(const std::vector<data::Batch>& group) const = 0;
   // Forward, loss and backward (seeded with o.seed) of one micro-batch.
   virtual MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) = 0;
-  // Pipeline parallelism (train/pipeline.h). Whether the stage runs under it (the default: no).
-  virtual bool pipelines() const { return false; }
-  // The batch the policy's pipelined forward runs for micro-batch b (micro: its dropout generator,
+  // Pipeline parallelism (train/pipeline.h), which every stage runs under. The batch the policy's pipelined forward runs for micro-batch b (micro: its dropout generator,
   // not advanced; o: the step's options): to_train_batch(b) by default.
   virtual models::TrainBatch pipeline_batch(models::CausalLM& model, const data::Batch& b, const Rng& micro,
                                             const MicroOptions& o) const;
@@ -154,6 +152,12 @@ class Stage {
   };
   virtual PipelineHead pipeline_head(models::CausalLM& model, const Tensor& x, int micro, const data::Batch& b,
                                      const models::TrainBatch& tb, const MicroOptions& o);
+  // Pipeline parallelism: what the last stage's head carries from step to step (BCO's running
+  // baseline), as text. After each step the trainer copies the last stage's to the other stages'
+  // processes, so that every process evaluates, checkpoints and resumes with it.
+  virtual bool keeps_head_state() const { return false; }
+  virtual std::string head_state() const { return ""; }
+  virtual void set_head_state(const std::string& text) {}
   // One evaluation batch, without gradients.
   virtual EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) = 0;
   // Data parallelism: this process has no micro-batch (evaluation: no eval batch) in a round the
