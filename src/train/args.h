@@ -349,6 +349,9 @@ struct TrainArgs {
   std::string zero_from;      // "cfg.yaml line 9 (deepspeed: ds_z2_config.json)", for messages
   std::string deepspeed_text, deepspeed_where;  // the DeepSpeed JSON, checked against the other keys
   int64_t sharding_degree = -1;  // PaddleNLP sharding_parallel_degree (-1: every process)
+  // HF fsdp hybrid_shard / hybrid_shard_zero2: the sharding groups are each host's processes
+  // (the degree is found at run time), replicated across hosts.
+  bool sharding_per_host = false;
   // Pipeline parallelism (train/pipeline.h): PaddleNLP's pipeline_parallel_degree (the processes
   // of one pipeline; data parallelism over world / this) and virtual_pp_degree (chunks per stage).
   int64_t pipeline_degree = 1;
@@ -359,6 +362,16 @@ struct TrainArgs {
   // HF's tp_size (transformers' own tensor parallelism): the same degree, applied in
   // finish_parallel_args (where it must agree with tensor_parallel_degree when both are given).
   std::optional<int64_t> hf_tp_size;
+  // accelerate's ParallelismConfig (HF's `parallelism_config`): its sizes, applied in
+  // finish_parallel_args (tp_size the tensor-parallel degree, dp_shard_size the sharding degree
+  // with FSDP's full shard unless a ZeRO key says otherwise, dp_replicate_size the replicas);
+  // their product must be the process count, which the trainer checks.
+  struct ParallelismSizes {
+    int64_t dp_replicate = 1, dp_shard = 1, tp = 1, cp = 1;
+    std::string where;
+    int64_t processes() const { return dp_replicate * dp_shard * tp * cp; }
+  };
+  std::optional<ParallelismSizes> parallelism;
   // PaddleNLP's sequence_parallel: under tensor parallelism the stream between the split regions
   // is cut by tokens too (nn/tensor_parallel.h).
   bool sequence_parallel = false;

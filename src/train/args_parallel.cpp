@@ -1,6 +1,7 @@
 // The keys that ask for sharded data parallelism, mapped onto ZeRO (train/zero.h): HF's
 // `deepspeed` (a DeepSpeed JSON file, as LLaMA-Factory's examples/deepspeed/ds_z*_config.json),
-// HF's `fsdp` / `fsdp_config`, and PaddleNLP's `sharding` / `sharding_parallel_degree`.
+// HF's `fsdp` / `fsdp_config`, PaddleNLP's `sharding` / `sharding_parallel_degree`, and
+// accelerate's `parallelism_config` (its tp_size and dp_shard_size).
 // DeepSpeed's "auto" values are resolved from the training keys as HF's
 // HfTrainerDeepSpeedConfig does, and a value that is not "auto" must agree with them (HF refuses
 // a mismatch too). Keys that only tune communication (bucket sizes, overlap_comm, prefetch) are
@@ -75,6 +76,7 @@ void set_fsdp(TrainArgs& a, const Field& f) {
     std::istringstream in(f.node.Scalar());
     for (std::string w; in >> w;) words.push_back(w);
   }
+  a.sharding_per_host = false;
   if (is_off(f.node) || (words.size() == 1 && (words[0] == "false" || words[0] == "False"))) return;
   if (words.size() == 1 && (words[0] == "true" || words[0] == "True")) words = {"full_shard"};
   int64_t stage = -1;
@@ -90,11 +92,13 @@ void set_fsdp(TrainArgs& a, const Field& f) {
     } else if (w == "auto_wrap") {
       // FSDP's wrapping units: unillm's are the decoder layers whatever is asked
     } else if (w == "hybrid_shard" || w == "hybrid_shard_zero2") {
-      UNILLM_THROW(NotImplemented, "[config] ", f.where, ": fsdp '", w,
-                   "' (sharding within a node, replication across nodes) is not implemented yet; "
-                   "use full_shard or shard_grad_op");
+      // Sharding within a host, replication across hosts: full_shard's or shard_grad_op's stage
+      // over each host's processes (Run::go finds how many there are).
+      stage = w == "hybrid_shard" ? 3 : 2;
+      a.sharding_per_host = true;
     } else {
-      bad_value(f, "full_shard, shard_grad_op, no_shard, hybrid_shard, offload or auto_wrap, not '" + w + "'");
+      bad_value(f, "full_shard, shard_grad_op, no_shard, hybrid_shard, hybrid_shard_zero2, offload or auto_wrap, not '" +
+                     w + "'");
     }
   }
   if (stage < 0) bad_value(f, "a sharding strategy: full_shard, shard_grad_op or no_shard");
@@ -119,6 +123,43 @@ void set_sharding(TrainArgs& a, const Field& f) {
   if (stage < 0) bad_value(f, "stage1, stage2 or stage3");
   a.zero_stage = stage;
   a.zero_from = f.where + " (sharding: " + f.node.Scalar() + ")";
+}
+
+// accelerate's ParallelismConfig as HF's `parallelism_config`: a map of its sizes (and the
+// handlers' settings, which tune torch's tensor/context-parallel plans).
+void set_parallelism_config(TrainArgs& a, const Field& f) {
+  if (is_off(f.node)) {
+    a.parallelism.reset();
+    return;
+  }
+  if (!f.node.IsMap())
+    bad_value(f, "a map of dp_replicate_size, dp_shard_size, tp_size and cp_size (accelerate's ParallelismConfig)");
+  TrainArgs::ParallelismSizes p;
+  p.where = f.where;
+  for (const auto& kv : f.node) {
+    const std::string k = kv.first.Scalar();
+    int64_t* size = k == "dp_replicate_size" ? &p.dp_replicate
+                    : k == "dp_shard_size"   ? &p.dp_shard
+                    : k == "tp_size"         ? &p.tp
+                    : k == "cp_size"         ? &p.cp
+                                             : nullptr;
+    if (k == "tp_handler" || k == "cp_handler") continue;  // torch's plan settings; the split is unillm's own
+    if (!size)
+      UNILLM_THROW(ConfigError, "[config] ", f.where, ": parallelism_config: unknown key '", k,
+                   "' (dp_replicate_size, dp_shard_size, tp_size, cp_size, tp_handler, cp_handler)");
+    const YAML::Node& v = kv.second;
+    const nlohmann::json j = yaml_to_json(v);
+    if (!j.is_number_integer() || j.get<int64_t>() < 1)
+      UNILLM_THROW(ConfigError, "[config] ", f.where, ": parallelism_config.", k, " is '",
+                   v.IsScalar() ? v.Scalar() : std::string("a ") + (v.IsMap() ? "map" : "list"),
+                   "'; expected a number of processes (1: off)");
+    *size = j.get<int64_t>();
+  }
+  if (p.cp > 1)
+    UNILLM_THROW(NotImplemented, "[config] ", f.where, ": parallelism_config.cp_size ", p.cp,
+                 ": context parallelism (attention split over processes by sequence) is not implemented; "
+                 "tensor parallelism with sequence_parallel splits the tokens between the attention blocks");
+  a.parallelism = p;
 }
 
 // One DeepSpeed value against the training key it must match ("auto" takes the key's value).
@@ -224,6 +265,8 @@ bool set_parallel_field(TrainArgs& a, const Field& f) {
     d = get_int(f, -1);
     if (d == -1 || d == 0) d = 1;  // PaddleNLP's "off"
     if (d < 1) bad_value(f, "a number of processes (1: off)");
+  } else if (f.key == "parallelism_config") {
+    set_parallelism_config(a, f);
   } else if (f.key == "tp_size") {
     a.hf_tp_size = is_off(f.node) ? 1 : get_int(f, 1);
   } else if (f.key == "sequence_parallel" || f.key == "tensor_parallel_output") {
@@ -253,6 +296,32 @@ void finish_parallel_args(TrainArgs& a, const std::string& where, Problems& prob
     else
       a.tensor_degree = *a.hf_tp_size;
   }
+  if (a.parallelism) {
+    const auto& p = *a.parallelism;
+    if (p.tp > 1) {
+      if (a.tensor_degree > 1 && a.tensor_degree != p.tp)
+        problems.add(UNILLM_MSG("[config] ", p.where, ": parallelism_config.tp_size ", p.tp, " and tensor degree ",
+                                a.tensor_degree, " (tensor_parallel_degree or tp_size) ask for two tensor-parallel degrees"),
+                     true);
+      else
+        a.tensor_degree = p.tp;
+    }
+    if (p.dp_shard > 1) {
+      if (a.sharding_degree > 1 && a.sharding_degree != p.dp_shard)
+        problems.add(UNILLM_MSG("[config] ", p.where, ": parallelism_config.dp_shard_size ", p.dp_shard,
+                                " and sharding_parallel_degree ", a.sharding_degree, " ask for two sharding degrees"),
+                     true);
+      a.sharding_degree = p.dp_shard;
+      if (a.zero_stage == 0) {  // accelerate shards with FSDP, whose default is the full shard
+        a.zero_stage = 3;
+        a.zero_from = UNILLM_MSG(p.where, " (parallelism_config: dp_shard_size ", p.dp_shard, ")");
+      }
+    }
+  }
+  if (a.sharding_per_host && a.sharding_degree > 0)
+    problems.add(UNILLM_MSG("[config] ", a.zero_from, " shards within each host; sharding degree ", a.sharding_degree,
+                            " (sharding_parallel_degree or parallelism_config.dp_shard_size) asks for another"),
+                 true);
   if (!a.deepspeed_text.empty()) check_deepspeed(a, problems);
   if (a.zero_stage > 0 && a.use_badam)
     problems.add("[config] " + a.zero_from + ": ZeRO with use_badam (one layer trains at a time) is not implemented", false);

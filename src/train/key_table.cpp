@@ -141,8 +141,8 @@ constexpr Group kGroups[] = {
     {"training", S::kImplemented, "tp_size"},
     // HF's own GaLore optimizers (optim galore_adamw[_layerwise]; args_low_rank.cpp)
     {"training", S::kImplemented, "optim_args optim_target_modules"},
-    {"training", S::kNotImplemented,
-     "parallelism_config"},
+    // accelerate's ParallelismConfig: tensor degree, sharding degree (args_parallel.cpp)
+    {"training", S::kImplemented, "parallelism_config"},
     // HF's ray_scope only steers Trainer.hyperparameter_search, which a run never calls
     {"training", S::kIgnored, "ray_scope"},
     {"training", S::kImplemented, "logging_first_step"},  // trainer_steps.cpp
@@ -287,8 +287,6 @@ std::string_view not_implemented_reason(std::string_view name) {
       {"fp8", "fp8 training needs fp8 matrix units (Hopper/Ada-class GPUs); unillm computes in f32, bf16 or f16"},
       {"fp8_backend", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},
       {"fp8_enable_fsdp_float8_all_gather", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},
-      {"parallelism_config", "accelerate's ParallelismConfig; unillm takes tensor_parallel_degree / tp_size, "
-                             "pipeline_parallel_degree, sharding_parallel_degree, deepspeed or fsdp"},
       {"use_kt", "KTransformers' hybrid CPU/GPU MoE kernels"},
       {"reward_model", "stage ppo (online RL against a reward model) is not implemented; rm, dpo and kto are"},
       {"task", kEvalKey}, {"task_dir", kEvalKey}, {"n_shot", kEvalKey}, {"lang", kEvalKey}, {"save_dir", kEvalKey},

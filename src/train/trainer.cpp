@@ -13,6 +13,7 @@
 #include "data/dataset_info.h"
 #include "dist/counting_group.h"
 #include "dist/gather_strings.h"
+#include "dist/hosts.h"
 #include "dist/mesh.h"
 #include "data/error.h"
 #include "models/save.h"
@@ -384,6 +385,20 @@ void Run::check_zero() const {
 }
 
 TrainResult Run::go() {
+  if (a_.parallelism && a_.parallelism->processes() != world_size()) {
+    const auto& p = *a_.parallelism;
+    UNILLM_THROW(ConfigError, "[train] ", p.where, ": parallelism_config asks for ", p.processes(),
+                 " processes (dp_replicate_size ", p.dp_replicate, " × dp_shard_size ", p.dp_shard, " × tp_size ", p.tp,
+                 " × cp_size ", p.cp, ") but the job has ", world_size(),
+                 " (accelerate's rule; run it under mpirun -np ", p.processes(), " or unillm launch --nproc ",
+                 p.processes(), ")");
+  }
+  if (a_.sharding_per_host && world_size() > 1) {  // fsdp hybrid_shard[_zero2]: a host's processes shard
+    a_.sharding_degree = dist::processes_per_host(*h_.dp);
+    say(UNILLM_MSG("ZeRO stage ", a_.zero_stage, " from ", a_.zero_from, ": sharding groups of each host's ",
+                   a_.sharding_degree, " processes, replicated over ", world_size() / a_.sharding_degree,
+                   world_size() == a_.sharding_degree ? " host" : " hosts"));
+  }
   setup_model_mesh();
   if (a_.split_batches && dp_size() > 1) {  // accelerate's split_batches: the given sizes are global
     for (auto [size, key] : {std::pair{&a_.per_device_train_batch_size, "per_device_train_batch_size"},

@@ -182,6 +182,54 @@ TEST(DataParallel, PredictWithGenerateSharedByTwoProcessesIsOneProcesss) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/trained/predict_results.json"));
 }
 
+// accelerate's ParallelismConfig (HF's parallelism_config) names the same layouts: dp_shard_size
+// is FSDP's full shard (ZeRO stage 3) over that many processes, tp_size the tensor-parallel degree;
+// sizes that do not multiply to the process count are refused on every process.
+TEST(DataParallel, AcceleratesParallelismConfigGivesTheSameLayouts) {
+  const std::string dir = testing::temp_dir("dp_parallelism_config");
+  const std::string base = kSft + " finetuning_type=full" + kShort + " save_strategy=no output_dir=" + dir;
+  auto fsdp = train(2, base + "/fsdp fsdp=full_shard");
+  ASSERT_EQ(fsdp.exit_code, 0) << fsdp.err;
+  auto shard = train(2, base + "/shard 'parallelism_config={dp_shard_size: 2}'");
+  ASSERT_EQ(shard.exit_code, 0) << shard.err;
+  EXPECT_NE(shard.err.find("(parallelism_config: dp_shard_size 2): parameters, gradients and optimizer state sharded "
+                           "over 2 processes"),
+            std::string::npos)
+      << shard.err;
+  ASSERT_FALSE(figures(dir + "/fsdp").empty());
+  EXPECT_EQ(figures(dir + "/shard"), figures(dir + "/fsdp"));
+  auto tp = train(2, base + "/tp tensor_parallel_degree=2");
+  ASSERT_EQ(tp.exit_code, 0) << tp.err;
+  auto tp_size = train(2, base + "/tp_size 'parallelism_config={tp_size: 2}'");
+  ASSERT_EQ(tp_size.exit_code, 0) << tp_size.err;
+  EXPECT_NE(tp_size.err.find("tensor parallel"), std::string::npos) << tp_size.err;
+  ASSERT_FALSE(figures(dir + "/tp").empty());
+  EXPECT_EQ(figures(dir + "/tp_size"), figures(dir + "/tp"));
+  auto four = train(2, base + "/four 'parallelism_config={tp_size: 2, dp_replicate_size: 2}'");
+  EXPECT_NE(four.exit_code, 0);
+  EXPECT_NE(four.exit_code, 124) << "timed out: a process was left waiting";
+  EXPECT_NE(four.err.find("parallelism_config asks for 4 processes (dp_replicate_size 2 × dp_shard_size 1 × tp_size 2 "
+                          "× cp_size 1) but the job has 2"),
+            std::string::npos)
+      << four.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/four"));
+}
+
+// HF fsdp's hybrid_shard_zero2 shards within each host: on one host that is every process, so
+// the run is shard_grad_op's (tests/dist/multihost_test.cpp runs it on two hosts).
+TEST(DataParallel, HybridShardOnOneHostShardsOverItsProcesses) {
+  const std::string dir = testing::temp_dir("dp_hybrid");
+  const std::string base = kSft + kShort + " save_strategy=no output_dir=" + dir;
+  auto z2 = train(2, base + "/z2 fsdp=shard_grad_op");
+  ASSERT_EQ(z2.exit_code, 0) << z2.err;
+  auto hybrid = train(2, base + "/hybrid fsdp=hybrid_shard_zero2");
+  ASSERT_EQ(hybrid.exit_code, 0) << hybrid.err;
+  EXPECT_NE(hybrid.err.find("sharding groups of each host's 2 processes, replicated over 1 host"), std::string::npos)
+      << hybrid.err;
+  ASSERT_FALSE(figures(dir + "/z2").empty());
+  EXPECT_EQ(figures(dir + "/hybrid"), figures(dir + "/z2"));
+}
+
 TEST(DataParallel, TorchrunVariablesAreRefusedNamingMpirun) {
   const std::string dir = testing::temp_dir("torchrun_train");
   auto r = run_shell("cd " + source_path("") + " && RANK=0 WORLD_SIZE=2 " + std::string(UNILLM_BINARY_DIR) +

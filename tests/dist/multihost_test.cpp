@@ -79,7 +79,6 @@ class TwoHosts {
         << ";;\n  *) echo \"agent: unknown host $host\" >&2; exit 1;;\nesac\n"
         << "exec ip netns exec \"$ns\" unshare --uts sh -c \"hostname $host && $*\"\n";
     std::filesystem::permissions(dir_ + "/agent.sh", std::filesystem::perms::owner_all);
-    std::ofstream(dir_ + "/hostfile") << kHost[0] << " slots=1\n" << kHost[1] << " slots=1\n";
   }
   ~TwoHosts() {
     for (const auto& ns : made_) {
@@ -91,11 +90,14 @@ class TwoHosts {
   }
   const std::string& why_not() const { return why_not_; }
 
-  // `unillm launch ARGS` started on host 1 (mpirun there), bounded by `timeout`.
-  testing::CliResult launch(const std::string& env, const std::string& args) const {
+  // `unillm launch ARGS` started on host 1 (mpirun there), bounded by `timeout`: per_host
+  // processes on each host (consecutive ranks, mpirun's placement by slot).
+  testing::CliResult launch(const std::string& env, const std::string& args, int per_host = 1) const {
+    const std::string hostfile = dir_ + "/hostfile" + std::to_string(per_host);
+    std::ofstream(hostfile) << kHost[0] << " slots=" << per_host << "\n" << kHost[1] << " slots=" << per_host << "\n";
     const std::string line =
         "hostname " + std::string(kHost[0]) + " && exec env " + env + " timeout -k 5 120 " + kBin +
-        " launch --nproc 2 --hostfile " + dir_ + "/hostfile --mca plm_rsh_agent " + dir_ +
+        " launch --nproc " + std::to_string(2 * per_host) + " --hostfile " + hostfile + " --mca plm_rsh_agent " + dir_ +
         "/agent.sh --mca btl_tcp_if_include 10.231.0.0/24 --mca oob_tcp_if_include 10.231.0.0/24 " +
         args;
     return run_shell("cd " + testing::source_path("") + " && ip netns exec " + ns_[0] +
@@ -141,6 +143,36 @@ TEST(MultiHost, TwoNamespaceHostsOverTcpTrainAsOneHost) {
     EXPECT_EQ(a, b);
   else
     testing::expect_runs_close(dir + "/one", dir + "/two", "two hosts");
+}
+
+// HF fsdp's hybrid_shard_zero2 (sharding within a host, replication across hosts): with two
+// processes on each namespace host, each host's pair is a sharding group and the two hosts are
+// replicas; the run is plain data parallelism's over 4 processes on one host, to f32 rounding.
+TEST(MultiHost, HybridShardShardsWithinEachHost) {
+  const std::string dir = testing::temp_dir("multihost_hybrid");
+  TwoHosts hosts(dir);
+  if (!hosts.why_not().empty()) GTEST_SKIP() << hosts.why_not();
+  auto hybrid = hosts.launch("", "-- train " + kSft + " output_dir=" + dir + "/hybrid fsdp=hybrid_shard_zero2" + kShort,
+                             /*per_host=*/2);
+  ASSERT_EQ(hybrid.exit_code, 0) << hybrid.out << hybrid.err;
+  EXPECT_NE(hybrid.err.find("sharding groups of each host's 2 processes, replicated over 2 hosts"), std::string::npos)
+      << hybrid.err;
+  EXPECT_NE(hybrid.err.find("(sharding groups of 2, 2 replicas)"), std::string::npos) << hybrid.err;
+  auto one = run_shell("cd " + testing::source_path("") + " && timeout -k 5 120 " + kBin + " launch --nproc 4 -- train " +
+                       kSft + " output_dir=" + dir + "/one" + kShort);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_EQ(figures(dir + "/one").size(), 4u);
+  testing::expect_runs_close(dir + "/one", dir + "/hybrid", "hybrid_shard_zero2 on two hosts");
+  // Ranks placed round-robin over the hosts (--map-by node) are not consecutive per host: refused
+  // on every rank, naming the placement.
+  auto spread = hosts.launch("", "--mpirun-arg --map-by --mpirun-arg node -- train " + kSft + " output_dir=" + dir +
+                                     "/spread fsdp=hybrid_shard_zero2" + kShort,
+                             /*per_host=*/2);
+  EXPECT_NE(spread.exit_code, 0);
+  EXPECT_NE(spread.exit_code, 124) << "timed out: a process was left waiting";
+  EXPECT_NE(spread.err.find("ranks in order run on: unillm-h1 1, unillm-h2 1, unillm-h1 1, unillm-h2 1"),
+            std::string::npos)
+      << spread.err;
 }
 
 TEST(MultiHost, ARankKilledOnTheSecondHostEndsTheJobAtOnce) {

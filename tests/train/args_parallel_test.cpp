@@ -1,4 +1,4 @@
-// deepspeed, fsdp, sharding and sharding_parallel_degree as the config reads them
+// deepspeed, fsdp, sharding, sharding_parallel_degree, tp_size and parallelism_config as the config reads them
 // (src/train/args_parallel.cpp): the ZeRO stage and offload they give, DeepSpeed's "auto" and
 // mismatch rules, and the values refused with the file and key named.
 #include <gtest/gtest.h>
@@ -90,7 +90,14 @@ TEST(ParallelArgs, FsdpAndPaddleShardingMapOntoTheSameStages) {
   EXPECT_EQ(parse(kBase + "fsdp: no_shard\n").zero_stage, 0);
   EXPECT_EQ(parse(kBase + "fsdp: \"\"\n").zero_stage, 0);
   EXPECT_TRUE(has(error_of(kBase + "fsdp: full_sharded\n"), "'full_sharded'"));
-  EXPECT_TRUE(has(error_of<NotImplemented>(kBase + "fsdp: hybrid_shard\n"), "hybrid_shard"));
+  // hybrid_shard: full_shard within each host (the run finds how many processes that is).
+  const TrainArgs hybrid = parse(kBase + "fsdp: hybrid_shard\n");
+  EXPECT_EQ(hybrid.zero_stage, 3);
+  EXPECT_TRUE(hybrid.sharding_per_host);
+  EXPECT_EQ(parse(kBase + "fsdp: hybrid_shard_zero2 offload\n").zero_stage, 2);
+  EXPECT_FALSE(parse(kBase + "fsdp: full_shard\n").sharding_per_host);
+  EXPECT_TRUE(has(error_of(kBase + "fsdp: hybrid_shard\nsharding_parallel_degree: 2\n"),
+                  "shards within each host; sharding degree 2"));
   EXPECT_EQ(parse(kBase + "sharding: stage1\n").zero_stage, 1);
   const TrainArgs p = parse(kBase + "sharding: stage2 offload\nsharding_parallel_degree: 2\n");
   EXPECT_EQ(p.zero_stage, 2);
@@ -109,6 +116,33 @@ TEST(ParallelArgs, HfTpSizeIsTheTensorParallelDegree) {
   EXPECT_EQ(parse(kBase + "tp_size: 2\ntensor_parallel_degree: 2\n").tensor_degree, 2);
   EXPECT_TRUE(has(error_of(kBase + "tp_size: 2\ntensor_parallel_degree: 4\n"),
                   "tp_size 2 and tensor_parallel_degree 4 ask for two tensor-parallel degrees"));
+}
+
+// accelerate's ParallelismConfig (HF's parallelism_config): tp_size is the tensor-parallel
+// degree, dp_shard_size the sharding degree (FSDP's full shard unless a ZeRO key says otherwise,
+// in either order), cp_size refused; the sizes multiply to the process count the trainer checks.
+TEST(ParallelArgs, ParallelismConfigMapsOntoTheMesh) {
+  const TrainArgs tp = parse(kBase + "parallelism_config: {tp_size: 2, dp_replicate_size: 2}\n");
+  EXPECT_EQ(tp.tensor_degree, 2);
+  EXPECT_EQ(tp.zero_stage, 0);
+  ASSERT_TRUE(tp.parallelism);
+  EXPECT_EQ(tp.parallelism->processes(), 4);
+  const TrainArgs shard = parse(kBase + "parallelism_config:\n  dp_shard_size: 2\n  tp_handler: {enable_async_tp: false}\n");
+  EXPECT_EQ(shard.zero_stage, 3);
+  EXPECT_EQ(shard.sharding_degree, 2);
+  EXPECT_TRUE(has(shard.zero_from, "parallelism_config: dp_shard_size 2")) << shard.zero_from;
+  EXPECT_EQ(parse(kBase + "parallelism_config: {dp_shard_size: 2}\nfsdp: shard_grad_op\n").zero_stage, 2);
+  EXPECT_EQ(parse(kBase + "fsdp: shard_grad_op\nparallelism_config: {dp_shard_size: 2}\n").zero_stage, 2);
+  EXPECT_EQ(parse(kBase + "parallelism_config: {tp_size: 2}\ntensor_parallel_degree: 2\n").tensor_degree, 2);
+  EXPECT_TRUE(has(error_of(kBase + "parallelism_config: {tp_size: 2}\ntensor_parallel_degree: 4\n"),
+                  "parallelism_config.tp_size 2 and tensor degree 4"));
+  EXPECT_TRUE(has(error_of(kBase + "parallelism_config: {dp_shard_size: 2}\nsharding_parallel_degree: 4\n"),
+                  "ask for two sharding degrees"));
+  EXPECT_TRUE(has(error_of(kBase + "parallelism_config: {tp_size: 0}\n"), "parallelism_config.tp_size is '0'"));
+  EXPECT_TRUE(has(error_of(kBase + "parallelism_config: {pp_size: 2}\n"), "unknown key 'pp_size'"));
+  EXPECT_TRUE(has(error_of(kBase + "parallelism_config: 2\n"), "a map of dp_replicate_size"));
+  EXPECT_TRUE(has(error_of<NotImplemented>(kBase + "parallelism_config: {cp_size: 2}\n"), "context parallelism"));
+  EXPECT_FALSE(parse(kBase + "parallelism_config: null\n").parallelism);
 }
 
 }  // namespace
