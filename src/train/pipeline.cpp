@@ -55,19 +55,10 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
   // and receive each channel's micro-batches in the same order (simulate_schedule checks it), and
   // MPI delivers one channel's messages in the order sent.
   auto tag = [stages](bool forward, int g) { return (forward ? 0 : stages) + g; };
-  // Messages go through host memory (MPI_Isend): a device plugin's send is a stream operation
-  // that waits for its receive, so two neighbours that both send first (1F1B's steady state)
-  // would wait for each other without paired group calls, which are not built.
   const Device host{}, dev = model.device();
-  std::vector<std::unique_ptr<dist::Work>> sends;
-  auto send = [&](const Tensor& t, int dst, int tg) {
-    sends.push_back(group_.send_async(t.detach().to(host).contiguous(), dst, tg));
-  };
-  auto recv = [&](int64_t n, int src, int tg) {
-    Tensor t = Tensor::empty({n, hidden}, DType::f32, host);
-    group_.recv(t, src, tg);
-    return t.to(dev);
-  };
+  Sends sends;
+  auto send = [&](const Tensor& t, int dst, int tg) { send_host(sends, t, dst, tg); };
+  auto recv = [&](int64_t n, int src, int tg) { return recv_rows(n, hidden, src, tg, dev); };
   // A mixture-of-experts load-balancing loss (ops::MoeBalance): its totals travel beside the
   // activations on channels of their own (after forward_only's), forward and back.
   auto totals_tag = [stages](bool forward, int g) { return (forward ? 3 : 4) * stages + g; };
@@ -142,8 +133,7 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
       }
       live.erase({op.micro, op.chunk});
     }
-    // Sends that have completed release their tensors now rather than at the end of the step.
-    sends.erase(std::remove_if(sends.begin(), sends.end(), [](const auto& w) { return w->test(); }), sends.end());
+    drop_completed(sends);
   }
   for (auto& w : sends) w->wait();
   return losses;
@@ -158,8 +148,8 @@ void Pipeline::forward_only(models::CausalLM& model, const std::vector<models::T
   // virtual stage) order, every receive waiting only on a lower virtual stage of the same batch or
   // an earlier batch, and sends never wait: no cycle.
   auto tag = [stages](int g) { return 2 * stages + g; };
-  const Device host{}, dev = model.device();
-  std::vector<std::unique_ptr<dist::Work>> sends;
+  const Device dev = model.device();
+  Sends sends;
   autograd::NoGradGuard no_grad;
   for (size_t i = 0; i < batches.size(); ++i) {
     const models::TrainBatch& b = batches[i];
@@ -167,21 +157,31 @@ void Pipeline::forward_only(models::CausalLM& model, const std::vector<models::T
     for (int c = 0; c < v_; ++c) {
       const int g = c * pp_ + rank_;
       Tensor input;
-      if (g > 0) {
-        Tensor t = Tensor::empty({n, hidden}, DType::f32, host);
-        group_.recv(t, (g - 1) % pp_, tag(g));
-        input = t.to(dev);
-      }
+      if (g > 0) input = recv_rows(n, hidden, (g - 1) % pp_, tag(g), dev);
       const auto [lo, hi] = layers_[static_cast<size_t>(g)];
       Tensor x = model.hidden_states_range(b, input, lo, hi, false);
       if (g == stages - 1)
         last(static_cast<int>(i), x);
       else
-        sends.push_back(group_.send_async(x.to(host).contiguous(), (g + 1) % pp_, tag(g + 1)));
-      sends.erase(std::remove_if(sends.begin(), sends.end(), [](const auto& w) { return w->test(); }), sends.end());
+        send_host(sends, x, (g + 1) % pp_, tag(g + 1));
+      drop_completed(sends);
     }
   }
   for (auto& w : sends) w->wait();
+}
+
+void Pipeline::send_host(Sends& sends, const Tensor& t, int dst, int tag) {
+  sends.push_back(group_.send_async(t.detach().to(Device{}).contiguous(), dst, tag));
+}
+
+Tensor Pipeline::recv_rows(int64_t n, int64_t hidden, int src, int tag, Device dev) {
+  Tensor t = Tensor::empty({n, hidden}, DType::f32, Device{});
+  group_.recv(t, src, tag);
+  return t.to(dev);
+}
+
+void Pipeline::drop_completed(Sends& sends) {
+  sends.erase(std::remove_if(sends.begin(), sends.end(), [](const auto& w) { return w->test(); }), sends.end());
 }
 
 }  // namespace unillm::train

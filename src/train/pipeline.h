@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,16 @@ class Pipeline {
   void forward_only(models::CausalLM& model, const std::vector<models::TrainBatch>& batches, const Last& last);
 
  private:
+  // Messages go through host memory (MPI_Isend): a device plugin's send is a stream operation
+  // that waits for its receive, so two neighbours that both send first (1F1B's steady state)
+  // would wait for each other without paired group calls, which are not built.
+  using Sends = std::vector<std::unique_ptr<dist::Work>>;
+  void send_host(Sends& sends, const Tensor& t, int dst, int tag);
+  // An [n, hidden] f32 message from src, on `dev`.
+  Tensor recv_rows(int64_t n, int64_t hidden, int src, int tag, Device dev);
+  // Sends that have completed release their tensors now rather than at the end of the pass.
+  static void drop_completed(Sends& sends);
+
   dist::ProcessGroup& group_;
   int pp_, v_, rank_;
   std::vector<std::pair<int64_t, int64_t>> layers_;  // of each virtual stage

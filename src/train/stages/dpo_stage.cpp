@@ -114,9 +114,7 @@ class DpoStage : public Stage {
   // to the other stages, head_state).
   models::TrainBatch pipeline_batch(models::CausalLM&, const data::Batch& b, const Rng&,
                                     const MicroOptions&) const override {
-    models::TrainBatch tb = to_train_batch(b);
-    set_shift_attn(tb, a_.shift_attn);
-    return tb;
+    return to_train_batch(b, a_.shift_attn);
   }
   void pipeline_prepare(models::CausalLM& model, const std::vector<const data::Batch*>& micros,
                         const std::vector<models::TrainBatch>& policy, const PipelinePass& pass) override {
@@ -222,8 +220,8 @@ class DpoStage : public Stage {
 
   PairForward forward(models::CausalLM& model, const data::Batch& b, bool recompute, bool eval) {
     check_pairs(b);
-    models::TrainBatch tb = to_train_batch(b);  // dropout_rng stays null: no dropout
-    set_shift_attn(tb, a_.shift_attn && !eval);  // S²-Attn in training forwards only
+    // dropout_rng stays null: no dropout; S²-Attn in training forwards only
+    models::TrainBatch tb = to_train_batch(b, a_.shift_attn && !eval);
     std::vector<double> r;
     if (pref_loss_uses_reference(cfg_.loss)) {
       // Before the policy's forward, so its transients are gone when the policy's activations exist.

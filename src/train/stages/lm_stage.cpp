@@ -138,23 +138,8 @@ class LmStage : public Stage {
   }
   PipelineHead pipeline_head(models::CausalLM& model, const Tensor& x, int micro, const data::Batch&,
                              const models::TrainBatch& tb, const MicroOptions& o) override {
-    const double hint = o.seed;
-    models::LossResult out;
-    if (a_.use_asft_loss) {
-      models::CausalLM& ref_model = ref_->model() ? *ref_->model() : model;
-      auto r = ops::asft_cross_entropy(x, model.lm_head_weight(), ref_hidden_.at(static_cast<size_t>(micro)),
-                                       ref_model.lm_head_weight(), models::shifted_labels(tb.labels),
-                                       {a_.asft_alpha, hint != 0 ? hint : 1.0, 0});
-      out = {r.loss_sum, r.count};
-    } else if (a_.label_smoothing_factor > 0) {
-      out = smoothed(model, x, tb);
-    } else if (!weighting_) {  // model.loss()'s head
-      auto ce = ops::linear_cross_entropy_eager_grad(x, model.lm_head_weight(), model.loss_labels(tb), hint);
-      out = {ce.loss_sum, ce.count};
-    } else {
-      auto r = ops::weighted_cross_entropy(x, model.lm_head_weight(), models::shifted_labels(tb.labels), *weighting_);
-      out = {r.loss_sum, r.count};
-    }
+    const Tensor x_ref = a_.use_asft_loss ? ref_hidden_.at(static_cast<size_t>(micro)) : Tensor();
+    const models::LossResult out = loss_from_hidden(model, x, tb, o.seed, x_ref);
     PipelineHead h;
     h.root = out.loss_sum;
     h.grad = {1.0f};
@@ -177,14 +162,33 @@ class LmStage : public Stage {
     return c.num_experts > 0 && c.output_router_logits ? c.router_aux_loss_coef : 0.0;
   }
 
-  // The summed (weighted, for a loss variant) token loss of one batch.
+  // The summed (weighted, for a loss variant) token loss of one batch. The plain token loss is
+  // model.loss()'s (which splits the lm_head or the rows under tensor parallelism).
   models::LossResult loss(models::CausalLM& model, const models::TrainBatch& tb, bool recompute, double hint) {
-    if (a_.use_asft_loss) return asft_loss(model, tb, recompute, hint);
-    if (a_.label_smoothing_factor > 0) return smoothed(model, model.hidden_states(tb, recompute), tb);
-    if (!weighting_) return model.loss(tb, recompute, hint);
-    Tensor x = model.hidden_states(tb, recompute);  // [N, C]
-    auto r = ops::weighted_cross_entropy(x, model.lm_head_weight(), models::shifted_labels(tb.labels), *weighting_);
-    return {r.loss_sum, r.count};
+    if (model_token_loss()) return model.loss(tb, recompute, hint);
+    const Tensor x_ref = a_.use_asft_loss ? reference_hidden(model, tb) : Tensor();  // before the policy's forward
+    const Tensor x = model.hidden_states(tb, recompute);  // [N, C]
+    return loss_from_hidden(model, x, tb, hint, x_ref);
+  }
+
+  // The loss of a batch from the policy's final hidden states x (a pipeline's last stage has only
+  // these): ASFT's against the reference's x_ref, label smoothing's, the token weighting's, or the
+  // plain one computing its gradients eagerly (hint: the seed backward will bring).
+  models::LossResult loss_from_hidden(models::CausalLM& model, const Tensor& x, const models::TrainBatch& tb,
+                                      double hint, const Tensor& x_ref) {
+    if (a_.use_asft_loss) {
+      const models::CausalLM& ref_model = ref_->model() ? *ref_->model() : model;
+      auto r = ops::asft_cross_entropy(x, model.lm_head_weight(), x_ref, ref_model.lm_head_weight(),
+                                       models::shifted_labels(tb.labels), {a_.asft_alpha, hint != 0 ? hint : 1.0, 0});
+      return {r.loss_sum, r.count};
+    }
+    if (a_.label_smoothing_factor > 0) return smoothed(model, x, tb);
+    if (weighting_) {
+      auto r = ops::weighted_cross_entropy(x, model.lm_head_weight(), models::shifted_labels(tb.labels), *weighting_);
+      return {r.loss_sum, r.count};
+    }
+    auto ce = ops::linear_cross_entropy_eager_grad(x, model.lm_head_weight(), model.loss_labels(tb), hint);
+    return {ce.loss_sum, ce.count};
   }
 
   // HF's LabelSmoother (label_smoothing_factor ε): the token cross-entropy plus
@@ -197,19 +201,12 @@ class LmStage : public Stage {
             ce.count};
   }
 
-  // ASFT: the reference's hidden states (no gradient, no dropout) beside the policy's.
-  models::LossResult asft_loss(models::CausalLM& model, const models::TrainBatch& tb, bool recompute, double hint) {
+  // ASFT: the reference's hidden states of a policy batch (no gradient, no dropout).
+  Tensor reference_hidden(models::CausalLM& model, const models::TrainBatch& tb) {
     if (!ref_) ref_ = Reference::adapters_off();  // a stage used without prepare (tests)
-    Tensor x_ref;
-    models::CausalLM* ref_model = ref_->model() ? ref_->model() : &model;
-    {
-      autograd::NoGradGuard no_grad;
-      x_ref = ref_model->hidden_states(reference_batch(tb), false);  // [N, C]
-    }
-    Tensor x = model.hidden_states(tb, recompute);  // [N, C]
-    auto r = ops::asft_cross_entropy(x, model.lm_head_weight(), x_ref, ref_model->lm_head_weight(),
-                                     models::shifted_labels(tb.labels), {a_.asft_alpha, hint != 0 ? hint : 1.0, 0});
-    return {r.loss_sum, r.count};
+    models::CausalLM& ref_model = ref_->model() ? *ref_->model() : model;
+    autograd::NoGradGuard no_grad;
+    return ref_model.hidden_states(reference_batch(tb), false);  // [N, C]
   }
 
   // The reference's view of a policy batch: no dropout, no routing record, and the policy's

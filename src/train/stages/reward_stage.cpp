@@ -105,9 +105,7 @@ class RewardStage : public Stage {
   // each stage's layers draw the same one seed for LoRA dropout from a freshly seeded generator).
   models::TrainBatch pipeline_batch(models::CausalLM&, const data::Batch& b, const Rng&,
                                     const MicroOptions&) const override {
-    models::TrainBatch tb = to_train_batch(b);
-    set_shift_attn(tb, a_.shift_attn);
-    return tb;
+    return to_train_batch(b, a_.shift_attn);
   }
   PipelineHead pipeline_head(models::CausalLM&, const Tensor& x, int, const data::Batch& b,
                              const models::TrainBatch& tb, const MicroOptions&) override {

@@ -68,8 +68,9 @@ void set_shift_attn(models::TrainBatch& tb, bool on) {
   tb.shift_attn_ratio = on ? 0.25 : 0.0;  // LLaMA-Factory's group_size_ratio
 }
 
-models::TrainBatch to_train_batch(const data::Batch& b) {
+models::TrainBatch to_train_batch(const data::Batch& b, bool shift_attn) {
   models::TrainBatch tb;
+  set_shift_attn(tb, shift_attn);
   tb.input_ids = Tensor::from_ints(b.input_ids, {b.rows, b.seq_len});
   tb.labels = Tensor::from_ints(b.labels, {b.rows, b.seq_len});
   std::vector<int32_t> pos = b.position_ids;  // packed rows bring their own

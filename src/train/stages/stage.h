@@ -187,8 +187,9 @@ std::unique_ptr<Stage> make_kto_stage(const TrainArgs& args);
 // Shared by the stages.
 // The pad id: the tokenizer's pad token, else eos (LLaMA-Factory sets pad = eos).
 int32_t pad_id_of(const io::Tokenizer& tok, int32_t eos);
-// The model's view of a batch (positions 0.. per row unless the rows bring their own).
-models::TrainBatch to_train_batch(const data::Batch& b);
+// The model's view of a batch (positions 0.. per row unless the rows bring their own); shift_attn:
+// through S²-Attn (set_shift_attn).
+models::TrainBatch to_train_batch(const data::Batch& b, bool shift_attn = false);
 // NEFTune on a training batch (alpha > 0): its noise seed is derived from the micro-batch's RNG
 // without advancing it, so LoRA dropout draws what it draws without NEFTune, and the pipeline
 // (which reseeds an RNG per micro-batch) gets the same noise as one process.
