@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/accelerate_config.h"
 #include "cli/commands.h"
 #include "core/error.h"
 
@@ -24,6 +25,7 @@ namespace {
 
 const char kLaunchHelp[] =
     "usage: unillm launch --nproc N [--hosts H1:n,H2:n | --hostfile FILE] [--dist-timeout S]\n"
+    "                     [--config_file ACCELERATE.yaml]\n"
     "                     [--mca KEY VALUE]... [--mpirun-arg ARG]... -- COMMAND [ARGS...]\n"
     "Runs `unillm COMMAND ARGS` as N processes under Open MPI's mpirun (data-parallel training:\n"
     "`unillm launch --nproc 2 -- train cfg.yaml`). Prints the mpirun line to stderr and execs it;\n"
@@ -36,6 +38,11 @@ const char kLaunchHelp[] =
     "                       exported to every rank as UNILLM_DIST_TIMEOUT\n"
     "  --mca KEY VALUE      an Open MPI parameter (repeatable): --mca btl_tcp_if_include eth0\n"
     "  --mpirun-arg ARG     one more argument for mpirun, verbatim (repeatable)\n"
+    "  --config_file FILE   an accelerate launch config (LLaMA-Factory's examples/accelerate/*.yaml):\n"
+    "                       its num_processes is --nproc, and its FSDP or DeepSpeed plugin is\n"
+    "                       passed to `train` as fsdp=… / deepspeed=… after the config's own keys;\n"
+    "                       num_machines > 1 needs --hosts or --hostfile (one launch starts every\n"
+    "                       machine's processes)\n"
     "One host (no --hosts/--hostfile): shared memory and loopback only (--mca btl self,vader,\n"
     "--mca oob_tcp_if_include lo) and --oversubscribe (Open MPI counts physical cores, not\n"
     "hardware threads, as slots). Always --bind-to none: each rank takes its share of the cores\n"
@@ -46,7 +53,7 @@ const char kLaunchHelp[] =
 
 struct LaunchPlan {
   int64_t nproc = 0;
-  std::string hosts, hostfile, timeout;
+  std::string hosts, hostfile, timeout, config_file;
   std::vector<std::string> mca, extra, command;  // mca: KEY, VALUE pairs flattened
 };
 
@@ -67,6 +74,31 @@ int64_t parse_nproc(const std::string& v) {
   return n;
 }
 
+// --config_file: accelerate's process count and its plugin's training keys (accelerate_config.h).
+void apply_accelerate_config(LaunchPlan& p) {
+  const AccelerateLaunch acc = read_accelerate_config(p.config_file);
+  if (acc.num_processes > 0) {
+    if (p.nproc > 0 && p.nproc != acc.num_processes)
+      UNILLM_THROW(ConfigError, "[launch] --nproc ", p.nproc, " but ", p.config_file, " has num_processes ",
+                   acc.num_processes);
+    p.nproc = acc.num_processes;
+  }
+  if (acc.num_machines > 1 && p.hosts.empty() && p.hostfile.empty())
+    UNILLM_THROW(ConfigError, "[launch] ", p.config_file, ": num_machines ", acc.num_machines,
+                 ": accelerate starts one launcher per machine (machine_rank, main_process_ip); unillm launch "
+                 "starts every machine's processes from this one over Open MPI: give --hostfile (or --hosts) "
+                 "listing the machines");
+  if (!acc.train_overrides.empty()) {
+    if (p.command[0] != "train")
+      UNILLM_THROW(ConfigError, "[launch] ", p.config_file, ": its FSDP/DeepSpeed settings are training keys, "
+                   "for `-- train CONFIG`, not `", p.command[0], "`");
+    p.command.insert(p.command.end(), acc.train_overrides.begin(), acc.train_overrides.end());
+  }
+  std::string said;
+  for (const auto& n : acc.notes) said += (said.empty() ? "" : "; ") + n;
+  std::fprintf(stderr, "unillm: launch: %s: %s\n", p.config_file.c_str(), said.c_str());
+}
+
 // Splits at `--`: the options before, the unillm command after.
 LaunchPlan parse_launch(const std::vector<std::string>& args) {
   LaunchPlan p;
@@ -74,8 +106,8 @@ LaunchPlan parse_launch(const std::vector<std::string>& args) {
     UNILLM_THROW(ConfigError, "[launch] missing `--` before the unillm command, e.g. ",
                  "unillm launch --nproc 2 -- train CONFIG.yaml");
   size_t i = 0;
-  const std::vector<std::string> known = {"--nproc",        "--hosts", "--hostfile",
-                                          "--dist-timeout", "--mca",   "--mpirun-arg"};
+  const std::vector<std::string> known = {"--nproc", "--hosts",      "--hostfile",   "--dist-timeout",
+                                          "--mca",   "--mpirun-arg", "--config_file"};
   for (; i < args.size() && args[i] != "--"; ++i) {
     const std::string& a = args[i];
     auto is = [&](const char* f) { return a == f || a.rfind(std::string(f) + "=", 0) == 0; };
@@ -87,6 +119,8 @@ LaunchPlan parse_launch(const std::vector<std::string>& args) {
       p.hostfile = value_of(args, i, "--hostfile");
     else if (is("--dist-timeout"))
       p.timeout = value_of(args, i, "--dist-timeout");
+    else if (is("--config_file") || is("--config-file"))
+      p.config_file = value_of(args, i, a.rfind("--config-file", 0) == 0 ? "--config-file" : "--config_file");
     else if (is("--mpirun-arg"))
       p.extra.push_back(value_of(args, i, "--mpirun-arg"));
     else if (a == "--mca") {
@@ -112,6 +146,7 @@ LaunchPlan parse_launch(const std::vector<std::string>& args) {
   if (p.command.empty())
     UNILLM_THROW(ConfigError,
                  "[launch] nothing after `--`: give a unillm command (train CONFIG.yaml)");
+  if (!p.config_file.empty()) apply_accelerate_config(p);
   if (p.nproc == 0) UNILLM_THROW(ConfigError, "[launch] --nproc N is required");
   if (!p.hosts.empty() && !p.hostfile.empty())
     UNILLM_THROW(ConfigError, "[launch] give --hosts or --hostfile, not both");

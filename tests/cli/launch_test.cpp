@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include "support/expect.h"
 #include "support/run_cli.h"
@@ -113,6 +114,67 @@ TEST(Launch, BadInvocationsAreOneClearLine) {
   r = run_timed(kBin + " launch --help", 30).r;
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("OMPI_ALLOW_RUN_AS_ROOT=1"), std::string::npos) << r.out;
+}
+
+// accelerate's launch configs (LLaMA-Factory's examples/accelerate/*.yaml, unchanged): their
+// num_processes is --nproc and their FSDP / DeepSpeed plugin becomes the training key it stands
+// for. `--mpirun-arg --version` shows the line without running it; one config runs for real and
+// gives the run of the key it maps to.
+TEST(Launch, AccelerateConfigFilesGiveTheirProcessesAndPlugin) {
+  const std::string dir = testing::temp_dir("launch_accelerate");
+  const std::string ex = "tests/data/llamafactory_examples/accelerate/";
+  auto line_of = [&](const std::string& config) {
+    auto r = run_timed(kBin + " launch --config_file " + config + " --mpirun-arg --version -- train cfg.yaml", 30).r;
+    EXPECT_EQ(r.exit_code, 0) << config << "\n" << r.err;
+    return r.err;
+  };
+  for (const auto& [config, want] : std::vector<std::pair<std::string, std::string>>{
+           {ex + "fsdp_config.yaml", " train cfg.yaml fsdp=full_shard"},
+           {ex + "fsdp_config_offload.yaml", " train cfg.yaml 'fsdp=full_shard offload'"},
+           {ex + "fsdp2_config.yaml", " train cfg.yaml fsdp=full_shard"},  // reshard_after_forward
+           {ex + "fsdp2_config_qwen35.yaml", " train cfg.yaml fsdp=full_shard"}}) {
+    const std::string err = line_of(config);
+    EXPECT_NE(err.find(config == ex + "fsdp2_config_qwen35.yaml" ? " -np 8 " : " -np 2 "), std::string::npos) << err;
+    EXPECT_NE(err.find(want), std::string::npos) << config << "\n" << err;
+    EXPECT_NE(err.find("mixed_precision bf16 left to the training config's bf16/fp16 keys"), std::string::npos) << err;
+  }
+  // DeepSpeed's plugin: its stage and offload, or its JSON file as is.
+  std::ofstream(dir + "/ds.yaml") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
+                                     "  zero_stage: 3\n  offload_optimizer_device: cpu\n  offload_param_device: none\n"
+                                     "  zero3_init_flag: true\n";
+  EXPECT_NE(line_of(dir + "/ds.yaml").find(R"('deepspeed={"zero_optimization":{"offload_optimizer":{"device":"cpu"},"stage":3}}')"),
+            std::string::npos);
+  std::ofstream(dir + "/ds_file.yaml") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
+                                          "  deepspeed_config_file: tests/data/llamafactory_examples/deepspeed/ds_z2_config.json\n";
+  EXPECT_NE(line_of(dir + "/ds_file.yaml").find(" deepspeed=tests/data/llamafactory_examples/deepspeed/ds_z2_config.json"), std::string::npos);
+  // For real: fsdp_config.yaml's FULL_SHARD over its 2 processes is fsdp=full_shard's run.
+  const std::string train = " -- train " + kSft + " finetuning_type=full" + kShort + " output_dir=" + dir;
+  auto acc = run_timed(kBin + " launch --config_file " + ex + "fsdp_config.yaml" + train + "/acc");
+  ASSERT_EQ(acc.r.exit_code, 0) << acc.r.err;
+  EXPECT_NE(acc.r.err.find("(fsdp: 'full_shard'): parameters, gradients and optimizer state sharded over 2 processes"),
+            std::string::npos)
+      << acc.r.err;
+  auto key = run_timed(kBin + " launch --nproc 2" + train + "/key fsdp=full_shard");
+  ASSERT_EQ(key.r.exit_code, 0) << key.r.err;
+  ASSERT_EQ(figures(dir + "/key").size(), 4u);
+  EXPECT_EQ(figures(dir + "/acc"), figures(dir + "/key"));
+  // Refused with the file (and line) named.
+  std::ofstream(dir + "/typo.yaml") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_sharding_stratgy: 1\n";
+  std::ofstream(dir + "/megatron.yaml") << "distributed_type: MEGATRON_LM\nnum_processes: 2\n";
+  for (const auto& [line, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--config_file " + ex + "fsdp_config_multiple_nodes.yaml -- train cfg.yaml",
+            "num_machines 2: accelerate starts one launcher per machine"},
+           {"--config_file " + ex + "fsdp_config.yaml --nproc 4 -- train cfg.yaml",
+            "--nproc 4 but " + ex + "fsdp_config.yaml has num_processes 2"},
+           {"--config_file " + dir + "/typo.yaml -- train cfg.yaml",
+            dir + "/typo.yaml line 4: unknown accelerate key 'fsdp_config.fsdp_sharding_stratgy'"},
+           {"--config_file " + dir + "/megatron.yaml -- train cfg.yaml", "distributed_type MEGATRON_LM is not run"},
+           {"--config_file " + ex + "fsdp_config.yaml -- export cfg.yaml", "not `export`"},
+           {"--config_file " + dir + "/none.yaml -- train cfg.yaml", dir + "/none.yaml: cannot read it"}}) {
+    auto r = run_timed(kBin + " launch " + line, 30).r;
+    EXPECT_EQ(r.exit_code, 1) << line << "\n" << r.err;
+    EXPECT_NE(r.err.find(expect), std::string::npos) << line << "\n" << r.err;
+  }
 }
 
 TEST(Launch, AHungRankEndsTheJobWithinTheTimeoutNamingTheWaitingRank) {

@@ -9,7 +9,8 @@
 // Two files are not configs of a command: extras/multi_tokens/tokens_cfg.yaml is a
 // new_special_tokens_config (token → description) and runs as that key of an SFT config with
 // desc_init; extras/llama_pro's config trains the model its expand.sh makes (`unillm
-// expand-layers`, here 8 → 16 layers, as 32 → 40 there).
+// expand-layers`, here 8 → 16 layers, as 32 → 40 there). accelerate's launch configs
+// (accelerate/, ktransformers/accelerate/) go to `unillm launch --config_file` with an SFT config.
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -36,6 +37,7 @@ const std::string kExamples = "tests/data/llamafactory_examples";
 
 std::string command_for(const std::string& rel) {
   if (rel.rfind("inference/", 0) == 0) return "chat";
+  if (rel.rfind("accelerate/", 0) == 0 || rel.find("/accelerate/") != std::string::npos) return "launch";
   if (rel.rfind("merge_lora/", 0) == 0 || rel == "v1/train_lora/export_lora.yaml") return "export";
   return "train";
 }
@@ -143,6 +145,21 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
     const bool is_pro = raw.IsMap() && raw["use_llama_pro"];
     const std::string named = raw.IsMap() && raw["model_name_or_path"] ? raw["model_name_or_path"].as<std::string>() : "";
     const bool is_moe = named.rfind("Qwen/Qwen3-30B-A3B", 0) == 0 || named.rfind("Qwen/Qwen3-235B-A22B", 0) == 0;
+    if (cmd == "launch") {
+      // An accelerate launch config (`accelerate launch --config_file F src/train.py CONFIG`): as
+      // is, launching train_lora/qwen3_lora_sft.yaml with only its paths changed.
+      std::ofstream(cfg) << rewrite(source_path(kExamples + "/train_lora/qwen3_lora_sft.yaml"), "train", model,
+                                    dir + "/adapter", out);
+      auto r = run_shell("cd " + source_path("") + " && timeout -k 5 600 " + std::string(UNILLM_BINARY_DIR) +
+                         "/unillm launch --config_file " + shell_quote(source_path(kExamples + "/" + rel)) +
+                         " -- train " + shell_quote(cfg) + " --quiet");
+      const std::string o = outcome(r);
+      EXPECT_EQ(o.rfind("crashed", 0), std::string::npos) << rel << "\n" << r.err;
+      (o == "ran" ? ran : refused) += 1;
+      table += rel + " " + cmd + " " + o + "\n";
+      std::fprintf(stderr, "%-60s %-6s %s\n", rel.c_str(), cmd.c_str(), o.c_str());
+      continue;
+    }
     if (rel == "extras/multi_tokens/tokens_cfg.yaml") {
       std::ofstream(cfg) << "model_name_or_path: " << model << "\nstage: sft\ndo_train: true\nfinetuning_type: full\n"
                          << "new_special_tokens_config: " << source_path(kExamples + "/" + rel)
