@@ -147,9 +147,15 @@ AccelerateLaunch read_accelerate_config(const std::string& path) {
     UNILLM_THROW(ConfigError, "[launch] ", where(path, root["distributed_type"]), ": distributed_type ", type,
                  " is not run by unillm (NO, MULTI_CPU/GPU/NPU/…, FSDP and DEEPSPEED are)");
   }
-  if (const YAML::Node mp = root["mixed_precision"]; mp && scalar(path, "mixed_precision", mp) != "no")
-    out.notes.push_back("mixed_precision " + mp.Scalar() +
-                        " left to the training config's bf16/fp16 keys (LLaMA-Factory's examples set them)");
+  // HF's TrainingArguments keep accelerate's mixed precision only when they set neither bf16 nor
+  // fp16 themselves (their own keys override it): `unillm train` applies it then.
+  if (const YAML::Node mp = root["mixed_precision"]; mp && scalar(path, "mixed_precision", mp) != "no") {
+    if (mp.Scalar() != "bf16" && mp.Scalar() != "fp16")
+      UNILLM_THROW(ConfigError, "[launch] ", where(path, mp), ": mixed_precision '", mp.Scalar(),
+                   "'; expected no, bf16 or fp16");
+    out.mixed_precision = mp.Scalar();
+    out.notes.push_back("mixed_precision " + mp.Scalar() + " where the training config sets neither bf16 nor fp16");
+  }
   return out;
 }
 

@@ -13,6 +13,7 @@ struct AccelerateLaunch {
   int64_t num_processes = 0;  // 0: not given
   int64_t num_machines = 1;
   std::vector<std::string> train_overrides;  // key=value, after the training config's own keys
+  std::string mixed_precision;               // bf16 or fp16: for a training config that sets neither
   std::vector<std::string> notes;            // what the launch says it took or left aside
 };
 

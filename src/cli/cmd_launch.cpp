@@ -42,7 +42,8 @@ const char kLaunchHelp[] =
     "                       its num_processes is --nproc, and its FSDP or DeepSpeed plugin is\n"
     "                       passed to `train` as fsdp=… / deepspeed=… after the config's own keys;\n"
     "                       num_machines > 1 needs --hosts or --hostfile (one launch starts every\n"
-    "                       machine's processes)\n"
+    "                       machine's processes); its mixed_precision applies where the training\n"
+    "                       config sets neither bf16 nor fp16\n"
     "One host (no --hosts/--hostfile): shared memory and loopback only (--mca btl self,vader,\n"
     "--mca oob_tcp_if_include lo) and --oversubscribe (Open MPI counts physical cores, not\n"
     "hardware threads, as slots). Always --bind-to none: each rank takes its share of the cores\n"
@@ -94,6 +95,8 @@ void apply_accelerate_config(LaunchPlan& p) {
                    "for `-- train CONFIG`, not `", p.command[0], "`");
     p.command.insert(p.command.end(), acc.train_overrides.begin(), acc.train_overrides.end());
   }
+  // Exported to the ranks with the other UNILLM_* variables (mpirun -x); cmd_train reads it.
+  if (!acc.mixed_precision.empty()) setenv("UNILLM_ACCELERATE_MIXED_PRECISION", acc.mixed_precision.c_str(), 1);
   std::string said;
   for (const auto& n : acc.notes) said += (said.empty() ? "" : "; ") + n;
   std::fprintf(stderr, "unillm: launch: %s: %s\n", p.config_file.c_str(), said.c_str());

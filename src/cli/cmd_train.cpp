@@ -177,6 +177,16 @@ int cmd_train(const std::vector<std::string>& args) {
   const bool rank0 = !dp || dp->rank() == 0;
   const Device device = setup_runtime(runtime);
   train::TrainArgs targs = train::load_train_args(args[0], overrides);
+  // accelerate's mixed_precision (unillm launch --config_file): HF's TrainingArguments keep it only
+  // when they set neither bf16 nor fp16 themselves.
+  if (const char* mp = std::getenv("UNILLM_ACCELERATE_MIXED_PRECISION");
+      mp && (std::string(mp) == "bf16" || std::string(mp) == "fp16") && !targs.bf16 && !targs.fp16) {
+    overrides.push_back(std::string(mp) + "=true");
+    targs = train::load_train_args(args[0], overrides);
+    if (rank0)
+      std::fprintf(stderr, "[train] %s mixed precision from the accelerate config's mixed_precision (the training config "
+                   "sets neither bf16 nor fp16)\n", mp);
+  }
   targs.device = device;
   if (rank0)
     for (auto& w : targs.warnings) std::fprintf(stderr, "unillm: warning: %s\n", w.c_str());

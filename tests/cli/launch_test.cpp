@@ -136,7 +136,8 @@ TEST(Launch, AccelerateConfigFilesGiveTheirProcessesAndPlugin) {
     const std::string err = line_of(config);
     EXPECT_NE(err.find(config == ex + "fsdp2_config_qwen35.yaml" ? " -np 8 " : " -np 2 "), std::string::npos) << err;
     EXPECT_NE(err.find(want), std::string::npos) << config << "\n" << err;
-    EXPECT_NE(err.find("mixed_precision bf16 left to the training config's bf16/fp16 keys"), std::string::npos) << err;
+    EXPECT_NE(err.find("mixed_precision bf16 where the training config sets neither bf16 nor fp16"), std::string::npos)
+        << err;
   }
   // DeepSpeed's plugin: its stage and offload, or its JSON file as is.
   std::ofstream(dir + "/ds.yaml") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
@@ -147,14 +148,22 @@ TEST(Launch, AccelerateConfigFilesGiveTheirProcessesAndPlugin) {
   std::ofstream(dir + "/ds_file.yaml") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
                                           "  deepspeed_config_file: tests/data/llamafactory_examples/deepspeed/ds_z2_config.json\n";
   EXPECT_NE(line_of(dir + "/ds_file.yaml").find(" deepspeed=tests/data/llamafactory_examples/deepspeed/ds_z2_config.json"), std::string::npos);
-  // For real: fsdp_config.yaml's FULL_SHARD over its 2 processes is fsdp=full_shard's run.
+  // For real: fsdp_config.yaml's FULL_SHARD over its 2 processes, with its mixed_precision bf16
+  // (the example sets neither bf16 nor fp16), is fsdp=full_shard bf16=true's run; bf16=false
+  // leaves accelerate's in place too (HF's TrainingArguments override it only with bf16 or fp16 true).
   const std::string train = " -- train " + kSft + " finetuning_type=full" + kShort + " output_dir=" + dir;
   auto acc = run_timed(kBin + " launch --config_file " + ex + "fsdp_config.yaml" + train + "/acc");
   ASSERT_EQ(acc.r.exit_code, 0) << acc.r.err;
   EXPECT_NE(acc.r.err.find("(fsdp: 'full_shard'): parameters, gradients and optimizer state sharded over 2 processes"),
             std::string::npos)
       << acc.r.err;
-  auto key = run_timed(kBin + " launch --nproc 2" + train + "/key fsdp=full_shard");
+  EXPECT_NE(acc.r.err.find("bf16 mixed precision from the accelerate config's mixed_precision"), std::string::npos)
+      << acc.r.err;
+  EXPECT_NE(acc.r.err.find("bf16 mixed precision, bf16 GEMMs"), std::string::npos) << acc.r.err;
+  auto own = run_timed(kBin + " launch --config_file " + ex + "fsdp_config.yaml" + train + "/own fp16=false bf16=false max_steps=1");
+  ASSERT_EQ(own.r.exit_code, 0) << own.r.err;
+  EXPECT_NE(own.r.err.find("bf16 mixed precision from the accelerate config"), std::string::npos) << own.r.err;
+  auto key = run_timed(kBin + " launch --nproc 2" + train + "/key fsdp=full_shard bf16=true");
   ASSERT_EQ(key.r.exit_code, 0) << key.r.err;
   ASSERT_EQ(figures(dir + "/key").size(), 4u);
   EXPECT_EQ(figures(dir + "/acc"), figures(dir + "/key"));
