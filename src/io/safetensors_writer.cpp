@@ -2,6 +2,7 @@
 // and HF-style sharding with an index.
 #include "io/safetensors_writer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
@@ -107,9 +108,15 @@ void remove_stale(const fs::path& dir, const std::set<std::string>& keep) {
 }  // namespace
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, const BeforeRead& before_read) {
   check_tensors(path, tensors);
-  save_safetensors_streamed(path, specs_of(tensors), [&tensors](size_t i) { return tensors[i].second; }, metadata);
+  save_safetensors_streamed(
+      path, specs_of(tensors),
+      [&tensors, &before_read](size_t i) {
+        if (before_read) before_read(tensors[i].second);
+        return tensors[i].second;
+      },
+      metadata);
 }
 
 void save_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
@@ -134,6 +141,33 @@ void save_safetensors_streamed(const std::string& path, const std::vector<Tensor
   w.commit();
 }
 
+void save_safetensors_parts(const std::string& path, const std::vector<TensorSpec>& specs, int64_t part_elements,
+                            const std::function<Tensor(size_t, int64_t, int64_t)>& fill_part,
+                            const std::map<std::string, std::string>& metadata) {
+  if (part_elements <= 0) UNILLM_THROW(IoError, "[safetensors] ", path, ": part_elements must be > 0");
+  std::vector<std::string> names;
+  for (const TensorSpec& s : specs) names.push_back(s.name);
+  check_names(path, names);
+  std::string header = build_header(specs, metadata);
+  uint64_t hlen = header.size();
+  AtomicFileWriter w(path);
+  w.write(&hlen, 8);
+  w.write(header);
+  for (size_t i : layout_order(specs)) {
+    const auto numel = static_cast<int64_t>(spec_bytes(specs[i]) / dtype_size(specs[i].dtype));
+    for (int64_t lo = 0; lo < numel; lo += part_elements) {
+      const int64_t hi = std::min(numel, lo + part_elements);
+      Tensor c = host_contiguous(fill_part(i, lo, hi));
+      if (c.dtype() != specs[i].dtype || c.numel() != hi - lo)
+        UNILLM_THROW(IoError, "[safetensors] ", path, ": elements [", lo, ", ", hi, ") of tensor '", specs[i].name,
+                     "' were filled as ", dtype_name(c.dtype()), " ", shape_str(c.shape()), ", expected ",
+                     dtype_name(specs[i].dtype), " [", hi - lo, "]");
+      w.write(c.raw_data(), c.nbytes());
+    }
+  }
+  w.commit();
+}
+
 bool is_weight_file_name(const std::string& f) {
   static const std::regex kShard(R"(model-\d{5}-of-\d{5}\.safetensors)");
   return f == "model.safetensors" || f == "model.safetensors.index.json" || std::regex_match(f, kShard);
@@ -145,7 +179,8 @@ std::string shard_file_name(size_t index, size_t count) {
   return buf;
 }
 
-void save_sharded(const std::string& dir, const NamedTensors& tensors, size_t max_shard_bytes) {
+void save_sharded(const std::string& dir, const NamedTensors& tensors, size_t max_shard_bytes,
+                  const BeforeRead& before_read) {
   if (max_shard_bytes == 0) UNILLM_THROW(IoError, "[safetensors] ", dir, ": max_shard_bytes must be > 0");
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -153,7 +188,7 @@ void save_sharded(const std::string& dir, const NamedTensors& tensors, size_t ma
   check_tensors(dir, tensors);
   size_t total = total_bytes(tensors);
   if (total <= max_shard_bytes) {
-    save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors);
+    save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}}, before_read);
     remove_stale(dir, {"model.safetensors"});
     return;
   }
@@ -172,7 +207,7 @@ void save_sharded(const std::string& dir, const NamedTensors& tensors, size_t ma
   nlohmann::json weight_map = nlohmann::json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
     std::string file = shard_file_name(i + 1, shards.size());
-    save_safetensors((fs::path(dir) / file).string(), shards[i]);
+    save_safetensors((fs::path(dir) / file).string(), shards[i], {{"format", "pt"}}, before_read);
     keep.insert(file);
     for (const auto& nt : shards[i]) weight_map[nt.first] = file;
   }

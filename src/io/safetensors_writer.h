@@ -14,6 +14,9 @@
 namespace unillm::io {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// Called with each tensor just before its bytes are read for writing: a tensor whose memory comes
+// and goes (ZeRO-3's gathered units, train/param_shards.h) is made present there.
+using BeforeRead = std::function<void(const Tensor&)>;
 
 // Writes tensors (any device, any strides; F32/F64/BF16/F16/I32/I64), the JSON header padded
 // with spaces so that the data section starts 64-aligned: first (in the given order) those whose
@@ -22,7 +25,8 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // Empty metadata writes no "__metadata__". Throws IoError naming PATH (duplicate or empty names,
 // undefined tensors, write failures); PATH is untouched on failure.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+                      const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
+                      const BeforeRead& before_read = {});
 
 // What save_safetensors_streamed writes for one tensor before its data exists.
 struct TensorSpec {
@@ -39,12 +43,21 @@ void save_safetensors_streamed(const std::string& path, const std::vector<Tensor
                                const std::function<Tensor(size_t)>& fill,
                                const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
+// save_safetensors_streamed for large tensors made a part at a time: tensor i's flat elements
+// [lo, hi) are asked for in windows of at most part_elements (in order, tensors in the file's
+// layout order), so at most one window lives at a time; fill_part returns them as a tensor of
+// specs[i]'s dtype and hi − lo elements (any shape).
+void save_safetensors_parts(const std::string& path, const std::vector<TensorSpec>& specs, int64_t part_elements,
+                            const std::function<Tensor(size_t i, int64_t lo, int64_t hi)>& fill_part,
+                            const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
 // Writes DIR/model.safetensors when all tensors fit in max_shard_bytes, else HF-named shards
 // model-00001-of-0000N.safetensors (greedy in the given order; a tensor larger than the limit
 // gets a shard of its own) and model.safetensors.index.json {metadata.total_size, weight_map}.
 // Creates DIR; removes stale model.safetensors / index / model-*-of-*.safetensors left from an
 // earlier save in DIR so readers cannot pick up an old layout.
-void save_sharded(const std::string& dir, const NamedTensors& tensors, size_t max_shard_bytes);
+void save_sharded(const std::string& dir, const NamedTensors& tensors, size_t max_shard_bytes,
+                  const BeforeRead& before_read = {});
 
 // HF's shard file name: shard_file_name(1, 3) == "model-00001-of-00003.safetensors".
 std::string shard_file_name(size_t index, size_t count);

@@ -27,7 +27,7 @@ void save_pretrained(const CausalLM& model, const std::string& dir, const SaveOp
   cfg["torch_dtype"] = "float32";
   io::write_file_atomic((fs::path(dir) / "config.json").string(), cfg.dump(2) + "\n");
   nn::NamedTensors tensors = model.named_parameters();
-  io::save_sharded(dir, tensors, o.max_shard_bytes);
+  io::save_sharded(dir, tensors, o.max_shard_bytes, o.before_read);
   if (!o.tokenizer_dir.empty()) copy_tokenizer_files(o.tokenizer_dir, dir);
   if (!o.generation_config_dir.empty()) {
     fs::path g = fs::path(o.generation_config_dir) / "generation_config.json";

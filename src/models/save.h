@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "io/safetensors_writer.h"
 #include "models/causal_lm.h"
 
 namespace unillm::models {
@@ -12,6 +13,7 @@ struct SaveOptions {
   size_t max_shard_bytes = size_t{5} << 30;  // HF's default "5GB"
   std::string tokenizer_dir;  // copy tokenizer files from here ("" = none)
   std::string generation_config_dir;  // copy generation_config.json from here ("" = none)
+  io::BeforeRead before_read;  // each weight just before it is written (ZeRO-3 gathers its unit)
 };
 
 // Writes into dir (created). Each file is written atomically.

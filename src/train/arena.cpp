@@ -151,4 +151,13 @@ bool ParamArena::all_finite() const {
   return all_finite_f32(host.data<float>(), static_cast<size_t>(numel_));
 }
 
+std::vector<ArenaRun> clip_runs(const std::vector<ArenaRun>& runs, int64_t lo, int64_t hi) {
+  std::vector<ArenaRun> out;
+  for (const ArenaRun& r : runs) {
+    const int64_t b = std::max(lo, r.lo), e = std::min(hi, r.hi);
+    if (b < e) out.push_back({b, e, r.at + (b - r.lo)});
+  }
+  return out;
+}
+
 }  // namespace unillm::train

@@ -28,6 +28,8 @@ struct ArenaSegment {
 struct ArenaRun {
   int64_t lo = 0, hi = 0, at = 0;
 };
+// The parts of `runs` within arena elements [lo, hi), in order, each `at` moved with its start.
+std::vector<ArenaRun> clip_runs(const std::vector<ArenaRun>& runs, int64_t lo, int64_t hi);
 
 class ParamArena {
  public:

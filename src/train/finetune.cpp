@@ -224,7 +224,7 @@ std::string oft_adjustment_note(models::CausalLM& model, const TrainArgs& a) {
 }
 
 void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
-                  const std::string& model_dir, const std::string& tokenizer_dir) {
+                  const std::string& model_dir, const std::string& tokenizer_dir, const io::BeforeRead& before_read) {
   const int64_t base_rows = models::load_model_config(model_dir + "/config.json").vocab_size;
   if (a.adapter_tuning()) {
     models::AdapterSaveOptions so;
@@ -242,6 +242,7 @@ void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string
   }
   models::SaveOptions so;
   so.generation_config_dir = model_dir;
+  so.before_read = before_read;
   models::save_pretrained(model, dir, so);
   save_training_tokenizer(tokenizer_dir, a, base_rows, dir);  // with the tokens the run added (vocab.h)
 }

@@ -383,24 +383,39 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   // (core/cpu_allocator.h); counted whole, as an upper bound.
   p.allocator_cache = (state + working) / 8;
   p.train_peak = p.baseline + p.runtime + state + working + p.allocator_cache;
+  int64_t reference_load = p.reference;  // what loading the reference adds at its peak
+  int64_t sharded_before_reference = 0;   // ZeRO-3: the policy's pieces when the reference loads
   if (in.param_shards > 1) {
     // ZeRO-3: pieces of every unit plus the root unit (lm_head, final norm; the embedding too when
     // tied) and one layer or the untied embedding's unit gathered, with their gradient buffers;
-    // whole-model phases (evaluation, saving) hold every weight again beside the sharded
-    // gradients and state. Units are taken at f32 (an upper bound for bf16 frozen parts).
+    // evaluation and saving gather the same units (saves_whole_model: saving holds every weight
+    // beside the sharded gradients and state). Units are taken at f32 (an upper bound for bf16
+    // frozen parts).
     const int64_t W = in.param_shards;
+    const int64_t n_layers = std::max<int64_t>(1, static_cast<int64_t>(ps.layers.size()));
+    // The units gathered at a time out of `whole` bytes: the root, and a layer or the embedding.
+    auto gathered_of = [&](int64_t whole, int64_t bytes) {
+      const int64_t root = std::min(whole, (d.V * d.C + d.C) * bytes);
+      const int64_t embed = c.tie_word_embeddings ? 0 : std::min(whole - root, d.V * d.C * bytes);
+      return root + std::max((whole - root - embed) / n_layers, embed);
+    };
     const int64_t whole_weights = p.weights, whole_grads = p.gradients;
-    const int64_t root = std::min(whole_weights, (d.V * d.C + d.C) * 4);
-    const int64_t embed = c.tie_word_embeddings ? 0 : std::min(whole_weights - root, d.V * d.C * 4);
-    const int64_t layer =
-        ps.layers.empty() ? 0 : (whole_weights - root - embed) / static_cast<int64_t>(ps.layers.size());
-    const int64_t gathered = root + std::max(layer, embed);
+    const int64_t gathered = gathered_of(whole_weights, 4);
     p.weights = (whole_weights + W - 1) / W + gathered;
     p.gradients = (whole_grads + W - 1) / W + std::min(whole_grads, gathered);
+    // A reference copy is sharded too (its root unit kept gathered, a layer at a time around its
+    // forward), loaded whole after the policy is sharded.
+    const int64_t ref_whole = in.reference_weights * in.reference_weight_bytes;
+    if (ref_whole > 0) {
+      p.reference = (ref_whole + W - 1) / W + gathered_of(ref_whole, in.reference_weight_bytes) +
+                    in.reference_logps_rows * 8;
+      sharded_before_reference = p.weights + p.gradients;  // before the optimizer state is made
+    }
     const int64_t sharded_state = p.weights + p.gradients + p.optimizer + p.reference;
     p.allocator_cache = (sharded_state + working) / 8;
-    p.train_peak = std::max(p.baseline + p.runtime + sharded_state + working + p.allocator_cache,
-                            p.baseline + p.runtime + whole_weights + p.gradients + p.optimizer + p.reference);
+    p.train_peak = p.baseline + p.runtime + sharded_state + working + p.allocator_cache;
+    if (in.saves_whole_model)
+      p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + whole_weights + p.gradients + p.optimizer + p.reference);
   }
   // Loading builds the base model (f32, or frozen_weight_bytes; freeze under mixed precision
   // builds f32 first) while one tensor's file pages are resident; the arena then holds the old
@@ -410,9 +425,16 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   // (ZeRO-3's arena has no whole gradient buffer: its gradients live in its units.)
   const int64_t packing = (in.param_shards > 1 ? 1 : 2) * ps.trainable * 4;
   p.load_peak = p.baseline + std::max(built + in.largest_tensor_bytes, built + packing);
-  // A reference copy loads after the policy (with one tensor's pages of its own).
+  // ZeRO-3: the shard's pieces and their gradients are copied out before the arena goes (and
+  // before the optimizer state is made).
+  if (in.param_shards > 1)
+    p.load_peak = std::max(p.load_peak, p.baseline + built + packing +
+                                            2 * ((ps.trainable + in.param_shards - 1) / in.param_shards) * 4);
+  // A reference copy loads after the policy (with one tensor's pages of its own); under ZeRO-3
+  // after the policy is sharded and before the optimizer state is made, beside its pieces.
   if (in.reference_weights > 0)
-    p.load_peak = std::max(p.load_peak, p.baseline + built + packing + p.reference + in.largest_tensor_bytes);
+    p.load_peak = std::max(p.load_peak, p.baseline + reference_load + in.largest_tensor_bytes +
+                                            (in.param_shards > 1 ? sharded_before_reference : built + packing));
   p.peak = std::max(p.train_peak, p.load_peak);
   return p;
 }

@@ -72,9 +72,12 @@ struct MemoryPlanInputs {
   std::string optimizer = "adamw";  // OptimizerConfig::kind: sizes the optimizer state
   int64_t zero_shards = 1;  // ZeRO (train/zero.h): each process holds 1/zero_shards of the state
   // ZeRO-3 (train/param_shards.h): between uses each process keeps 1/param_shards of the weights
-  // and gradients; a step gathers the root unit and one layer at a time. Loading, evaluation and
-  // saving still hold the whole model.
+  // and gradients (and of a reference copy's weights); a step, an evaluation or saving gathers the
+  // root unit and one layer at a time. Loading still holds the whole model.
   int64_t param_shards = 1;
+  // ZeRO-3: saving gathers every unit (an adapter run that writes base weights too: PiSSA's
+  // conversion, a grown vocabulary).
+  bool saves_whole_model = false;
   // Pipeline parallelism (train/pipeline_schedule.h pipeline_live_per_layer): per decoder layer,
   // how many micro-batches' activations this process holds at its peak (0: another stage's
   // layer), and whether it runs the loss (the last stage). Empty: one process, every layer once.

@@ -51,8 +51,20 @@ void unit_runs(const Params& params, int64_t per, int64_t numel, int q, int64_t 
 ParamShards::ParamShards(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena& arena,
                          dist::ProcessGroup& group)
     : group_(group), device_(arena.param_tensor().device()) {
+  layout(modules, tied_embedding, &arena);
+}
+
+ParamShards::ParamShards(nn::Module& frozen_model, bool tied_embedding, dist::ProcessGroup& group)
+    : group_(group), frozen_model_(true) {
+  const auto params = frozen_model.parameters();
+  UNILLM_CHECK(!params.empty(), "[zero3] a frozen model without parameters");
+  device_ = params.front().tensor->device();
+  layout({&frozen_model}, tied_embedding, nullptr);
+}
+
+void ParamShards::layout(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena* arena) {
+  const int world = group_.size();
   std::set<const Tensor*> seen;
-  const auto& arena_storage = arena.param_tensor().storage();
   std::vector<Param> embedding;
   for (size_t mi = 0; mi < modules.size(); ++mi) {
     for (const nn::ParamRef& r : modules[mi]->parameters()) {
@@ -67,7 +79,7 @@ ParamShards::ParamShards(const std::vector<nn::Module*>& modules, bool tied_embe
       p.tensor = r.tensor;
       p.trainable = r.tensor->requires_grad();
       if (p.trainable) {
-        UNILLM_CHECK(r.tensor->storage() == arena_storage && r.tensor->dtype() == DType::f32,
+        UNILLM_CHECK(arena && r.tensor->storage() == arena->param_tensor().storage() && r.tensor->dtype() == DType::f32,
                      "[zero3] trainable parameter ", r.hf_names.at(0), " is not in the arena");
         p.arena_offset = r.tensor->offset();
       }
@@ -80,7 +92,6 @@ ParamShards::ParamShards(const std::vector<nn::Module*>& modules, bool tied_embe
     units_.emplace_back();
     units_.back().params = std::move(embedding);
   }
-  const int world = group.size();
   int64_t shard_at = 0;
   for (Unit& u : units_) {
     for (Param& p : u.params) {
@@ -111,39 +122,49 @@ ZeroPieces ParamShards::pieces() const {
 }
 
 void ParamShards::shard(ParamArena& arena, ParamArena& shard) {
-  UNILLM_CHECK(!sharded_, "[zero3] sharded twice");
+  UNILLM_CHECK(!sharded_ && !frozen_model_, "[zero3] sharded twice");
   shard_ = &shard;
-  const int world = group_.size(), rank = group_.rank();
-  for (Unit& u : units_) {
-    const int64_t train_bytes = u.train_per * world * 4;
-    u.train = released_storage(train_bytes, device_);
-    u.grad = released_storage(train_bytes, device_);
-    u.frozen = released_storage(u.frozen_per * world * 4, device_);
-    // This rank's bytes of the frozen buffer, packed from the whole parameters once.
-    u.frozen_piece = Tensor::zeros({u.frozen_per}, DType::i32, device_);
-    if (u.frozen_per > 0) {
-      Tensor whole = Tensor::zeros({u.frozen_per * world}, DType::i32, device_);
-      for (const Param& p : u.params) {
-        if (p.trainable) continue;
-        Tensor dst(whole.storage(), p.tensor->shape(), p.tensor->dtype(), p.at / static_cast<int64_t>(dtype_size(p.tensor->dtype())));
-        dst.copy_from(*p.tensor);
-      }
-      u.frozen_piece.copy_from(whole.slice(0, u.frozen_per * rank, u.frozen_per * (rank + 1)));
-    }
-    for (const Param& p : u.params) {
-      Tensor& t = *p.tensor;
-      if (p.trainable) {
-        Tensor v(u.train, t.shape(), DType::f32, p.at);
-        v.set_requires_grad(true);
-        v.set_grad(Tensor(u.grad, t.shape(), DType::f32, p.at));
-        t = v;
-      } else {
-        t = Tensor(u.frozen, t.shape(), t.dtype(), p.at / static_cast<int64_t>(dtype_size(t.dtype())));
-      }
-    }
-  }
+  for (Unit& u : units_) keep_pieces(u);
   arena.release_storage();
   sharded_ = true;
+}
+
+void ParamShards::shard_frozen() {
+  UNILLM_CHECK(!sharded_ && frozen_model_, "[zero3] shard_frozen of a model with an arena");
+  for (Unit& u : units_) keep_pieces(u);
+  sharded_ = true;
+  gather(units_[0], false);  // for good
+}
+
+void ParamShards::keep_pieces(Unit& u) {
+  const int world = group_.size(), rank = group_.rank();
+  const int64_t train_bytes = u.train_per * world * 4;
+  u.train = released_storage(train_bytes, device_);
+  u.grad = released_storage(train_bytes, device_);
+  u.frozen = released_storage(u.frozen_per * world * 4, device_);
+  // This rank's bytes of the frozen buffer, packed from the whole parameters once.
+  u.frozen_piece = Tensor::zeros({u.frozen_per}, DType::i32, device_);
+  if (u.frozen_per > 0) {
+    Tensor whole = Tensor::zeros({u.frozen_per * world}, DType::i32, device_);
+    for (const Param& p : u.params) {
+      if (p.trainable) continue;
+      Tensor dst(whole.storage(), p.tensor->shape(), p.tensor->dtype(), p.at / static_cast<int64_t>(dtype_size(p.tensor->dtype())));
+      dst.copy_from(*p.tensor);
+    }
+    u.frozen_piece.copy_from(whole.slice(0, u.frozen_per * rank, u.frozen_per * (rank + 1)));
+  }
+  // The whole parameters go as they are re-pointed (a frozen model's one unit at a time).
+  for (const Param& p : u.params) {
+    Tensor& t = *p.tensor;
+    if (p.trainable) {
+      Tensor v(u.train, t.shape(), DType::f32, p.at);
+      v.set_requires_grad(true);
+      v.set_grad(Tensor(u.grad, t.shape(), DType::f32, p.at));
+      t = v;
+    } else {
+      t = Tensor(u.frozen, t.shape(), t.dtype(), p.at / static_cast<int64_t>(dtype_size(t.dtype())));
+    }
+  }
 }
 
 void ParamShards::gather(Unit& u, bool grads, bool frozen) {
@@ -257,8 +278,73 @@ ParamShards::Whole::Whole(ParamShards* s, bool trainable_only) : s_(s) {
 
 ParamShards::Whole::~Whole() {
   if (!s_ || --s_->whole_ > 0) return;
-  for (Unit& u : s_->units_)
-    if (u.gathered) s_->release(u);
+  for (size_t i = 0; i < s_->units_.size(); ++i)
+    if (s_->units_[i].gathered && !(i == 0 && s_->frozen_model_)) s_->release(s_->units_[i]);
+}
+
+ParamShards::Root::Root(ParamShards* s) : s_(s) {
+  if (!s_ || s_->units_[0].gathered) return;
+  s_->gather(s_->units_[0], false);
+  gathered_ = true;
+}
+
+ParamShards::Root::~Root() {
+  if (gathered_ && s_->units_[0].gathered) s_->release(s_->units_[0]);
+}
+
+ParamShards::Streamed::Streamed(ParamShards* s, bool writer) : s_(s), writer_(writer) {
+  if (!s_) return;
+  UNILLM_CHECK(s_->whole_ == 0 && !s_->frozen_model_, "[zero3] streamed saving inside a whole-model scope");
+  UNILLM_CHECK(writer == (s_->group_.rank() == 0), "[zero3] the streamed writer is not rank 0 of the group");
+  if (!s_->units_[0].gathered) {
+    s_->gather(s_->units_[0], false);
+    root_ = true;
+  }
+  if (writer_) return;
+  Tensor msg = Tensor::empty({1}, DType::i32);
+  for (;;) {  // serve the writer's requests
+    s_->group_.broadcast(msg, 0);
+    const int64_t unit = msg.data<int32_t>()[0];
+    if (unit < 0) break;
+    hold(unit);
+  }
+  hold(-1);
+}
+
+void ParamShards::Streamed::hold(int64_t unit) {
+  if (held_ > 0) s_->release(s_->units_[static_cast<size_t>(held_)]);
+  held_ = unit;
+  if (unit > 0) s_->gather(s_->units_[static_cast<size_t>(unit)], false);
+}
+
+void ParamShards::Streamed::read(const Tensor& t) {
+  if (!s_ || !t.defined()) return;
+  const Storage* st = t.storage().get();
+  for (size_t i = 1; i < s_->units_.size(); ++i) {
+    const Unit& u = s_->units_[i];
+    if (st != u.train.get() && st != u.frozen.get()) continue;
+    if (static_cast<int64_t>(i) == held_) return;
+    Tensor msg = Tensor::empty({1}, DType::i32);
+    msg.data<int32_t>()[0] = static_cast<int32_t>(i);
+    s_->group_.broadcast(msg, 0);
+    hold(static_cast<int64_t>(i));
+    return;
+  }
+}
+
+ParamShards::Streamed::~Streamed() {
+  if (!s_) return;
+  // The writer's end (also when its write failed): the others stop serving.
+  if (writer_) {
+    try {
+      Tensor msg = Tensor::empty({1}, DType::i32);
+      msg.data<int32_t>()[0] = -1;
+      s_->group_.broadcast(msg, 0);
+      hold(-1);
+    } catch (...) {  // a collective failing here ends the job through its watchdog
+    }
+  }
+  if (root_ && s_->units_[0].gathered) s_->release(s_->units_[0]);
 }
 
 bool ParamShards::all_finite() {

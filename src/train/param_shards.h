@@ -3,7 +3,10 @@
 // unit for the rest); each rank keeps 1/W of each unit's flat buffers, and a unit's whole
 // parameters exist only while it is gathered — around its layer's forward, again for its
 // backward (with a gradient buffer that is reduce-scattered into the rank's piece as backward
-// leaves the layer), and for whole-model phases (evaluation, saving: ParamShards::Whole).
+// leaves the layer), and for whole-model phases (saving: ParamShards::Whole). Evaluation gathers
+// the root unit (ParamShards::Root) and each layer around its forward, as training does.
+// A frozen model (the preference stages' reference copy) is sharded the same way without an
+// arena: its layers are gathered around their forward and its root unit stays whole.
 //
 // The parameters are re-pointed once to views of their unit's storages, whose memory comes and
 // goes (Storage::refill/release), so module code, saved autograd tensors and recompute closures
@@ -30,6 +33,8 @@ class ParamShards {
   // whole until shard().
   ParamShards(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena& arena,
               dist::ProcessGroup& group);
+  // A model whose every parameter is frozen (a reference copy): shard_frozen() shards it.
+  ParamShards(nn::Module& frozen_model, bool tied_embedding, dist::ProcessGroup& group);
   ParamShards(const ParamShards&) = delete;
   ParamShards& operator=(const ParamShards&) = delete;
 
@@ -40,6 +45,9 @@ class ParamShards {
   // only while gathered. `shard` is ZeroOptimizer::shard(), already holding this rank's
   // trainable pieces.
   void shard(ParamArena& arena, ParamArena& shard);
+  // The frozen model's shard(): every unit kept as this rank's piece, the root unit gathered for
+  // good (the reference's lm_head and final norm are read outside the layers, by ASFT's loss).
+  void shard_frozen();
 
   // The model's layer hooks (CausalLM::LayerHooks and the layer-backward hook).
   void before_forward(int64_t layer);
@@ -68,6 +76,44 @@ class ParamShards {
     ParamShards* s_;
   };
 
+  // The root unit gathered without gradients for a no-grad pass (evaluation, predict, a
+  // precomputed reference), the layers gathering around their forward as in training. Nests
+  // inside Whole; nothing to do when the root is already gathered.
+  class Root {
+   public:
+    explicit Root(ParamShards* s);  // null: nothing to do
+    ~Root();
+    Root(const Root&) = delete;
+    Root& operator=(const Root&) = delete;
+
+   private:
+    ParamShards* s_;
+    bool gathered_ = false;
+  };
+
+  // Saving a unit at a time: the writer (rank 0 of the group) reads the model's tensors one after
+  // another, asking for each one's unit just before (read(), io::BeforeRead); the other ranks'
+  // constructor serves the same gathers until the writer's scope ends (a broadcast of each unit's
+  // index, then -1). One layer unit is held at a time; the root unit for the whole scope (a
+  // value head is written beside the weights).
+  class Streamed {
+   public:
+    Streamed(ParamShards* s, bool writer);  // null: nothing to do
+    ~Streamed();
+    Streamed(const Streamed&) = delete;
+    Streamed& operator=(const Streamed&) = delete;
+    // Writer: gathers t's unit (releasing the one held before) unless held; a tensor of no unit
+    // is left alone.
+    void read(const Tensor& t);
+
+   private:
+    void hold(int64_t unit);  // every rank: release the held unit, gather `unit`
+    ParamShards* s_;
+    bool writer_ = false;
+    bool root_ = false;  // the root unit was gathered by this scope
+    int64_t held_ = -1;
+  };
+
   // True on every rank when every rank's trainable pieces are finite (a collective).
   bool all_finite();
   // "N units, this process keeps X of Y parameter bytes" for the run's log.
@@ -92,13 +138,16 @@ class ParamShards {
     bool gathered = false, with_grads = false, forward = false;
     int open = 0;  // backwards between before_backward and the reduction
   };
+  void layout(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena* arena);
   void gather(Unit& u, bool grads, bool frozen = true);
+  void keep_pieces(Unit& u);  // this rank's bytes of the unit's frozen parameters, and the views
   void release(Unit& u);
   void reduce(Unit& u);  // reduce-scatters the gradient buffer into this rank's piece, frees it
   Unit* layer_unit(int64_t layer);  // -1: the embedding's unit (null when it has none)
 
   dist::ProcessGroup& group_;
   Device device_;
+  bool frozen_model_ = false;  // shard_frozen(): no arena, the root unit stays gathered
   std::vector<Unit> units_;  // [0] root, [i + 1] layer i, then an untied embedding's unit
   int64_t embedding_unit_ = -1;
   ParamArena* shard_ = nullptr;

@@ -166,13 +166,15 @@ void Run::load(const std::string& from) {
   prepare_finetuning(*model_, a_, lora ? from : "");
   if (const std::string note = oft_adjustment_note(*model_, a_); !note.empty()) say(note);
   if (low != DType::f32) cast_frozen_matrices(*model_, low);
-  prepare_stage(from);  // a reference model, a value head
+  // Stage 3 shards the parameters where it can (elsewhere it runs as stage 2, said below); its
+  // gradients live in its units and shard, so the arena gets no whole gradient buffer.
+  const bool zero3 = a_.do_train && a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty();
+  // A reference copy loads after the policy is sharded, and is sharded itself (prepare_stage).
+  const bool prepare_later = zero3 && !stage_->prepare_changes_trainables();
+  if (!prepare_later) prepare_stage(from);  // a reference model, a value head
   if (!a_.do_train) return;  // evaluation only: no arena, no optimizer state
   std::vector<nn::Module*> trainable{&model_->module()};
   for (nn::Module* m : stage_->extra_modules()) trainable.push_back(m);
-  // Stage 3 shards the parameters where it can (elsewhere it runs as stage 2, said below); its
-  // gradients live in its units and shard, so the arena gets no whole gradient buffer.
-  const bool zero3 = a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty();
   arena_ = std::make_unique<ParamArena>(trainable, /*with_grads=*/!zero3);
   if (arena_->numel() == 0)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": finetuning_type ", a_.finetuning_type,
@@ -193,16 +195,23 @@ void Run::load(const std::string& from) {
         "model (the memory plan counts it)");
   if (zero3) {
     shards_ = std::make_unique<ParamShards>(trainable, model_->config().tie_word_embeddings, *arena_, *h_.dp);
-    auto z = std::make_unique<ZeroOptimizer>(*arena_, *h_.dp, shards_->pieces(),
-                                             [&oc](ParamArena& shard) { return make_optimizer(shard, oc); });
-    shards_->shard(*arena_, z->shard());
-    opt_ = std::move(z);
-    ParamShards* s = shards_.get();
-    model_->set_layer_hooks({[s](int64_t l) { s->before_forward(l); }, [s](int64_t l) { s->after_forward(l); },
-                             [s](int64_t l) { s->before_backward(l); }});
-    model_->set_layer_backward_hook([s](int64_t l) { s->after_backward(l); });
-    say("ZeRO stage 3 from " + a_.zero_from + ": parameters, gradients and optimizer state sharded over " +
-        std::to_string(world_size()) + " processes in " + shards_->describe());
+    // Between copying this rank's pieces and making the optimizer state: the whole arena goes, and
+    // a reference copy loads beside the pieces alone.
+    auto sharded = [&](ParamArena& shard) {
+      shards_->shard(*arena_, shard);
+      ParamShards* s = shards_.get();
+      model_->set_layer_hooks({[s](int64_t l) { s->before_forward(l); }, [s](int64_t l) { s->after_forward(l); },
+                               [s](int64_t l) { s->before_backward(l); }});
+      model_->set_layer_backward_hook([s](int64_t l) { s->after_backward(l); });
+      say("ZeRO stage 3 from " + a_.zero_from + ": parameters, gradients and optimizer state sharded over " +
+          std::to_string(world_size()) + " processes in " + shards_->describe());
+      if (prepare_later) {  // a precomputed reference's pass reads the policy as evaluation does
+        const ParamShards::Root root(shards_.get());
+        prepare_stage(from);
+      }
+    };
+    opt_ = std::make_unique<ZeroOptimizer>(*arena_, *h_.dp, shards_->pieces(),
+                                           [&oc](ParamArena& shard) { return make_optimizer(shard, oc); }, sharded);
   } else if ((stage == 1 || stage == 2) && world_size() > 1 && sharding_degree() == 1) {
     say("sharding_parallel_degree 1: no sharding group, the optimizer state is not sharded (plain data parallelism)");
     opt_ = make_optimizer(*arena_, oc);
@@ -327,6 +336,15 @@ void Run::prepare_stage(const std::string& from) {
       return out;
     };
   };
+  if (shards_)
+    ctx.place_frozen = [this](models::CausalLM& m) -> std::shared_ptr<void> {
+      auto s = std::make_shared<ParamShards>(m.module(), m.config().tie_word_embeddings, *h_.dp);
+      s->shard_frozen();
+      ParamShards* p = s.get();
+      m.set_layer_hooks({[p](int64_t l) { p->before_forward(l); }, [p](int64_t l) { p->after_forward(l); }, {}});
+      say("ZeRO stage 3: the reference model's parameters sharded too, in " + s->describe());
+      return s;
+    };
   if (world_size() > 1) {
     ctx.eval_rank = world_rank();
     ctx.eval_exchange = exchange_over(*h_.dp);

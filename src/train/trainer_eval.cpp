@@ -101,17 +101,28 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
   const int64_t batches = (examples - first + eo.batch_size - 1) / eo.batch_size;
   std::vector<EvalPart> parts(static_cast<size_t>(batches));
   std::vector<std::pair<int64_t, int64_t>> acc(static_cast<size_t>(batches), {0, 0});
-  for (int64_t i = world_rank(); i < batches; i += world_size()) {
+  // Dataset order; the rows of an example (a pair) stay in one batch, laid out as the loader's.
+  auto batch = [&](int64_t i) {
     const int64_t e = first + i * eo.batch_size;
-    // Dataset order; the rows of an example (a pair) stay in one batch, laid out as the loader's.
-    const std::vector<int64_t> idx = data::group_rows(ds, e, std::min(examples - e, eo.batch_size));
-    data::Batch b = data::make_batch(ds, idx, eo);
+    return data::make_batch(ds, data::group_rows(ds, e, std::min(examples - e, eo.batch_size)), eo);
+  };
+  for (int64_t i = world_rank(); i < batches; i += world_size()) {
+    data::Batch b = batch(i);
     parts[static_cast<size_t>(i)] = stage_->eval_batch(*model_, b);
     if (accuracy) acc[static_cast<size_t>(i)] = token_accuracy_counts(*model_, b);
   }
-  // A process with one batch fewer sits the last round out (a stage exchanging per round takes part).
-  if (world_size() > 1 && world_rank() >= batches % world_size() && batches % world_size() != 0)
-    stage_->idle_round(/*evaluation=*/true);
+  // A process with one batch fewer sits the last round out (a stage exchanging per round takes
+  // part). Under ZeRO-3 it evaluates the first batch again as a stand-in instead, its result
+  // dropped: every process's forwards gather the same units in the same order.
+  if (world_size() > 1 && world_rank() >= batches % world_size() && batches % world_size() != 0) {
+    if (shards_) {
+      data::Batch b = batch(0);
+      stage_->eval_batch(*model_, b, /*stand_in=*/true);
+      if (accuracy) token_accuracy_counts(*model_, b);
+    } else {
+      stage_->idle_round(/*evaluation=*/true);
+    }
+  }
   if (world_size() > 1) gather_eval_parts(parts, acc);
   double loss_sum = 0;
   int64_t items = 0, right = 0, scored = 0;
@@ -198,7 +209,8 @@ void Run::log_eval(const std::string& prefix, const EvalResult& r, double runtim
 }
 
 void Run::run_eval() {
-  const ParamShards::Whole whole(shards_.get());  // ZeRO-3: evaluation reads the whole model
+  // ZeRO-3: the root unit for the evaluation, each layer gathered around its forward.
+  const ParamShards::Root root(shards_.get());
   // Token accuracy (pt/sft) runs when it decides the best checkpoint; a stage may report its own.
   const bool accuracy = stage_->token_loss() && best_metric_target().first == "accuracy";
   if (eval_splits_.empty()) {

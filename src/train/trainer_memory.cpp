@@ -61,7 +61,10 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.optimizer = optimizer_config(a_).kind;
   if (a_.zero_stage > 0)  // over the sharding group (PaddleNLP's degree)
     in.zero_shards = sharding_degree() > 1 ? sharding_degree() : sharding_degree() == 1 ? 1 : world_size();
-  if (a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty()) in.param_shards = world_size();
+  if (a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty()) {
+    in.param_shards = world_size();
+    in.saves_whole_model = a_.adapter_tuning() && (a_.pissa_convert || a_.resize_vocab);  // Run::SaveScope
+  }
   if (model_mesh_ && a_.pipeline_degree > 1) {  // this stage's layers, as many micro-batches as its schedule holds at once
     const int rank = model_mesh_->coord().pp, pp = model_mesh_->shape().pp;
     in.pipeline_live = pipeline_live_per_layer(in.model.num_layers, pp, static_cast<int>(a_.virtual_pp_degree),

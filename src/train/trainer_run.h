@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "dist/mesh.h"
 #include "data/batch_loader.h"
+#include "io/safetensors_writer.h"
 #include "models/causal_lm.h"
 #include "train/adamw.h"
 #include "train/grad_buckets.h"
@@ -65,6 +66,17 @@ class Run {
   // auto_find_batch_size: the batch size the memory plan fits (see trainer_memory.cpp).
   void rebuild_loader();
   bool checkpoint_is_trainable_only() const;
+  // ZeRO-3 while the model is written (trainer_steps.cpp): on the writer, what save_trained's
+  // before_read asks for; on the others, the same gathers, served from the constructor.
+  class SaveScope {
+   public:
+    explicit SaveScope(Run& run);
+    io::BeforeRead before_read();
+
+   private:
+    std::optional<ParamShards::Whole> whole_;
+    std::optional<ParamShards::Streamed> streamed_;
+  };
   // enable_jit_checkpoint: every process agrees (one allreduce) whether any was asked to stop;
   // then this step is checkpointed (unless it just was) and the run ends interrupted.
   bool jit_stop_requested();

@@ -320,6 +320,24 @@ void Run::maybe_eval_and_save() {
 // What save_trained writes for an adapter run is the adapter (and trainable modules_to_save);
 // it reads frozen weights only for a grown vocabulary's embedding (saved in full) and PiSSA's
 // conversion.
+// ZeRO-3's parameters while the model is written: an adapter dir of trainable tensors only gathers
+// only the trainable buffers; a full model is written a unit at a time; anything else (an adapter
+// run that also writes base weights: a grown vocabulary, PiSSA's conversion) gathers every unit.
+Run::SaveScope::SaveScope(Run& run) {
+  ParamShards* s = run.shards_.get();
+  if (!s) return;
+  if (run.a_.adapter_tuning())
+    whole_.emplace(s, run.checkpoint_is_trainable_only());
+  else
+    streamed_.emplace(s, run.writer());
+}
+
+io::BeforeRead Run::SaveScope::before_read() {
+  if (!streamed_) return {};
+  ParamShards::Streamed* st = &*streamed_;
+  return [st](const Tensor& t) { st->read(t); };
+}
+
 bool Run::checkpoint_is_trainable_only() const {
   return a_.adapter_tuning() && !a_.pissa_convert &&
          model_->config().vocab_size == models::load_model_config(model_dir_ + "/config.json").vocab_size;
@@ -373,13 +391,12 @@ void Run::save_now() {
   if (h_.before_checkpoint_commit)
     before = [this] { h_.before_checkpoint_commit(state_.global_step); };
   auto write = [this](const std::string& dir) {
-    save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_);
+    SaveScope scope(*this);
+    save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_, scope.before_read());
     stage_->save_extra(dir, true);
   };
-  // ZeRO-3: the whole model for the writer; a checkpoint of an adapter run writes only trainable
-  // tensors (the adapter), so the frozen base stays sharded.
-  const ParamShards::Whole whole(shards_.get(), checkpoint_is_trainable_only());
   if (!writer()) {  // rank 0 writes; the others wait until the checkpoint is complete
+    { const SaveScope serve(*this); }  // ZeRO-3: the writer's gathers
     if (!a_.save_only_model) opt_->send_state();  // ZeRO: this rank's part to the writer
     last_checkpoint_ = name;
     dp_barrier();
@@ -398,8 +415,10 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   const double runtime = since(start_);
   load_best_at_end();
   check_weights_finite(a_.output_dir);
-  const ParamShards::Whole whole(shards_.get());  // ZeRO-3: the whole model for predict and the writer
-  if (loss_predict()) predict();
+  if (loss_predict()) {
+    const ParamShards::Root root(shards_.get());  // ZeRO-3: predict gathers as evaluation does
+    predict();
+  }
   state_.rng = rng_.state();
   state_.elapsed_seconds = runtime;
   TrainResult r;
@@ -409,14 +428,18 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   r.test_loss = test_loss_.value_or(-1);
   r.output_dir = a_.output_dir;
   if (!writer()) {  // rank 0 writes output_dir
+    { const SaveScope serve(*this); }  // ZeRO-3: the writer's gathers
     dp_barrier();
     return r;
   }
   const std::string staging = make_staging_dir(a_.output_dir, "tmp-output");
   std::vector<std::string> plots;
   try {
-    save_trained(*model_, a_, staging, model_dir_, tokenizer_dir_);
-    stage_->save_extra(staging, false);
+    {
+      SaveScope scope(*this);
+      save_trained(*model_, a_, staging, model_dir_, tokenizer_dir_, scope.before_read());
+      stage_->save_extra(staging, false);
+    }
     write_results(staging, r, runtime);
     if (a_.plot_loss)  // LLaMA-Factory plots loss and eval_loss from the log history
       plots = plot_loss(staging, state_.log_history, stage_->plot_keys(), a_.output_dir);

@@ -40,7 +40,8 @@ ZeroOptimizer::ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, int s
                  "' is not one value per element; it cannot be sharded by range");
 }
 
-ZeroOptimizer::ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, ZeroPieces pieces, const MakeInner& make_inner)
+ZeroOptimizer::ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, ZeroPieces pieces, const MakeInner& make_inner,
+                             const std::function<void(ParamArena& shard)>& before_state)
     : Optimizer(arena),
       group_(group),
       replicas_(nullptr),
@@ -50,6 +51,7 @@ ZeroOptimizer::ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, ZeroP
       pieces_(std::move(pieces)) {
   UNILLM_CHECK(static_cast<int>(pieces_.runs_by_rank.size()) == group.size(), "[train] ZeRO-3 pieces for ",
                pieces_.runs_by_rank.size(), " ranks, the group has ", group.size());
+  if (before_state) before_state(shard_);
   inner_ = make_inner(shard_);
   for (const auto& [name, t] : inner_->state())
     UNILLM_CHECK(t->numel() == shard_.numel(), "[train] ZeRO: ", inner_->kind(), "'s state '", name,
@@ -89,20 +91,11 @@ void ZeroOptimizer::step(double lr) {
 
 StateTensors ZeroOptimizer::state() { return inner_->state(); }
 
-int64_t ZeroOptimizer::part_numel(int q) const {
-  if (stage_ == 3) return per_rank_;
+std::vector<ArenaRun> ZeroOptimizer::runs_of(int q) const {
+  if (stage_ == 3) return pieces_.runs_by_rank[static_cast<size_t>(q)];
   const auto [lo, hi] = zero_range(arena_.numel(), group_.size(), q);
-  return hi - lo;
-}
-
-void ZeroOptimizer::place_part(int q, const Tensor& part, Tensor& whole) const {
-  if (stage_ != 3) {
-    const auto [lo, hi] = zero_range(arena_.numel(), group_.size(), q);
-    if (hi > lo) whole.slice(0, lo, hi).copy_from(part);
-    return;
-  }
-  for (const ArenaRun& r : pieces_.runs_by_rank[static_cast<size_t>(q)])
-    whole.slice(0, r.lo, r.hi).copy_from(part.slice(0, r.at, r.at + r.hi - r.lo));
+  if (hi <= lo) return {};
+  return {{lo, hi, 0}};
 }
 
 void ZeroOptimizer::take_part(const Tensor& whole, Tensor& part) const {
@@ -128,25 +121,52 @@ void ZeroOptimizer::write_state(const std::string& path) {
     UNILLM_CHECK(t->dtype() == inner[0].second->dtype(), "[train] ZeRO: state tensors of several dtypes");
     specs.push_back({name, t->dtype(), {arena_.numel()}});
   }
-  io::save_safetensors_streamed(path, specs, [&](size_t i) {
-    const Tensor& mine = *inner[i].second;
-    Tensor whole = Tensor::zeros({arena_.numel()}, mine.dtype(), Device{});
-    place_part(0, mine.to(Device{}), whole);
-    for (int q = 1; q < group_.size(); ++q) {
-      if (part_numel(q) == 0) continue;
-      Tensor part = Tensor::empty({part_numel(q)}, mine.dtype(), mine.device());
-      group_.recv(part, q, kStateTag + static_cast<int>(i));
-      place_part(q, part.to(Device{}), whole);
+  size_t host_of = specs.size();  // which state tensor `host` holds (a device's copied once)
+  Tensor host;
+  io::save_safetensors_parts(path, specs, kStateWindow, [&](size_t i, int64_t lo, int64_t hi) {
+    if (host_of != i) host = inner[i].second->to(Device{}), host_of = i;
+    const Tensor& mine = host;
+    Tensor window = Tensor::zeros({hi - lo}, mine.dtype(), Device{});
+    for (int q = 0; q < group_.size(); ++q) {
+      const std::vector<ArenaRun> runs = clip_runs(runs_of(q), lo, hi);
+      int64_t n = 0;
+      for (const ArenaRun& r : runs) n += r.hi - r.lo;
+      if (n == 0) continue;
+      Tensor from = mine;  // this rank's part, or rank q's elements of the window in run order
+      if (q > 0) {
+        Tensor part = Tensor::empty({n}, mine.dtype(), inner[i].second->device());
+        group_.recv(part, q, kStateTag + static_cast<int>(i));
+        from = part.to(Device{});
+      }
+      int64_t k = 0;
+      for (const ArenaRun& r : runs) {
+        const int64_t at = q == 0 ? r.at : k;
+        window.slice(0, r.lo - lo, r.hi - lo).copy_from(from.slice(0, at, at + r.hi - r.lo));
+        k += r.hi - r.lo;
+      }
     }
-    return whole;
+    return window;
   });
 }
 
 void ZeroOptimizer::send_state() {
   if (group_.rank() == 0 || (replicas_ && replicas_->rank() != 0)) return;  // the writer, or another group
   StateTensors inner = inner_->state();
+  const std::vector<ArenaRun> mine = runs_of(group_.rank());
   for (size_t i = 0; i < inner.size(); ++i)
-    if (inner[i].second->numel() > 0) group_.send(*inner[i].second, 0, kStateTag + static_cast<int>(i));
+    for (int64_t lo = 0; lo < arena_.numel(); lo += kStateWindow) {  // write_state's windows
+      const std::vector<ArenaRun> runs = clip_runs(mine, lo, std::min(arena_.numel(), lo + kStateWindow));
+      int64_t n = 0;
+      for (const ArenaRun& r : runs) n += r.hi - r.lo;
+      if (n == 0) continue;
+      Tensor part = Tensor::empty({n}, inner[i].second->dtype(), inner[i].second->device());
+      int64_t k = 0;
+      for (const ArenaRun& r : runs) {
+        part.slice(0, k, k + r.hi - r.lo).copy_from(inner[i].second->slice(0, r.at, r.at + r.hi - r.lo));
+        k += r.hi - r.lo;
+      }
+      group_.send(part, 0, kStateTag + static_cast<int>(i));
+    }
 }
 
 void ZeroOptimizer::read_state(const io::SafetensorsFile& f, const std::string& where) {

@@ -40,7 +40,11 @@ class ZeroOptimizer : public Optimizer {
   // Stage 3: the inner optimiser steps a copy of this rank's pieces (ParamArena::copy_runs); the
   // gradients reach the shard during backward (ParamShards reduce-scatters each unit), so
   // reduce_gradients() does nothing, and step() gathers nothing (the units gather just in time).
-  ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, ZeroPieces pieces, const MakeInner& make_inner);
+  // before_state runs once the shard holds this rank's pieces and before the inner optimiser
+  // makes its state: ParamShards::shard releases the whole arena there, so the arena and the
+  // state never live at once.
+  ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, ZeroPieces pieces, const MakeInner& make_inner,
+                const std::function<void(ParamArena& shard)>& before_state = {});
   // stage 1 or 2; make_inner builds the real optimiser over this rank's range of `arena`, cut
   // over the ranks of `group`. `replicas` (PaddleNLP's sharding_parallel_degree below the process
   // count: sharding groups replicated across dp) joins the ranks holding the same range in the
@@ -52,11 +56,12 @@ class ZeroOptimizer : public Optimizer {
   void step(double lr) override;
   // This rank's state (its range, or its stage-3 pieces).
   StateTensors state() override;
-  // Checkpoints hold the whole-arena state tensors. write_state (the group's rank 0) assembles
-  // them one at a time from every rank's part, which the others send with send_state() (ranks of
-  // the other sharding groups, holding the same parts, do nothing); no rank ever holds more than
-  // one whole state tensor (the writer) or its own part (the rest). read_state copies only this
-  // rank's part out of the mapped file.
+  // Checkpoints hold the whole-arena state tensors. write_state (the group's rank 0) writes them
+  // a window of kStateWindow elements at a time, assembled from every rank's elements in it,
+  // which the others send with send_state() (ranks of the other sharding groups, holding the same
+  // parts, do nothing); no rank holds more than one window besides its own part. read_state
+  // copies only this rank's part out of the mapped file.
+  static constexpr int64_t kStateWindow = int64_t{1} << 22;  // 16 MiB of f32
   void write_state(const std::string& path) override;
   void send_state() override;
   void read_state(const io::SafetensorsFile& f, const std::string& where) override;
@@ -88,10 +93,9 @@ class ZeroOptimizer : public Optimizer {
  private:
   // this rank's range padded to s elements -> every rank's, copied back into `whole`.
   void gather_into(const Tensor& mine, Tensor& whole);
-  // Rank q's part (its range, or its stage-3 pieces) of a whole-arena tensor: whole -> part when
-  // out, part -> whole when in.
-  int64_t part_numel(int q) const;
-  void place_part(int q, const Tensor& part, Tensor& whole) const;
+  // Rank q's part of the arena: its range, or its stage-3 pieces, each run `at` into its part.
+  std::vector<ArenaRun> runs_of(int q) const;
+  // This rank's part of a whole-arena tensor.
   void take_part(const Tensor& whole, Tensor& part) const;
 
   dist::ProcessGroup& group_;

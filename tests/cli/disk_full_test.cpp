@@ -28,13 +28,18 @@ struct FullDiskRun {
   int64_t used_kib = -1;   // of the tmpfs after the run
 };
 
-// Trains cfg (whose output_dir is root/out) with root a tmpfs of size_kib.
-FullDiskRun train_on_tmpfs(const std::string& root, int64_t size_kib, const std::string& cfg) {
+// Trains cfg (whose output_dir is root/out) with root a tmpfs of size_kib, on `processes`
+// processes (mpirun, bounded by a timeout) when more than one.
+FullDiskRun train_on_tmpfs(const std::string& root, int64_t size_kib, const std::string& cfg, int processes = 1) {
   const std::string result = root + "-result", used = root + "-used";
   fs::create_directories(root);
+  const std::string launch =
+      processes == 1 ? ""
+                     : "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader timeout -k 5 120 "
+                       "mpirun --oversubscribe --bind-to none -np " + std::to_string(processes) + " ";
   const std::string script =
       "mount -t tmpfs -o size=" + std::to_string(size_kib) + "k tmpfs " + shell_quote(root) +
-      " || exit " + std::to_string(kNoMount) + "; " + std::string(UNILLM_BINARY_DIR) +
+      " || exit " + std::to_string(kNoMount) + "; " + launch + std::string(UNILLM_BINARY_DIR) +
       "/unillm train " + shell_quote(cfg) + " --quiet </dev/null; rc=$?; cp -r " +
       shell_quote(root + "/out") + " " + shell_quote(result) + "; df -k --output=used " +
       shell_quote(root) + " | tail -1 > " + shell_quote(used) + "; exit $rc";
@@ -102,6 +107,28 @@ TEST(DiskFull, AFailedCheckpointIsRemoved) {
   for (const auto& e : fs::directory_iterator(run.result))
     EXPECT_EQ(e.path().filename(), "trainer_log.jsonl") << "left behind: " << e.path();
   EXPECT_LT(run.used_kib, 32) << "the failed checkpoint's files still take space";
+}
+
+// ZeRO-3 writes the model a unit at a time, the other process serving the writer's gathers: a
+// write failing midway (the 1 MiB model in 512 KiB) still ends both processes at once with the
+// file named, and leaves nothing behind — a checkpoint's, and the final output's.
+TEST(DiskFull, AFailedZeroThreeSaveEndsEveryProcess) {
+  for (const std::string& when : {std::string("save_steps: 2\n"), std::string("save_strategy: 'no'\n")}) {
+    const std::string dir = testing::temp_dir("fullzero3");
+    auto run = train_on_tmpfs(dir + "/fs", 512,
+                              config(dir, dir + "/fs/out",
+                                     "finetuning_type: full\nmax_steps: 4\n" + when + "deepspeed: " +
+                                         source_path("tests/data/llamafactory_examples/deepspeed/ds_z3_config.json") + "\n"),
+                              2);
+    SKIP_WITHOUT_MOUNT(run);
+    EXPECT_NE(run.cli.exit_code, 0) << run.cli.err;
+    EXPECT_NE(run.cli.exit_code, 124) << "timed out: " << run.cli.err;
+    EXPECT_NE(run.cli.err.find("model.safetensors: write failed (No space left on device)"), std::string::npos)
+        << run.cli.err;
+    for (const auto& e : fs::directory_iterator(run.result))
+      EXPECT_EQ(e.path().filename(), "trainer_log.jsonl") << "left behind: " << e.path();
+    EXPECT_LT(run.used_kib, 32) << "the failed save's files still take space";
+  }
 }
 
 }  // namespace

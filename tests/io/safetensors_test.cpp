@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "io/json_file.h"
 #include "io/safetensors_writer.h"
@@ -111,6 +112,34 @@ TEST_F(SafetensorsTest, WholeCacheLineTensorsAre64Aligned) {
   }
   EXPECT_FLOAT_EQ(f->tensor("w2").to(DType::f32).item({1, 63}), sample(DType::bf16, {2, 64}, 4.0f).to(DType::f32).item({1, 63}));
   EXPECT_FLOAT_EQ(f->tensor("odd").item({2}), 1.0f - 2 * 0.37f);
+}
+
+// Written a window at a time (ZeRO's optimizer state): the same bytes as the whole tensors give,
+// each window asked for once, in the file's layout order; a window of the wrong size is refused
+// naming the tensor and leaves no file.
+TEST_F(SafetensorsTest, PartsWriteTheSameFileAsWholeTensors) {
+  const NamedTensors whole = {{"odd", sample(DType::f32, {7}, 1.0f)}, {"w", sample(DType::f32, {4, 16}, 2.0f)}};
+  save_safetensors(path("whole.safetensors"), whole);
+  std::vector<std::tuple<size_t, int64_t, int64_t>> asked;
+  const std::vector<TensorSpec> specs = {{"odd", DType::f32, {7}}, {"w", DType::f32, {4, 16}}};
+  save_safetensors_parts(path("parts.safetensors"), specs, 5, [&](size_t i, int64_t lo, int64_t hi) {
+    asked.emplace_back(i, lo, hi);
+    return whole[i].second.reshape({whole[i].second.numel()}).slice(0, lo, hi);
+  });
+  EXPECT_EQ(read_file_bytes(path("parts.safetensors")), read_file_bytes(path("whole.safetensors")));
+  const std::vector<std::tuple<size_t, int64_t, int64_t>> expected = {
+      {1, 0, 5}, {1, 5, 10}, {1, 10, 15}, {1, 15, 20}, {1, 20, 25}, {1, 25, 30}, {1, 30, 35}, {1, 35, 40},
+      {1, 40, 45}, {1, 45, 50}, {1, 50, 55}, {1, 55, 60}, {1, 60, 64}, {0, 0, 5}, {0, 5, 7}};
+  EXPECT_EQ(asked, expected);
+  try {
+    save_safetensors_parts(path("bad.safetensors"), specs, 5, [&](size_t, int64_t lo, int64_t hi) {
+      return sample(DType::f32, {hi - lo + 1}, 0.0f);
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("elements [0, 5) of tensor 'w'"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path("bad.safetensors")));
 }
 
 TEST_F(SafetensorsTest, ZeroCopyViewsOutliveTheFile) {

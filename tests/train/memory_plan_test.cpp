@@ -79,8 +79,9 @@ TEST(MemoryPlan, FullFineTuningByHand) {
 
 // ZeRO-3 over 2 processes: the steps hold half of every weight and gradient plus the root unit
 // (the untied lm_head 32 · 8 and the final norm 8, at f32) and the larger of one layer (the rest
-// over 2 layers) and the embedding's unit (32 · 8); the whole-model phases hold every weight
-// beside the sharded gradients and state.
+// over 2 layers) and the embedding's unit (32 · 8); saving gathers the same units, unless it
+// writes the whole model at once (saves_whole_model: every weight beside the sharded gradients
+// and state).
 TEST(MemoryPlan, ZeroThreeHoldsPiecesAndTheGatheredUnits) {
   TrainArgs a;
   a.finetuning_type = "full";
@@ -92,9 +93,25 @@ TEST(MemoryPlan, ZeroThreeHoldsPiecesAndTheGatheredUnits) {
   EXPECT_EQ(p.weights, 1704 * 4 / 2 + root + layer);
   EXPECT_EQ(p.gradients, 1704 * 4 / 2 + root + layer);
   EXPECT_EQ(p.optimizer, 1704 * 4);
-  EXPECT_GE(p.train_peak, 1704 * 4 + p.gradients + p.optimizer);  // evaluation and saving: every weight
-  // Loading: the f32 model and the arena's packed copy, without a whole gradient buffer.
-  EXPECT_EQ(p.load_peak, 6816 + std::max<int64_t>(6816, in.largest_tensor_bytes));
+  MemoryPlanInputs whole = in;
+  whole.saves_whole_model = true;
+  EXPECT_EQ(plan_memory(whole).train_peak,
+            std::max(p.train_peak, p.baseline + p.runtime + 1704 * 4 + p.gradients + p.optimizer));
+  // Loading: the f32 model and the arena's packed copy, without a whole gradient buffer, then the
+  // shard's half of the parameters and of their gradients copied out before the arena goes.
+  EXPECT_EQ(p.load_peak, std::max<int64_t>(6816 + std::max<int64_t>(6816, in.largest_tensor_bytes),
+                                           6816 + 6816 + 2 * (1704 / 2) * 4));
+
+  // A frozen reference copy (DPO full): sharded the same way, its root unit and one layer
+  // gathered; it loads whole after the policy is sharded, beside the policy's pieces (before the
+  // optimizer state is made).
+  in.reference_weights = 1704;
+  const MemoryPlan r = plan_memory(in);
+  EXPECT_EQ(r.reference, 1704 * 4 / 2 + root + layer);
+  EXPECT_EQ(r.load_peak, std::max(p.load_peak, p.weights + p.gradients + 6816 + in.largest_tensor_bytes));
+  // One process holds the copy whole.
+  in.zero_shards = in.param_shards = 1;
+  EXPECT_EQ(plan_memory(in).reference, 1704 * 4);
 }
 
 // Pipeline stages (2 layers over 2 stages, 1F1B with 4 micro-batches): the first stage holds two

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 
 #include "core/rng.h"
 #include "ops/quant_4bit.h"
@@ -107,6 +108,21 @@ TEST(Optimizer, ZeroRangesStepAsTheWholeArena) {
     for (auto& p : parts) p->step(1e-3);
   }
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(whole.params()[i], cut.params()[i]) << i;
+}
+
+// A rank's runs within a window of the arena (ZeRO's state written a window at a time): cut at
+// both ends, `at` moved with each start, runs outside dropped.
+TEST(Optimizer, ClipRunsKeepsThePartsInAWindow) {
+  const std::vector<ArenaRun> runs = {{0, 10, 0}, {20, 30, 10}, {40, 45, 20}};
+  const auto c = clip_runs(runs, 5, 42);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(std::make_tuple(c[0].lo, c[0].hi, c[0].at), std::make_tuple(5, 10, 5));
+  EXPECT_EQ(std::make_tuple(c[1].lo, c[1].hi, c[1].at), std::make_tuple(20, 30, 10));
+  EXPECT_EQ(std::make_tuple(c[2].lo, c[2].hi, c[2].at), std::make_tuple(40, 42, 20));
+  EXPECT_TRUE(clip_runs(runs, 10, 20).empty());
+  const auto inner = clip_runs(runs, 22, 24);
+  ASSERT_EQ(inner.size(), 1u);
+  EXPECT_EQ(std::make_tuple(inner[0].lo, inner[0].hi, inner[0].at), std::make_tuple(22, 24, 12));
 }
 
 // ZeRO-3's shard (train/param_shards.h): several arena ranges copied into an arena of its own,

@@ -152,10 +152,10 @@ class DpoStage : public Stage {
     return h;
   }
 
-  EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
+  EvalPart eval_batch(models::CausalLM& model, const data::Batch& b, bool stand_in) override {
     autograd::NoGradGuard no_grad;
     PairForward f = forward(model, b, false, true);
-    update_bco(f.in, false, true);  // LLaMA-Factory's evaluation moves the baseline too
+    update_bco(f.in, stand_in, true);  // LLaMA-Factory's evaluation moves the baseline too
     PrefLossOutput out = pref_loss(cfg_, f.in);
     const auto pairs = static_cast<int64_t>(f.in.policy_chosen.size());
     // HF's evaluation loop weights each batch's mean loss by its size (pairs here).

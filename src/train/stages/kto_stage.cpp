@@ -165,7 +165,7 @@ class KtoStage : public Stage {
     return h;
   }
 
-  EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
+  EvalPart eval_batch(models::CausalLM& model, const data::Batch& b, bool) override {
     autograd::NoGradGuard no_grad;
     KtoForward f = forward(model, b, false, true);
     const KtoLossOutput out = kto_loss(cfg_, f.in);

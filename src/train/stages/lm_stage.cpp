@@ -103,7 +103,7 @@ class LmStage : public Stage {
 
   // With the router load-balancing loss, each batch's loss per token is its token loss plus
   // coef · aux, as HF's per-batch loss (CE mean + coef · aux).
-  EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
+  EvalPart eval_batch(models::CausalLM& model, const data::Batch& b, bool) override {
     models::TrainBatch tb = to_train_batch(b);
     const double coef = router_aux_loss_coef(model);
     if (coef > 0) tb.moe_balance = models::moe_balance_for(tb, model.config(), 0);

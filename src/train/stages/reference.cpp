@@ -39,10 +39,12 @@ std::unique_ptr<Reference> Reference::adapters_off() {
   return std::unique_ptr<Reference>(new Reference(RefKind::adapters_off));
 }
 
-std::unique_ptr<Reference> Reference::copy(std::unique_ptr<models::CausalLM> model) {
+std::unique_ptr<Reference> Reference::copy(std::unique_ptr<models::CausalLM> model,
+                                           std::shared_ptr<void> placement) {
   for (auto& p : model->module().parameters()) p.tensor->set_requires_grad(false);
   std::unique_ptr<Reference> r(new Reference(RefKind::copy));
   r->model_ = std::move(model);
+  r->placement_ = std::move(placement);
   return r;
 }
 
@@ -181,7 +183,12 @@ std::unique_ptr<Reference> make_reference(RefKind kind, const TrainArgs& a, mode
   if (kind == RefKind::copy || !policy_is_initial) loaded = load_reference(a, ctx);
   std::unique_ptr<Reference> ref;
   if (kind == RefKind::copy) {
-    ref = Reference::copy(std::move(loaded));
+    std::shared_ptr<void> placement;
+    if (ctx.place_frozen) {
+      for (auto& p : loaded->module().parameters()) p.tensor->set_requires_grad(false);
+      placement = ctx.place_frozen(*loaded);
+    }
+    ref = Reference::copy(std::move(loaded), std::move(placement));
   } else {
     const auto t0 = std::chrono::steady_clock::now();
     ref = Reference::precompute(loaded ? *loaded : policy, *ctx.train, *ctx.eval, ctx.loader,

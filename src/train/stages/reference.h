@@ -34,7 +34,10 @@ std::vector<double> row_logps(models::CausalLM& model, const data::Batch& b,
 class Reference {
  public:
   static std::unique_ptr<Reference> adapters_off();
-  static std::unique_ptr<Reference> copy(std::unique_ptr<models::CausalLM> model);
+  // placement: what keeps the copy's parameters where they live (ZeRO-3's shards of them), held
+  // as long as the model.
+  static std::unique_ptr<Reference> copy(std::unique_ptr<models::CausalLM> model,
+                                         std::shared_ptr<void> placement = nullptr);
   // The log-probs of every row of train and eval under `initial` (the policy before step 1),
   // batch_examples examples per forward.
   static std::unique_ptr<Reference> precompute(models::CausalLM& initial, const data::TokenizedDataset& train,
@@ -61,6 +64,7 @@ class Reference {
   explicit Reference(RefKind k) : kind_(k) {}
   RefKind kind_;
   std::unique_ptr<models::CausalLM> model_;  // copy
+  std::shared_ptr<void> placement_;          // copy: ZeRO-3's shards of model_'s parameters
   std::vector<double> train_, eval_;         // precomputed, by dataset row
 };
 

@@ -79,6 +79,7 @@ class RewardStage : public Stage {
   }
 
   std::vector<nn::Module*> extra_modules() override { return {head_.get()}; }
+  bool prepare_changes_trainables() const override { return true; }
 
   void save_extra(const std::string& dir, bool) const override {
     if (head_) head_->save(dir);
@@ -119,7 +120,7 @@ class RewardStage : public Stage {
     return h;
   }
 
-  EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) override {
+  EvalPart eval_batch(models::CausalLM& model, const data::Batch& b, bool) override {
     autograd::NoGradGuard no_grad;
     const PairLoss p = pair_loss(score(model, b, false, nullptr, false).to(Device{}).contiguous().to_float_vector());
     const int64_t pairs = b.rows / 2;

@@ -93,6 +93,10 @@ struct PrepareContext {
   // r-th of the group, so rank order is the order one process would run them in (under tensor
   // parallelism the group is the replicas of this tp rank: tp peers run the same micro-batch).
   using Exchange = std::function<std::vector<std::optional<double>>(std::optional<double>)>;
+  // ZeRO-3: shards a frozen model the stage loads (a reference copy) over the data-parallel
+  // processes as the policy is, installing its layer hooks; the result must live as long as the
+  // model. Null: the model stays whole.
+  std::function<std::shared_ptr<void>(models::CausalLM&)> place_frozen;
   Exchange exchange;
   int64_t rank = 0;  // this process's place in the exchange's rank order
   // The same over evaluation rounds, which every process runs alone with the whole model (so
@@ -116,6 +120,10 @@ class Stage {
   virtual std::string plan_memory(MemoryPlanInputs& in, int64_t limit) { return ""; }
   // After the policy is loaded and set up for fine-tuning, before step 1 (or the resumed step).
   virtual void prepare(models::CausalLM& model, const PrepareContext& ctx) {}
+  // True when prepare() changes which parameters train (a value head, a frozen lm_head): it then
+  // runs before the arena is built. Otherwise ZeRO-3 runs it after the policy is sharded, so a
+  // reference copy loads beside the policy's pieces rather than the whole policy.
+  virtual bool prepare_changes_trainables() const { return false; }
   // Trainable modules the stage adds to the model's (the arena packs them after the model's).
   virtual std::vector<nn::Module*> extra_modules() { return {}; }
   // Writes the stage's own state into a dir being written: a checkpoint (prepare() reads it back
@@ -158,8 +166,10 @@ class Stage {
   virtual bool keeps_head_state() const { return false; }
   virtual std::string head_state() const { return ""; }
   virtual void set_head_state(const std::string& text) {}
-  // One evaluation batch, without gradients.
-  virtual EvalPart eval_batch(models::CausalLM& model, const data::Batch& b) = 0;
+  // One evaluation batch, without gradients. stand_in: the batch only keeps ZeRO-3's gathers in
+  // step with the other processes (its result is dropped; a stage exchanging per round takes
+  // part with nothing, as in idle_round).
+  virtual EvalPart eval_batch(models::CausalLM& model, const data::Batch& b, bool stand_in = false) = 0;
   // Data parallelism: this process has no micro-batch (evaluation: no eval batch) in a round the
   // others run; a stage that exchanges per round (PrepareContext::exchange, eval_exchange) takes
   // part with nothing.
