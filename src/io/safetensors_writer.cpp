@@ -119,9 +119,13 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
       metadata);
 }
 
-void save_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
-                               const std::function<Tensor(size_t)>& fill,
-                               const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The file of specs: the header, then each tensor's bytes, written by write_tensor(i, writer) in
+// the layout order; committed only when all are written.
+void write_file(const std::string& path, const std::vector<TensorSpec>& specs,
+                const std::map<std::string, std::string>& metadata,
+                const std::function<void(size_t, AtomicFileWriter&)>& write_tensor) {
   std::vector<std::string> names;
   for (const TensorSpec& s : specs) names.push_back(s.name);
   check_names(path, names);
@@ -130,30 +134,30 @@ void save_safetensors_streamed(const std::string& path, const std::vector<Tensor
   AtomicFileWriter w(path);
   w.write(&hlen, 8);
   w.write(header);
-  for (size_t i : layout_order(specs)) {
+  for (size_t i : layout_order(specs)) write_tensor(i, w);
+  w.commit();
+}
+
+}  // namespace
+
+void save_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
+                               const std::function<Tensor(size_t)>& fill,
+                               const std::map<std::string, std::string>& metadata) {
+  write_file(path, specs, metadata, [&](size_t i, AtomicFileWriter& w) {
     Tensor c = host_contiguous(fill(i));
     if (c.dtype() != specs[i].dtype || c.shape() != specs[i].shape)
       UNILLM_THROW(IoError, "[safetensors] ", path, ": tensor '", specs[i].name, "' was filled as ",
                    dtype_name(c.dtype()), " ", shape_str(c.shape()), ", its header says ",
                    dtype_name(specs[i].dtype), " ", shape_str(specs[i].shape));
     if (c.nbytes() > 0) w.write(c.raw_data(), c.nbytes());
-  }
-  w.commit();
+  });
 }
 
 void save_safetensors_parts(const std::string& path, const std::vector<TensorSpec>& specs, int64_t part_elements,
                             const std::function<Tensor(size_t, int64_t, int64_t)>& fill_part,
                             const std::map<std::string, std::string>& metadata) {
   if (part_elements <= 0) UNILLM_THROW(IoError, "[safetensors] ", path, ": part_elements must be > 0");
-  std::vector<std::string> names;
-  for (const TensorSpec& s : specs) names.push_back(s.name);
-  check_names(path, names);
-  std::string header = build_header(specs, metadata);
-  uint64_t hlen = header.size();
-  AtomicFileWriter w(path);
-  w.write(&hlen, 8);
-  w.write(header);
-  for (size_t i : layout_order(specs)) {
+  write_file(path, specs, metadata, [&](size_t i, AtomicFileWriter& w) {
     const auto numel = static_cast<int64_t>(spec_bytes(specs[i]) / dtype_size(specs[i].dtype));
     for (int64_t lo = 0; lo < numel; lo += part_elements) {
       const int64_t hi = std::min(numel, lo + part_elements);
@@ -164,8 +168,7 @@ void save_safetensors_parts(const std::string& path, const std::vector<TensorSpe
                      dtype_name(specs[i].dtype), " [", hi - lo, "]");
       w.write(c.raw_data(), c.nbytes());
     }
-  }
-  w.commit();
+  });
 }
 
 bool is_weight_file_name(const std::string& f) {

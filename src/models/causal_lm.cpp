@@ -41,7 +41,7 @@ std::shared_ptr<ops::MoeBalance> moe_balance_for(const TrainBatch& b, const Mode
 namespace fs = std::filesystem;
 
 std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weight_dtype,
-                                          Device device) {
+                                          Device device, bool lazy) {
   // One registry line per family; all current families share the Llama blocks.
   using Builder = std::function<std::unique_ptr<CausalLM>(const ModelConfig&, nn::ParamPlacement)>;
   static const std::map<std::string, Builder> registry = {
@@ -54,7 +54,7 @@ std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weigh
   };
   auto it = registry.find(config.model_type);
   if (it == registry.end()) UNILLM_THROW(ConfigError, "[models] no builder for model_type '", config.model_type, "'");
-  return it->second(config, nn::ParamPlacement(weight_dtype, device));
+  return it->second(config, nn::ParamPlacement(weight_dtype, device, lazy));
 }
 
 namespace {
@@ -121,6 +121,7 @@ void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::
       UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' has dtype ", dtype_name(info.dtype),
                    ", expected a floating type");
     Tensor dst = param;  // a view into the model's (possibly fused) storage
+    if (options.before_copy) options.before_copy(dst);
     dst.copy_from(ckpt.get(name));
     ckpt.drop_pages(name);  // copied: its file pages need not stay resident
     used[name] = true;
@@ -144,7 +145,8 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptio
   ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
   if (options.adjust_config) options.adjust_config(config);
   auto ckpt = io::CheckpointReader::open(dir);
-  auto model = build_causal_lm(config, pick_weight_dtype(ckpt, options), options.device);
+  auto model = build_causal_lm(config, pick_weight_dtype(ckpt, options), options.device, options.lazy);
+  if (options.on_built) options.on_built(*model);
   // An inference bundle: its quantised layers take their codes from the checkpoint as they are.
   std::set<std::string> attached;
   const auto plan = read_inference_plan(dir);

@@ -22,6 +22,8 @@
 
 namespace unillm::models {
 
+class CausalLM;
+
 struct LoadOptions {
   Device device;
   // Weight storage dtype for matrices: "" keeps the checkpoint's (f32/bf16/f16), else converts.
@@ -34,6 +36,13 @@ struct LoadOptions {
   // Changes the config read from config.json before the model is built (keeping its raw_json in
   // step, which save_pretrained writes): LLaMA-Factory's rope_scaling (train/rope_scaling.h).
   std::function<void(ModelConfig&)> adjust_config;
+  // Loading straight into where the weights will live (ZeRO-3's shards of a frozen model): the
+  // model is built lazy (its matrices without memory), on_built runs before any weight is read
+  // (it may re-point the parameters), and before_copy with each parameter (a view of it) just
+  // before its values are copied in, in the model's parameter order.
+  bool lazy = false;
+  std::function<void(CausalLM&)> on_built;
+  std::function<void(const Tensor&)> before_copy;
 };
 
 // One forward call: N new tokens of S sequences, already laid out for the paged cache.
@@ -229,9 +238,10 @@ class CausalLM {
 // scored against labels[t + 1]; the last position of each row gets −100.
 Tensor shifted_labels(const Tensor& labels);
 
-// Builds the model named by dir/config.json (`model_type` / `architectures`) with zero weights.
+// Builds the model named by dir/config.json (`model_type` / `architectures`) with zero weights
+// (lazy: its matrices hold no memory yet, nn::ParamPlacement::lazy).
 std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weight_dtype,
-                                          Device device = {});
+                                          Device device = {}, bool lazy = false);
 // Builds and loads weights; throws ConfigError/IoError naming the file and key on bad input
 // (missing tensor, wrong shape, pickled checkpoint, unknown model_type).
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptions& options = {});

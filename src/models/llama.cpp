@@ -33,6 +33,7 @@ nn::AttentionConfig attention_config(const ModelConfig& c, nn::ParamPlacement wd
   a.score_scale = m * m;
   a.weight_dtype = wd.dtype;
   a.device = wd.device;
+  a.lazy_weights = wd.lazy;
   return a;
 }
 }  // namespace
@@ -113,7 +114,7 @@ Llama::Llama(const ModelConfig& c, nn::ParamPlacement wd)
     : c_(c), device_(wd.device), norm_(c.hidden_size, c.rms_norm_eps, wd.device) {
   ops::RopeConfig rope = c.rope;
   inv_freq_ = ops::rope_inv_freq(rope);
-  embed_ = Tensor::zeros({c.vocab_size, c.hidden_size}, wd.dtype, wd.device);
+  embed_ = nn::placed_matrix({c.vocab_size, c.hidden_size}, wd);
   model_.register_parameter("embed_tokens.weight", &embed_);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     layers_.push_back(std::make_unique<DecoderLayer>(c, l, wd));
@@ -122,7 +123,7 @@ Llama::Llama(const ModelConfig& c, nn::ParamPlacement wd)
   model_.register_module("norm", &norm_);
   register_module("model", &model_);
   if (!c.tie_word_embeddings) {
-    lm_head_ = Tensor::zeros({c.vocab_size, c.hidden_size}, wd.dtype, wd.device);
+    lm_head_ = nn::placed_matrix({c.vocab_size, c.hidden_size}, wd);
     register_parameter("lm_head.weight", &lm_head_);
   }
 }

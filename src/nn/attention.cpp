@@ -17,8 +17,8 @@ Attention::Attention(const AttentionConfig& c)
       qkv_(c.hidden,
            {{"q_proj", c.heads * c.head_dim}, {"k_proj", c.kv_heads * c.head_dim},
             {"v_proj", c.kv_heads * c.head_dim}},
-           c.qkv_bias, ParamPlacement(c.weight_dtype, c.device)),
-      o_proj_(c.heads * c.head_dim, c.hidden, c.o_bias, ParamPlacement(c.weight_dtype, c.device),
+           c.qkv_bias, ParamPlacement(c.weight_dtype, c.device, c.lazy_weights)),
+      o_proj_(c.heads * c.head_dim, c.hidden, c.o_bias, ParamPlacement(c.weight_dtype, c.device, c.lazy_weights),
               "o_proj") {
   register_module("", &qkv_);
   register_module("", &o_proj_);

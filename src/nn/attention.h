@@ -25,6 +25,7 @@ struct AttentionConfig {
   double norm_eps = 1e-6;
   DType weight_dtype = DType::f32;
   Device device;
+  bool lazy_weights = false;  // ParamPlacement::lazy
   // Multiplies the softmax scale 1/√D: YaRN's attention factor m scales q and k, so m² (see
   // ops::rope_attention_factor).
   double score_scale = 1.0;

@@ -26,7 +26,7 @@ FusedLinear::FusedLinear(int64_t in_features, const std::vector<LinearPart>& par
   }
   in_ = in_features;
   out_ = total;
-  weight_ = Tensor::zeros({total, in_features}, weights.dtype, weights.device);
+  weight_ = placed_matrix({total, in_features}, weights);
   register_fused_parameter("weight", &weight_, std::move(wparts));
   if (bias) {
     bias_ = Tensor::zeros({total}, DType::f32, weights.device);

@@ -3,6 +3,12 @@
 
 namespace unillm::nn {
 
+Tensor placed_matrix(const Shape& shape, const ParamPlacement& where) {
+  if (!where.lazy) return Tensor::zeros(shape, where.dtype, where.device);
+  const auto bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(where.dtype);
+  return Tensor(std::make_shared<Storage>(nullptr, bytes, where.device, nullptr), shape, where.dtype);
+}
+
 namespace {
 std::string child_prefix(const std::string& prefix, const std::string& name) {
   return name.empty() ? prefix : prefix + name + ".";  // "" = flattened into the parent

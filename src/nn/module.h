@@ -14,12 +14,19 @@
 namespace unillm::nn {
 
 // Where a module's parameters are made: the dtype of its matrices (norms and biases are f32) and
-// the device. Converts from a DType for the CPU.
+// the device. Converts from a DType for the CPU. lazy: the matrices hold no memory until their
+// storage is refilled or they are re-pointed (a frozen model loaded straight into ZeRO-3's
+// shards, train/param_shards.h); reading one before that is an error.
 struct ParamPlacement {
-  ParamPlacement(DType d = DType::f32, Device dev = {}) : dtype(d), device(dev) {}  // NOLINT
+  ParamPlacement(DType d = DType::f32, Device dev = {}, bool lazy_ = false)  // NOLINT
+      : dtype(d), device(dev), lazy(lazy_) {}
   DType dtype;
   Device device;
+  bool lazy = false;
 };
+
+// A matrix parameter of `shape` as `where` places it: zeros, or lazy (no memory yet).
+Tensor placed_matrix(const Shape& shape, const ParamPlacement& where);
 
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;

@@ -410,6 +410,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
       p.reference = (ref_whole + W - 1) / W + gathered_of(ref_whole, in.reference_weight_bytes) +
                     in.reference_logps_rows * 8;
       sharded_before_reference = p.weights + p.gradients;  // before the optimizer state is made
+      if (!in.reference_loaded_whole) reference_load = p.reference;
     }
     const int64_t sharded_state = p.weights + p.gradients + p.optimizer + p.reference;
     p.allocator_cache = (sharded_state + working) / 8;
@@ -431,7 +432,8 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     p.load_peak = std::max(p.load_peak, p.baseline + built + packing +
                                             2 * ((ps.trainable + in.param_shards - 1) / in.param_shards) * 4);
   // A reference copy loads after the policy (with one tensor's pages of its own); under ZeRO-3
-  // after the policy is sharded and before the optimizer state is made, beside its pieces.
+  // after the policy is sharded and before the optimizer state is made, beside its pieces, and
+  // (unless reference_loaded_whole) straight into its own pieces.
   if (in.reference_weights > 0)
     p.load_peak = std::max(p.load_peak, p.baseline + reference_load + in.largest_tensor_bytes +
                                             (in.param_shards > 1 ? sharded_before_reference : built + packing));

@@ -66,6 +66,9 @@ struct MemoryPlanInputs {
   int64_t reference_weights = 0;  // elements of a frozen copy
   int64_t reference_weight_bytes = 4;
   int64_t reference_logps_rows = 0;
+  // ZeRO-3 loads a reference copy straight into its shards (one layer whole at a time) unless
+  // something changes it once loaded (merged adapters, quantisation): then it is whole first.
+  bool reference_loaded_whole = false;
   // SFT's use_asft_loss: the loss also holds the reference's hidden states [N, C] and one chunk
   // of its logits beside the policy's (ops/asft_cross_entropy.h).
   bool asft_reference_logits = false;

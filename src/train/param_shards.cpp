@@ -136,24 +136,16 @@ void ParamShards::shard_frozen() {
   gather(units_[0], false);  // for good
 }
 
-void ParamShards::keep_pieces(Unit& u) {
-  const int world = group_.size(), rank = group_.rank();
+void ParamShards::make_storages(Unit& u) {
+  const int world = group_.size();
   const int64_t train_bytes = u.train_per * world * 4;
   u.train = released_storage(train_bytes, device_);
   u.grad = released_storage(train_bytes, device_);
   u.frozen = released_storage(u.frozen_per * world * 4, device_);
-  // This rank's bytes of the frozen buffer, packed from the whole parameters once.
   u.frozen_piece = Tensor::zeros({u.frozen_per}, DType::i32, device_);
-  if (u.frozen_per > 0) {
-    Tensor whole = Tensor::zeros({u.frozen_per * world}, DType::i32, device_);
-    for (const Param& p : u.params) {
-      if (p.trainable) continue;
-      Tensor dst(whole.storage(), p.tensor->shape(), p.tensor->dtype(), p.at / static_cast<int64_t>(dtype_size(p.tensor->dtype())));
-      dst.copy_from(*p.tensor);
-    }
-    u.frozen_piece.copy_from(whole.slice(0, u.frozen_per * rank, u.frozen_per * (rank + 1)));
-  }
-  // The whole parameters go as they are re-pointed (a frozen model's one unit at a time).
+}
+
+void ParamShards::repoint(Unit& u) {
   for (const Param& p : u.params) {
     Tensor& t = *p.tensor;
     if (p.trainable) {
@@ -165,6 +157,81 @@ void ParamShards::keep_pieces(Unit& u) {
       t = Tensor(u.frozen, t.shape(), t.dtype(), p.at / static_cast<int64_t>(dtype_size(t.dtype())));
     }
   }
+}
+
+void ParamShards::keep_pieces(Unit& u) {
+  const int world = group_.size(), rank = group_.rank();
+  make_storages(u);
+  // This rank's bytes of the frozen buffer, packed from the whole parameters once.
+  if (u.frozen_per > 0) {
+    Tensor whole = Tensor::zeros({u.frozen_per * world}, DType::i32, device_);
+    for (const Param& p : u.params) {
+      if (p.trainable) continue;
+      Tensor dst(whole.storage(), p.tensor->shape(), p.tensor->dtype(), p.at / static_cast<int64_t>(dtype_size(p.tensor->dtype())));
+      dst.copy_from(*p.tensor);
+    }
+    u.frozen_piece.copy_from(whole.slice(0, u.frozen_per * rank, u.frozen_per * (rank + 1)));
+  }
+  repoint(u);  // the whole parameters go (a frozen model's one unit at a time)
+}
+
+void ParamShards::begin_frozen_load() {
+  UNILLM_CHECK(!sharded_ && frozen_model_, "[zero3] a frozen load of a model with an arena");
+  for (Unit& u : units_) {
+    make_storages(u);
+    repoint(u);
+  }
+  loaded_.assign(units_.size(), false);
+  loading_ = -1;
+  Unit& root = units_[0];  // whole for good: filled as its parameters arrive
+  root.frozen->refill();
+  if (root.frozen_per > 0) Tensor(root.frozen, {root.frozen_per * group_.size()}, DType::i32).fill(0.0);
+  root.gathered = true;
+}
+
+int64_t ParamShards::unit_of(const Tensor& t) const {
+  const Storage* st = t.storage().get();
+  for (size_t i = 0; i < units_.size(); ++i)
+    if (st == units_[i].train.get() || st == units_[i].frozen.get()) return static_cast<int64_t>(i);
+  return -1;
+}
+
+void ParamShards::cut_to_piece(Unit& u) {
+  if (u.frozen_per > 0) {
+    const int64_t rank = group_.rank();
+    u.frozen_piece.copy_from(Tensor(u.frozen, {u.frozen_per * group_.size()}, DType::i32)
+                                 .slice(0, u.frozen_per * rank, u.frozen_per * (rank + 1)));
+  }
+}
+
+void ParamShards::before_copy(const Tensor& param) {
+  const int64_t i = unit_of(param);
+  if (i <= 0 || i == loading_) return;  // the root unit is whole throughout
+  UNILLM_CHECK(!loaded_[static_cast<size_t>(i)], "[zero3] unit ", i, " read again after the next one began");
+  if (loading_ > 0) {
+    Unit& prev = units_[static_cast<size_t>(loading_)];
+    cut_to_piece(prev);
+    release(prev);
+    loaded_[static_cast<size_t>(loading_)] = true;
+  }
+  Unit& u = units_[static_cast<size_t>(i)];
+  u.frozen->refill();
+  if (u.frozen_per > 0) Tensor(u.frozen, {u.frozen_per * group_.size()}, DType::i32).fill(0.0);  // the padding
+  loading_ = i;
+}
+
+void ParamShards::loaded() {
+  if (loading_ > 0) {
+    Unit& last = units_[static_cast<size_t>(loading_)];
+    cut_to_piece(last);
+    release(last);
+    loaded_[static_cast<size_t>(loading_)] = true;
+  }
+  for (size_t i = 1; i < units_.size(); ++i)
+    UNILLM_CHECK(loaded_[i] || units_[i].frozen_per == 0, "[zero3] unit ", i, " was never read");
+  cut_to_piece(units_[0]);
+  loading_ = -1;
+  sharded_ = true;
 }
 
 void ParamShards::gather(Unit& u, bool grads, bool frozen) {

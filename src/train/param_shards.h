@@ -48,6 +48,14 @@ class ParamShards {
   // The frozen model's shard(): every unit kept as this rank's piece, the root unit gathered for
   // good (the reference's lm_head and final norm are read outside the layers, by ASFT's loss).
   void shard_frozen();
+  // The same, loaded straight into the shards (models::LoadOptions' on_built, before_copy, then
+  // loaded): the parameters are re-pointed to their units' storages before any weight is read;
+  // a unit gets memory when its first parameter is about to be read and is cut to this rank's
+  // piece when the next unit's is, so one layer is whole at a time (the root unit throughout).
+  // The model's parameters are read unit by unit (each decoder layer's together).
+  void begin_frozen_load();
+  void before_copy(const Tensor& param);
+  void loaded();
 
   // The model's layer hooks (CausalLM::LayerHooks and the layer-backward hook).
   void before_forward(int64_t layer);
@@ -141,6 +149,10 @@ class ParamShards {
   void layout(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena* arena);
   void gather(Unit& u, bool grads, bool frozen = true);
   void keep_pieces(Unit& u);  // this rank's bytes of the unit's frozen parameters, and the views
+  void make_storages(Unit& u);  // the unit's (released) storages
+  void repoint(Unit& u);  // the unit's parameters made views of its storages
+  void cut_to_piece(Unit& u);  // a loaded unit: this rank's bytes kept, the whole released
+  int64_t unit_of(const Tensor& t) const;  // -1: no unit's storage
   void release(Unit& u);
   void reduce(Unit& u);  // reduce-scatters the gradient buffer into this rank's piece, frees it
   Unit* layer_unit(int64_t layer);  // -1: the embedding's unit (null when it has none)
@@ -148,6 +160,8 @@ class ParamShards {
   dist::ProcessGroup& group_;
   Device device_;
   bool frozen_model_ = false;  // shard_frozen(): no arena, the root unit stays gathered
+  int64_t loading_ = -1;  // begin_frozen_load(): the unit being read (-1: none yet)
+  std::vector<bool> loaded_;  // per unit: read and cut
   std::vector<Unit> units_;  // [0] root, [i + 1] layer i, then an untied embedding's unit
   int64_t embedding_unit_ = -1;
   ParamArena* shard_ = nullptr;

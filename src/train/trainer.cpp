@@ -336,15 +336,7 @@ void Run::prepare_stage(const std::string& from) {
       return out;
     };
   };
-  if (shards_)
-    ctx.place_frozen = [this](models::CausalLM& m) -> std::shared_ptr<void> {
-      auto s = std::make_shared<ParamShards>(m.module(), m.config().tie_word_embeddings, *h_.dp);
-      s->shard_frozen();
-      ParamShards* p = s.get();
-      m.set_layer_hooks({[p](int64_t l) { p->before_forward(l); }, [p](int64_t l) { p->after_forward(l); }, {}});
-      say("ZeRO stage 3: the reference model's parameters sharded too, in " + s->describe());
-      return s;
-    };
+  if (shards_) ctx.shard_frozen_over = h_.dp;
   if (world_size() > 1) {
     ctx.eval_rank = world_rank();
     ctx.eval_exchange = exchange_over(*h_.dp);

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <tuple>
+#include <vector>
 
 #include "run_compare_util.h"
 #include "tiny_qwen_util.h"
@@ -107,21 +109,28 @@ TEST(Zero3, DpoWithLora) {
 }
 
 // DPO full with a frozen reference copy: the copy is loaded after the policy is sharded and is
-// sharded too (its layers gathered around their forward); evaluation gathers per layer as the
+// sharded too (its layers gathered around their forward) — loaded straight into its shards, or
+// (a reference quantised as it is read) sharded once loaded; evaluation gathers per layer as the
 // steps do, the process with one eval batch fewer (7 batches over 2) running a stand-in. A
 // precomputed reference's pass runs on the sharded policy the same way.
 TEST(Zero3, DpoFullShardsItsReferenceAndEvaluatesPerLayer) {
   const std::string dir = testing::temp_dir("zero3_dpo_full");
-  for (const std::string mode : {"model", "precompute"}) {
-    const std::string args = "examples/train_lora/stories260K_lora_dpo.yaml finetuning_type=full ref_mode=" + mode +
+  const std::vector<std::tuple<std::string, std::string, std::string>> modes = {
+      {"model", "ref_mode=model", "sharded too, loaded straight into its shards, in 5 layer units"},
+      {"quantised", "ref_mode=model ref_model=assets/stories260K ref_model_quantization_bit=8",
+       "sharded too, in 5 layer units"},
+      {"precompute", "ref_mode=precompute", ""}};
+  for (const auto& [mode, keys, said] : modes) {
+    const std::string args = "examples/train_lora/stories260K_lora_dpo.yaml finetuning_type=full " + keys +
                              " max_steps=4 logging_steps=1 eval_strategy=steps eval_steps=2 val_size=7 save_steps=2"
                              " max_samples=40 bf16=false learning_rate=1e-3 --quiet output_dir=" + dir + "/" + mode;
     auto one = train(1, args + "_one gradient_accumulation_steps=2");
     ASSERT_EQ(one.exit_code, 0) << one.err;
     auto z3 = train(2, args + "_z3 gradient_accumulation_steps=1" + kZ3);
     ASSERT_EQ(z3.exit_code, 0) << z3.err;
-    EXPECT_EQ(z3.err.find("the reference model's parameters sharded too, in 5 layer units") != std::string::npos,
-              mode == "model") << z3.err;
+    EXPECT_EQ(z3.err.find("the reference model's parameters sharded too") != std::string::npos, !said.empty())
+        << z3.err;
+    if (!said.empty()) EXPECT_NE(z3.err.find(said), std::string::npos) << z3.err;
     // 2 evaluations of 7 pairs; losses as logged, gradient norms within DPO's f32 tolerance.
     ASSERT_EQ(testing::logged_figures(dir + "/" + mode + "_z3").size(), 6u);
     expect_runs_close(dir + "/" + mode + "_one", dir + "/" + mode + "_z3", mode, 5e-5);

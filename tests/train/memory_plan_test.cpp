@@ -103,12 +103,16 @@ TEST(MemoryPlan, ZeroThreeHoldsPiecesAndTheGatheredUnits) {
                                            6816 + 6816 + 2 * (1704 / 2) * 4));
 
   // A frozen reference copy (DPO full): sharded the same way, its root unit and one layer
-  // gathered; it loads whole after the policy is sharded, beside the policy's pieces (before the
-  // optimizer state is made).
+  // gathered; it loads after the policy is sharded, beside the policy's pieces (before the
+  // optimizer state is made), straight into its own pieces — or whole, where adapters are merged
+  // into it.
   in.reference_weights = 1704;
   const MemoryPlan r = plan_memory(in);
   EXPECT_EQ(r.reference, 1704 * 4 / 2 + root + layer);
-  EXPECT_EQ(r.load_peak, std::max(p.load_peak, p.weights + p.gradients + 6816 + in.largest_tensor_bytes));
+  EXPECT_EQ(r.load_peak, std::max(p.load_peak, p.weights + p.gradients + r.reference + in.largest_tensor_bytes));
+  in.reference_loaded_whole = true;
+  EXPECT_EQ(plan_memory(in).load_peak, std::max(p.load_peak, p.weights + p.gradients + 6816 + in.largest_tensor_bytes));
+  in.reference_loaded_whole = false;
   // One process holds the copy whole.
   in.zero_shards = in.param_shards = 1;
   EXPECT_EQ(plan_memory(in).reference, 1704 * 4);

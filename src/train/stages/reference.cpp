@@ -10,6 +10,7 @@
 #include "models/adapter.h"
 #include "ops/sequence_logprobs.h"
 #include "train/finetune.h"
+#include "train/param_shards.h"
 #include "train/stages/stage.h"
 
 namespace unillm::train {
@@ -121,6 +122,8 @@ std::string plan_reference(const TrainArgs& a, MemoryPlanInputs& in, int64_t lim
   MemoryPlanInputs copy = in, table = in;
   copy.reference_weights = in.params.base;  // the copy has the policy's shape
   copy.reference_weight_bytes = in.frozen_weight_bytes;
+  // Adapters merged into it or its weights quantised as read: it is whole once loaded.
+  copy.reference_loaded_whole = !a.ref_model_adapters.empty() || (a.ref_model_quantization_bit > 0 && !a.ref_model.empty());
   table.reference_logps_rows = rows;
   const bool fits = limit <= 0 || plan_memory(copy).peak <= limit;
   kind = a.ref_mode == "model" || (a.ref_mode == "auto" && fits) ? RefKind::copy : RefKind::precomputed;
@@ -133,11 +136,19 @@ std::string plan_reference(const TrainArgs& a, MemoryPlanInputs& in, int64_t lim
 
 namespace {
 
+// A reference model and, under ZeRO-3, its shards (the model's parameters point into them).
+struct LoadedReference {
+  std::unique_ptr<models::CausalLM> model;
+  std::shared_ptr<ParamShards> shards;
+};
+
 // A reference copy: the initial policy's source (model_name_or_path, or ref_model with
 // ref_model_adapters merged), frozen weights in the run's frozen dtype. A quantised ref_model keeps
 // its one adapter unmerged over the quantised weights, as LLaMA-Factory's load_model does for a
 // quantised base (it accepts a single adapter there and does not merge it).
-std::unique_ptr<models::CausalLM> load_reference(const TrainArgs& a, const PrepareContext& ctx) {
+// Under ZeRO-3 (ctx.shard_frozen_over, and `shard`) it is sharded: loaded straight into its
+// shards when nothing changes the weights after loading, else sharded once loaded.
+LoadedReference load_reference(const TrainArgs& a, const PrepareContext& ctx, bool shard) {
   const std::string dir = a.ref_model.empty() ? ctx.model_dir : resolve_model_path(a.ref_model, ctx.hf_cache_root);
   const bool quantised = a.ref_model_quantization_bit > 0 && !a.ref_model.empty();
   ctx.say("reference: loading " + dir +
@@ -155,7 +166,23 @@ std::unique_ptr<models::CausalLM> load_reference(const TrainArgs& a, const Prepa
     ctx.say(UNILLM_MSG("reference: ref_model quantised to ", q.quantization_bit, " bits (",
                        q.quantization_bit == 4 ? q.quantization_type : std::string("int8"), ")"));
   }
+  shard = shard && ctx.shard_frozen_over;
+  auto frozen_shards = [&ctx](models::CausalLM& m) {
+    for (auto& p : m.module().parameters()) p.tensor->set_requires_grad(false);
+    return std::make_shared<ParamShards>(m.module(), m.config().tie_word_embeddings, *ctx.shard_frozen_over);
+  };
+  std::shared_ptr<ParamShards> shards;
+  const bool straight = shard && a.ref_model_adapters.empty() && !quantised;
+  if (straight) {
+    lo.lazy = true;
+    lo.on_built = [&](models::CausalLM& m) {
+      shards = frozen_shards(m);
+      shards->begin_frozen_load();
+    };
+    lo.before_copy = [&shards](const Tensor& t) { shards->before_copy(t); };
+  }
   auto m = models::load_causal_lm(dir, lo);
+  if (straight) shards->loaded();
   for (size_t i = 0; i < a.ref_model_adapters.size(); ++i) {
     const std::string name = "ref" + std::to_string(i);
     models::load_adapter(*m, a.ref_model_adapters[i], name);
@@ -164,7 +191,17 @@ std::unique_ptr<models::CausalLM> load_reference(const TrainArgs& a, const Prepa
     else
       models::merge_adapter(*m, name);
   }
-  return m;
+  if (shard && !shards) {
+    shards = frozen_shards(*m);
+    shards->shard_frozen();
+  }
+  if (shards) {
+    ParamShards* s = shards.get();
+    m->set_layer_hooks({[s](int64_t l) { s->before_forward(l); }, [s](int64_t l) { s->after_forward(l); }, {}});
+    ctx.say(std::string("ZeRO stage 3: the reference model's parameters sharded too") +
+            (straight ? ", loaded straight into its shards" : "") + ", in " + s->describe());
+  }
+  return {std::move(m), std::move(shards)};
 }
 
 }  // namespace
@@ -179,16 +216,12 @@ std::unique_ptr<Reference> make_reference(RefKind kind, const TrainArgs& a, mode
   // The initial policy: the policy itself before step 1 when it is the reference's source (full
   // or freeze from model_name_or_path, LoRA at its initial adapter), else a loaded copy.
   const bool policy_is_initial = a.ref_model.empty() && ctx.resume_dir.empty();
-  std::unique_ptr<models::CausalLM> loaded;
-  if (kind == RefKind::copy || !policy_is_initial) loaded = load_reference(a, ctx);
+  LoadedReference r;
+  if (kind == RefKind::copy || !policy_is_initial) r = load_reference(a, ctx, kind == RefKind::copy);
+  std::unique_ptr<models::CausalLM>& loaded = r.model;
   std::unique_ptr<Reference> ref;
   if (kind == RefKind::copy) {
-    std::shared_ptr<void> placement;
-    if (ctx.place_frozen) {
-      for (auto& p : loaded->module().parameters()) p.tensor->set_requires_grad(false);
-      placement = ctx.place_frozen(*loaded);
-    }
-    ref = Reference::copy(std::move(loaded), std::move(placement));
+    ref = Reference::copy(std::move(loaded), std::move(r.shards));
   } else {
     const auto t0 = std::chrono::steady_clock::now();
     ref = Reference::precompute(loaded ? *loaded : policy, *ctx.train, *ctx.eval, ctx.loader,

@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "data/batch_loader.h"
 #include "data/sft.h"
+#include "dist/process_group.h"
 #include "io/tokenizer.h"
 #include "models/causal_lm.h"
 #include "train/args.h"
@@ -93,10 +94,9 @@ struct PrepareContext {
   // r-th of the group, so rank order is the order one process would run them in (under tensor
   // parallelism the group is the replicas of this tp rank: tp peers run the same micro-batch).
   using Exchange = std::function<std::vector<std::optional<double>>(std::optional<double>)>;
-  // ZeRO-3: shards a frozen model the stage loads (a reference copy) over the data-parallel
-  // processes as the policy is, installing its layer hooks; the result must live as long as the
-  // model. Null: the model stays whole.
-  std::function<std::shared_ptr<void>(models::CausalLM&)> place_frozen;
+  // ZeRO-3: a frozen model the stage loads (a reference copy) is sharded over these processes as
+  // the policy is (train/param_shards.h). Null: it stays whole.
+  dist::ProcessGroup* shard_frozen_over = nullptr;
   Exchange exchange;
   int64_t rank = 0;  // this process's place in the exchange's rank order
   // The same over evaluation rounds, which every process runs alone with the whole model (so
