@@ -160,6 +160,20 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptio
   return model;
 }
 
+std::unique_ptr<CausalLM> build_for_load(const std::string& dir, const LoadOptions& options) {
+  if (!fs::is_directory(dir)) UNILLM_THROW(IoError, "[models] ", dir, ": not a directory");
+  if (read_inference_plan(dir))
+    UNILLM_THROW(ConfigError, "[models] ", dir, ": an inference bundle loads whole (load_causal_lm), not in two steps");
+  ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
+  if (options.adjust_config) options.adjust_config(config);
+  const auto ckpt = io::CheckpointReader::open(dir);
+  return build_causal_lm(config, pick_weight_dtype(ckpt, options), options.device, options.lazy);
+}
+
+void read_weights(CausalLM& model, const std::string& dir, const LoadOptions& options) {
+  load_weights(model, io::CheckpointReader::open(dir), dir, {}, options);
+}
+
 ForwardBatch single_sequence_batch(const std::vector<int32_t>& ids, int64_t past,
                                    const std::vector<int32_t>& block_table, int64_t block_size,
                                    bool last_only) {

@@ -245,6 +245,12 @@ std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weigh
 // Builds and loads weights; throws ConfigError/IoError naming the file and key on bad input
 // (missing tensor, wrong shape, pickled checkpoint, unknown model_type).
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, const LoadOptions& options = {});
+// load_causal_lm in two steps, for a caller that places the parameters between them (ZeRO-3's
+// policy, loaded straight into its shards): the model of dir built as load_causal_lm builds it
+// (options.lazy: its matrices without memory), then its weights read (before_copy with each).
+// Not for inference bundles, whose quantised layers are attached while building.
+std::unique_ptr<CausalLM> build_for_load(const std::string& dir, const LoadOptions& options);
+void read_weights(CausalLM& model, const std::string& dir, const LoadOptions& options);
 
 // A batch for one sequence whose first `past` tokens are already in a cache laid out as
 // consecutive slots 0.. in block 0..: positions past..past+T-1, all T logits unless last_only.

@@ -48,7 +48,7 @@ void collect_rows(nn::Module& m, const std::vector<nn::ParamRef>& refs, std::map
 
 }  // namespace
 
-ParamArena::ParamArena(const std::vector<nn::Module*>& modules, bool with_grads) {
+ParamArena::ParamArena(const std::vector<nn::Module*>& modules, bool with_grads, bool lazy) {
   std::vector<nn::ParamRef> refs;
   std::map<std::string, int64_t> rows_of;
   for (nn::Module* m : modules) {
@@ -64,14 +64,18 @@ ParamArena::ParamArena(const std::vector<nn::Module*>& modules, bool with_grads)
   }
   // On the parameters' device (the model's): the optimizer and clipping run there.
   const Device device = refs.empty() ? Device{} : refs.front().tensor->device();
-  params_ = Tensor::empty({numel_}, DType::f32, device);
+  params_ = lazy ? Tensor(std::make_shared<Storage>(nullptr, static_cast<size_t>(numel_) * 4, device, nullptr), {numel_}, DType::f32)
+               : Tensor::empty({numel_}, DType::f32, device);
   if (with_grads) grads_ = Tensor::zeros({numel_}, DType::f32, device);
   int64_t off = 0;
   for (auto& r : refs) {
     Tensor& p = *r.tensor;
     const int64_t n = p.numel();
     Tensor dst = params_.slice(0, off, off + n).view(p.shape());
-    dst.copy_from(p);  // a bf16/f16 parameter is upcast: the arena is its f32 master copy
+    if (!lazy)
+      dst.copy_from(p);  // a bf16/f16 parameter is upcast: the arena is its f32 master copy
+    else if (p.storage()->holds_memory())
+      initial_.push_back({off, p.to(DType::f32)});
     Tensor packed = dst;
     packed.set_requires_grad(true);
     if (with_grads) packed.set_grad(grads_.slice(0, off, off + n).view(p.shape()));
@@ -120,7 +124,8 @@ ParamArena ParamArena::copy_runs(const std::vector<ArenaRun>& runs, int64_t nume
     UNILLM_CHECK(0 <= run.lo && run.lo <= run.hi && run.hi <= numel_ && run.at >= 0 && run.at + run.hi - run.lo <= numel,
                  "[train] arena run [", run.lo, ", ", run.hi, ") at ", run.at, " outside the arenas");
     if (run.hi == run.lo) continue;
-    r.params_.slice(0, run.at, run.at + run.hi - run.lo).copy_from(params_.slice(0, run.lo, run.hi));
+    if (params_.storage()->holds_memory())  // a lazy arena's values reach the shard as they load
+      r.params_.slice(0, run.at, run.at + run.hi - run.lo).copy_from(params_.slice(0, run.lo, run.hi));
     ParamArena part = range(run.lo, run.hi);
     for (ArenaSegment& seg : part.segments_) {
       seg.offset += run.at;

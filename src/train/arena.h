@@ -40,7 +40,11 @@ class ParamArena {
   // as a reward model's value head).
   // with_grads false: no whole gradient buffer (ZeRO-3, whose gradients live in its units and
   // shard: train/param_shards.h); the parameters get no .grad until they are re-pointed.
-  explicit ParamArena(const std::vector<nn::Module*>& modules, bool with_grads = true);
+  // lazy: the arena gets no memory and nothing is copied (ZeRO-3's policy loaded straight into
+  // its shards: the parameters are views of a storage without memory until ParamShards re-points
+  // them); the values the parameters held (a norm's ones, a LoRA adapter's initialisation) are
+  // kept in initial_values() for the loader to place, the rest read from the checkpoint.
+  explicit ParamArena(const std::vector<nn::Module*>& modules, bool with_grads = true, bool lazy = false);
   int64_t numel() const { return numel_; }
   const std::vector<ArenaSegment>& segments() const { return segments_; }
   // For setting per-segment optimiser settings (lr_scale, decay) before the optimiser is built.
@@ -60,16 +64,25 @@ class ParamArena {
   // An arena of its own of `numel` elements holding a copy of this arena's runs (gradients zero,
   // elements outside every run zero and in no segment); segments clipped to each run as range()
   // clips them. ZeRO-3's shard: a rank's pieces of every unit, which are several arena ranges.
+  // A lazy arena's runs are left zero (ParamShards fills them while loading).
   ParamArena copy_runs(const std::vector<ArenaRun>& runs, int64_t numel) const;
   // Frees the parameter and gradient storage (ZeRO-3: the parameters live in their units and the
   // shard from then on); segments and numel() stay. zero_grads() then does nothing.
   void release_storage();
+  // lazy: the values of the parameters that held memory when packed, by arena offset; empty
+  // once taken.
+  struct Initial {
+    int64_t offset = 0;
+    Tensor values;
+  };
+  std::vector<Initial> take_initial_values() { return std::move(initial_); }
 
  private:
   ParamArena() = default;
   Tensor params_, grads_;  // [numel] f32
   std::vector<ArenaSegment> segments_;
   int64_t numel_ = 0;
+  std::vector<Initial> initial_;
 };
 
 // HF's rule (Trainer.get_decay_parameter_names): no decay for biases and norm weights.

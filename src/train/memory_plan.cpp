@@ -427,10 +427,14 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   const int64_t packing = (in.param_shards > 1 ? 1 : 2) * ps.trainable * 4;
   p.load_peak = p.baseline + std::max(built + in.largest_tensor_bytes, built + packing);
   // ZeRO-3: the shard's pieces and their gradients are copied out before the arena goes (and
-  // before the optimizer state is made).
-  if (in.param_shards > 1)
-    p.load_peak = std::max(p.load_peak, p.baseline + built + packing +
-                                            2 * ((ps.trainable + in.param_shards - 1) / in.param_shards) * 4);
+  // before the optimizer state is made). Loaded straight into the pieces, the whole model never
+  // exists: the pieces, the root unit and the layer being read (p.weights by now), the shard's
+  // gradients, one tensor's file pages.
+  const int64_t shard_bytes = (ps.trainable + in.param_shards - 1) / in.param_shards * 4;
+  if (in.param_shards > 1 && !in.policy_loaded_whole)
+    p.load_peak = p.baseline + p.weights + shard_bytes + in.largest_tensor_bytes;
+  else if (in.param_shards > 1)
+    p.load_peak = std::max(p.load_peak, p.baseline + built + packing + 2 * shard_bytes);
   // A reference copy loads after the policy (with one tensor's pages of its own); under ZeRO-3
   // after the policy is sharded and before the optimizer state is made, beside its pieces, and
   // (unless reference_loaded_whole) straight into its own pieces.

@@ -76,8 +76,10 @@ struct MemoryPlanInputs {
   int64_t zero_shards = 1;  // ZeRO (train/zero.h): each process holds 1/zero_shards of the state
   // ZeRO-3 (train/param_shards.h): between uses each process keeps 1/param_shards of the weights
   // and gradients (and of a reference copy's weights); a step, an evaluation or saving gathers the
-  // root unit and one layer at a time. Loading still holds the whole model.
+  // root unit and one layer at a time. The policy loads straight into its pieces (a layer whole at
+  // a time) unless policy_loaded_whole (Run::policy_whole_load_reason): then whole, then sharded.
   int64_t param_shards = 1;
+  bool policy_loaded_whole = false;
   // ZeRO-3: saving gathers every unit (an adapter run that writes base weights too: PiSSA's
   // conversion, a grown vocabulary).
   bool saves_whole_model = false;

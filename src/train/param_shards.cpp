@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "autograd/grad_mode.h"
@@ -177,16 +178,46 @@ void ParamShards::keep_pieces(Unit& u) {
 
 void ParamShards::begin_frozen_load() {
   UNILLM_CHECK(!sharded_ && frozen_model_, "[zero3] a frozen load of a model with an arena");
+  start_load();
+}
+
+void ParamShards::begin_load(ParamArena& arena, ParamArena& shard) {
+  UNILLM_CHECK(!sharded_ && !frozen_model_, "[zero3] a policy load of a frozen model, or twice");
+  shard_ = &shard;
+  std::map<int64_t, Tensor> initial;
+  for (ParamArena::Initial& v : arena.take_initial_values()) initial.emplace(v.offset, std::move(v.values));
+  for (Unit& u : units_)
+    for (Param& p : u.params)
+      if (p.trainable) {
+        if (auto it = initial.find(p.arena_offset); it != initial.end()) p.initial = it->second;
+      }
+  start_load();
+}
+
+void ParamShards::start_load() {
   for (Unit& u : units_) {
+    for (Param& p : u.params)  // a frozen parameter built with memory (a norm): its value kept
+      if (!p.trainable && p.tensor->storage()->holds_memory()) p.initial = *p.tensor;
     make_storages(u);
     repoint(u);
   }
   loaded_.assign(units_.size(), false);
   loading_ = -1;
-  Unit& root = units_[0];  // whole for good: filled as its parameters arrive
-  root.frozen->refill();
-  if (root.frozen_per > 0) Tensor(root.frozen, {root.frozen_per * group_.size()}, DType::i32).fill(0.0);
-  root.gathered = true;
+  fill_for_load(units_[0]);  // whole until the end: filled as its parameters arrive
+}
+
+void ParamShards::fill_for_load(Unit& u) {
+  const int64_t world = group_.size();
+  if (u.train_per > 0) u.train->refill();
+  if (u.frozen_per > 0) u.frozen->refill();
+  if (u.train_per > 0) Tensor(u.train, {u.train_per * world}, DType::f32).fill(0.0);
+  if (u.frozen_per > 0) Tensor(u.frozen, {u.frozen_per * world}, DType::i32).fill(0.0);  // the padding
+  for (Param& p : u.params) {
+    if (!p.initial.defined()) continue;
+    Tensor(*p.tensor).copy_from(p.initial);  // the view of the unit's storage
+    p.initial = Tensor();
+  }
+  u.gathered = true;
 }
 
 int64_t ParamShards::unit_of(const Tensor& t) const {
@@ -197,39 +228,42 @@ int64_t ParamShards::unit_of(const Tensor& t) const {
 }
 
 void ParamShards::cut_to_piece(Unit& u) {
-  if (u.frozen_per > 0) {
-    const int64_t rank = group_.rank();
-    u.frozen_piece.copy_from(Tensor(u.frozen, {u.frozen_per * group_.size()}, DType::i32)
+  const int64_t rank = group_.rank(), world = group_.size();
+  if (u.frozen_per > 0)
+    u.frozen_piece.copy_from(Tensor(u.frozen, {u.frozen_per * world}, DType::i32)
                                  .slice(0, u.frozen_per * rank, u.frozen_per * (rank + 1)));
-  }
+  if (u.train_per > 0 && shard_)  // the same cut as the shard's runs (unit_runs)
+    shard_->param_tensor()
+        .slice(0, u.shard_at, u.shard_at + u.train_per)
+        .copy_from(Tensor(u.train, {u.train_per * world}, DType::f32).slice(0, u.train_per * rank, u.train_per * (rank + 1)));
+}
+
+void ParamShards::finish_unit(int64_t i) {
+  Unit& u = units_[static_cast<size_t>(i)];
+  cut_to_piece(u);
+  release(u);
+  loaded_[static_cast<size_t>(i)] = true;
 }
 
 void ParamShards::before_copy(const Tensor& param) {
   const int64_t i = unit_of(param);
   if (i <= 0 || i == loading_) return;  // the root unit is whole throughout
   UNILLM_CHECK(!loaded_[static_cast<size_t>(i)], "[zero3] unit ", i, " read again after the next one began");
-  if (loading_ > 0) {
-    Unit& prev = units_[static_cast<size_t>(loading_)];
-    cut_to_piece(prev);
-    release(prev);
-    loaded_[static_cast<size_t>(loading_)] = true;
-  }
-  Unit& u = units_[static_cast<size_t>(i)];
-  u.frozen->refill();
-  if (u.frozen_per > 0) Tensor(u.frozen, {u.frozen_per * group_.size()}, DType::i32).fill(0.0);  // the padding
+  if (loading_ > 0) finish_unit(loading_);
+  fill_for_load(units_[static_cast<size_t>(i)]);
   loading_ = i;
 }
 
 void ParamShards::loaded() {
-  if (loading_ > 0) {
-    Unit& last = units_[static_cast<size_t>(loading_)];
-    cut_to_piece(last);
-    release(last);
-    loaded_[static_cast<size_t>(loading_)] = true;
+  if (loading_ > 0) finish_unit(loading_);
+  for (size_t i = 1; i < units_.size(); ++i) {
+    if (loaded_[i]) continue;
+    // A unit no checkpoint tensor belongs to holds its initial values alone.
+    fill_for_load(units_[i]);
+    finish_unit(static_cast<int64_t>(i));
   }
-  for (size_t i = 1; i < units_.size(); ++i)
-    UNILLM_CHECK(loaded_[i] || units_[i].frozen_per == 0, "[zero3] unit ", i, " was never read");
   cut_to_piece(units_[0]);
+  if (!frozen_model_) release(units_[0]);  // a frozen model keeps its root unit gathered
   loading_ = -1;
   sharded_ = true;
 }
@@ -265,6 +299,8 @@ void ParamShards::reduce(Unit& u) {
   Tensor out = Tensor::empty({u.train_per}, DType::f32, device_);
   Tensor whole(u.grad, {u.train_per * group_.size()}, DType::f32);
   if (stand_in_) whole.fill(0.0);
+  for (const Param& p : u.params)
+    if (p.drop_grad && !stand_in_) Tensor(u.grad, {p.tensor->numel()}, DType::f32, p.at).fill(0.0);
   group_.reduce_scatter(whole, out);
   Tensor mine = shard_->grad_tensor().slice(0, u.shard_at, u.shard_at + u.train_per);
   mine.copy_from(ops::add(mine, out));  // += : micro-batches accumulate
@@ -412,6 +448,13 @@ ParamShards::Streamed::~Streamed() {
     }
   }
   if (root_ && s_->units_[0].gathered) s_->release(s_->units_[0]);
+}
+
+void ParamShards::drop_gradients_of(const std::vector<const Tensor*>& params) {
+  const std::set<const Tensor*> drop(params.begin(), params.end());
+  for (Unit& u : units_)
+    for (Param& p : u.params)
+      if (p.trainable && drop.count(p.tensor)) p.drop_grad = true;
 }
 
 bool ParamShards::all_finite() {

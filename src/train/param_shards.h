@@ -56,6 +56,12 @@ class ParamShards {
   void begin_frozen_load();
   void before_copy(const Tensor& param);
   void loaded();
+  // The policy loaded the same way (its arena lazy, ParamArena's `lazy`): `shard` is
+  // ZeroOptimizer's (its pieces still zero), which each unit's trainable piece is cut into as the
+  // frozen piece is; the values the arena kept (ParamArena::take_initial_values) and those of the
+  // frozen parameters holding memory are placed in each unit before its weights are read. Then
+  // before_copy and loaded() as above; the root unit is cut and released at the end.
+  void begin_load(ParamArena& arena, ParamArena& shard);
 
   // The model's layer hooks (CausalLM::LayerHooks and the layer-backward hook).
   void before_forward(int64_t layer);
@@ -122,6 +128,10 @@ class ParamShards {
     int64_t held_ = -1;
   };
 
+  // Tensor parallelism's one correction (train/trainer_tensor_parallel.cpp): the parameters every
+  // process of a tensor-parallel group computes whole get their gradient from its rank 0 only, so
+  // the other ranks zero theirs in each unit's gradient buffer before it is reduced.
+  void drop_gradients_of(const std::vector<const Tensor*>& params);
   // True on every rank when every rank's trainable pieces are finite (a collective).
   bool all_finite();
   // "N units, this process keeps X of Y parameter bytes" for the run's log.
@@ -135,6 +145,8 @@ class ParamShards {
     bool trainable = false;
     int64_t at = 0;  // elements into the unit's trainable buffer, or bytes into its frozen one
     int64_t arena_offset = 0;  // trainable: the arena's element offset
+    Tensor initial;  // a load's value for it, placed when its unit gets memory (begin_load)
+    bool drop_grad = false;  // drop_gradients_of
   };
   struct Unit {
     std::vector<Param> params;
@@ -151,6 +163,9 @@ class ParamShards {
   void keep_pieces(Unit& u);  // this rank's bytes of the unit's frozen parameters, and the views
   void make_storages(Unit& u);  // the unit's (released) storages
   void repoint(Unit& u);  // the unit's parameters made views of its storages
+  void start_load();  // every unit re-pointed to its (released) storages, the root filled
+  void fill_for_load(Unit& u);  // memory for a unit about to be read: zeros and the initial values
+  void finish_unit(int64_t i);  // a read unit cut to this rank's pieces and released
   void cut_to_piece(Unit& u);  // a loaded unit: this rank's bytes kept, the whole released
   int64_t unit_of(const Tensor& t) const;  // -1: no unit's storage
   void release(Unit& u);

@@ -16,6 +16,7 @@
 #include "dist/hosts.h"
 #include "dist/mesh.h"
 #include "data/error.h"
+#include "models/inference_bundle.h"
 #include "models/save.h"
 #include "ops/matmul_compute.h"
 #include "ops/quant.h"
@@ -139,6 +140,16 @@ void Run::load(const std::string& from) {
         apply_rope_scaling(c, a_.rope_scaling, a_.cutoff_len, (fs::path(model_dir_) / "config.json").string());
       models::set_router_aux_loss(c, a_.moe_aux_loss_coef);
     };
+  // Stage 3 shards the parameters where it can (elsewhere it runs as stage 2, said below); its
+  // gradients live in its units and shard, so the arena gets no whole gradient buffer. Its policy
+  // is built lazy and read straight into the shards where nothing needs the whole weights first.
+  const bool zero3 = a_.do_train && a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty();
+  const std::string whole_load = zero3 ? policy_whole_load_reason(from) : "";
+  const bool streamed = zero3 && whole_load.empty();
+  const std::string weights_dir = from.empty() || lora ? model_dir_ : from;
+  if (zero3)
+    say(streamed ? "ZeRO stage 3: the model is read straight into this process's shards, one layer whole at a time"
+                 : "ZeRO stage 3: the model loads whole on every process before it is sharded (" + whole_load + ")");
   if (a_.train_from_scratch && (from.empty() || lora)) {
     // The architecture from config.json and HF's initialisation from `seed`; no weights are read.
     // A LoRA resume rebuilds the same random base from the same seed.
@@ -148,12 +159,15 @@ void Run::load(const std::string& from) {
     models::init_weights(*model_, cfg.initializer_range, static_cast<uint64_t>(a_.seed), cfg.pad_token_id);
     say("model: initialised from " + model_dir_ + "/config.json (train_from_scratch, seed " +
         std::to_string(a_.seed) + ")");
+  } else if (streamed) {
+    lo.lazy = true;
+    model_ = models::build_for_load(weights_dir, lo);  // read by the ZeroOptimizer's before_state below
   } else {
     if (a_.quantization_bit > 0 && lora) lo.on_linear_loaded = qlora_load_hook(a_);
-    model_ = models::load_causal_lm(from.empty() || lora ? model_dir_ : from, lo);
+    model_ = models::load_causal_lm(weights_dir, lo);
   }
   // A full/freeze checkpoint already holds the grown, trained rows; a LoRA one's base does not.
-  if (from.empty() || lora)
+  if ((from.empty() || lora) && !streamed)
     if (const std::string grown = grow_vocab(*model_, *tok_, a_); !grown.empty()) say(grown);
   if (a_.moe_aux_loss_coef > 0 && model_->config().num_experts == 0)
     say("moe_aux_loss_coef: ignored, " + model_dir_ + " is not a mixture-of-experts model (as LLaMA-Factory)");
@@ -166,16 +180,13 @@ void Run::load(const std::string& from) {
   prepare_finetuning(*model_, a_, lora ? from : "");
   if (const std::string note = oft_adjustment_note(*model_, a_); !note.empty()) say(note);
   if (low != DType::f32) cast_frozen_matrices(*model_, low);
-  // Stage 3 shards the parameters where it can (elsewhere it runs as stage 2, said below); its
-  // gradients live in its units and shard, so the arena gets no whole gradient buffer.
-  const bool zero3 = a_.do_train && a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty();
   // A reference copy loads after the policy is sharded, and is sharded itself (prepare_stage).
   const bool prepare_later = zero3 && !stage_->prepare_changes_trainables();
   if (!prepare_later) prepare_stage(from);  // a reference model, a value head
   if (!a_.do_train) return;  // evaluation only: no arena, no optimizer state
   std::vector<nn::Module*> trainable{&model_->module()};
   for (nn::Module* m : stage_->extra_modules()) trainable.push_back(m);
-  arena_ = std::make_unique<ParamArena>(trainable, /*with_grads=*/!zero3);
+  arena_ = std::make_unique<ParamArena>(trainable, /*with_grads=*/!zero3, /*lazy=*/streamed);
   if (arena_->numel() == 0)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": finetuning_type ", a_.finetuning_type,
                  " leaves no trainable parameter (check the freeze_* / lora_* keys)");
@@ -198,7 +209,16 @@ void Run::load(const std::string& from) {
     // Between copying this rank's pieces and making the optimizer state: the whole arena goes, and
     // a reference copy loads beside the pieces alone.
     auto sharded = [&](ParamArena& shard) {
-      shards_->shard(*arena_, shard);
+      if (streamed) {
+        shards_->begin_load(*arena_, shard);
+        models::LoadOptions read = lo;
+        ParamShards* s = shards_.get();
+        read.before_copy = [s](const Tensor& t) { s->before_copy(t); };
+        models::read_weights(*model_, weights_dir, read);
+        shards_->loaded();
+      } else {
+        shards_->shard(*arena_, shard);
+      }
       ParamShards* s = shards_.get();
       model_->set_layer_hooks({[s](int64_t l) { s->before_forward(l); }, [s](int64_t l) { s->after_forward(l); },
                                [s](int64_t l) { s->before_backward(l); }});
@@ -371,12 +391,27 @@ void Run::restore(const std::string& dir) {
 }
 
 std::string Run::zero3_fallback() const {
-  if (model_mesh_) return UNILLM_MSG("under ", a_.pipeline_degree > 1 ? "pipeline" : "tensor", " parallelism");
+  // (Tensor parallelism's processes run every layer in the same order, so they gather in step;
+  // pipeline stages run different layers.)
+  if (model_mesh_ && a_.pipeline_degree > 1) return "under pipeline parallelism";
   if (sharding_degree() > 0 && sharding_degree() < world_size())
     return UNILLM_MSG("with sharding_parallel_degree ", sharding_degree(), " below the ", world_size(), " processes");
   if (a_.use_dora) return "with DoRA (its magnitude reads whole weights outside the layer's backward)";
   if (a_.finetuning_type == "oft") return "with OFT (its rotations are built from whole parameters)";
   if (a_.quantization_bit > 0) return "with QLoRA (the quantised base is not a parameter)";
+  return "";
+}
+
+std::string Run::policy_whole_load_reason(const std::string& from) const {
+  const bool lora = a_.adapter_tuning();
+  if (a_.train_from_scratch && (from.empty() || lora)) return "train_from_scratch initialises every weight";
+  if (wants_resize(a_) && (from.empty() || lora)) return "resize_vocab grows the embedding from its rows' mean";
+  if (lora && a_.pissa_init) return "PiSSA initialises the adapter from the base weights";
+  if (lora && a_.adapter_name_or_path.size() > (a_.create_new_adapter ? 0U : 1U))
+    return "adapter_name_or_path's adapters are merged into the base";
+  if (low_precision_dtype(a_) != DType::f32 && !lora && (a_.finetuning_type == "freeze" || a_.use_badam))
+    return "the frozen matrices are cast to " + std::string(dtype_name(low_precision_dtype(a_))) + " after loading";
+  if (models::read_inference_plan(from.empty() || lora ? model_dir_ : from)) return "an inference bundle";
   return "";
 }
 

@@ -63,6 +63,7 @@ void Run::plan_memory_and_check(const std::string& from) {
     in.zero_shards = sharding_degree() > 1 ? sharding_degree() : sharding_degree() == 1 ? 1 : world_size();
   if (a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty()) {
     in.param_shards = world_size();
+    in.policy_loaded_whole = !policy_whole_load_reason(from).empty();
     in.saves_whole_model = a_.adapter_tuning() && (a_.pissa_convert || a_.resize_vocab);  // Run::SaveScope
   }
   if (model_mesh_ && a_.pipeline_degree > 1) {  // this stage's layers, as many micro-batches as its schedule holds at once

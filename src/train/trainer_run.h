@@ -121,6 +121,10 @@ class Run {
   // Why ZeRO stage 3 with several processes runs as stage 2 here ("" when it shards the
   // parameters: train/param_shards.h).
   std::string zero3_fallback() const;
+  // Why a ZeRO-3 policy is loaded whole on every process and then sharded ("" when it loads
+  // straight into its shards, one layer whole at a time: ParamShards::begin_load): something
+  // reads or rewrites whole weights between loading and sharding.
+  std::string policy_whole_load_reason(const std::string& from) const;
   int64_t sharding_degree() const { return model_mesh_ && a_.sharding_degree > 1 ? -1 : a_.sharding_degree; }
   void gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc);
   bool writer() const { return world_rank() == 0; }

@@ -68,14 +68,18 @@ void Run::setup_tensor_parallel() {
   }
   // Under sequence parallelism every gradient is a rank's own share (each runs the norms, the
   // embedding and the loss on its tokens): nothing is computed whole.
-  std::set<const void*> split;
+  // (By the tensor objects: under ZeRO-3 the parameters are views of units' storages that hold
+  // memory only while gathered.)
+  std::set<const Tensor*> split;
   for (const Tensor* t : model_->tensor_parallel_tensors())
-    if (t->defined()) split.insert(t->raw_data());
+    if (t->defined()) split.insert(t);
   std::vector<nn::Module*> trained{&model_->module()};
   for (nn::Module* m : stage_->extra_modules()) trained.push_back(m);
   for (nn::Module* m : trained)
     for (const nn::ParamRef& p : m->parameters())
-      if (!sp && p.tensor->requires_grad() && !split.count(p.tensor->raw_data())) tp_replicated_.push_back(p.tensor);
+      if (!sp && p.tensor->requires_grad() && !split.count(p.tensor)) tp_replicated_.push_back(p.tensor);
+  // ZeRO-3 reduces each unit's gradients as backward leaves it: the drop happens there.
+  if (shards_ && !counts_loss()) shards_->drop_gradients_of(tp_replicated_);
   say(UNILLM_MSG("tensor parallel: ", a_.tensor_degree, " processes split each layer's attention heads (q/k/v "
                  "column-parallel, o_proj row-parallel) and MLP rows (gate/up column-, down_proj row-parallel); ",
                  sp ? "sequence parallel: each runs the embedding, norms and loss on its share of the tokens"
@@ -83,11 +87,12 @@ void Run::setup_tensor_parallel() {
                  vp ? "; the lm_head is split by vocabulary rows, with a parallel cross-entropy (tensor_parallel_output)"
                  : sp ? ""
                       : "; so is the lm_head",
-                 "; every process holds the whole model (tensor-parallel rank ", tp_rank(), ")"));
+                 shards_ ? UNILLM_MSG("; every process gathers each whole layer just in time from ZeRO-3's shards (tensor-parallel rank ", tp_rank(), ")")
+                         : UNILLM_MSG("; every process holds the whole model (tensor-parallel rank ", tp_rank(), ")")));
 }
 
 void Run::drop_replicated_grads(int64_t lo, int64_t hi) {
-  if (!tp_group_ || counts_loss()) return;
+  if (!tp_group_ || counts_loss() || shards_) return;  // ZeRO-3: ParamShards::drop_gradients_of
   const float* base = arena_->grads();
   for (const Tensor* t : tp_replicated_) {
     Tensor g = t->grad();  // a view of the arena's gradients

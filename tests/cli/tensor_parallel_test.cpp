@@ -80,6 +80,36 @@ TEST(TensorParallel, Tp2GivesOneProcessesRun) {
   }
 }
 
+// ZeRO-3 under tensor parallelism: each process keeps 1/N of every weight and gathers each whole
+// layer just in time (the processes of a tensor-parallel group run the same layers in the same
+// order), then multiplies its blocks of it; the whole-computed parameters' gradients are dropped
+// on the group's other ranks in each unit's buffer before it is reduced. tp 2 on 2 processes
+// (with sequence parallelism too: nothing is computed whole), and tp 2 × dp 2 on 4 (the units
+// sharded over all 4), each one process's run.
+TEST(TensorParallel, UnderZeroThreeEachProcessKeepsItsShards) {
+  const std::string dir = testing::temp_dir("tp_zero3");
+  const std::string z3 = " deepspeed=tests/data/llamafactory_examples/deepspeed/ds_z3_config.json";
+  auto one = train(1, kFull + " gradient_accumulation_steps=4 output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto tp = train(2, kFull + z3 + " gradient_accumulation_steps=4 tensor_parallel_degree=2 output_dir=" + dir + "/tp");
+  ASSERT_EQ(tp.exit_code, 0) << tp.err;
+  EXPECT_NE(tp.err.find("parameters, gradients and optimizer state sharded over 2 processes"), std::string::npos) << tp.err;
+  EXPECT_NE(tp.err.find("every process gathers each whole layer just in time from ZeRO-3's shards"), std::string::npos)
+      << tp.err;
+  auto sp = train(2, kFull + z3 + " gradient_accumulation_steps=4 tensor_parallel_degree=2 sequence_parallel=true "
+                                  "output_dir=" + dir + "/sp");
+  ASSERT_EQ(sp.exit_code, 0) << sp.err;
+  auto tpdp = train(4, kFull + z3 + " gradient_accumulation_steps=2 tensor_parallel_degree=2 output_dir=" + dir + "/tpdp");
+  ASSERT_EQ(tpdp.exit_code, 0) << tpdp.err;
+  EXPECT_NE(tpdp.err.find("parameters, gradients and optimizer state sharded over 4 processes"), std::string::npos)
+      << tpdp.err;
+  for (const std::string run : {"tp", "sp", "tpdp"}) {
+    expect_runs_close(dir + "/one", dir + "/" + run, run);
+    expect_same_weights(dir + "/one", dir + "/" + run);
+    expect_same_weights(dir + "/one/checkpoint-4", dir + "/" + run + "/checkpoint-4");
+  }
+}
+
 TEST(TensorParallel, BesideDataAndPipelineParallel) {
   const std::string dir = testing::temp_dir("tp_4d");
   auto one = train(1, kFull + " gradient_accumulation_steps=4 output_dir=" + dir + "/one");

@@ -44,6 +44,7 @@ TEST(Zero3, ShardsTheParametersAndGivesOneProcessesRun) {
                           "root unit"),
               std::string::npos)
         << z3.err;
+    EXPECT_NE(z3.err.find("the model is read straight into this process's shards"), std::string::npos) << z3.err;
     // bf16 saves round to 8 bits of mantissa: where the GEMM's sums are not shape-invariant
     // (run_compare_util.h), a last-bit difference can flip a bf16 rounding, and Adam's first
     // updates amplify it (1e-2 apart in weights after 8 steps on an AVX2 machine): there only
@@ -92,6 +93,35 @@ TEST(Zero3, EmbeddingUnitOfAnUntiedModel) {
     EXPECT_LE(max_weight_diff(dir + "/" + type + "_one/model.safetensors", dir + "/" + type + "_z3/model.safetensors"),
               testing::layout_tol(1e-5))
         << type;
+  }
+}
+
+// The policy is built without memory and read straight into the shards (one layer whole at a
+// time) unless something needs its whole weights first: a grown vocabulary's new rows (the mean
+// of the others), adapters merged into the base. A continued adapter's values are kept while the
+// base is read around them.
+TEST(Zero3, LoadsStraightIntoTheShardsOrWholeWhereItMust) {
+  const std::string dir = testing::temp_dir("zero3_load");
+  auto first = train(1, kSft + " max_steps=2 max_samples=16 per_device_train_batch_size=4 --quiet output_dir=" + dir + "/first");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string adapter = " adapter_name_or_path=" + dir + "/first";
+  for (const auto& [name, keys, said, weights] : std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
+           {"continued", adapter, "read straight into this process's shards", "adapter_model.safetensors"},
+           {"merged", adapter + " create_new_adapter=true", "loads whole on every process before it is sharded "
+                                                             "(adapter_name_or_path's adapters are merged into the base)",
+            "adapter_model.safetensors"},
+           {"grown", " finetuning_type=full add_tokens=qqzzyx",
+            "loads whole on every process before it is sharded (resize_vocab grows", "model.safetensors"}}) {
+    const std::string args = kSft + keys + kShort + " output_dir=" + dir + "/" + name;
+    auto one = train(1, args + "_one gradient_accumulation_steps=2");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto z3 = train(2, args + "_z3" + kZ3);
+    ASSERT_EQ(z3.exit_code, 0) << z3.err;
+    EXPECT_NE(z3.err.find(said), std::string::npos) << name << "\n" << z3.err;
+    expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_z3", name);
+    EXPECT_LE(max_weight_diff(dir + "/" + name + "_one/" + weights, dir + "/" + name + "_z3/" + weights),
+              testing::layout_tol(1e-5))
+        << name;
   }
 }
 

@@ -97,10 +97,17 @@ TEST(MemoryPlan, ZeroThreeHoldsPiecesAndTheGatheredUnits) {
   whole.saves_whole_model = true;
   EXPECT_EQ(plan_memory(whole).train_peak,
             std::max(p.train_peak, p.baseline + p.runtime + 1704 * 4 + p.gradients + p.optimizer));
-  // Loading: the f32 model and the arena's packed copy, without a whole gradient buffer, then the
-  // shard's half of the parameters and of their gradients copied out before the arena goes.
-  EXPECT_EQ(p.load_peak, std::max<int64_t>(6816 + std::max<int64_t>(6816, in.largest_tensor_bytes),
-                                           6816 + 6816 + 2 * (1704 / 2) * 4));
+  // Loading straight into the shard: the pieces with the root unit and the layer being read,
+  // the shard's gradients and one tensor's file pages; the whole model never exists.
+  EXPECT_EQ(p.load_peak, p.weights + 1704 / 2 * 4 + in.largest_tensor_bytes);
+  // Loaded whole first (Run::policy_whole_load_reason): the f32 model and the arena's packed copy,
+  // without a whole gradient buffer, then the shard's half of the parameters and of their
+  // gradients copied out before the arena goes.
+  MemoryPlanInputs loaded_whole = in;
+  loaded_whole.policy_loaded_whole = true;
+  EXPECT_EQ(plan_memory(loaded_whole).load_peak, std::max<int64_t>(6816 + std::max<int64_t>(6816, in.largest_tensor_bytes),
+                                                                   6816 + 6816 + 2 * (1704 / 2) * 4));
+  EXPECT_LT(p.load_peak, plan_memory(loaded_whole).load_peak);
 
   // A frozen reference copy (DPO full): sharded the same way, its root unit and one layer
   // gathered; it loads after the policy is sharded, beside the policy's pieces (before the
