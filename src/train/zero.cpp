@@ -63,22 +63,24 @@ void ZeroOptimizer::zero_grads() {
 }
 
 void ZeroOptimizer::gather_into(const Tensor& mine, Tensor& whole) {
-  const Device dev = whole.device();
-  if (stage_ == 3) {  // every rank's pieces, each run put back where the arena has it
-    Tensor out = Tensor::empty({per_rank_ * group_.size()}, mine.dtype(), dev);
-    group_.allgather(mine, out);
-    for (size_t q = 0; q < pieces_.runs_by_rank.size(); ++q)
-      for (const ArenaRun& r : pieces_.runs_by_rank[q]) {
-        const int64_t at = static_cast<int64_t>(q) * per_rank_ + r.at;
-        whole.slice(0, r.lo, r.hi).copy_from(out.slice(0, at, at + r.hi - r.lo));
-      }
-    return;
+  // Window by window of each rank's range: rank q's elements j.. land at q·per_rank + j.
+  const int world = group_.size();
+  const int64_t window = std::min(kCollectiveWindow, per_rank_);
+  if (window == 0) return;
+  Tensor in_buf = Tensor::empty({window}, mine.dtype(), whole.device());
+  Tensor out_buf = Tensor::empty({window * world}, mine.dtype(), whole.device());
+  for (int64_t j = 0; j < per_rank_; j += window) {
+    const int64_t n = std::min(window, per_rank_ - j);
+    Tensor in = in_buf.slice(0, 0, n), out = out_buf.slice(0, 0, n * world);
+    const int64_t have = std::clamp<int64_t>(mine.numel() - j, 0, n);  // the last ranks may hold fewer
+    if (have < n) in.fill(0.0);
+    if (have > 0) in.slice(0, 0, have).copy_from(mine.slice(0, j, j + have));
+    group_.allgather(in, out);
+    for (int q = 0; q < world; ++q) {
+      const int64_t lo = q * per_rank_ + j, hi = std::min(lo + n, whole.numel());
+      if (hi > lo) whole.slice(0, lo, hi).copy_from(out.slice(0, q * n, q * n + hi - lo));
+    }
   }
-  Tensor in = Tensor::zeros({per_rank_}, mine.dtype(), dev);
-  if (mine.numel() > 0) in.slice(0, 0, mine.numel()).copy_from(mine);
-  Tensor out = Tensor::empty({per_rank_ * group_.size()}, mine.dtype(), dev);
-  group_.allgather(in, out);
-  whole.copy_from(out.slice(0, 0, whole.numel()));
 }
 
 void ZeroOptimizer::step(double lr) {
@@ -193,17 +195,29 @@ void ZeroOptimizer::reduce_gradients(bool summed) {
     if (replicas_) replicas_->allreduce(g);
     return;
   }
-  const int64_t padded = per_rank_ * group_.size();
-  Tensor in = g;
-  if (padded != arena_.numel()) {
-    in = Tensor::zeros({padded}, DType::f32, g.device());
-    in.slice(0, 0, arena_.numel()).copy_from(g);
-  }
-  Tensor out = Tensor::empty({per_rank_}, DType::f32, g.device());
-  group_.reduce_scatter(in, out);
-  if (replicas_) replicas_->allreduce(out);  // the same range of the other sharding groups
+  // Window by window of each rank's range (gather_into's windows): the sums of rank q's elements
+  // j.. reach rank q, which keeps them in its range (aliasing the arena's gradients, and
+  // written only where this window already read).
+  const int world = group_.size();
+  const int64_t window = std::min(kCollectiveWindow, per_rank_);
+  if (window == 0) return;
+  Tensor in_buf = Tensor::empty({window * world}, DType::f32, g.device());
+  Tensor out_buf = Tensor::empty({window}, DType::f32, g.device());
   Tensor mine = shard_.grad_tensor();
-  if (hi_ > lo_) mine.copy_from(out.slice(0, 0, hi_ - lo_));
+  for (int64_t j = 0; j < per_rank_; j += window) {
+    const int64_t n = std::min(window, per_rank_ - j);
+    Tensor in = in_buf.slice(0, 0, n * world), out = out_buf.slice(0, 0, n);
+    for (int q = 0; q < world; ++q) {
+      const int64_t lo = q * per_rank_ + j, hi = std::clamp<int64_t>(lo + n, lo, g.numel());
+      Tensor dst = in.slice(0, q * n, (q + 1) * n);
+      if (hi - lo < n) dst.fill(0.0);  // past the arena's end
+      if (hi > lo) dst.slice(0, 0, hi - lo).copy_from(g.slice(0, lo, hi));
+    }
+    group_.reduce_scatter(in, out);
+    if (replicas_) replicas_->allreduce(out);  // the same range of the other sharding groups
+    const int64_t have = std::clamp<int64_t>(hi_ - lo_ - j, 0, n);
+    if (have > 0) mine.slice(0, j, j + have).copy_from(out.slice(0, 0, have));
+  }
 }
 
 ParamArena& ZeroOptimizer::reduced() { return stage_ == 1 ? arena_ : shard_; }

@@ -91,8 +91,11 @@ class ZeroOptimizer : public Optimizer {
   void zero_grads();
 
  private:
-  // this rank's range padded to s elements -> every rank's, copied back into `whole`.
+  // Stages 1 and 2: this rank's range -> every rank's, copied back into `whole` (the arena).
   void gather_into(const Tensor& mine, Tensor& whole);
+  // The step's allgather and stage 2's reduce-scatter move kCollectiveWindow elements of each
+  // rank's range per call: whole-arena buffers would add 1 + 1/W arenas to every step's peak.
+  static constexpr int64_t kCollectiveWindow = int64_t{1} << 20;
   // Rank q's part of the arena: its range, or its stage-3 pieces, each run `at` into its part.
   std::vector<ArenaRun> runs_of(int q) const;
   // This rank's part of a whole-arena tensor.
