@@ -147,6 +147,16 @@ TEST(Tune, PipelineAndTensorLayoutsJoinTheSearch) {
   EXPECT_EQ(y["pipeline_parallel_degree"].IsDefined(), r.out.find("best: #2 ") != std::string::npos) << r.out;
   EXPECT_EQ(y["tensor_parallel_degree"].IsDefined(), tp_best || sp_best) << r.out;
   EXPECT_EQ(y["sequence_parallel"].IsDefined(), sp_best) << r.out;
+  // ZeRO stage 3 on request: beside data and tensor parallelism, not pipeline stages (where it
+  // would run as stage 2); a tp2 stage-3 layout trains.
+  auto z3 = tune(kSft + " --nproc 2 --steps 1 --micro-batches 2 --zero 3 --recompute on --sp off max_samples=64 --out " +
+                 dir + "/z3.yaml");
+  ASSERT_EQ(z3.exit_code, 0) << z3.out << z3.err;
+  const auto z3_rows = table_rows(z3.out);
+  ASSERT_EQ(z3_rows.size(), 2u) << z3.out;
+  EXPECT_EQ(z3_rows[0].layout, "dp2+zero3");
+  EXPECT_EQ(z3_rows[1].layout, "tp2+zero3");
+  for (const auto& row : z3_rows) EXPECT_GT(row.step_ms, 0) << row.note;
   // A degree the model's heads cannot be split by is refused (stories260K: 8 heads, 4 kv heads).
   auto three = tune(kSft + " --nproc 3 --tp 3");
   EXPECT_NE(three.exit_code, 0);
