@@ -108,6 +108,15 @@ TEST(TensorParallel, UnderZeroThreeEachProcessKeepsItsShards) {
     expect_same_weights(dir + "/one", dir + "/" + run);
     expect_same_weights(dir + "/one/checkpoint-4", dir + "/" + run + "/checkpoint-4");
   }
+  // LoRA: the frozen base sharded too, A and B split as their base weight is (the adapter within
+  // LoRA's tensor-parallel bound, TensorParallel.LoraWithDropoutAndQwenModels').
+  const std::string lora = kSft + kShort + " gradient_accumulation_steps=4";
+  auto lora_one = train(1, lora + " output_dir=" + dir + "/lora_one");
+  ASSERT_EQ(lora_one.exit_code, 0) << lora_one.err;
+  auto lora_tp = train(2, lora + z3 + " tensor_parallel_degree=2 output_dir=" + dir + "/lora_tp");
+  ASSERT_EQ(lora_tp.exit_code, 0) << lora_tp.err;
+  expect_runs_close(dir + "/lora_one", dir + "/lora_tp", "lora");
+  expect_same_weights(dir + "/lora_one", dir + "/lora_tp", "adapter_model.safetensors", 5e-5);
 }
 
 TEST(TensorParallel, BesideDataAndPipelineParallel) {
