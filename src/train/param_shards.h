@@ -6,7 +6,9 @@
 // leaves the layer), and for whole-model phases (saving: ParamShards::Whole). Evaluation gathers
 // the root unit (ParamShards::Root) and each layer around its forward, as training does.
 // A frozen model (the preference stages' reference copy) is sharded the same way without an
-// arena: its layers are gathered around their forward and its root unit stays whole.
+// arena: its layers are gathered around their forward and its root unit stays whole. Both can be
+// read straight into their shards (begin_load / begin_frozen_load, before_copy, loaded), one
+// layer whole at a time.
 //
 // The parameters are re-pointed once to views of their unit's storages, whose memory comes and
 // goes (Storage::refill/release), so module code, saved autograd tensors and recompute closures
