@@ -162,7 +162,10 @@ class CausalLM {
   // before backward enters layer i (its output's gradient is complete), so a recompute re-run or a
   // saved graph finds its parameters; the layer-backward hook above reports leaving it. Layer -1
   // is the token embedding (forward hooks around the lookup, before_backward as backward reaches
-  // it; nothing reports leaving it). Empty functions are not called.
+  // it; nothing reports leaving it). kHeadLayer: loss()'s lm_head — before_backward as backward
+  // starts at its output where the loss reads no weight in backward (eager gradients), else
+  // after_forward once the loss is computed. Empty functions are not called.
+  static constexpr int64_t kHeadLayer = -2;
   struct LayerHooks {
     std::function<void(int64_t)> before_forward, after_forward, before_backward;
   };

@@ -252,12 +252,25 @@ LossResult Llama::loss(const TrainBatch& batch, bool recompute, double grad_scal
     UNILLM_THROW(ConfigError, "[llama] training through a quantised lm_head is not supported (load the model without --quant_type)");
   const nn::AttentionInputs in = train_inputs(batch);
   Tensor x = train_hidden(batch, in, recompute);  // [N, C], or this rank's rows
+  // ZeRO-3's head unit (LayerHooks, kHeadLayer): a loss that holds its gradients from the forward
+  // reads no weight in backward, so the lm_head may go as backward starts (a marker on the
+  // loss); any other keeps it and takes its gradient buffer now.
+  auto head_done = [this](Tensor loss_sum, bool eager) {
+    const LayerHooks& lh = layer_hooks_;
+    if (!autograd::grad_enabled()) return loss_sum;
+    if (!eager) {
+      if (lh.after_forward) lh.after_forward(kHeadLayer);
+      return loss_sum;
+    }
+    if (!lh.before_backward) return loss_sum;
+    return autograd::on_backward({loss_sum}, [f = lh.before_backward] { f(kHeadLayer); })[0];
+  };
   if (vocab_parallel()) {  // every row's labels: the lm_head's vocabulary split sees every token
     auto ce = nn::vocab_parallel_loss(x, lm_head(), shifted_labels(batch.labels), in.tp, grad_scale_hint);
-    return {ce.loss_sum, ce.count};
+    return {head_done(ce.loss_sum, false), ce.count};
   }
   auto ce = ops::linear_cross_entropy_eager_grad(x, lm_head(), loss_labels(batch), grad_scale_hint);
-  return {ce.loss_sum, ce.count};
+  return {head_done(ce.loss_sum, ce.eager), ce.count};
 }
 
 nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {

@@ -145,6 +145,7 @@ CrossEntropyResult linear_cross_entropy_eager_grad(const Tensor& x_in, const Ten
   const int64_t n = x.size(0), c = x.size(1), v = w.size(0);
   CrossEntropyResult r;
   r.count = check_labels(labels, v);
+  r.eager = true;
   if (chunk_rows <= 0) chunk_rows = cross_entropy_auto_chunk(v, x.dtype());
   Tensor lse = Tensor::zeros({n}, x.dtype(), x.device());
   Tensor dx = gx ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();

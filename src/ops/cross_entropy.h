@@ -22,6 +22,7 @@ constexpr int32_t kIgnoreIndex = -100;
 struct CrossEntropyResult {
   Tensor loss_sum;  // scalar (shape []) f32 (f64 for f64 x), with grad_fn when x or W needs grad
   int64_t count = 0;  // labelled rows (the mean's denominator is the caller's choice)
+  bool eager = false;  // linear_cross_entropy_eager_grad's fused path: backward reads neither x nor W
 };
 
 // x f32 [N, C] with W f32/bf16/f16, or x f64 with W f64; labels i32 [N] on the CPU, each −100 or in

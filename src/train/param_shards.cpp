@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "models/causal_lm.h"
 #include "ops/elementwise.h"
 
 namespace unillm::train {
@@ -66,7 +67,7 @@ ParamShards::ParamShards(nn::Module& frozen_model, bool tied_embedding, dist::Pr
 void ParamShards::layout(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena* arena) {
   const int world = group_.size();
   std::set<const Tensor*> seen;
-  std::vector<Param> embedding;
+  std::vector<Param> embedding, head;
   for (size_t mi = 0; mi < modules.size(); ++mi) {
     for (const nn::ParamRef& r : modules[mi]->parameters()) {
       if (!seen.insert(r.tensor).second || !r.tensor->defined()) continue;
@@ -84,14 +85,24 @@ void ParamShards::layout(const std::vector<nn::Module*>& modules, bool tied_embe
                      "[zero3] trainable parameter ", r.hf_names.at(0), " is not in the arena");
         p.arena_offset = r.tensor->offset();
       }
-      (lookup_only ? embedding : units_[u].params).push_back(p);
+      // The lm_head (or the tied embedding) of a trained model: a unit of its own, which an
+      // eager-gradient loss lets go of as backward starts (before_backward(kHeadLayer)).
+      const std::string& name = r.hf_names.at(0);
+      const bool is_head = arena && mi == 0 && (name == "lm_head.weight" || (tied_embedding && name == "model.embed_tokens.weight"));
+      (lookup_only ? embedding : is_head ? head : units_[u].params).push_back(p);
     }
   }
   if (units_.empty()) units_.resize(1);
+  layers_end_ = static_cast<int64_t>(units_.size());
   if (!embedding.empty()) {
     embedding_unit_ = static_cast<int64_t>(units_.size());
     units_.emplace_back();
     units_.back().params = std::move(embedding);
+  }
+  if (!head.empty()) {
+    head_unit_ = static_cast<int64_t>(units_.size());
+    units_.emplace_back();
+    units_.back().params = std::move(head);
   }
   int64_t shard_at = 0;
   for (Unit& u : units_) {
@@ -311,12 +322,13 @@ void ParamShards::reduce(Unit& u) {
 ParamShards::Unit* ParamShards::layer_unit(int64_t layer) {
   if (layer == -1) return embedding_unit_ > 0 ? &units_[static_cast<size_t>(embedding_unit_)] : nullptr;
   const auto i = static_cast<size_t>(layer + 1);
-  UNILLM_CHECK(layer >= 0 && static_cast<int64_t>(i) < (embedding_unit_ > 0 ? embedding_unit_ : static_cast<int64_t>(units_.size())),
+  UNILLM_CHECK(layer >= 0 && static_cast<int64_t>(i) < layers_end_,
                "[zero3] layer ", layer, " has no unit");
   return &units_[i];
 }
 
 void ParamShards::before_forward(int64_t layer) {
+  if (layer == models::CausalLM::kHeadLayer) return;
   Unit* p = layer_unit(layer);
   if (!p) return;
   Unit& u = *p;
@@ -326,6 +338,16 @@ void ParamShards::before_forward(int64_t layer) {
 }
 
 void ParamShards::after_forward(int64_t layer) {
+  if (layer == models::CausalLM::kHeadLayer) {
+    // The loss will read the head in backward after all: its gradient buffer now, weights kept.
+    if (!head_eager_) return;
+    Unit& h = units_[static_cast<size_t>(head_unit_)];
+    h.grad->refill();
+    Tensor(h.grad, {h.train_per * group_.size()}, DType::f32).fill(0.0);
+    h.with_grads = true;
+    head_eager_ = false;
+    return;
+  }
   Unit* p = layer_unit(layer);
   if (!p || !p->forward) return;
   Unit& u = *p;
@@ -334,6 +356,18 @@ void ParamShards::after_forward(int64_t layer) {
 }
 
 void ParamShards::before_backward(int64_t layer) {
+  if (layer == models::CausalLM::kHeadLayer) {
+    // Backward starts at an eager-gradient loss, which holds its own dW and reads no weight:
+    // the head's weights go and its gradient buffer comes (not both at once).
+    if (!head_eager_) return;
+    Unit& h = units_[static_cast<size_t>(head_unit_)];
+    if (h.with_grads) return;
+    release(h);
+    h.grad->refill();
+    Tensor(h.grad, {h.train_per * group_.size()}, DType::f32).fill(0.0);
+    h.with_grads = true;
+    return;
+  }
   Unit* p = layer_unit(layer);
   if (!p) return;
   Unit& u = *p;
@@ -351,20 +385,33 @@ void ParamShards::after_backward(int64_t layer) {
   release(u);
 }
 
-void ParamShards::begin_micro(bool stand_in) {
+void ParamShards::begin_micro(bool stand_in, bool eager_head) {
   stand_in_ = stand_in;
   Unit& root = units_[0];
   if (root.gathered) release(root);
   gather(root, true);
+  if (head_unit_ > 0) {
+    Unit& h = units_[static_cast<size_t>(head_unit_)];
+    if (h.gathered) release(h);
+    head_eager_ = eager_head && h.train_per > 0;
+    gather(h, !head_eager_);  // eager: its gradient buffer comes as backward starts
+  }
 }
 
 void ParamShards::end_micro() {
   for (size_t i = units_.size(); i-- > 1;) {
     Unit& u = units_[i];
+    if (static_cast<int64_t>(i) == head_unit_) continue;  // reduced with the root, below
     if (u.open == 0) continue;
     u.open = 0;
     reduce(u);
     release(u);
+  }
+  if (head_unit_ > 0) {
+    Unit& h = units_[static_cast<size_t>(head_unit_)];
+    reduce(h);
+    release(h);
+    head_eager_ = false;
   }
   reduce(units_[0]);
   release(units_[0]);
@@ -388,11 +435,16 @@ ParamShards::Whole::~Whole() {
 ParamShards::Root::Root(ParamShards* s) : s_(s) {
   if (!s_ || s_->units_[0].gathered) return;
   s_->gather(s_->units_[0], false);
+  if (s_->head_unit_ > 0 && !s_->units_[static_cast<size_t>(s_->head_unit_)].gathered)
+    s_->gather(s_->units_[static_cast<size_t>(s_->head_unit_)], false);
   gathered_ = true;
 }
 
 ParamShards::Root::~Root() {
-  if (gathered_ && s_->units_[0].gathered) s_->release(s_->units_[0]);
+  if (!gathered_) return;
+  if (s_->units_[0].gathered) s_->release(s_->units_[0]);
+  if (s_->head_unit_ > 0 && s_->units_[static_cast<size_t>(s_->head_unit_)].gathered)
+    s_->release(s_->units_[static_cast<size_t>(s_->head_unit_)]);
 }
 
 ParamShards::Streamed::Streamed(ParamShards* s, bool writer) : s_(s), writer_(writer) {
@@ -477,9 +529,10 @@ std::string ParamShards::describe() const {
     whole += b;
     if (i > 0) largest = std::max(largest, b);
   }
-  const int64_t layers = static_cast<int64_t>(units_.size()) - 1 - (embedding_unit_ > 0 ? 1 : 0);
+  const int64_t layers = layers_end_ - 1;
   const auto mib = [](int64_t b) { return std::to_string(b / 1048576) + "." + std::to_string(b % 1048576 * 10 / 1048576); };
-  return UNILLM_MSG(layers, " layer units", embedding_unit_ > 0 ? ", an embedding unit" : "", " and a root unit (",
+  return UNILLM_MSG(layers, " layer units", embedding_unit_ > 0 ? ", an embedding unit" : "",
+                    head_unit_ > 0 ? ", a head unit" : "", " and a root unit (",
                     mib(units_[0].train_numel * 4 + units_[0].frozen_bytes),
                     " MiB); this process keeps ", mib(kept_bytes()), " of ", mib(whole),
                     " MiB of parameters and gathers a unit (at most ", mib(largest), " MiB) just in time");

@@ -1,6 +1,6 @@
 // ZeRO stage 3's parameter sharding (docs/ARCHITECTURE.md, "Parallel training"): every
-// parameter of the model, trainable or frozen, belongs to a unit (one per decoder layer, one root
-// unit for the rest); each rank keeps 1/W of each unit's flat buffers, and a unit's whole
+// parameter of the model, trainable or frozen, belongs to a unit (one per decoder layer, a trained
+// model's lm_head or tied embedding as the head unit, one root unit for the rest); each rank keeps 1/W of each unit's flat buffers, and a unit's whole
 // parameters exist only while it is gathered — around its layer's forward, again for its
 // backward (with a gradient buffer that is reduce-scattered into the rank's piece as backward
 // leaves the layer), and for whole-model phases (saving: ParamShards::Whole). Evaluation gathers
@@ -31,7 +31,8 @@ class ParamShards {
  public:
   // The units of `modules`' parameters over `group` (the model's module first: its
   // "model.layers.<i>." parameters make unit i + 1, its embedding a unit of its own unless it is
-  // tied to the lm_head, everything else unit 0). Computes the layout only; the parameters stay
+  // tied to the lm_head, the lm_head (or the tied embedding) the head unit, everything else
+  // unit 0). Computes the layout only; the parameters stay
   // whole until shard().
   ParamShards(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena& arena,
               dist::ProcessGroup& group);
@@ -75,7 +76,12 @@ class ParamShards {
   // report leaving (the first layer under a frozen embedding), then the root, and frees them.
   // stand_in: this micro-batch only keeps the collectives in step with the other processes (its
   // gradients are replaced by zeros in each reduction).
-  void begin_micro(bool stand_in = false);
+  // eager_head: the micro-batch's loss is an eager-gradient one (the model's token loss, whose
+  // backward reads no weight): the head unit (lm_head, or the tied embedding) is gathered
+  // without a gradient buffer and swaps its weights for one as backward starts
+  // (before_backward(models::CausalLM::kHeadLayer)), so the head is never held twice beside the
+  // loss's own dW.
+  void begin_micro(bool stand_in = false, bool eager_head = false);
   void end_micro();
 
   // Every unit gathered for a whole-model phase (evaluation, saving), freed when it ends. Nests.
@@ -179,8 +185,11 @@ class ParamShards {
   bool frozen_model_ = false;  // shard_frozen(): no arena, the root unit stays gathered
   int64_t loading_ = -1;  // begin_frozen_load(): the unit being read (-1: none yet)
   std::vector<bool> loaded_;  // per unit: read and cut
-  std::vector<Unit> units_;  // [0] root, [i + 1] layer i, then an untied embedding's unit
+  std::vector<Unit> units_;  // [0] root, [i + 1] layer i, then an untied embedding's unit, then the head's
   int64_t embedding_unit_ = -1;
+  int64_t head_unit_ = -1;  // the lm_head or tied embedding of a trained model (not a frozen one)
+  int64_t layers_end_ = 0;  // units [1, layers_end_) are the decoder layers'
+  bool head_eager_ = false;  // this micro-batch's head swaps weights for gradients (begin_micro)
   ParamArena* shard_ = nullptr;
   int whole_ = 0;  // Whole scopes open
   bool sharded_ = false;

@@ -118,7 +118,7 @@ double Run::train_step() {
       // one order.
       if (buckets_ && static_cast<int64_t>(i) == last && mine == most) buckets_->arm();
       micro_rng.reseed(step_seed + 0x9E3779B97F4A7C15ull * (i + 1));
-      if (shards_) shards_->begin_micro();
+      if (shards_) shards_->begin_micro(/*stand_in=*/false, stage_->model_token_loss());
       MicroResult r = stage_->train_micro(*model_, group[i], mo);
       if (shards_) shards_->end_micro();
       // Checked on the reduced loss: a NaN or inf here would train every weight into NaN.
@@ -140,7 +140,7 @@ double Run::train_step() {
         continue;
       }
       micro_rng.reseed(step_seed);
-      shards_->begin_micro(/*stand_in=*/true);
+      shards_->begin_micro(/*stand_in=*/true, stage_->model_token_loss());
       MicroOptions stand_in = mo;
       stand_in.stand_in = true;
       stage_->train_micro(*model_, group[0], stand_in);

@@ -40,8 +40,8 @@ TEST(Zero3, ShardsTheParametersAndGivesOneProcessesRun) {
     ASSERT_EQ(one.exit_code, 0) << one.err;
     auto z3 = train(2, args + "_z3" + kZ3);
     ASSERT_EQ(z3.exit_code, 0) << z3.err;
-    EXPECT_NE(z3.err.find("parameters, gradients and optimizer state sharded over 2 processes in 5 layer units and a "
-                          "root unit"),
+    EXPECT_NE(z3.err.find("parameters, gradients and optimizer state sharded over 2 processes in 5 layer units, a "
+                          "head unit and a root unit"),
               std::string::npos)
         << z3.err;
     EXPECT_NE(z3.err.find("the model is read straight into this process's shards"), std::string::npos) << z3.err;
@@ -87,7 +87,7 @@ TEST(Zero3, EmbeddingUnitOfAnUntiedModel) {
     ASSERT_EQ(one.exit_code, 0) << one.err;
     auto z3 = train(2, full + "_z3" + kZ3);
     ASSERT_EQ(z3.exit_code, 0) << z3.err;
-    EXPECT_EQ(z3.err.find("2 layer units, an embedding unit and a root unit") != std::string::npos, type == "qwen3")
+    EXPECT_EQ(z3.err.find("2 layer units, an embedding unit, a head unit and a root unit") != std::string::npos, type == "qwen3")
         << z3.err;
     expect_runs_close(dir + "/" + type + "_one", dir + "/" + type + "_z3", type);
     EXPECT_LE(max_weight_diff(dir + "/" + type + "_one/model.safetensors", dir + "/" + type + "_z3/model.safetensors"),
