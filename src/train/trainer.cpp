@@ -390,31 +390,6 @@ void Run::restore(const std::string& dir) {
            : ""));
 }
 
-std::string Run::zero3_fallback() const {
-  // (Tensor parallelism's processes run every layer in the same order, so they gather in step;
-  // pipeline stages run different layers.)
-  if (model_mesh_ && a_.pipeline_degree > 1) return "under pipeline parallelism";
-  if (sharding_degree() > 0 && sharding_degree() < world_size())
-    return UNILLM_MSG("with sharding_parallel_degree ", sharding_degree(), " below the ", world_size(), " processes");
-  if (a_.use_dora) return "with DoRA (its magnitude reads whole weights outside the layer's backward)";
-  if (a_.finetuning_type == "oft") return "with OFT (its rotations are built from whole parameters)";
-  if (a_.quantization_bit > 0) return "with QLoRA (the quantised base is not a parameter)";
-  return "";
-}
-
-std::string Run::policy_whole_load_reason(const std::string& from) const {
-  const bool lora = a_.adapter_tuning();
-  if (a_.train_from_scratch && (from.empty() || lora)) return "train_from_scratch initialises every weight";
-  if (wants_resize(a_) && (from.empty() || lora)) return "resize_vocab grows the embedding from its rows' mean";
-  if (lora && a_.pissa_init) return "PiSSA initialises the adapter from the base weights";
-  if (lora && a_.adapter_name_or_path.size() > (a_.create_new_adapter ? 0U : 1U))
-    return "adapter_name_or_path's adapters are merged into the base";
-  if (low_precision_dtype(a_) != DType::f32 && !lora && (a_.finetuning_type == "freeze" || a_.use_badam))
-    return "the frozen matrices are cast to " + std::string(dtype_name(low_precision_dtype(a_))) + " after loading";
-  if (models::read_inference_plan(from.empty() || lora ? model_dir_ : from)) return "an inference bundle";
-  return "";
-}
-
 // ZeRO with several processes: what is built (stages 1 and 2 of elementwise optimisers over the
 // whole data-parallel group) or a clear refusal.
 void Run::check_zero() const {
