@@ -149,6 +149,19 @@ std::unique_ptr<JinjaChatTemplate> JinjaChatTemplate::load(const std::string& mo
   return std::make_unique<JinjaChatTemplate>(source, std::move(specials), tok, options, path);
 }
 
+std::unique_ptr<JinjaChatTemplate> JinjaChatTemplate::load_or(const std::string& model_dir,
+                                                              const io::Tokenizer& tok,
+                                                              const TemplateOptions& options,
+                                                              const std::string& fallback) {
+  const std::filesystem::path dir(model_dir);
+  const std::filesystem::path path = dir / "tokenizer_config.json";
+  const ojson config = read_json_file(path);
+  if (config.contains("chat_template") && !config["chat_template"].is_null()) return load(model_dir, tok, options);
+  ojson specials = special_tokens_of(config, read_json_file(dir / "special_tokens_map.json"));
+  return std::make_unique<JinjaChatTemplate>(fallback, std::move(specials), tok, options,
+                                             "the ChatML fallback (" + path.string() + " has no chat_template)");
+}
+
 ojson JinjaChatTemplate::hf_messages(const std::vector<Message>& messages,
                                      const std::string& system) const {
   ojson out = ojson::array();

@@ -70,6 +70,19 @@ class JinjaChatTemplate final : public ChatTemplate {
   // any count and order the template accepts.
   std::string render(const std::vector<Message>& messages, const std::string& system,
                      const std::string& tools, bool add_generation_prompt) const;
+  // The same from messages already in transformers' form ({role, content[, tool_calls]
+  // [, reasoning_content]}) and tools (a JSON list of OpenAI tools, or null): what LLaMA-Factory
+  // v1's renderer passes (data/v1_data.h).
+  std::string render_json(const nlohmann::ordered_json& messages,
+                          const nlohmann::ordered_json& tools, bool add_generation_prompt) const;
+  // apply_chat_template's tokenisation of a rendered text: special tokens parsed, none added.
+  std::vector<int32_t> tokenize(const std::string& text) const;
+  // The chat_template of a model dir's tokenizer_config.json, or `fallback` (a Jinja source)
+  // when it has none; load() otherwise.
+  static std::unique_ptr<JinjaChatTemplate> load_or(const std::string& model_dir,
+                                                    const io::Tokenizer& tok,
+                                                    const TemplateOptions& options,
+                                                    const std::string& fallback);
 
  private:
   EncodedTurn oneturn(const std::vector<Message>& messages, const std::string& system,
@@ -77,9 +90,6 @@ class JinjaChatTemplate final : public ChatTemplate {
   nlohmann::ordered_json hf_messages(const std::vector<Message>& messages,
                                      const std::string& system) const;
   nlohmann::ordered_json hf_tools(const std::string& tools) const;
-  std::string render_json(const nlohmann::ordered_json& messages,
-                          const nlohmann::ordered_json& tools, bool add_generation_prompt) const;
-  std::vector<int32_t> tokenize(const std::string& text) const;
   // The ids of text cut at the character offsets cuts (ascending, last = text.size()): one id
   // list per piece, together tokenize(text).
   std::vector<std::vector<int32_t>> split(const std::string& text,

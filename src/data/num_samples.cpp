@@ -1,5 +1,5 @@
 // NumpyRandomState and sample_rows (see num_samples.h), written from numpy's descriptions of its
-// legacy generator (mt19937.c's seeding and tempering, distributions.c's random_interval and the
+// legacy generator (mt19937.c's init_genrand seeding, distributions.c's random_interval and the
 // masked bounded integers that RandomState.randint keeps for backward compatibility).
 #include "data/num_samples.h"
 
@@ -10,30 +10,13 @@
 
 namespace unillm::data {
 
-NumpyRandomState::NumpyRandomState(uint64_t seed) : seed_(seed) {
-  key_[0] = static_cast<uint32_t>(seed);
-  for (uint32_t i = 1; i < 624; ++i) key_[i] = 1812433253u * (key_[i - 1] ^ (key_[i - 1] >> 30)) + i;
-}
-
-void NumpyRandomState::refill() {
-  constexpr uint32_t kUpper = 0x80000000u, kLower = 0x7fffffffu, kMatrix = 0x9908b0dfu;
-  for (int i = 0; i < 624; ++i) {
-    const uint32_t y = (key_[i] & kUpper) | (key_[(i + 1) % 624] & kLower);
-    key_[i] = key_[(i + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? kMatrix : 0u);
-  }
-  pos_ = 0;
-}
+NumpyRandomState::NumpyRandomState(uint64_t seed) : seed_(seed) { mt_.init_genrand(static_cast<uint32_t>(seed)); }
 
 uint32_t NumpyRandomState::next_uint32() {
   if (seed_ > std::numeric_limits<uint32_t>::max())
     UNILLM_THROW(ConfigError, "[data] num_samples draws from numpy's global generator, seeded with `seed` as "
                  "transformers.set_seed does; numpy takes seeds up to 2^32 - 1, not ", seed_);
-  if (pos_ == 624) refill();
-  uint32_t y = key_[pos_++];
-  y ^= y >> 11;
-  y ^= (y << 7) & 0x9d2c5680u;
-  y ^= (y << 15) & 0xefc60000u;
-  return y ^ (y >> 18);
+  return mt_.next();
 }
 
 uint32_t NumpyRandomState::interval(uint32_t max) {

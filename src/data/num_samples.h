@@ -13,6 +13,7 @@
 
 #include "data/dataset_info.h"
 #include "data/error.h"
+#include "data/mt19937.h"
 #include "data/record_reader.h"
 
 namespace unillm::data {
@@ -32,10 +33,8 @@ class NumpyRandomState {
   std::vector<int64_t> permutation(int64_t n);
 
  private:
-  uint32_t key_[624];
-  int pos_ = 624;
+  Mt19937 mt_;
   uint64_t seed_;
-  void refill();
 };
 
 // The rows LLaMA-Factory keeps of a dataset of `rows` rows for num_samples (≥ 1), in its order

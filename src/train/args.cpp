@@ -197,6 +197,7 @@ TrainArgs apply_fields(const std::map<std::string, Field>& fields, const std::st
 TrainArgs parse_train_args(const std::string& yaml_text, const std::string& source,
                            const std::vector<std::string>& overrides, ConfigUse use) {
   YAML::Node root = parse_yaml(yaml_text, source);
+  if (detail::is_v1_config(root)) return detail::parse_v1_args(root, source, overrides, use);
   detail::Problems problems;
   auto fields = collect_fields(root, source, overrides, problems);
   return detail::apply_fields(fields, source, {}, std::move(problems), use);

@@ -393,6 +393,14 @@ struct TrainArgs {
   // HF's save_only_model: checkpoints hold the weights only (no optimizer state: not resumable).
   bool save_only_model = false;
 
+  // LLaMA-Factory v1 configs (args_v1.cpp; no v0 key sets these): its train_dataset (a dataset
+  // YAML or a local file, data/v1_data.h), its global_batch_size (gradient_accumulation_steps =
+  // global / (dp · per_device_train_batch_size) once the process count is known) and torch
+  // AdamW's single parameter group (weight decay on every trainable tensor, biases and norms too).
+  std::string v1_train_dataset;
+  std::optional<int64_t> v1_global_batch_size;
+  bool decay_all_params = false;
+
   ConfigUse use = ConfigUse::kTrain;  // the command it was read for
   GeneratingKeys generating;           // ConfigUse::kChat only
   std::string infer_backend;           // ConfigUse::kChat only ("" = not given)

@@ -289,7 +289,7 @@ void finish_args(TrainArgs& a, const std::string& where, const std::set<std::str
                             "(LLaMA-Factory packs blocks of cutoff_len - 1 then)"),
                  true);
   if (a.do_train && a.dataset.empty() && a.dataset_name_or_path.empty() && a.input_dir.empty() &&
-      !given.count("dataset"))
+      a.v1_train_dataset.empty() && !given.count("dataset"))
     problems.add(UNILLM_MSG("[config] ", where, ": do_train needs a training 'dataset'"), true);
   rule([&] { check_eval(a, where); });
   if (stage_ok) rule([&] { check_best_model(a, where); });

@@ -133,7 +133,7 @@ bool set_finetune_field(TrainArgs& a, const Field& f) {
     return set_misc_field(a, f) || set_loss_field(a, f) || set_vocab_field(a, f) ||
            set_badam_field(a, f) || set_muon_adam_mini_field(a, f) ||
            set_low_rank_field(a, f) || set_oft_field(a, f) || set_parallel_field(a, f) ||
-           set_accelerator_field(a, f);
+           set_accelerator_field(a, f) || set_v1_field(a, f);
   it->second(a, f);
   return true;
 }

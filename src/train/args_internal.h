@@ -124,4 +124,16 @@ void finish_finetune_args(TrainArgs& a, const std::string& where, Problems& prob
 void finish_args(TrainArgs& a, const std::string& where, const std::set<std::string>& given,
                  Problems& problems);
 
+// A LLaMA-Factory v1 config (USE_V1=1 llamafactory-cli sft; docs/llamafactory-v1.md): whether a
+// YAML mapping is one (train_dataset, or model with micro_batch_size / peft_config / dist_config
+// and no model_name_or_path), and its keys mapped onto unillm's with v1's fixed semantics (stage
+// sft, torch AdamW defaults with decay on every tensor, a constant learning rate). Every key it
+// cannot take is reported at once with its line.
+bool is_v1_config(const YAML::Node& root);
+// The fields only a v1 translation sets (v1_train_dataset, v1_global_batch_size,
+// decay_all_params); false for any other key.
+bool set_v1_field(TrainArgs& a, const Field& f);
+TrainArgs parse_v1_args(const YAML::Node& root, const std::string& source,
+                        const std::vector<std::string>& overrides, ConfigUse use);
+
 }  // namespace unillm::train::detail

@@ -118,4 +118,8 @@ void apply_loraplus(ParamArena& arena, double ratio, double embedding_lr, double
   }
 }
 
+void decay_every_segment(ParamArena& arena) {
+  for (auto& seg : arena.mutable_segments()) seg.decay = true;
+}
+
 }  // namespace unillm::train

@@ -129,6 +129,10 @@ OptimizerConfig optimizer_config(const TrainArgs& a);
 // element plus one value per hidden-wide row.
 int64_t planned_state_bytes(const std::string& kind, int64_t trainable, int64_t hidden);
 
+// torch.optim.AdamW over model.parameters() as one group (LLaMA-Factory v1's optimizer): weight
+// decay on every segment, biases and norms included (HF's groups leave those out).
+void decay_every_segment(ParamArena& arena);
+
 // LLaMA-Factory's create_loraplus_optimizer as per-segment settings: lora_B and 1-D parameters
 // get lr × ratio (decay as HF's names say), lora_embedding_B gets embedding_lr (relative to
 // learning_rate, as HF's schedule scales every group alike), everything else lr with decay.

@@ -190,6 +190,7 @@ void Run::load(const std::string& from) {
   if (arena_->numel() == 0)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": finetuning_type ", a_.finetuning_type,
                  " leaves no trainable parameter (check the freeze_* / lora_* keys)");
+  if (a_.decay_all_params) decay_every_segment(*arena_);  // LLaMA-Factory v1: torch AdamW's one group
   if (a_.loraplus_lr_ratio) {
     apply_loraplus(*arena_, *a_.loraplus_lr_ratio, a_.loraplus_lr_embedding, a_.learning_rate);
     say("LoRA+: lora_B learning rate x " + std::to_string(*a_.loraplus_lr_ratio));
@@ -432,6 +433,14 @@ TrainResult Run::go() {
     say(UNILLM_MSG("split_batches: each of the ", dp_size(), " data-parallel processes takes ",
                    a_.per_device_train_batch_size, " rows of each training batch and ", a_.per_device_eval_batch_size,
                    " of each evaluation batch"));
+  }
+  if (a_.v1_global_batch_size) {  // LLaMA-Factory v1: accumulation = global / (dp · micro), its BatchGenerator's rule
+    const int64_t per_step = dp_size() * a_.per_device_train_batch_size, global = *a_.v1_global_batch_size;
+    if (global % per_step != 0)
+      UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": global_batch_size ", global, " must be a multiple of ",
+                   dp_size(), " data-parallel processes × micro_batch_size ", a_.per_device_train_batch_size,
+                   " (LLaMA-Factory v1's rule)");
+    a_.gradient_accumulation_steps = global / per_step;
   }
   if (world_size() > 1) {
     check_zero();

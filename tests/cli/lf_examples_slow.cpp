@@ -56,6 +56,20 @@ std::string rewrite(const std::string& path, const std::string& cmd, const std::
     n["deepspeed"] = source_path(kExamples + "/deepspeed/" + fs::path(n["deepspeed"].as<std::string>()).filename().string());
   if (n["export_quantization_dataset"])
     n["export_quantization_dataset"] = source_path("data/" + fs::path(n["export_quantization_dataset"].as<std::string>()).filename().string());
+  // A LLaMA-Factory v1 config (docs/llamafactory-v1.md): `model`, its dataset YAML (bundled in
+  // data/ with the files it names) and dist_config's DeepSpeed file.
+  if (n["model"] && !n["model_name_or_path"]) n["model"] = model;
+  if (n["model"] && n["peft_config"] && n["peft_config"].IsMap()) {  // v1's export (merge) config
+    if (n["peft_config"]["adapter_name_or_path"]) n["peft_config"]["adapter_name_or_path"] = adapter;
+    if (n["peft_config"]["export_dir"]) n["peft_config"]["export_dir"] = out;
+  }
+  if (n["train_dataset"] && n["model"]) {
+    n["train_dataset"] = source_path("data/" + fs::path(n["train_dataset"].as<std::string>()).filename().string());
+    if (n["dist_config"] && n["dist_config"].IsMap() && n["dist_config"]["config_file"])
+      n["dist_config"]["config_file"] = source_path(
+          kExamples + "/deepspeed/" + fs::path(n["dist_config"]["config_file"].as<std::string>()).filename().string());
+    n["max_steps"] = 2;
+  }
   if (cmd == "train" && n["model_name_or_path"]) {
     n["dataset_dir"] = source_path("data");
     n["max_steps"] = 2;

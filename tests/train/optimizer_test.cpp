@@ -156,6 +156,25 @@ TEST(Optimizer, CopyRunsPlacesRangesInAnArenaOfItsOwn) {
   arena.zero_grads();
 }
 
+// LLaMA-Factory v1's torch.optim.AdamW(model.parameters()): one group, so the bias decays too
+// (HF's groups leave it out). With zero gradients AdamW's step is the decay alone.
+TEST(Optimizer, DecayEverySegmentDecaysBiasesToo) {
+  for (bool all : {false, true}) {
+    Toy m(7);
+    ParamArena arena(m);
+    if (all) decay_every_segment(arena);
+    const auto& last = arena.segments().back();  // the bias
+    const std::vector<float> before(arena.params() + last.offset, arena.params() + last.offset + last.numel);
+    AdamWConfig c;
+    c.weight_decay = 0.5;
+    AdamW opt(arena, c);
+    arena.zero_grads();
+    opt.step(0.1);
+    for (int64_t i = 0; i < last.numel; ++i)
+      EXPECT_FLOAT_EQ(arena.params()[last.offset + i], all ? before[i] * 0.95f : before[i]) << all << " " << i;
+  }
+}
+
 TEST(Optimizer, KindsFromHfNames) {
   EXPECT_EQ(optimizer_kind("adamw_torch_fused"), "adamw");
   EXPECT_EQ(optimizer_kind("paged_adamw_8bit"), "adamw_8bit");

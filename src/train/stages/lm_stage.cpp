@@ -15,6 +15,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "data/sft.h"
+#include "data/v1_data.h"
 #include "ops/asft_cross_entropy.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
@@ -54,7 +55,16 @@ class LmStage : public Stage {
 
   StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) override {
     StageData d;
-    if (a_.stage == "sft") {
+    if (a_.stage == "sft" && !a_.v1_train_dataset.empty()) {  // a LLaMA-Factory v1 config
+      data::V1DataOptions vo;
+      vo.train_dataset = a_.v1_train_dataset;
+      vo.where = a_.config_path + " (train_dataset)";
+      vo.cutoff_len = a_.cutoff_len;
+      vo.seed = a_.seed;
+      d.train = data::load_v1_sft_data(vo, tok, tokenizer_dir);
+      d.pad_id = pad_id_of(tok, tok.eos_id());
+      d.description = "LLaMA-Factory v1 sft (one sample per supervised turn), the model's own chat template";
+    } else if (a_.stage == "sft") {
       const bool paddle = !a_.dataset_name_or_path.empty();
       // PaddleNLP renders through the model's chat template when it has one, else src + tgt + EOS.
       if (!paddle || !a_.template_name.empty() || data::has_chat_template(tokenizer_dir)) {
