@@ -100,11 +100,15 @@ std::vector<Entry> read_spec(const V1DataOptions& o) {
           source = text;
         } else if (key == "converter") {
           if (!val.IsNull()) e.converter = text;
-          if (e.converter == "pair")
-            UNILLM_THROW(NotImplemented, "[config] ", at,
-                         ": converter 'pair' makes DPO samples; v1 DPO is not implemented yet (sft reads alpaca, "
-                         "sharegpt or native messages)");
-          if (!e.converter.empty() && e.converter != "alpaca" && e.converter != "sharegpt")
+          if (e.converter == "pair" && !o.pairs)
+            UNILLM_THROW(ConfigError, "[config] ", at,
+                         ": converter 'pair' makes DPO samples (chosen / rejected); train them with stage=dpo, as "
+                         "`llamafactory-cli dpo` does");
+          if (e.converter != "pair" && !e.converter.empty() && o.pairs)
+            UNILLM_THROW(ConfigError, "[config] ", at, ": converter '", e.converter,
+                         "' makes SFT samples; v1's dpo needs pairs (converter: pair, or native chosen_messages / "
+                         "rejected_messages rows)");
+          if (!e.converter.empty() && e.converter != "alpaca" && e.converter != "sharegpt" && e.converter != "pair")
             UNILLM_THROW(ConfigError, "[config] ", at, ": unknown converter '", e.converter,
                          "' (LLaMA-Factory v1 has alpaca, sharegpt and pair)");
         } else if (key == "size") {
@@ -193,6 +197,13 @@ void no_media_tags(const std::string& text, const std::string& src) {
                    "samples are not implemented: unillm trains text-only models)");
 }
 
+// A tool call as v1's renderer takes one (format.py's _to_hf_messages raises otherwise).
+const ojson& checked_call(const ojson& tc, const std::string& src) {
+  if (!tc.is_object() || !tc.contains("name") || !tc.contains("arguments"))
+    bad(src, "a tool_call must be a JSON object with 'name' and 'arguments'");
+  return tc;
+}
+
 V1Message text_message(std::string role, std::string text, double weight) {
   V1Message m;
   m.role = std::move(role);
@@ -243,7 +254,7 @@ V1Sample from_sharegpt(const ojson& r, const std::string& src) {
         msg.role = "assistant";
         msg.loss_weight = 1.0;
         if (!calls.is_array()) calls = ojson::array({calls});
-        for (ojson& c : calls) msg.tool_calls.push_back(c);
+        for (const ojson& c : calls) msg.tool_calls.push_back(checked_call(c, src));
         s.messages.push_back(std::move(msg));
       } else if (auto it = roles.find(tag); it != roles.end()) {
         no_media_tags(value, src);
@@ -255,12 +266,10 @@ V1Sample from_sharegpt(const ojson& r, const std::string& src) {
   return s;
 }
 
-// v1's own rows: {"messages": [{"role", "content": [{"type", "value"}], "loss_weight"}], "tools"}.
-V1Sample from_native(const ojson& r, const std::string& src) {
-  V1Sample s;
-  if (!r.contains("messages") || !r["messages"].is_array())
-    bad(src, "a v1 sample needs a 'messages' list (or name a converter: alpaca, sharegpt)");
-  for (const ojson& m : r["messages"]) {
+// A list of v1 messages: [{"role", "content": [{"type", "value"}], "loss_weight"}].
+std::vector<V1Message> native_messages(const ojson& list, const std::string& src) {
+  std::vector<V1Message> out;
+  for (const ojson& m : list) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       bad(src, "each message needs a string 'role'");
     V1Message msg;
@@ -279,10 +288,8 @@ V1Sample from_native(const ojson& r, const std::string& src) {
       } else if (type == "reasoning") {
         msg.reasoning += value;
       } else if (type == "tool_call") {
-        ojson tc = ojson::parse(value, nullptr, false);
-        if (tc.is_discarded() || !tc.is_object() || !tc.contains("name") || !tc.contains("arguments"))
-          bad(src, "a tool_call must be a JSON object with 'name' and 'arguments'");
-        msg.tool_calls.push_back(tc);
+        const ojson tc = ojson::parse(value, nullptr, false);
+        msg.tool_calls.push_back(checked_call(tc, src));
       } else if (type == "image_url" || type == "video_url" || type == "audio_url") {
         UNILLM_THROW(NotImplemented, "[data] ", src, ": '", type,
                      "' content: multimodal samples are not implemented (unillm trains text-only models)");
@@ -290,9 +297,63 @@ V1Sample from_native(const ojson& r, const std::string& src) {
         bad(src, "content type '" + type + "' (text, reasoning, tool_call)");
       }
     }
-    s.messages.push_back(std::move(msg));
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+// v1's own rows: {"messages": [...], "tools"} or a pair {"chosen_messages", "rejected_messages"}.
+V1Sample from_native(const ojson& r, const std::string& src) {
+  V1Sample s;
+  const auto list = [&](const char* k) { return r.contains(k) && r[k].is_array(); };
+  if (list("chosen_messages") && list("rejected_messages")) {
+    s.pair = true;
+    s.messages = native_messages(r["chosen_messages"], src);
+    s.rejected = native_messages(r["rejected_messages"], src);
+  } else if (list("messages")) {
+    s.messages = native_messages(r["messages"], src);
+  } else {
+    bad(src, "a v1 sample needs a 'messages' list or 'chosen_messages' and 'rejected_messages' (or name a "
+             "converter: alpaca, sharegpt, pair)");
   }
   if (r.contains("tools") && r["tools"].is_string()) s.tools = r["tools"].get<std::string>();
+  return s;
+}
+
+// pair_converter: chosen / rejected lists of {"role", "content"} (a tool message's content its
+// tool calls), the assistant messages scored.
+V1Sample from_pair(const ojson& r, const std::string& src) {
+  no_media(r, src);
+  const auto convert = [&](const char* key) {
+    std::vector<V1Message> out;
+    if (!r.contains(key) || r[key].is_null()) return out;
+    if (!r[key].is_array()) bad(src, UNILLM_MSG("'", key, "' must be a list of messages"));
+    for (const ojson& m : r[key]) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+          !m["content"].is_string())
+        bad(src, UNILLM_MSG("each message of '", key, "' needs string 'role' and 'content'"));
+      V1Message msg;
+      msg.role = m["role"].get<std::string>();
+      msg.loss_weight = msg.role == "assistant" ? 1.0 : 0.0;
+      const std::string content = m["content"].get<std::string>();
+      if (msg.role == "tool") {
+        ojson calls = ojson::parse(content, nullptr, false);
+        if (calls.is_discarded()) continue;  // v1 warns "Invalid tool call format" and drops it
+        if (!calls.is_array()) calls = ojson::array({calls});
+        for (const ojson& c : calls) msg.tool_calls.push_back(checked_call(c, src));
+      } else {
+        no_media_tags(content, src);
+        msg.text = content;
+      }
+      out.push_back(std::move(msg));
+    }
+    return out;
+  };
+  V1Sample s;
+  s.pair = true;
+  s.messages = convert("chosen");
+  s.rejected = convert("rejected");
+  s.tools = tools_of(r, src);
   return s;
 }
 
@@ -316,6 +377,12 @@ std::string escape(std::string text, const std::vector<std::string>& specials) {
   return text;
 }
 
+// A row left out: counted, and the first few reasons kept for the log.
+void drop(TokenizedDataset& out, std::string why) {
+  if (out.skip_messages.size() < 3) out.skip_messages.push_back(std::move(why));
+  ++out.skipped_records;
+}
+
 }  // namespace
 
 V1Index read_v1_index(const V1DataOptions& o) {
@@ -334,11 +401,16 @@ V1Index read_v1_index(const V1DataOptions& o) {
         if (r.is_discarded() || !r.is_object()) bad(src, "not a JSON object");
         V1Sample s = e.converter == "alpaca"     ? from_alpaca(r, src)
                      : e.converter == "sharegpt" ? from_sharegpt(r, src)
+                     : e.converter == "pair"     ? from_pair(r, src)
                                                  : from_native(r, src);
         s.source = src;
+        if (s.pair != o.pairs)
+          bad(src, s.pair ? "a chosen / rejected pair; train pairs with stage=dpo, as `llamafactory-cli dpo` does"
+                          : "not a chosen / rejected pair (v1's dpo: \"DPO training requires pair-format samples\")");
         const auto at = static_cast<int64_t>(idx.samples.size());
-        bool any = false;
-        for (size_t i = 0; i < s.messages.size(); ++i)
+        bool any = s.pair;  // a pair is kept whole
+        if (s.pair) entries.emplace_back(at, static_cast<int64_t>(s.messages.size()));
+        for (size_t i = 0; i < s.messages.size() && !s.pair; ++i)
           if (s.messages[i].role == "assistant" && s.messages[i].loss_weight > 1e-6) {
             entries.emplace_back(at, static_cast<int64_t>(i + 1));
             any = true;
@@ -385,16 +457,22 @@ V1Renderer::V1Renderer(const std::string& model_dir, const io::Tokenizer& tok) :
 V1Renderer::~V1Renderer() = default;
 
 V1Row V1Renderer::render(const V1Sample& s, int64_t cut) const {
-  if (cut < 1 || s.messages[static_cast<size_t>(cut - 1)].role != "assistant")
-    bad(s.source, "the sample must end with the assistant turn it trains on (LLaMA-Factory v1's rule)");
+  return render_messages(std::vector<V1Message>(s.messages.begin(), s.messages.begin() + cut), s.tools, s.source);
+}
+
+V1Row V1Renderer::render_messages(const std::vector<V1Message>& msgs, const std::string& tools_text,
+                                  const std::string& source) const {
+  const auto cut = static_cast<int64_t>(msgs.size());
+  if (cut < 1 || msgs.back().role != "assistant")
+    bad(source, "the sample must end with the assistant turn it trains on (LLaMA-Factory v1's rule)");
   if (cut == 1)  // v1 renders its prompt from no messages, which apply_chat_template fails on
-    bad(s.source, "the trained assistant turn has no message before it (LLaMA-Factory v1 cannot render its prompt)");
+    bad(source, "the trained assistant turn has no message before it (LLaMA-Factory v1 cannot render its prompt)");
   // (v1 then checks that the escaped text encodes to no special id; the tokenizers here match
   // special tokens as exact strings, which U+200B breaks, so it cannot.)
   const auto esc = [&](const std::string& t) { return escape(t, impl_->specials); };
   ojson messages = ojson::array();
   for (int64_t i = 0; i < cut; ++i) {
-    const V1Message& m = s.messages[static_cast<size_t>(i)];
+    const V1Message& m = msgs[static_cast<size_t>(i)];
     ojson hm = {{"role", m.role}, {"content", esc(m.text)}};
     if (!m.tool_calls.empty()) {
       ojson calls = ojson::array();
@@ -410,12 +488,12 @@ V1Row V1Renderer::render(const V1Sample& s, int64_t cut) const {
     messages.push_back(std::move(hm));
   }
   ojson tools = nullptr;
-  if (!s.tools.empty()) {
-    tools = ojson::parse(esc(s.tools), nullptr, false);
-    if (tools.is_discarded()) bad(s.source, "tools is not valid JSON");
+  if (!tools_text.empty()) {
+    tools = ojson::parse(esc(tools_text), nullptr, false);
+    if (tools.is_discarded()) bad(source, "tools is not valid JSON");
     if (!tools.is_array()) tools = ojson::array({tools});
   }
-  const V1Message& last = s.messages[static_cast<size_t>(cut - 1)];
+  const V1Message& last = msgs.back();
   const JinjaChatTemplate& t = last.reasoning.empty() ? *impl_->plain : *impl_->thinking;
   V1Row row;
   row.ids = t.tokenize(t.render_json(messages, tools, false));
@@ -423,12 +501,12 @@ V1Row V1Renderer::render(const V1Sample& s, int64_t cut) const {
   head.erase(head.size() - 1);
   const std::vector<int32_t> prompt = t.tokenize(t.render_json(head, tools, true));
   if (prompt.size() > row.ids.size() || !std::equal(prompt.begin(), prompt.end(), row.ids.begin()))
-    bad(s.source,
+    bad(source,
         "the chat template's prompt is not a token prefix of the whole conversation for this turn, so its "
         "supervised tokens cannot be found (LLaMA-Factory v1 refuses it too)");
   const double w = last.loss_weight;
   if (w > 1e-6 && std::abs(w - 1.0) > 1e-6)
-    UNILLM_THROW(NotImplemented, "[data] ", s.source, ": loss_weight ", w,
+    UNILLM_THROW(NotImplemented, "[data] ", source, ": loss_weight ", w,
                  ": only 0 and 1 are implemented (unillm's losses weigh tokens 0 or 1)");
   row.labels.assign(prompt.size(), kIgnoreIndex);
   for (size_t i = prompt.size(); i < row.ids.size(); ++i) row.labels.push_back(w > 1e-6 ? row.ids[i] : kIgnoreIndex);
@@ -446,11 +524,8 @@ TokenizedDataset load_v1_sft_data(const V1DataOptions& o, const io::Tokenizer& t
       r.ids.resize(static_cast<size_t>(o.cutoff_len));
       r.labels.resize(static_cast<size_t>(o.cutoff_len));
       if (std::all_of(r.labels.begin(), r.labels.end(), [](int32_t l) { return l == kIgnoreIndex; })) {
-        if (out.skip_messages.size() < 3)
-          out.skip_messages.push_back(idx.samples[static_cast<size_t>(sample)].source +
-                                      ": its supervised tokens all fall beyond cutoff_len " +
-                                      std::to_string(o.cutoff_len) + " (dropped, as LLaMA-Factory v1 does)");
-        ++out.skipped_records;
+        drop(out, idx.samples[static_cast<size_t>(sample)].source + ": its supervised tokens all fall beyond cutoff_len " +
+                      std::to_string(o.cutoff_len) + " (dropped, as LLaMA-Factory v1 does)");
         continue;
       }
     }
@@ -459,6 +534,48 @@ TokenizedDataset load_v1_sft_data(const V1DataOptions& o, const io::Tokenizer& t
   }
   if (out.rows.empty())
     UNILLM_THROW(DataError, "[data] ", o.train_dataset, ": no training sample (", idx.entries.size(),
+                 " in the index, ", out.skipped_records, " dropped by cutoff_len)");
+  return out;
+}
+
+TokenizedDataset load_v1_pair_data(const V1DataOptions& o, const io::Tokenizer& tok, const std::string& model_dir) {
+  UNILLM_CHECK(o.pairs, "load_v1_pair_data reads pairs (V1DataOptions::pairs)");
+  const V1Index idx = read_v1_index(o);
+  const V1Renderer renderer(model_dir, tok);
+  TokenizedDataset out;
+  out.group = 2;
+  out.documents = static_cast<int64_t>(idx.samples.size());
+  const auto scored = [](const std::vector<int32_t>& labels) {
+    return std::any_of(labels.begin(), labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
+  };
+  for (const auto& entry : idx.entries) {
+    const V1Sample& s = idx.samples[static_cast<size_t>(entry.first)];
+    V1Row c = renderer.render_messages(s.messages, s.tools, s.source);
+    V1Row r = renderer.render_messages(s.rejected, s.tools, s.source);
+    const auto total = static_cast<int64_t>(c.ids.size() + r.ids.size());
+    if (total > o.cutoff_len) {  // the concatenation's first cutoff_len tokens
+      const auto keep_c = std::min<int64_t>(o.cutoff_len, static_cast<int64_t>(c.ids.size()));
+      c.ids.resize(static_cast<size_t>(keep_c));
+      c.labels.resize(static_cast<size_t>(keep_c));
+      r.ids.resize(static_cast<size_t>(o.cutoff_len - keep_c));
+      r.labels.resize(r.ids.size());
+      // v1 drops a row with no scored token left, and trains one whose rejected half has none with
+      // that half's log-prob 0; the pair losses here need scored tokens on both sides, so such a
+      // pair is dropped too (said in the log).
+      if (!scored(c.labels) || !scored(r.labels)) {
+        drop(out, s.source + (scored(c.labels) ? ": its rejected side has no scored token within cutoff_len "
+                                                : ": its scored tokens all fall beyond cutoff_len ") +
+                      std::to_string(o.cutoff_len) + " (dropped)");
+        continue;
+      }
+    }
+    out.rows.push_back(std::move(c.ids));
+    out.labels.push_back(std::move(c.labels));
+    out.rows.push_back(std::move(r.ids));
+    out.labels.push_back(std::move(r.labels));
+  }
+  if (out.rows.empty())
+    UNILLM_THROW(DataError, "[data] ", o.train_dataset, ": no training pair (", idx.entries.size(),
                  " in the index, ", out.skipped_records, " dropped by cutoff_len)");
   return out;
 }

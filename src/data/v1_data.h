@@ -21,6 +21,7 @@ struct V1DataOptions {
   std::string where;          // where the config names it ("cfg.yaml line 12"), for messages
   int64_t cutoff_len = 2048;
   uint64_t seed = 42;  // random.seed(seed) before the index is resampled by size / weight
+  bool pairs = false;  // v1's dpo: every sample a chosen / rejected pair (the pair converter)
 };
 
 // One message as v1 holds it after conversion: role system | user | assistant | tool, its text
@@ -33,9 +34,11 @@ struct V1Message {
 };
 
 struct V1Sample {
-  std::vector<V1Message> messages;
-  std::string tools;   // a JSON list as text, or ""
-  std::string source;  // "FILE line N"
+  std::vector<V1Message> messages;  // a pair's chosen conversation
+  std::vector<V1Message> rejected;  // a pair's rejected conversation (pair samples only)
+  bool pair = false;                // pair converter or chosen_messages / rejected_messages rows
+  std::string tools;                // a JSON list as text, or ""
+  std::string source;               // "FILE line N"
 };
 
 // The data index as v1 builds it: every entry's records converted, one (sample, prefix length)
@@ -62,6 +65,9 @@ class V1Renderer {
   V1Renderer(const std::string& model_dir, const io::Tokenizer& tok);
   ~V1Renderer();
   V1Row render(const V1Sample& s, int64_t cut) const;
+  // The same for a whole conversation (a pair's chosen or rejected one).
+  V1Row render_messages(const std::vector<V1Message>& messages, const std::string& tools,
+                        const std::string& source) const;
 
  private:
   struct Impl;
@@ -72,5 +78,14 @@ class V1Renderer {
 // row longer than that whose supervised tokens all fall beyond it dropped (counted in
 // skipped_records, said in skip_messages).
 TokenizedDataset load_v1_sft_data(const V1DataOptions& o, const io::Tokenizer& tok, const std::string& model_dir);
+
+// v1's dpo rows (o.pairs): each pair's chosen and rejected conversations rendered apart as
+// above (v1 concatenates them with a block-diagonal mask and positions restarting at the
+// rejected half, which is two rows here); the concatenation truncated to cutoff_len — the
+// chosen row keeps its first cutoff_len tokens, the rejected row what is left — and dropped when
+// none of its kept tokens is scored (v1's rule) or its rejected row has none (v1 trains that with
+// the rejected log-prob 0; the pair losses here need both sides). rows 2e / 2e + 1 (group 2), as
+// data/pairwise.h lays them out.
+TokenizedDataset load_v1_pair_data(const V1DataOptions& o, const io::Tokenizer& tok, const std::string& model_dir);
 
 }  // namespace unillm::data

@@ -21,6 +21,7 @@ struct V1 {
   std::vector<std::string> warnings;
   std::string source;
   bool exporting = false;  // `unillm export` (v1's merge_and_export_model)
+  std::string stage = "sft";  // v1's sub-command: `stage=dpo` stands for `llamafactory-cli dpo`
 };
 
 std::string where_of(const std::string& source, const YAML::Node& n) {
@@ -284,9 +285,15 @@ void translate(V1& t, const Field& f) {
     if (!off) refuse(f.where, k, k == "save_epochs" ? "checkpoints every N epochs" : "HF-format checkpoints");
   } else if (k == "pref_loss" || k == "pref_beta" || k == "pref_ftx" || k == "simpo_gamma" ||
              k == "dpo_label_smoothing" || k == "ld_alpha") {
-    ignored(t, k, f.where, "a preference key; v1 sft does not read it");
-  } else if (k == "stage") {  // `unillm train CFG stage=…` stands for v1's sub-command
-    if (s != "sft") refuse(f.where, "stage", "'" + s + "' (v1 dpo and rm)");
+    if (t.stage != "dpo") {
+      ignored(t, k, f.where, "a preference key; v1's sft does not read it");
+    } else if (k == "pref_loss" && s != "sigmoid" && s != "orpo" && s != "simpo") {
+      UNILLM_THROW(ConfigError, "[config] ", f.where, ": pref_loss '", s, "': LLaMA-Factory v1's dpo has sigmoid, orpo "
+                   "and simpo");
+    } else if (!v.IsNull()) {
+      set(t, k, v, f.where);  // the same keys, the same meaning as v0's DPO
+    }
+  } else if (k == "stage") {  // `unillm train CFG stage=…` stands for v1's sub-command (read first)
   } else {
     UNILLM_THROW(ConfigError, "[config] ", f.where, ": unknown LLaMA-Factory v1 key '", k,
                  "' (this file is read as a v1 config: it names train_dataset or micro_batch_size)");
@@ -372,6 +379,17 @@ TrainArgs parse_v1_args(const YAML::Node& root, const std::string& source,
     kept.push_back(Field{key, v, "command line"});
     given.swap(kept);
   }
+  // The stage first: it decides what the preference keys mean.
+  for (const Field& f : given)
+    if (f.key == "stage")
+      problems.attempt([&] {
+        t.stage = get_string(f);
+        if (t.stage == "rm") refuse(f.where, "stage", "'rm' (v1's reward model trainer)");
+        if (t.stage != "sft" && t.stage != "dpo" && t.stage != "rm")
+          UNILLM_THROW(ConfigError, "[config] ", f.where, ": stage '", t.stage,
+                       "': LLaMA-Factory v1's trainers are sft, dpo and rm (llamafactory-cli sft|dpo|rm)");
+      });
+  if (t.stage == "dpo") set(t, "stage", "dpo", source + " (stage=dpo: llamafactory-cli dpo)");
   for (const Field& f : given) problems.attempt([&] { translate(t, f); });
   if (!t.exporting && !t.direct.count("v1_train_dataset"))
     problems.add("[config] " + source + ": a LLaMA-Factory v1 config needs train_dataset", true);

@@ -64,7 +64,10 @@ std::string rewrite(const std::string& path, const std::string& cmd, const std::
     if (n["peft_config"]["export_dir"]) n["peft_config"]["export_dir"] = out;
   }
   if (n["train_dataset"] && n["model"]) {
-    n["train_dataset"] = source_path("data/" + fs::path(n["train_dataset"].as<std::string>()).filename().string());
+    // (v1's DPO example names a Hub set, HuggingFaceH4/orca_dpo_pairs; its local sample is the
+    // bundled v1_dpo_demo.jsonl.)
+    const std::string spec = fs::path(n["train_dataset"].as<std::string>()).filename().string();
+    n["train_dataset"] = source_path("data/" + (spec == "v1_dpo_demo.yaml" ? std::string("v1_dpo_demo.jsonl") : spec));
     if (n["dist_config"] && n["dist_config"].IsMap() && n["dist_config"]["config_file"])
       n["dist_config"]["config_file"] = source_path(
           kExamples + "/deepspeed/" + fs::path(n["dist_config"]["config_file"].as<std::string>()).filename().string());
@@ -183,7 +186,9 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
       std::ofstream(cfg) << rewrite(source_path(kExamples + "/" + rel), cmd, is_pro ? pro : l3 ? llama3 : is_moe ? moe : model,
                                     dir + (l3 ? "/adapter3" : "/adapter"), out);
     }
-    auto r = run_unillm(cmd + " " + shell_quote(cfg) + (cmd == "train" ? " --quiet" : ""));
+    // v1 takes the trainer from its sub-command (`llamafactory-cli dpo`): stage=dpo here.
+    const std::string stage = rel == "v1/train_lora/train_lora_dpo.yaml" ? " stage=dpo" : "";
+    auto r = run_unillm(cmd + " " + shell_quote(cfg) + stage + (cmd == "train" ? " --quiet" : ""));
     const std::string o = outcome(r);
     EXPECT_EQ(o.rfind("crashed", 0), std::string::npos) << rel << "\n" << r.err;
     (o == "ran" ? ran : refused) += 1;

@@ -7,6 +7,7 @@
 // (v1's rendering itself is checked against Python in tests/reference/v1_data_check.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -106,6 +107,37 @@ TEST(V1Config, GlobalBatchUnderTwoProcessesIsOneProcessesStep) {
     for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 2e-6) << info.name << "[" << i << "]";
   }
   EXPECT_EQ(norms, 5);
+}
+
+// `llamafactory-cli dpo` on the vendored v1 LoRA DPO example (its demo pairs, native
+// chosen_messages / rejected_messages rows): a fresh adapter's policy is its reference, so the
+// sigmoid loss of the first step is ln 2 exactly; global batch 2 on two processes (one pair each)
+// gives one process's run, the micro-batches weighed by their scored tokens on both.
+TEST(V1Config, DpoExampleStartsAtLn2AndTwoProcessesAreOne) {
+  const std::string dir = testing::temp_dir("v1dpo");
+  const std::string model = tiny_qwen2(dir);
+  const std::string args = source_path("tests/data/llamafactory_examples/v1/train_lora/train_lora_dpo.yaml") +
+                           " stage=dpo model=" + model + " train_dataset=" + source_path("data/v1_dpo_demo.jsonl") +
+                           " max_steps=3 cutoff_len=320 bf16=false global_batch_size=2 learning_rate=1e-3 "
+                           "peft_config.lora_dropout=0 --quiet output_dir=" + dir;
+  auto one = testing::train_processes(1, args + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto lines = testing::train_lines(dir + "/one");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NEAR(lines[0]["loss"].get<double>(), std::log(2.0), 1e-4);  // as logged (4 decimals)
+  EXPECT_NE(lines[2]["loss"].get<double>(), lines[0]["loss"].get<double>());
+  EXPECT_TRUE(std::ifstream(dir + "/one/adapter_model.safetensors").good());
+  auto two = testing::train_processes(2, args + "/two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  testing::expect_runs_close(dir + "/one", dir + "/two", "v1 dpo: 2 processes vs 1", 5e-5);
+  // A pair file under sft, or SFT rows under dpo, is refused naming the line.
+  auto r = run_unillm("train " + source_path("tests/data/llamafactory_examples/v1/train_lora/train_lora_dpo.yaml") +
+                      " model=" + model + " train_dataset=" + source_path("data/v1_dpo_demo.jsonl") + " output_dir=" +
+                      dir + "/sft --quiet");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("v1_dpo_demo.jsonl line 1: a chosen / rejected pair; train pairs with stage=dpo"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(V1Config, WhatV1RefusesOrCannotDoHereIsSaidWithItsPlace) {

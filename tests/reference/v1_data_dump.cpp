@@ -1,7 +1,8 @@
 // Test-only driver for v1_data_check.py: LLaMA-Factory v1 SFT data through data::load_v1_sft_data
-// in one process. Input JSON (argv[1]): {"cases": [{"dataset", "model_dir", "cutoff_len",
-// "seed"}]}, paths relative to the working directory as v1 reads them; output JSON (stdout): one
-// per case, {"ok": true, "rows": [{"ids", "labels"}], "skipped": N} or {"ok": false, "error"}.
+// and load_v1_pair_data in one process. Input JSON (argv[1]): {"cases": [{"dataset", "model_dir",
+// "cutoff_len", "seed", "pairs"}]} (pairs: v1's dpo data), paths relative to the working directory
+// as v1 reads them; output JSON (stdout): one per case, {"ok": true, "rows": [{"ids", "labels"}],
+// "skipped": N} (pairs: chosen, rejected, chosen, …) or {"ok": false, "error"}.
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -27,7 +28,8 @@ int main(int argc, char** argv) {
       o.where = "case";
       o.cutoff_len = c.value("cutoff_len", 2048);
       o.seed = c.value("seed", 42);
-      const auto d = unillm::data::load_v1_sft_data(o, *tok, dir);
+      o.pairs = c.value("pairs", false);
+      const auto d = o.pairs ? unillm::data::load_v1_pair_data(o, *tok, dir) : unillm::data::load_v1_sft_data(o, *tok, dir);
       r["ok"] = true;
       r["rows"] = nlohmann::json::array();
       for (size_t i = 0; i < d.rows.size(); ++i) r["rows"].push_back({{"ids", d.rows[i]}, {"labels", d.labels[i]}});

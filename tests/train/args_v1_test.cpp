@@ -113,7 +113,7 @@ TEST(V1Args, EveryUnsupportedKeyIsReportedAtOnce) {
       "model: m\nmodel_class: vlm\ntrain_dataset: d.yaml\nbatching_strategy: dynamic_batching\ncp_size: 2\n"
       "quant_config:\n  name: gptq\ninit_config:\n  name: init_on_mars\n"
       "dist_config:\n  name: fsdpturbo\nsurprise: 1\n",
-      {"stage=dpo"});
+      {"stage=rm"});
   EXPECT_NE(e.find("8 problems"), std::string::npos) << e;
   for (const char* needle : {"v1.yaml line 2: LLaMA-Factory v1 model_class", "line 4: LLaMA-Factory v1 batching_strategy",
                              "line 5: LLaMA-Factory v1 cp_size", "line 6: unknown quant_config 'gptq'",
@@ -163,6 +163,28 @@ TEST(V1Args, ExportExampleMergesTheAdapter) {
     EXPECT_NE(m.find("needs peft_config.adapter_name_or_path"), std::string::npos) << m;
     EXPECT_NE(m.find("line 5: LLaMA-Factory v1 peft_config.infer_dtype"), std::string::npos) << m;
   }
+}
+
+// `llamafactory-cli dpo CFG` is `unillm train CFG stage=dpo`: the preference keys then mean what
+// v0's do; under sft they are ignored with a warning.
+TEST(V1Args, StageDpoTakesThePreferenceKeys) {
+  TrainArgs d = load_train_args(example("train_lora/train_lora_dpo.yaml"),
+                                {"stage=dpo", "pref_beta=0.2", "pref_loss=simpo", "simpo_gamma=0.3", "ld_alpha=0.5"});
+  EXPECT_EQ(d.stage, "dpo");
+  EXPECT_EQ(d.finetuning_type, "lora");
+  EXPECT_EQ(d.pref_loss, "simpo");
+  EXPECT_DOUBLE_EQ(d.pref_beta, 0.2);
+  EXPECT_DOUBLE_EQ(d.simpo_gamma, 0.3);
+  EXPECT_DOUBLE_EQ(*d.ld_alpha, 0.5);
+  EXPECT_DOUBLE_EQ(d.learning_rate, 1e-5);
+  TrainArgs s = parse_train_args("model: m\ntrain_dataset: d\npref_beta: 0.3\n", "v1.yaml");
+  EXPECT_EQ(s.stage, "sft");
+  EXPECT_TRUE(has_warning(s, "'pref_beta' is accepted and ignored (a preference key; v1's sft"));
+  EXPECT_NE(error_of("model: m\ntrain_dataset: d\npref_loss: kto_pair\n", {"stage=dpo"})
+                .find("line 3: pref_loss 'kto_pair': LLaMA-Factory v1's dpo has sigmoid, orpo and simpo"),
+            std::string::npos);
+  EXPECT_NE(error_of<NotImplemented>("model: m\ntrain_dataset: d\n", {"stage=rm"}).find("v1 stage: 'rm'"),
+            std::string::npos);
 }
 
 TEST(V1Args, CommandLineOverridesReplaceTheFilesValues) {

@@ -72,6 +72,37 @@ TEST(DpoStage, FreshAdapterGivesLn2AndZeroRewards) {
   EXPECT_GT(b_norm, 0.0);
 }
 
+// LLaMA-Factory v1's trainer weighs each micro-batch's mean loss by its share of the step's
+// scored tokens (base_trainer.fit: loss × mini_valid / step_valid), where v0's DPO takes the mean
+// of the micro-batches: micro_weight is 1 / the step's scored tokens, and train_micro counts its
+// loss and gradient its own scored tokens (12 in two_pairs) times.
+TEST(DpoStage, V1WeighsMicroBatchesByTheirScoredTokens) {
+  testing::init_cpu();
+  TrainArgs a;
+  a.stage = "dpo";
+  TrainArgs v1 = a;
+  v1.v1_train_dataset = "pairs.jsonl";
+  auto v0_stage = make_stage(a), v1_stage = make_stage(v1);
+  const std::vector<data::Batch> group = {two_pairs(), two_pairs()};
+  EXPECT_DOUBLE_EQ(v0_stage->micro_weight(group), 0.5);
+  EXPECT_DOUBLE_EQ(v1_stage->micro_weight(group), 1.0 / 24);
+  MicroOptions o;
+  o.seed = 1;
+  const auto b_grad_norm2 = [](models::CausalLM& m) {
+    double n = 0;
+    for (auto& [name, t] : m.module().named_adapter_parameters("default", true))
+      if (name.find("lora_B") != std::string::npos)
+        for (float g : t.contiguous().to_float_vector()) n += double(g) * g;
+    return n;
+  };
+  auto m0 = tiny_with_adapter(), m1 = tiny_with_adapter();
+  const MicroResult r0 = v0_stage->train_micro(*m0, two_pairs(), o);
+  const MicroResult r1 = v1_stage->train_micro(*m1, two_pairs(), o);
+  EXPECT_NEAR(r1.loss, 12 * r0.loss, 1e-9);
+  EXPECT_NEAR(b_grad_norm2(*m1), 144 * b_grad_norm2(*m0), 1e-6 * b_grad_norm2(*m1));
+  EXPECT_GT(b_grad_norm2(*m0), 0.0);
+}
+
 TEST(DpoStage, ReferenceRunsWithoutTheAdapter) {
   testing::init_cpu();
   auto model = tiny_with_adapter();

@@ -8,7 +8,8 @@
 // bit. Full and freeze fine-tuning (or ref_model) hold a frozen copy, or precomputed log-probs
 // when the memory plan says the copy does not fit (ref_mode).
 // A micro-batch's loss is the mean over its pairs; the step's, the mean over its micro-batches
-// (LLaMA-Factory's trainers do not pass num_items_in_batch to the loss). Dropout is off
+// (LLaMA-Factory's trainers do not pass num_items_in_batch to the loss); a LLaMA-Factory v1 config
+// (docs/llamafactory-v1.md) weighs the micro-batches by their scored tokens instead. Dropout is off
 // (LLaMA-Factory's disable_dropout). pref_bco_weight keeps BCO's running reward baseline here
 // (pref_loss.h's BcoRunning), in checkpoints as bco_running.json.
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "autograd/grad_mode.h"
 #include "data/pairwise.h"
 #include "data/sft.h"
+#include "data/v1_data.h"
 #include "io/json_file.h"
 #include "ops/sequence_logprobs.h"
 #include "train/stages/logit_mean.h"
@@ -44,10 +46,26 @@ class DpoStage : public Stage {
     cfg_.ftx = a.pref_ftx;
     cfg_.simpo_gamma = a.simpo_gamma;
     cfg_.bco_weight = a.pref_bco_weight;
+    v1_ = !a.v1_train_dataset.empty();
   }
   std::string name() const override { return "dpo"; }
 
   StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) override {
+    if (v1_) {  // a LLaMA-Factory v1 config's pairs (data/v1_data.h)
+      data::V1DataOptions vo;
+      vo.train_dataset = a_.v1_train_dataset;
+      vo.where = a_.config_path + " (train_dataset)";
+      vo.cutoff_len = a_.cutoff_len;
+      vo.seed = a_.seed;
+      vo.pairs = true;
+      StageData d;
+      d.train = data::load_v1_pair_data(vo, tok, tokenizer_dir);
+      d.pad_id = pad_id_of(tok, tok.eos_id());
+      rows_ = d.train.num_rows();
+      d.description = std::string("LLaMA-Factory v1 dpo (pref_loss ") + pref_loss_name(cfg_.loss) + ", pref_beta " +
+                      std::to_string(cfg_.beta) + "), the model's own chat template";
+      return d;
+    }
     const data::SftOptions so = preference_data_options(a_, "dpo", tok, tokenizer_dir, &template_);
     StageData d;
     d.pad_id = so.pad_id;
@@ -87,8 +105,15 @@ class DpoStage : public Stage {
   }
   void set_head_state(const std::string& text) override { bco_ = bco_from(nlohmann::json::parse(text), "the last stage"); }
 
+  // The mean of the micro-batches' losses; LLaMA-Factory v1's trainer weighs each micro-batch's
+  // mean loss by its share of the step's scored tokens instead (base_trainer.fit), so there
+  // micro-batch i's loss counts scored_i times (micro_scale) over the step's scored tokens.
   double micro_weight(const std::vector<data::Batch>& group) const override {
-    return group.empty() ? 0.0 : 1.0 / static_cast<double>(group.size());
+    if (group.empty()) return 0.0;
+    if (!v1_) return 1.0 / static_cast<double>(group.size());
+    int64_t scored = 0;
+    for (const auto& b : group) scored += scored_labels(b);
+    return scored > 0 ? 1.0 / static_cast<double>(scored) : 0.0;
   }
 
   MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) override {
@@ -96,10 +121,11 @@ class DpoStage : public Stage {
     update_bco(f.in, o.stand_in);
     PrefLossOutput out = pref_loss(cfg_, f.in);
     MicroResult r;
-    r.loss = out.loss;
+    const double scale = micro_scale(b);
+    r.loss = out.loss * scale;
     r.metrics = metrics(out, f);
     if (!std::isfinite(out.loss) || o.seed == 0) return r;  // the trainer stops on a non-finite loss
-    std::vector<float> g = policy_grad(out, o.seed);
+    std::vector<float> g = policy_grad(out, o.seed * scale);
     const auto n = static_cast<int64_t>(g.size());
     autograd::backward(f.policy.logps, Tensor::from_vector(g, {n}).to(f.policy.logps.dtype()).to(f.policy.logps.device()));
     return r;
@@ -145,10 +171,11 @@ class DpoStage : public Stage {
     update_bco(f.in);
     PrefLossOutput out = pref_loss(cfg_, f.in);
     PipelineHead h;
-    h.result.loss = out.loss;
+    const double scale = micro_scale(b);
+    h.result.loss = out.loss * scale;
     h.result.metrics = metrics(out, f);
     h.root = f.policy.logps;
-    h.grad = policy_grad(out, 1.0);
+    h.grad = policy_grad(out, scale);
     return h;
   }
 
@@ -212,6 +239,9 @@ class DpoStage : public Stage {
       UNILLM_THROW(IoError, "[dpo] BCO's running baseline from ", source, ": ", e.what());
     }
   }
+
+  // A micro-batch's loss and gradient multiplier: 1, or under v1 its scored tokens (micro_weight).
+  double micro_scale(const data::Batch& b) const { return v1_ ? static_cast<double>(scored_labels(b)) : 1.0; }
 
   static void check_pairs(const data::Batch& b) {
     if (b.group != 2 || b.rows % 2 != 0)
@@ -324,6 +354,7 @@ class DpoStage : public Stage {
   int64_t rank_ = 0;  // this process's place in the exchange's rank order
   int64_t rows_ = 0;  // train + eval rows (a precomputed table's size)
   std::unique_ptr<data::ChatTemplate> template_;
+  bool v1_ = false;  // a LLaMA-Factory v1 config (`stage=dpo`)
   LogitMeans logit_means_;
   std::vector<std::vector<double>> ref_logps_;  // pipeline parallelism: the step's, by micro-batch
 };
