@@ -393,6 +393,20 @@ struct TrainArgs {
   // HF's save_only_model: checkpoints hold the weights only (no optimizer state: not resumable).
   bool save_only_model = false;
 
+  // LLaMA-Factory's Megatron paths (USE_MCA=1 with mcore_adapter, examples/megatron/;
+  // USE_MEGATRON_BRIDGE=1, examples/megatron_bridge/; args_megatron.cpp): their model-parallel
+  // sizes, applied in finish_megatron_args, where each must agree with the PaddleNLP/HF degree
+  // given beside it.
+  struct MegatronSizes {
+    std::optional<int64_t> tp, pp, vpp;
+  };
+  MegatronSizes megatron;
+  // How the micro-batches' losses make a step's loss (stages pt and sft): token-weighted over the
+  // step (HF's num_items_in_batch, the default), or each micro-batch's mean over its scored tokens,
+  // averaged over the step's micro-batches of every process (Megatron Core's
+  // calculate_per_token_loss: false).
+  bool micro_batch_mean_loss = false;
+
   // LLaMA-Factory v1 configs (args_v1.cpp; no v0 key sets these): its train_dataset (a dataset
   // YAML or a local file, data/v1_data.h), its global_batch_size (gradient_accumulation_steps =
   // global / (dp · per_device_train_batch_size) once the process count is known) and torch

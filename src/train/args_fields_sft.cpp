@@ -133,7 +133,7 @@ bool set_finetune_field(TrainArgs& a, const Field& f) {
     return set_misc_field(a, f) || set_loss_field(a, f) || set_vocab_field(a, f) ||
            set_badam_field(a, f) || set_muon_adam_mini_field(a, f) ||
            set_low_rank_field(a, f) || set_oft_field(a, f) || set_parallel_field(a, f) ||
-           set_accelerator_field(a, f) || set_v1_field(a, f);
+           set_accelerator_field(a, f) || set_megatron_field(a, f) || set_v1_field(a, f);
   it->second(a, f);
   return true;
 }
@@ -153,6 +153,7 @@ void finish_finetune_args(TrainArgs& a, const std::string& where, Problems& prob
   finish_badam_args(a, where, problems);
   finish_low_rank_args(a, where, problems);
   finish_muon_adam_mini_args(a, where, problems);
+  finish_megatron_args(a, where, problems);
   finish_parallel_args(a, where, problems);
   if (!a.dataset_name_or_path.empty()) {
     if (!a.dataset.empty())

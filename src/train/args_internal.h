@@ -85,6 +85,10 @@ bool set_misc_field(TrainArgs& a, const Field& f);
 void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems);
 // deepspeed, fsdp, fsdp_config, sharding, sharding_parallel_degree (args_parallel.cpp): ZeRO.
 bool set_parallel_field(TrainArgs& a, const Field& f);
+// The keys of LLaMA-Factory's Megatron paths (tensor_model_parallel_size, …; args_megatron.cpp)
+// and use_kt; finish_megatron_args applies the sizes (called before finish_parallel_args).
+bool set_megatron_field(TrainArgs& a, const Field& f);
+void finish_megatron_args(TrainArgs& a, const std::string& where, Problems& problems);
 // accelerator_config, split_batches, dispatch_batches (args_accelerator.cpp).
 bool set_accelerator_field(TrainArgs& a, const Field& f);
 void finish_parallel_args(TrainArgs& a, const std::string& where, Problems& problems);

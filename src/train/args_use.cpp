@@ -24,7 +24,8 @@ bool in(std::string_view key, std::initializer_list<std::string_view> names) {
   return std::find(names.begin(), names.end(), key) != names.end();
 }
 
-bool export_key(std::string_view key) { return key.rfind("export_", 0) == 0; }
+// (Megatron Bridge's export_hf_on_finish is a training key.)
+bool export_key(std::string_view key) { return key.rfind("export_", 0) == 0 && key != "export_hf_on_finish"; }
 
 }  // namespace
 

@@ -43,7 +43,8 @@ constexpr Group kGroups[] = {
      "mode"},
     {"model", S::kNotImplemented,
      "mixture_of_depths fp8 "
-     "fp8_backend fp8_enable_fsdp_float8_all_gather use_kt kt_optimize_rule"},
+     "fp8_backend fp8_enable_fsdp_float8_all_gather kt_optimize_rule"},
+    {"model", S::kImplemented, "use_kt"},  // args_megatron.cpp: the run, on unillm's kernels
     // ---- LLaMA-Factory DataArguments
     {"data", S::kImplemented,
      "template dataset eval_dataset dataset_dir cutoff_len max_samples val_size packing "
@@ -172,8 +173,9 @@ constexpr Group kGroups[] = {
     // field of its argument classes; key_table_test checks each one is here)
     {"data", S::kIgnored, "data_shared_file_system"},
     {"finetuning", S::kImplemented, "use_dft_loss use_eaft_loss eaft_alpha use_asft_loss asft_alpha"},
+    {"finetuning", S::kImplemented, "use_megatron_bridge"},  // args_megatron.cpp
     {"finetuning", S::kNotImplemented,
-     "use_megatron_bridge use_hyper_parallel "
+     "use_hyper_parallel "
      "hyper_parallel_args hyper_parallel_cp_size"},
     {"model", S::kIgnored,
      "kt_cpu_activation kt_weight_path kt_non_expert_weight_path kt_expert_checkpoint_path "
@@ -183,15 +185,18 @@ constexpr Group kGroups[] = {
      "profiler_warmup_steps profiler_active_steps profiler_repeat profiler_record_shapes "
      "profiler_profile_memory profiler_with_stack profile_modules"},
     // ---- LLaMA-Factory MegatronBridgeArguments (its Megatron training path)
-    {"megatron", S::kNotImplemented,
+    // (and mcore_adapter's TrainingArguments of the same names): args_megatron.cpp maps them onto
+    // unillm's parallelism; the ignored ones choose kernels, overlap and layout, not results.
+    {"megatron", S::kImplemented,
      "tensor_model_parallel_size pipeline_model_parallel_size expert_model_parallel_size "
      "context_parallel_size virtual_pipeline_model_parallel_size "
-     "recompute_granularity recompute_method recompute_num_layers "
+     "recompute_granularity recompute_method recompute_num_layers calculate_per_token_loss "
+     "use_distributed_optimizer use_packed_sequences "
+     "mixed_precision megatron_pretrained_checkpoint export_hf_on_finish extra_config"},
+    {"megatron", S::kIgnored,
      "account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
      "bias_activation_fusion apply_rope_fusion masked_softmax_fusion cross_entropy_loss_fusion "
-     "moe_grouped_gemm moe_token_dispatcher_type calculate_per_token_loss "
-     "use_distributed_optimizer overlap_param_gather overlap_grad_reduce use_packed_sequences "
-     "mixed_precision megatron_pretrained_checkpoint export_hf_on_finish extra_config"},
+     "moe_grouped_gemm moe_token_dispatcher_type overlap_param_gather overlap_grad_reduce"},
     // ---- LLaMA-Factory EvaluationArguments (`llamafactory-cli eval`: MMLU-style benchmarks)
     {"evaluation", S::kNotImplemented, "task task_dir batch_size lang n_shot save_dir download_mode"},
     // ---- unillm's own
@@ -287,7 +292,6 @@ std::string_view not_implemented_reason(std::string_view name) {
       {"fp8", "fp8 training needs fp8 matrix units (Hopper/Ada-class GPUs); unillm computes in f32, bf16 or f16"},
       {"fp8_backend", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},
       {"fp8_enable_fsdp_float8_all_gather", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},
-      {"use_kt", "KTransformers' hybrid CPU/GPU MoE kernels"},
       {"reward_model", "stage ppo (online RL against a reward model) is not implemented; rm, dpo and kto are"},
       {"task", kEvalKey}, {"task_dir", kEvalKey}, {"n_shot", kEvalKey}, {"lang", kEvalKey}, {"save_dir", kEvalKey},
   };

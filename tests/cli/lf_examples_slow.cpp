@@ -10,7 +10,10 @@
 // new_special_tokens_config (token → description) and runs as that key of an SFT config with
 // desc_init; extras/llama_pro's config trains the model its expand.sh makes (`unillm
 // expand-layers`, here 8 → 16 layers, as 32 → 40 there). accelerate's launch configs
-// (accelerate/, ktransformers/accelerate/) go to `unillm launch --config_file` with an SFT config.
+// (accelerate/, ktransformers/accelerate/) go to `unillm launch --config_file` with an SFT config;
+// the Megatron configs to `unillm launch --nproc N` with N their tensor × pipeline sizes. Three
+// configs name data no machine here has (a Hub set, two of the user's own): their dataset becomes a
+// bundled one (rewrite below).
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -52,6 +55,14 @@ std::string rewrite(const std::string& path, const std::string& cmd, const std::
   if (n["output_dir"]) n["output_dir"] = out;
   if (n["export_dir"]) n["export_dir"] = out;
   if (n["tokenized_path"]) n["tokenized_path"] = out + "/tokenized";
+  // Three configs name data this machine cannot have: `alpaca_zh` is a Hub set (its local sample
+  // alpaca_zh_demo is bundled), `math` and `med` are the user's own (not even LLaMA-Factory's
+  // dataset_info.json defines them). Their data path changes to a bundled set.
+  if (n["dataset"] && n["dataset"].IsScalar()) {
+    static const std::map<std::string, std::string> local = {
+        {"alpaca_zh", "alpaca_zh_demo"}, {"math", "alpaca_en_demo"}, {"med", "alpaca_en_demo"}};
+    if (auto it = local.find(n["dataset"].as<std::string>()); it != local.end()) n["dataset"] = it->second;
+  }
   if (n["deepspeed"])  // examples/deepspeed/*.json, vendored beside the examples
     n["deepspeed"] = source_path(kExamples + "/deepspeed/" + fs::path(n["deepspeed"].as<std::string>()).filename().string());
   if (n["export_quantization_dataset"])
@@ -188,7 +199,15 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
     }
     // v1 takes the trainer from its sub-command (`llamafactory-cli dpo`): stage=dpo here.
     const std::string stage = rel == "v1/train_lora/train_lora_dpo.yaml" ? " stage=dpo" : "";
-    auto r = run_unillm(cmd + " " + shell_quote(cfg) + stage + (cmd == "train" ? " --quiet" : ""));
+    // LLaMA-Factory's Megatron configs (megatron/, megatron_bridge/) size their model parallelism:
+    // they run under `unillm launch` with tensor × pipeline processes, as torchrun starts them.
+    int64_t nproc = 1;
+    for (const char* k : {"tensor_model_parallel_size", "pipeline_model_parallel_size"})
+      if (raw.IsMap() && raw[k]) nproc *= raw[k].as<int64_t>();
+    auto r = nproc > 1 ? run_shell("cd " + source_path("") + " && timeout -k 5 600 " + std::string(UNILLM_BINARY_DIR) +
+                                   "/unillm launch --nproc " + std::to_string(nproc) + " -- train " + shell_quote(cfg) +
+                                   " --quiet")
+                       : run_unillm(cmd + " " + shell_quote(cfg) + stage + (cmd == "train" ? " --quiet" : ""));
     const std::string o = outcome(r);
     EXPECT_EQ(o.rfind("crashed", 0), std::string::npos) << rel << "\n" << r.err;
     (o == "ran" ? ran : refused) += 1;

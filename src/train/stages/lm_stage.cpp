@@ -9,6 +9,9 @@
 // Trainer does not divide the loss of a model that takes its loss kwargs (Qwen2/3-MoE) by
 // gradient_accumulation_steps, and with average_tokens_across_devices (transformers' default
 // from 4.54) multiplies it by the process count before DDP averages.
+// micro_batch_mean_loss (Megatron Core's calculate_per_token_loss: false) instead takes each
+// micro-batch's mean over its scored tokens and averages those over the step's micro-batches of
+// every process, as Megatron's schedule divides each by num_microbatches and DDP by dp.
 #include <cmath>
 #include <optional>
 
@@ -88,13 +91,15 @@ class LmStage : public Stage {
   }
 
   double micro_weight(const std::vector<data::Batch>& group) const override {
+    if (a_.micro_batch_mean_loss) return group.empty() ? 0.0 : 1.0 / static_cast<double>(group.size());
     int64_t items = 0;
     for (const auto& b : group) items += scored_labels(b);
     return items > 0 ? 1.0 / static_cast<double>(items) : 0.0;
   }
 
   MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) override {
-    const auto seed = static_cast<float>(o.seed);
+    const double scale = micro_scale(b);
+    const auto seed = static_cast<float>(o.seed * scale);
     models::TrainBatch tb = to_train_batch(b);
     tb.dropout_rng = o.rng;  // LoRA dropout
     set_neftune(tb, a_.neftune_noise_alpha, o.rng);
@@ -104,7 +109,7 @@ class LmStage : public Stage {
     // The exact d(loss_sum) backward receives, so the loss computes its gradients eagerly.
     auto out = loss(model, tb, o.recompute, static_cast<double>(seed));
     MicroResult r;
-    r.loss = out.loss_sum.item_flat(0);
+    r.loss = scale * out.loss_sum.item_flat(0);
     if ((seed != 0 || coef > 0) && std::isfinite(r.loss))
       autograd::backward(out.loss_sum, Tensor::from_vector({seed}, {}));
     if (coef > 0) r.aux_loss = coef * tb.moe_balance->loss();
@@ -146,14 +151,15 @@ class LmStage : public Stage {
     ref_hidden_.resize(policy.size());
     pass(ref_->model() ? *ref_->model() : model, batches, [&](int i, const Tensor& x) { ref_hidden_[i] = x; });
   }
-  PipelineHead pipeline_head(models::CausalLM& model, const Tensor& x, int micro, const data::Batch&,
+  PipelineHead pipeline_head(models::CausalLM& model, const Tensor& x, int micro, const data::Batch& b,
                              const models::TrainBatch& tb, const MicroOptions& o) override {
     const Tensor x_ref = a_.use_asft_loss ? ref_hidden_.at(static_cast<size_t>(micro)) : Tensor();
-    const models::LossResult out = loss_from_hidden(model, x, tb, o.seed, x_ref);
+    const double scale = micro_scale(b);
+    const models::LossResult out = loss_from_hidden(model, x, tb, o.seed * scale, x_ref);
     PipelineHead h;
     h.root = out.loss_sum;
-    h.grad = {1.0f};
-    h.result.loss = out.loss_sum.item_flat(0);
+    h.grad = {static_cast<float>(scale)};
+    h.result.loss = scale * out.loss_sum.item_flat(0);
     // tb's balance holds the totals of every stage's sparse layers here, on the last stage.
     if (const double coef = router_aux_loss_coef(model); coef > 0 && tb.moe_balance)
       h.result.aux_loss = coef * tb.moe_balance->loss();
@@ -170,6 +176,14 @@ class LmStage : public Stage {
   static double router_aux_loss_coef(const models::CausalLM& model) {
     const models::ModelConfig& c = model.config();
     return c.num_experts > 0 && c.output_router_logits ? c.router_aux_loss_coef : 0.0;
+  }
+
+  // What a micro-batch's summed loss is multiplied by before the step's weight: 1, or under
+  // micro_batch_mean_loss 1 / its scored tokens (its mean; 0 when it has none).
+  double micro_scale(const data::Batch& b) const {
+    if (!a_.micro_batch_mean_loss) return 1.0;
+    const int64_t n = scored_labels(b);
+    return n > 0 ? 1.0 / static_cast<double>(n) : 0.0;
   }
 
   // The summed (weighted, for a loss variant) token loss of one batch. The plain token loss is

@@ -1,0 +1,75 @@
+// Stage sft's loss normalisation on a tiny random model: token-weighted over the step by default
+// (micro_weight 1 / the step's scored tokens, a micro-batch's summed loss), and under
+// micro_batch_mean_loss (Megatron's calculate_per_token_loss: false) the mean of each
+// micro-batch's mean: micro_weight 1 / the micro-batches, train_micro's loss and gradient its own
+// mean (the summed loss over its scored tokens).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "models/causal_lm.h"
+#include "support/expect.h"
+#include "tiny_llama_util.h"
+#include "train/stages/stage.h"
+
+namespace unillm::train {
+namespace {
+
+// Rows of 7 tokens with the first 3 unscored and right padding (id 0): 4 + 2 scored labels.
+data::Batch rows() {
+  data::Batch b;
+  b.rows = 2;
+  b.seq_len = 7;
+  const std::vector<std::vector<int32_t>> ids = {{1, 5, 6, 7, 8, 9, 10}, {1, 11, 12, 13, 14, 0, 0}};
+  for (int64_t r = 0; r < b.rows; ++r) {
+    int32_t len = 0;
+    for (int64_t t = 0; t < b.seq_len; ++t) {
+      const int32_t id = ids[r][t];
+      const bool pad = t > 0 && id == 0;
+      b.input_ids.push_back(id);
+      b.labels.push_back(pad || t < 3 ? -100 : id);
+      len += !pad;
+    }
+    b.lengths.push_back(len);
+    b.row_indices.push_back(r);
+  }
+  return b;
+}
+
+double grad_norm2(models::CausalLM& m) {
+  double n = 0;
+  for (auto& [name, t] : m.module().named_adapter_parameters("default", true))
+    for (float g : t.contiguous().to_float_vector()) n += double(g) * g;
+  return n;
+}
+
+TEST(LmStage, MicroBatchMeanLossAveragesEachMicroBatchsMean) {
+  testing::init_cpu();
+  TrainArgs tokens;
+  tokens.stage = "sft";
+  TrainArgs means = tokens;
+  means.micro_batch_mean_loss = true;
+  auto by_tokens = make_stage(tokens), by_means = make_stage(means);
+  data::Batch one_row = rows();
+  one_row.rows = 1;
+  one_row.input_ids.resize(7), one_row.labels.resize(7), one_row.lengths.resize(1), one_row.row_indices.resize(1);
+  const std::vector<data::Batch> group = {rows(), one_row};  // 6 + 4 scored labels
+  EXPECT_DOUBLE_EQ(by_tokens->micro_weight(group), 1.0 / 10);
+  EXPECT_DOUBLE_EQ(by_means->micro_weight(group), 1.0 / 2);
+
+  MicroOptions o;
+  o.seed = 1;
+  auto m0 = testing::tiny_llama("lm_stage0", 2, true), m1 = testing::tiny_llama("lm_stage1", 2, true);
+  const MicroResult summed = by_tokens->train_micro(*m0, rows(), o);
+  const MicroResult mean = by_means->train_micro(*m1, rows(), o);
+  EXPECT_GT(summed.loss, 0.0);
+  EXPECT_NEAR(mean.loss, summed.loss / 6, 1e-6 * summed.loss);
+  EXPECT_GT(grad_norm2(*m0), 0.0);
+  EXPECT_NEAR(grad_norm2(*m1), grad_norm2(*m0) / 36, 1e-5 * grad_norm2(*m1));
+  // The mean is the token mean of the row's cross-entropies: ln 40 ≈ 3.69 for a model this random.
+  EXPECT_GT(mean.loss, 2.5);
+  EXPECT_LT(mean.loss, 5.0);
+}
+
+}  // namespace
+}  // namespace unillm::train
