@@ -79,6 +79,41 @@ void fill_row(const TokenizedDataset& d, int64_t r, int64_t i, const LoaderOptio
     std::copy(d.segment_ids[r].begin(), d.segment_ids[r].end(), b.segment_ids.begin() + base);
 }
 
+// v1's dynamic_padding_free (_pack_padding_free_samples): a padded batch's rows laid end to end in
+// one row, each its own segment (attention within it) with its own positions, and the first label
+// of every row after the first ignored, so no row is scored on a token of the row before.
+Batch pack_rows(const Batch& padded, const LoaderOptions& opts) {
+  Batch b;
+  b.rows = 1;
+  b.group = padded.group;
+  b.row_indices = padded.row_indices;
+  b.tags = padded.tags;
+  int32_t segments = 0;  // segments of the rows before (a packed row has several)
+  for (int64_t r = 0; r < padded.rows; ++r) {
+    const int64_t base = r * padded.seq_len, n = padded.lengths[r];
+    int32_t last_segment = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      b.input_ids.push_back(padded.input_ids[base + t]);
+      b.labels.push_back(r > 0 && t == 0 ? kIgnoreIndex : padded.labels[base + t]);
+      b.position_ids.push_back(padded.position_ids.empty() ? static_cast<int32_t>(t) : padded.position_ids[base + t]);
+      const int32_t seg = padded.segment_ids.empty() ? 1 : padded.segment_ids[base + t];
+      b.segment_ids.push_back(segments + seg);
+      last_segment = std::max(last_segment, seg);
+    }
+    segments += last_segment;
+  }
+  b.seq_len = static_cast<int64_t>(b.input_ids.size());
+  b.lengths = {static_cast<int32_t>(b.seq_len)};
+  const int64_t m = std::max<int64_t>(opts.pad_to_multiple_of, 1);
+  for (int32_t next = b.position_ids.empty() ? 0 : b.position_ids.back() + 1; b.seq_len % m != 0; ++b.seq_len) {
+    b.input_ids.push_back(opts.pad_id);
+    b.labels.push_back(kIgnoreIndex);
+    b.position_ids.push_back(next++);
+    b.segment_ids.push_back(0);
+  }
+  return b;
+}
+
 }  // namespace
 
 int64_t Batch::num_label_tokens() const {
@@ -95,6 +130,9 @@ BatchLoader::BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts
   if (data.num_rows() % data.group != 0)
     throw DataError(
         UNILLM_MSG("[data] ", data.num_rows(), " rows do not form whole groups of ", data.group));
+  if (opts.token_budget > 0 && (data.group != 1 || opts.length_group > 0))
+    UNILLM_THROW(ConfigError, "[data] batches by a token budget take ungrouped rows in the epoch's order (not ",
+                 data.group != 1 ? "pairwise or feedback examples" : "group_by_length", ")");
   std::vector<int64_t> all(data.source ? 0 : data.rows.size());  // a corpus has no row fields
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   check_row_fields(data, all);
@@ -102,8 +140,37 @@ BatchLoader::BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts
 }
 
 int64_t BatchLoader::batches_per_epoch() const {
+  if (opts_.token_budget > 0) {
+    load_epoch(state_.epoch);
+    return static_cast<int64_t>(bounds_.size()) - 1;
+  }
   const int64_t n = data_.num_examples();
   return (n + opts_.batch_size - 1) / opts_.batch_size;
+}
+
+void BatchLoader::load_epoch(int64_t e) const {
+  if (order_epoch_ == e) return;
+  order_ = epoch_order(e);
+  order_epoch_ = e;
+  bounds_.assign(1, 0);
+  if (opts_.token_budget <= 0) return;
+  // v1's _get_dynamic_micro_batch_sizes / _get_dynamic_padding_free_micro_batch_sizes: a row
+  // joins the batch while the batch stays within the budget; the first always does.
+  const auto n = static_cast<int64_t>(order_.size());
+  int64_t i = 0;
+  while (i < n) {
+    int64_t used = 0, longest = 0, sum = 0;
+    while (i + used < n) {
+      const int64_t len = data_.row_length(order_[i + used]);
+      const int64_t cost = opts_.budget_by_sum ? sum + len : std::max(longest, len) * (used + 1);
+      if (used > 0 && cost > opts_.token_budget) break;
+      longest = std::max(longest, len);
+      sum += len;
+      ++used;
+    }
+    i += used;
+    bounds_.push_back(i);
+  }
 }
 
 std::vector<int64_t> BatchLoader::epoch_order(int64_t epoch) const {
@@ -139,22 +206,23 @@ void BatchLoader::group_by_length(std::vector<int64_t>& order) const {
 }
 
 Batch BatchLoader::next() {
-  if (order_epoch_ != state_.epoch) {
-    order_ = epoch_order(state_.epoch);
-    order_epoch_ = state_.epoch;
-  }
+  load_epoch(state_.epoch);
   const int64_t n = static_cast<int64_t>(order_.size());
-  const int64_t begin = state_.batch_index * opts_.batch_size;
-  const int64_t end = std::min(n, begin + opts_.batch_size);
+  int64_t begin = state_.batch_index * opts_.batch_size;
+  int64_t end = std::min(n, begin + opts_.batch_size);
+  if (opts_.token_budget > 0) begin = bounds_[state_.batch_index], end = bounds_[state_.batch_index + 1];
   std::vector<int64_t> examples(order_.begin() + begin, order_.begin() + end);
   if (++state_.batch_index == batches_per_epoch()) state_ = {state_.epoch + 1, 0};
-  return make_batch(data_, group_rows(data_, examples), opts_);
+  Batch b = make_batch(data_, group_rows(data_, examples), opts_);
+  return opts_.token_budget > 0 && opts_.budget_by_sum ? pack_rows(b, opts_) : b;
 }
 
 void BatchLoader::restore(const LoaderState& s) {
-  if (s.epoch < 0 || s.batch_index < 0 || s.batch_index >= batches_per_epoch())
+  if (s.epoch >= 0 && opts_.token_budget > 0) load_epoch(s.epoch);
+  const int64_t batches = opts_.token_budget > 0 ? static_cast<int64_t>(bounds_.size()) - 1 : batches_per_epoch();
+  if (s.epoch < 0 || s.batch_index < 0 || s.batch_index >= batches)
     UNILLM_THROW(ConfigError, "[data] loader state (epoch ", s.epoch, ", batch ", s.batch_index,
-                 ") does not fit this dataset (", batches_per_epoch(), " batches per epoch)");
+                 ") does not fit this dataset (", batches, " batches in that epoch)");
   state_ = s;
 }
 

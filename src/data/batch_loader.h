@@ -66,6 +66,16 @@ struct LoaderOptions {
   // The padded length T is rounded up to a multiple of this (HF collators' pad_to_multiple_of;
   // LLaMA-Factory's SFT collator pads training batches to 8 for shift_attn). 1 = the longest row.
   int64_t pad_to_multiple_of = 1;
+  // LLaMA-Factory v1's dynamic batching when > 0 (ungrouped rows only): instead of batch_size
+  // rows, a batch takes the epoch's rows in order while its padded tokens (its rows × its
+  // longest row) stay within token_budget — with budget_by_sum, while the sum of its rows'
+  // lengths does, and the batch is then one packed row (v1's dynamic_padding_free: the rows end
+  // to end, each its own segment with its own positions, the first label of each row after the
+  // first ignored) — and at least one row. The epoch's last batch may
+  // fall short of the budget; each epoch's order is cut anew, so batches_per_epoch() is the
+  // current epoch's count.
+  int64_t token_budget = 0;
+  bool budget_by_sum = false;
   // When set, labels equal to this id are also kIgnoreIndex (only for datasets without labels,
   // where labels are the ids). HF's
   // DataCollatorForLanguageModeling, which LLaMA-Factory's pt stage uses, masks every label equal
@@ -89,7 +99,7 @@ class BatchLoader {
   // per example, or the rows do not form whole groups.
   BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts);
 
-  int64_t batches_per_epoch() const;  // ceil(examples / batch_size)
+  int64_t batches_per_epoch() const;  // ceil(examples / batch_size), or the budget's cut of the epoch
   Batch next();                       // the batch at state(), then advances
   LoaderState state() const { return state_; }
   void restore(const LoaderState& s);  // throws ConfigError when batch_index is out of range
@@ -99,11 +109,15 @@ class BatchLoader {
 
  private:
   void group_by_length(std::vector<int64_t>& order) const;
+  // order_ (and under a token budget bounds_, each batch's first place in it, then its size) for
+  // epoch e, unless they already hold it.
+  void load_epoch(int64_t e) const;
   const TokenizedDataset& data_;
   LoaderOptions opts_;
   LoaderState state_;
-  int64_t order_epoch_ = -1;
-  std::vector<int64_t> order_;
+  mutable int64_t order_epoch_ = -1;
+  mutable std::vector<int64_t> order_;
+  mutable std::vector<int64_t> bounds_;
 };
 
 // Pads rows [B] into a Batch (used by the loader; also for evaluation batches in dataset order).

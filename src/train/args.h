@@ -413,6 +413,10 @@ struct TrainArgs {
   // AdamW's single parameter group (weight decay on every trainable tensor, biases and norms too).
   std::string v1_train_dataset;
   std::optional<int64_t> v1_global_batch_size;
+  // v1's batching_strategy dynamic_batching | dynamic_padding_free ("" otherwise): micro-batches
+  // cut from the epoch's order by a budget of cutoff_len × micro_batch_size tokens, padded or
+  // summed (data::LoaderOptions::token_budget).
+  std::string v1_batching;
   bool decay_all_params = false;
 
   ConfigUse use = ConfigUse::kTrain;  // the command it was read for

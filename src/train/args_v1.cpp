@@ -261,8 +261,11 @@ void translate(V1& t, const Field& f) {
     if (s == "padding_free")
       ignored(t, k, f.where, "padding_free trains the same micro-batches as normal, one sample's tokens never "
                              "seeing another's; rows are padded per micro-batch here, with the same loss");
+    else if (s == "dynamic_batching" || s == "dynamic_padding_free")  // data::LoaderOptions::token_budget
+      t.direct.emplace("v1_batching", Field{"v1_batching", v, f.where});
     else if (s != "normal")
-      refuse(f.where, "batching_strategy", "'" + s + "' (micro-batches sized by a token budget)");
+      UNILLM_THROW(ConfigError, "[config] ", f.where, ": unknown batching_strategy '", s,
+                   "' (normal, padding_free, dynamic_batching, dynamic_padding_free)");
   } else if (k == "cp_size") {
     if (s != "1") refuse(f.where, "cp_size", "context parallelism (cp_size " + s + ")");
   } else if (k == "quant_config") {
@@ -307,6 +310,8 @@ bool set_v1_field(TrainArgs& a, const Field& f) {
     a.v1_train_dataset = get_string(f);
   } else if (f.key == "v1_global_batch_size") {
     a.v1_global_batch_size = get_int(f, 1);
+  } else if (f.key == "v1_batching") {
+    a.v1_batching = get_string(f);
   } else if (f.key == "decay_all_params") {
     a.decay_all_params = get_bool(f);
   } else {
@@ -391,6 +396,13 @@ TrainArgs parse_v1_args(const YAML::Node& root, const std::string& source,
       });
   if (t.stage == "dpo") set(t, "stage", "dpo", source + " (stage=dpo: llamafactory-cli dpo)");
   for (const Field& f : given) problems.attempt([&] { translate(t, f); });
+  // v1's dynamic_batching is step-driven (its TrainingArguments check).
+  if (auto it = t.direct.find("v1_batching"); it != t.direct.end() && it->second.node.as<std::string>() == "dynamic_batching") {
+    auto steps = t.fields.find("max_steps");
+    if (steps == t.fields.end() || is_off(steps->second.node) || steps->second.node.as<std::string>().rfind('-', 0) == 0)
+      problems.add("[config] " + it->second.where + ": batching_strategy dynamic_batching needs max_steps (its "
+                   "micro-batches follow a token budget, so an epoch has no fixed number of steps; as v1)", true);
+  }
   if (!t.exporting && !t.direct.count("v1_train_dataset"))
     problems.add("[config] " + source + ": a LLaMA-Factory v1 config needs train_dataset", true);
   if (t.exporting) {  // merge_and_export_model: a LoRA peft_config naming the adapter and export_dir

@@ -305,6 +305,16 @@ void Run::rebuild_loader() {
   loader_opts_.batch_size = a_.per_device_train_batch_size;
   if (a_.group_by_length)  // HF sorts within megabatches of whole optimizer steps
     loader_opts_.length_group = a_.per_device_train_batch_size * a_.gradient_accumulation_steps * dp_size();
+  if (!a_.v1_batching.empty()) {  // LLaMA-Factory v1's dynamic batching: cutoff_len × micro_batch_size tokens
+    if (train_.group != 1)
+      UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": batching_strategy ", a_.v1_batching, " with stage ",
+                   a_.stage, " (pairs of rows) is not implemented yet");
+    loader_opts_.token_budget = a_.cutoff_len * a_.per_device_train_batch_size;
+    loader_opts_.budget_by_sum = a_.v1_batching == "dynamic_padding_free";
+    say("batches: " + a_.v1_batching + ", each micro-batch the next rows while their " +
+        (loader_opts_.budget_by_sum ? "tokens" : "padded tokens (rows × longest)") + " stay within " +
+        std::to_string(loader_opts_.token_budget) + " (cutoff_len × micro_batch_size)");
+  }
   loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
 }
 

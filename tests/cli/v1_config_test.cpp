@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -138,6 +139,37 @@ TEST(V1Config, DpoExampleStartsAtLn2AndTwoProcessesAreOne) {
   EXPECT_NE(r.err.find("v1_dpo_demo.jsonl line 1: a chosen / rejected pair; train pairs with stage=dpo"),
             std::string::npos)
       << r.err;
+}
+
+// v1's dynamic_batching and dynamic_padding_free examples (micro-batches cut by a budget of
+// cutoff_len × micro_batch_size tokens, the latter packed into one row): each trains, and two
+// processes with global batch 4 give one process's run (each reads the step's whole group).
+// dynamic_batching without max_steps is refused as v1 refuses it.
+TEST(V1Config, DynamicBatchingExamplesTrainAndTwoProcessesAreOne) {
+  const std::string dir = testing::temp_dir("v1dyn");
+  const std::string model = tiny_qwen2(dir);
+  std::ofstream(dir + "/data.yaml") << "identity:\n  path: " << source_path("data/identity.json")
+                                    << "\n  source: local\n  converter: alpaca\n";
+  for (const std::string strategy : {"dynamic_batching", "dynamic_padding_free"}) {
+    const std::string args =
+        source_path("tests/data/llamafactory_examples/v1/train_batching_strategy/train_full_fsdp2_" + strategy + ".yaml") +
+        " model=" + model + " train_dataset=" + dir + "/data.yaml max_steps=3 cutoff_len=64 bf16=false micro_batch_size=2 "
+        "global_batch_size=4 learning_rate=1e-3 --quiet output_dir=" + dir + "/" + strategy;
+    auto one = testing::train_processes(1, args + "_one");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    EXPECT_NE(one.err.find("batches: " + strategy + ", each micro-batch the next rows while their"), std::string::npos)
+        << one.err;
+    EXPECT_NE(one.err.find("stay within 128 (cutoff_len × micro_batch_size)"), std::string::npos) << one.err;
+    ASSERT_EQ(testing::train_lines(dir + "/" + strategy + "_one").size(), 3u);
+    auto two = testing::train_processes(2, args + "_two");
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    testing::expect_runs_close(dir + "/" + strategy + "_one", dir + "/" + strategy + "_two", strategy + ": 2 processes vs 1");
+  }
+  auto r = run_unillm("train " +
+                      source_path("tests/data/llamafactory_examples/v1/train_batching_strategy/train_full_fsdp2_dynamic_batching.yaml") +
+                      " model=" + model + " train_dataset=" + dir + "/data.yaml max_steps=null output_dir=" + dir + "/no_steps --quiet");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("batching_strategy dynamic_batching needs max_steps"), std::string::npos) << r.err;
 }
 
 TEST(V1Config, WhatV1RefusesOrCannotDoHereIsSaidWithItsPlace) {

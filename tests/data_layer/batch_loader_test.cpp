@@ -188,3 +188,84 @@ TEST(BatchLoader, GroupByLengthSortsMegabatchesOfTheShuffledOrder) {
 
 }  // namespace
 }  // namespace unillm::data
+
+namespace unillm::data {
+namespace {
+
+// LLaMA-Factory v1's dynamic batching, cut by hand from its _get_dynamic_micro_batch_sizes and
+// _get_dynamic_padding_free_micro_batch_sizes on rows of 3, 5, 2, 7, 1, 1, 4 tokens with a budget
+// of 10: padded (rows × longest) [3 5] [2] [7] [1 1] [4]; summed [3 5 2] [7 1 1] [4] (v1 carries
+// the short last batch into the next pass; here it is the epoch's last). Each epoch is cut anew
+// and a restored state finds its batch.
+TEST(BatchLoader, TokenBudgetCutsTheEpochAsV1sDynamicBatching) {
+  TokenizedDataset d;
+  for (int len : {3, 5, 2, 7, 1, 1, 4}) d.rows.push_back(std::vector<int32_t>(len, 10 + len));
+  LoaderOptions o;
+  o.shuffle = false;
+  o.token_budget = 10;
+  auto sizes = [&](const LoaderOptions& opts) {
+    BatchLoader loader(d, opts);
+    std::vector<int64_t> out;
+    const int64_t n = loader.batches_per_epoch();
+    for (int64_t i = 0; i < n; ++i) out.push_back(static_cast<int64_t>(loader.next().row_indices.size()));
+    EXPECT_EQ(loader.state(), (LoaderState{1, 0}));
+    return out;
+  };
+  EXPECT_EQ(sizes(o), (std::vector<int64_t>{2, 1, 1, 2, 1}));
+  LoaderOptions packed = o;
+  packed.budget_by_sum = true;
+  EXPECT_EQ(sizes(packed), (std::vector<int64_t>{3, 3, 1}));
+
+  // Shuffled: every epoch's batches cover its order once within the budget; a restored state
+  // gives the batch the uninterrupted loader gave.
+  o.shuffle = true;
+  BatchLoader loader(d, o);
+  std::vector<Batch> seen;
+  for (int e = 0; e < 3; ++e) {
+    std::vector<int64_t> rows;
+    for (int64_t i = 0, n = loader.batches_per_epoch(); i < n; ++i) {
+      Batch b = loader.next();
+      EXPECT_TRUE(b.rows == 1 || b.rows * b.seq_len <= 10) << b.rows << " x " << b.seq_len;
+      rows.insert(rows.end(), b.row_indices.begin(), b.row_indices.end());
+      seen.push_back(b);
+    }
+    EXPECT_EQ(rows, loader.epoch_order(e));
+  }
+  BatchLoader resumed(d, o);
+  const auto epoch0 = static_cast<size_t>(resumed.batches_per_epoch());
+  resumed.restore({1, 1});
+  EXPECT_EQ(resumed.next().input_ids, seen[epoch0 + 1].input_ids);
+  EXPECT_THROW(resumed.restore({0, 99}), ConfigError);
+  // Pairs and group_by_length are not cut by a budget.
+  LoaderOptions grouped = o;
+  grouped.length_group = 4;
+  EXPECT_THROW(BatchLoader(d, grouped), ConfigError);
+}
+
+// dynamic_padding_free's batch is one row: the rows end to end, each its own segment and
+// positions, the first label of every row after the first ignored, padded to the multiple asked.
+TEST(BatchLoader, PaddingFreeBudgetPacksTheBatchIntoOneRow) {
+  TokenizedDataset d;
+  d.rows = {{5, 6, 7}, {8, 9}, {4}};
+  d.labels = {{-100, 6, 7}, {8, 9}, {4}};
+  LoaderOptions o;
+  o.shuffle = false;
+  o.token_budget = 100;
+  o.budget_by_sum = true;
+  o.pad_to_multiple_of = 4;
+  o.pad_id = 0;
+  BatchLoader loader(d, o);
+  ASSERT_EQ(loader.batches_per_epoch(), 1);
+  const Batch b = loader.next();
+  EXPECT_EQ(b.rows, 1);
+  EXPECT_EQ(b.seq_len, 8);
+  EXPECT_EQ(b.input_ids, (std::vector<int32_t>{5, 6, 7, 8, 9, 4, 0, 0}));
+  EXPECT_EQ(b.labels, (std::vector<int32_t>{-100, 6, 7, -100, 9, -100, -100, -100}));
+  EXPECT_EQ(b.position_ids, (std::vector<int32_t>{0, 1, 2, 0, 1, 0, 1, 2}));
+  EXPECT_EQ(b.segment_ids, (std::vector<int32_t>{1, 1, 1, 2, 2, 3, 0, 0}));
+  EXPECT_EQ(b.lengths, (std::vector<int32_t>{6}));
+  EXPECT_EQ(b.row_indices, (std::vector<int64_t>{0, 1, 2}));
+}
+
+}  // namespace
+}  // namespace unillm::data

@@ -115,12 +115,16 @@ TEST(V1Args, EveryUnsupportedKeyIsReportedAtOnce) {
       "dist_config:\n  name: fsdpturbo\nsurprise: 1\n",
       {"stage=rm"});
   EXPECT_NE(e.find("8 problems"), std::string::npos) << e;
-  for (const char* needle : {"v1.yaml line 2: LLaMA-Factory v1 model_class", "line 4: LLaMA-Factory v1 batching_strategy",
+  for (const char* needle : {"v1.yaml line 2: LLaMA-Factory v1 model_class", "line 4: batching_strategy dynamic_batching needs max_steps",
                              "line 5: LLaMA-Factory v1 cp_size", "line 6: unknown quant_config 'gptq'",
                              "line 8: unknown init_config 'init_on_mars'", "line 10: LLaMA-Factory v1 dist_config fsdpturbo",
                              "line 12: unknown LLaMA-Factory v1 key 'surprise'", "command line: LLaMA-Factory v1 stage"})
     EXPECT_NE(e.find(needle), std::string::npos) << needle << "\n" << e;
   EXPECT_NE(error_of("model: m\nmicro_batch_size: 1\n").find("needs train_dataset"), std::string::npos);
+  EXPECT_NE(error_of("model: m\ntrain_dataset: d\nbatching_strategy: greedy\n")
+                .find("line 3: unknown batching_strategy 'greedy' (normal, padding_free, dynamic_batching, "
+                      "dynamic_padding_free)"),
+            std::string::npos);
   EXPECT_NE(error_of("model: m\ntrain_dataset: d\noptim_config:\n  name: muon\n  momentum: 0.9\n")
                 .find("line 5: LLaMA-Factory v1 optim_config.momentum"),
             std::string::npos);

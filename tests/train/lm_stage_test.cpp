@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "data/batch_loader.h"
 #include "models/causal_lm.h"
 #include "support/expect.h"
 #include "tiny_llama_util.h"
@@ -69,6 +70,33 @@ TEST(LmStage, MicroBatchMeanLossAveragesEachMicroBatchsMean) {
   // The mean is the token mean of the row's cross-entropies: ln 40 ≈ 3.69 for a model this random.
   EXPECT_GT(mean.loss, 2.5);
   EXPECT_LT(mean.loss, 5.0);
+}
+
+// LLaMA-Factory v1's dynamic_padding_free packs a micro-batch into one row (segments, restarted
+// positions): the same summed loss and gradients as the rows padded side by side.
+TEST(LmStage, PackedMicroBatchTrainsAsItsPaddedRows) {
+  testing::init_cpu();
+  data::TokenizedDataset d;
+  d.rows = {{1, 5, 6, 7, 8, 9}, {1, 11, 12, 13}, {1, 20, 21, 22, 23, 24, 25, 26}};
+  d.labels = {{-100, -100, 6, 7, 8, 9}, {-100, 11, 12, 13}, {-100, -100, -100, 23, 24, 25, 26, 3}};
+  data::LoaderOptions padded;
+  padded.shuffle = false;
+  padded.token_budget = 1000;
+  data::LoaderOptions packed = padded;
+  packed.budget_by_sum = true;
+  const data::Batch a = data::BatchLoader(d, padded).next(), b = data::BatchLoader(d, packed).next();
+  ASSERT_EQ(a.rows, 3);
+  ASSERT_EQ(b.rows, 1);
+  TrainArgs args;
+  args.stage = "sft";
+  auto stage = make_stage(args);
+  MicroOptions o;
+  o.seed = 1;
+  auto m0 = testing::tiny_llama("lm_stage_pad", 2, true), m1 = testing::tiny_llama("lm_stage_pack", 2, true);
+  const MicroResult ra = stage->train_micro(*m0, a, o), rb = stage->train_micro(*m1, b, o);
+  EXPECT_GT(ra.loss, 0.0);
+  EXPECT_NEAR(rb.loss, ra.loss, 1e-5 * ra.loss);
+  EXPECT_NEAR(grad_norm2(*m1), grad_norm2(*m0), 1e-5 * grad_norm2(*m0));
 }
 
 }  // namespace
