@@ -513,6 +513,20 @@ V1Row V1Renderer::render_messages(const std::vector<V1Message>& msgs, const std:
   return row;
 }
 
+namespace {
+
+bool has_scored(const std::vector<int32_t>& labels) {
+  return std::any_of(labels.begin(), labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
+}
+
+// A rendered row's first n tokens (n at most its length).
+void keep_first(V1Row& row, int64_t n) {
+  row.ids.resize(static_cast<size_t>(n));
+  row.labels.resize(static_cast<size_t>(n));
+}
+
+}  // namespace
+
 TokenizedDataset load_v1_sft_data(const V1DataOptions& o, const io::Tokenizer& tok, const std::string& model_dir) {
   const V1Index idx = read_v1_index(o);
   const V1Renderer renderer(model_dir, tok);
@@ -521,9 +535,8 @@ TokenizedDataset load_v1_sft_data(const V1DataOptions& o, const io::Tokenizer& t
   for (const auto& [sample, cut] : idx.entries) {
     V1Row r = renderer.render(idx.samples[static_cast<size_t>(sample)], cut);
     if (static_cast<int64_t>(r.ids.size()) > o.cutoff_len) {
-      r.ids.resize(static_cast<size_t>(o.cutoff_len));
-      r.labels.resize(static_cast<size_t>(o.cutoff_len));
-      if (std::all_of(r.labels.begin(), r.labels.end(), [](int32_t l) { return l == kIgnoreIndex; })) {
+      keep_first(r, o.cutoff_len);
+      if (!has_scored(r.labels)) {
         drop(out, idx.samples[static_cast<size_t>(sample)].source + ": its supervised tokens all fall beyond cutoff_len " +
                       std::to_string(o.cutoff_len) + " (dropped, as LLaMA-Factory v1 does)");
         continue;
@@ -545,9 +558,6 @@ TokenizedDataset load_v1_pair_data(const V1DataOptions& o, const io::Tokenizer& 
   TokenizedDataset out;
   out.group = 2;
   out.documents = static_cast<int64_t>(idx.samples.size());
-  const auto scored = [](const std::vector<int32_t>& labels) {
-    return std::any_of(labels.begin(), labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
-  };
   for (const auto& entry : idx.entries) {
     const V1Sample& s = idx.samples[static_cast<size_t>(entry.first)];
     V1Row c = renderer.render_messages(s.messages, s.tools, s.source);
@@ -555,15 +565,13 @@ TokenizedDataset load_v1_pair_data(const V1DataOptions& o, const io::Tokenizer& 
     const auto total = static_cast<int64_t>(c.ids.size() + r.ids.size());
     if (total > o.cutoff_len) {  // the concatenation's first cutoff_len tokens
       const auto keep_c = std::min<int64_t>(o.cutoff_len, static_cast<int64_t>(c.ids.size()));
-      c.ids.resize(static_cast<size_t>(keep_c));
-      c.labels.resize(static_cast<size_t>(keep_c));
-      r.ids.resize(static_cast<size_t>(o.cutoff_len - keep_c));
-      r.labels.resize(r.ids.size());
+      keep_first(c, keep_c);
+      keep_first(r, o.cutoff_len - keep_c);
       // v1 drops a row with no scored token left, and trains one whose rejected half has none with
       // that half's log-prob 0; the pair losses here need scored tokens on both sides, so such a
       // pair is dropped too (said in the log).
-      if (!scored(c.labels) || !scored(r.labels)) {
-        drop(out, s.source + (scored(c.labels) ? ": its rejected side has no scored token within cutoff_len "
+      if (!has_scored(c.labels) || !has_scored(r.labels)) {
+        drop(out, s.source + (has_scored(c.labels) ? ": its rejected side has no scored token within cutoff_len "
                                                 : ": its scored tokens all fall beyond cutoff_len ") +
                       std::to_string(o.cutoff_len) + " (dropped)");
         continue;
