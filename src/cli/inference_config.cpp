@@ -2,7 +2,10 @@
 #include "cli/inference_config.h"
 
 #include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "cli/common.h"
 #include "core/error.h"
@@ -26,6 +29,29 @@ std::string number(double v) {
   os.precision(17);
   os << v;
   return os.str();
+}
+
+// LLaMA-Factory v1's chat samples with transformers' generate: the model's generation_config.json
+// and, for what it leaves out, generate's defaults — greedy unless do_sample is true, then
+// temperature 1, top_p 1, top_k 50 — where unillm's `chat --model` would sample by default. Only
+// the keys the file lacks become flags (chat reads the file for the rest).
+void v1_sampling(const std::string& model_dir, std::vector<std::string>& out) {
+  nlohmann::json j = nlohmann::json::object();
+  const auto path = std::filesystem::path(model_dir) / "generation_config.json";
+  if (std::filesystem::exists(path)) {
+    try {
+      j = nlohmann::json::parse(read_text_file(path.string()));
+    } catch (const nlohmann::json::exception&) {  // chat reports the file itself
+    }
+  }
+  if (!j.is_object()) return;
+  if (!(j.contains("do_sample") && j["do_sample"].is_boolean() && j["do_sample"].get<bool>())) {
+    out.insert(out.end(), {"--temperature", "0"});
+    return;
+  }
+  for (const auto& [key, flag, value] : {std::tuple{"temperature", "--temperature", "1"}, {"top_p", "--top-p", "1"},
+                                         {"top_k", "--top-k", "50"}, {"repetition_penalty", "--repetition-penalty", "1"}})
+    if (!j.contains(key) || j[key].is_null()) out.insert(out.end(), {flag, value});
 }
 
 }  // namespace
@@ -65,6 +91,9 @@ std::vector<std::string> inference_flags_from_config(const std::vector<std::stri
         g.default_system)
       std::fprintf(stderr, "unillm: warning: [config] %s: sampling keys and default_system are taken per "
                    "request by `unillm api` (OpenAI fields); the config's values are not used\n", path.c_str());
+  } else if (a.v1_config) {  // v1's SampleArguments: max_new_tokens 128
+    v1_sampling(out[1], out);
+    out.insert(out.end(), {"--max-new-tokens", std::to_string(g.max_new_tokens.value_or(128))});
   } else {
     // LLaMA-Factory's GeneratingArguments defaults (its chat ignores generation_config.json).
     const bool sample = g.do_sample.value_or(true);

@@ -417,6 +417,7 @@ struct TrainArgs {
   // cut from the epoch's order by a budget of cutoff_len × micro_batch_size tokens, padded or
   // summed (data::LoaderOptions::token_budget).
   std::string v1_batching;
+  bool v1_config = false;  // read from a v1 config (chat then samples as v1's HF generate does)
   bool decay_all_params = false;
 
   ConfigUse use = ConfigUse::kTrain;  // the command it was read for

@@ -21,6 +21,7 @@ struct V1 {
   std::vector<std::string> warnings;
   std::string source;
   bool exporting = false;  // `unillm export` (v1's merge_and_export_model)
+  bool chatting = false;   // `unillm chat` (v1's `llamafactory-cli chat`: cli_sampler.run_chat)
   std::string stage = "sft";  // v1's sub-command: `stage=dpo` stands for `llamafactory-cli dpo`
 };
 
@@ -216,6 +217,16 @@ void translate(V1& t, const Field& f) {
     if (!v.IsNull()) set(t, it->second, v, f.where);
     return;
   }
+  if (t.chatting && (k == "max_new_tokens" || k == "sample_backend")) {  // v1's SampleArguments
+    if (k == "max_new_tokens" && !v.IsNull()) set(t, "max_new_tokens", v, f.where);
+    if (k == "sample_backend" && s != "hf")
+      t.warnings.push_back("[config] " + f.where + ": sample_backend " + s +
+                           ": unillm's own engine generates (paged KV cache)");
+    return;
+  }
+  if (k == "train_dataset" && t.chatting && !off)
+    refuse(f.where, "train_dataset", "under chat (v1 batch-infers the set and keeps nothing; unillm chat is the "
+           "interactive session, and `unillm train` with do_predict writes predictions)");
   if (k == "train_dataset") {
     t.direct.erase("v1_train_dataset");
     t.direct.emplace("v1_train_dataset", Field{"v1_train_dataset", v, f.where});
@@ -328,18 +339,15 @@ bool is_v1_config(const YAML::Node& root) {
 
 TrainArgs parse_v1_args(const YAML::Node& root, const std::string& source,
                         const std::vector<std::string>& overrides, ConfigUse use) {
-  if (use != ConfigUse::kTrain && use != ConfigUse::kExport)
-    UNILLM_THROW(NotImplemented, "[config] ", source, ": LLaMA-Factory v1 configs are read by `unillm train` (its "
-                 "sft) and `unillm export` (its merge); `unillm ", config_use_name(use), "` of a v1 config is not "
-                 "implemented yet");
   V1 t;
   t.source = source;
   t.exporting = use == ConfigUse::kExport;
+  t.chatting = use == ConfigUse::kChat;
   // v1's trainer, spelled in unillm's keys: SFT; torch.optim.AdamW(lr) (betas 0.9/0.999, eps 1e-8,
   // weight decay 0.01 on one group) under LambdaLR(1.0); checkpoints only with save_steps (none at
   // the end); a log line every step; bf16 and activation checkpointing on unless turned off.
   const std::string fixed = source + " (LLaMA-Factory v1)";
-  for (const auto& [k, v] : t.exporting ? std::vector<std::pair<std::string, std::string>>{}
+  for (const auto& [k, v] : t.exporting || t.chatting ? std::vector<std::pair<std::string, std::string>>{}
                                         : std::vector<std::pair<std::string, std::string>>{
            {"stage", "sft"}, {"do_train", "true"}, {"finetuning_type", "full"}, {"weight_decay", "0.01"},
            {"adam_beta1", "0.9"}, {"adam_beta2", "0.999"}, {"adam_epsilon", "1e-8"},
@@ -347,7 +355,7 @@ TrainArgs parse_v1_args(const YAML::Node& root, const std::string& source,
            {"logging_steps", "1"}, {"bf16", "true"}, {"cutoff_len", "2048"}, {"learning_rate", "1e-4"},
            {"num_train_epochs", "3"}, {"max_grad_norm", "1.0"}, {"seed", "42"}})
     set(t, k, v, fixed);
-  if (!t.exporting) t.direct.emplace("decay_all_params", Field{"decay_all_params", YAML::Node("true"), fixed});
+  if (!t.exporting && !t.chatting) t.direct.emplace("decay_all_params", Field{"decay_all_params", YAML::Node("true"), fixed});
   Problems problems;
   // The file's keys in order, then the command line's (OmegaConf.from_cli: `key=value`, and
   // `parent.child=value` editing one entry of a mapping such as dist_config).
@@ -403,7 +411,13 @@ TrainArgs parse_v1_args(const YAML::Node& root, const std::string& source,
       problems.add("[config] " + it->second.where + ": batching_strategy dynamic_batching needs max_steps (its "
                    "micro-batches follow a token budget, so an epoch has no fixed number of steps; as v1)", true);
   }
-  if (!t.exporting && !t.direct.count("v1_train_dataset"))
+  if (t.chatting) {  // v1's training keys in a chat config: said, not used
+    for (const auto& [k, f] : t.direct)
+      t.warnings.push_back("[config] " + f.where + ": a v1 training key (" + k.substr(k.rfind("v1_", 0) == 0 ? 3 : 0) +
+                           ") is not used by `unillm chat`; ignored");
+    t.direct.clear();
+  }
+  if (!t.exporting && !t.chatting && !t.direct.count("v1_train_dataset"))
     problems.add("[config] " + source + ": a LLaMA-Factory v1 config needs train_dataset", true);
   if (t.exporting) {  // merge_and_export_model: a LoRA peft_config naming the adapter and export_dir
     const auto lora = t.fields.find("finetuning_type");
@@ -416,6 +430,7 @@ TrainArgs parse_v1_args(const YAML::Node& root, const std::string& source,
   }
   TrainArgs a = apply_fields(t.fields, source, t.direct, std::move(problems), use);
   a.save_final_step = false;  // v1 saves checkpoints every save_steps only, then the model
+  a.v1_config = true;
   a.warnings.insert(a.warnings.begin(), t.warnings.begin(), t.warnings.end());
   return a;
 }

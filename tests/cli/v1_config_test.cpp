@@ -172,6 +172,39 @@ TEST(V1Config, DynamicBatchingExamplesTrainAndTwoProcessesAreOne) {
   EXPECT_NE(r.err.find("batching_strategy dynamic_batching needs max_steps"), std::string::npos) << r.err;
 }
 
+// `llamafactory-cli chat` of a v1 config (cli_sampler.run_chat): the model's own chat template and
+// transformers' generate — greedy unless generation_config.json samples, generate's defaults for
+// what that file leaves out — with max_new_tokens from the config (v1's default 128): the same
+// session as the equivalent `chat --model` flags. Training keys in the file are said to be unused;
+// a train_dataset (v1 batch-infers it) is refused.
+TEST(V1Config, ChatIsTheSameSessionAsItsFlags) {
+  const std::string dir = testing::temp_dir("v1chat");
+  const std::string model = tiny_qwen2(dir);
+  std::ofstream(dir + "/in.txt") << "Hello there.\nAnd then?\n";
+  std::ofstream(dir + "/chat.yaml") << "model: " << model << "\nmodel_class: llm\nmicro_batch_size: 2\n"
+                                    << "sample_backend: hf\nmax_new_tokens: 6\n";
+  auto run = [&](const std::string& args) { return run_unillm(args + " --threads 1", dir + "/in.txt"); };
+  std::filesystem::remove(model + "/generation_config.json");
+  auto v1 = run("chat " + dir + "/chat.yaml");
+  auto flags = run("chat --model " + model + " --temperature 0 --max-new-tokens 6");
+  ASSERT_EQ(v1.exit_code, 0) << v1.err;
+  ASSERT_EQ(flags.exit_code, 0) << flags.err;
+  EXPECT_EQ(v1.out, flags.out);
+  EXPECT_NE(v1.out.find("Assistant: "), std::string::npos) << v1.out;
+  EXPECT_NE(v1.err.find("key 'per_device_train_batch_size' is not used by `unillm chat`"), std::string::npos) << v1.err;
+  // A sampling generation_config.json: its temperature, generate's top_p 1 and top_k 50.
+  io::write_file_atomic(model + "/generation_config.json", R"({"do_sample": true, "temperature": 0.7})");
+  auto sampled = run("chat " + dir + "/chat.yaml max_new_tokens=5");
+  auto sampled_flags = run("chat --model " + model + " --temperature 0.7 --top-p 1 --top-k 50 --max-new-tokens 5");
+  ASSERT_EQ(sampled.exit_code, 0) << sampled.err;
+  EXPECT_EQ(sampled.out, sampled_flags.out);
+  auto greedy = run("chat --model " + model + " --temperature 0 --max-new-tokens 5");
+  EXPECT_NE(sampled.out, greedy.out);
+  auto r = run("chat " + dir + "/chat.yaml train_dataset=" + source_path("data/v1_sft_demo.yaml"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("command line: LLaMA-Factory v1 train_dataset: under chat"), std::string::npos) << r.err;
+}
+
 TEST(V1Config, WhatV1RefusesOrCannotDoHereIsSaidWithItsPlace) {
   const std::string dir = testing::temp_dir("v1refuse");
   const std::string model = tiny_qwen2(dir);
