@@ -354,6 +354,7 @@ void Run::prepare_stage(const std::string& from) {
   ctx.eval = &eval_;
   ctx.loader = loader_opts_;
   ctx.say = [this](const std::string& s) { say(s); };
+  ctx.dp_size = dp_size();
   // A stage's per-round values (BCO's batch rewards) through one allgather: training rounds over
   // the data-parallel replicas (under tensor parallelism those of this tp rank, whose peers run
   // the same micro-batch), evaluation rounds over every process (each evaluates alone).

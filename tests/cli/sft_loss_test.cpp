@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "support/expect.h"
+#include "run_compare_util.h"
 #include "support/run_cli.h"
 #include "train_log_util.h"
 
@@ -97,6 +98,25 @@ TEST(SftLoss, AsftTrainsAgainstItsReference) {
   ASSERT_EQ(l.size(), 8u);
   EXPECT_NEAR(l[0], d[0], 1e-4);
   EXPECT_NE(l.back(), l.front());
+}
+
+// ASFT's step loss is LLaMA-Factory's: the sum of its micro-batches' means (asft_loss_func's
+// micro-batch mean, which HF's Trainer does not divide by gradient_accumulation_steps). At
+// learning rate 0 a run accumulating 1 logs each micro-batch's own mean; one accumulating 2 logs
+// the sum of each pair, and its gradient norm is that of the sum.
+TEST(SftLoss, AsftSumsItsMicroBatchMeansAsLlamaFactory) {
+  const std::string dir = testing::temp_dir("sft_asft_ga");
+  const std::string base = testing::kStoriesSft +
+                           " finetuning_type=full use_asft_loss=true logging_steps=1 save_strategy=no eval_strategy=no "
+                           "max_samples=64 per_device_train_batch_size=1 learning_rate=0 --quiet";
+  auto each = testing::train_processes(1, base + " gradient_accumulation_steps=1 max_steps=4 output_dir=" + dir + "/each");
+  ASSERT_EQ(each.exit_code, 0) << each.err;
+  auto sums = testing::train_processes(1, base + " gradient_accumulation_steps=2 max_steps=2 output_dir=" + dir + "/sums");
+  ASSERT_EQ(sums.exit_code, 0) << sums.err;
+  const std::vector<double> e = testing::train_losses(dir + "/each"), g = testing::train_losses(dir + "/sums");
+  ASSERT_EQ(e.size(), 4u);
+  ASSERT_EQ(g.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(g[i], e[2 * i] + e[2 * i + 1], 2e-4) << "step " << i + 1;
 }
 
 TEST(SftLoss, RefusesOtherStagesAndTwoVariants) {

@@ -3,7 +3,7 @@
 // 1 / the step's scored tokens. SFT's loss variants (use_dft_loss, use_eaft_loss) weight each
 // token's cross-entropy (ops/weighted_cross_entropy.h) under the same normalisation, as
 // LLaMA-Factory's dft/eaft_loss_func divide by num_items_in_batch; use_asft_loss adds the KL to
-// a frozen reference (ops/asft_cross_entropy.h, stages/reference.h), also per scored token.
+// a frozen reference (ops/asft_cross_entropy.h, stages/reference.h), normalised as below.
 // Mixture-of-experts models trained with their router load-balancing loss add coef · aux per
 // micro-batch (ops/moe_balance.h), summed over the step's micro-batches on every process: HF's
 // Trainer does not divide the loss of a model that takes its loss kwargs (Qwen2/3-MoE) by
@@ -12,6 +12,11 @@
 // micro_batch_mean_loss (Megatron Core's calculate_per_token_loss: false) instead takes each
 // micro-batch's mean over its scored tokens and averages those over the step's micro-batches of
 // every process, as Megatron's schedule divides each by num_microbatches and DDP by dp.
+// use_asft_loss takes each micro-batch's mean too and sums them over a process's accumulation
+// (LLaMA-Factory's asft_loss_func returns a micro-batch mean, and HF's Trainer divides neither a
+// compute_loss_func's loss by gradient_accumulation_steps nor, since transformers 4.49, DeepSpeed's),
+// DDP averaging over the dp processes: weight 1/dp.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -52,6 +57,7 @@ class LmStage : public Stage {
   }
 
   void prepare(models::CausalLM& model, const PrepareContext& ctx) override {
+    dp_ = std::max<int64_t>(ctx.dp_size, 1);
     if (a_.use_asft_loss) ref_ = make_reference(ref_kind_, a_, model, ctx);
   }
   std::string name() const override { return a_.stage; }
@@ -92,6 +98,7 @@ class LmStage : public Stage {
 
   double micro_weight(const std::vector<data::Batch>& group) const override {
     if (a_.micro_batch_mean_loss) return group.empty() ? 0.0 : 1.0 / static_cast<double>(group.size());
+    if (a_.use_asft_loss) return 1.0 / static_cast<double>(dp_);
     int64_t items = 0;
     for (const auto& b : group) items += scored_labels(b);
     return items > 0 ? 1.0 / static_cast<double>(items) : 0.0;
@@ -179,9 +186,9 @@ class LmStage : public Stage {
   }
 
   // What a micro-batch's summed loss is multiplied by before the step's weight: 1, or under
-  // micro_batch_mean_loss 1 / its scored tokens (its mean; 0 when it has none).
+  // micro_batch_mean_loss and ASFT 1 / its scored tokens (its mean; 0 when it has none).
   double micro_scale(const data::Batch& b) const {
-    if (!a_.micro_batch_mean_loss) return 1.0;
+    if (!a_.micro_batch_mean_loss && !a_.use_asft_loss) return 1.0;
     const int64_t n = scored_labels(b);
     return n > 0 ? 1.0 / static_cast<double>(n) : 0.0;
   }
@@ -245,6 +252,7 @@ class LmStage : public Stage {
   const TrainArgs& a_;
   std::optional<ops::TokenWeighting> weighting_;  // set for use_dft_loss / use_eaft_loss
   RefKind ref_kind_;
+  int64_t dp_ = 1;  // data-parallel replicas (prepare)
   std::unique_ptr<Reference> ref_;  // use_asft_loss
   std::vector<Tensor> ref_hidden_;  // use_asft_loss under pipeline parallelism: the step's, by micro-batch
   std::unique_ptr<data::ChatTemplate> template_;

@@ -99,6 +99,7 @@ struct PrepareContext {
   dist::ProcessGroup* shard_frozen_over = nullptr;
   Exchange exchange;
   int64_t rank = 0;  // this process's place in the exchange's rank order
+  int64_t dp_size = 1;  // the data-parallel replicas (a step's group is their micro-batches)
   // The same over evaluation rounds, which every process runs alone with the whole model (so
   // the group is every process, even under tensor parallelism).
   Exchange eval_exchange;
