@@ -11,6 +11,7 @@
 #include "models/causal_lm.h"
 #include "models/save.h"
 #include "support/expect.h"
+#include "padded_rows_util.h"
 #include "tiny_llama_util.h"
 #include "support/run_cli.h"
 #include "train/memory_plan.h"
@@ -23,25 +24,8 @@ std::unique_ptr<models::CausalLM> tiny_with_adapter() { return testing::tiny_lla
 
 // Two pairs: chosen rows 0, 1 then rejected rows 2, 3; prompts of 3 tokens are not scored.
 data::Batch two_pairs() {
-  data::Batch b;
-  b.rows = 4;
-  b.seq_len = 7;
-  b.group = 2;
-  const std::vector<std::vector<int32_t>> ids = {
-      {1, 5, 6, 7, 8, 9, 10}, {1, 11, 12, 13, 14, 0, 0}, {1, 5, 6, 20, 21, 0, 0}, {1, 11, 12, 30, 31, 32, 33}};
-  for (int64_t r = 0; r < b.rows; ++r) {
-    int32_t len = 0;
-    for (int64_t t = 0; t < b.seq_len; ++t) {
-      const int32_t id = ids[r][t];
-      const bool pad = t > 0 && id == 0;
-      b.input_ids.push_back(id);
-      b.labels.push_back(pad || t < 3 ? -100 : id);
-      len += !pad;
-    }
-    b.lengths.push_back(len);
-    b.row_indices.push_back(r);
-  }
-  return b;
+  return testing::padded_rows(
+      {{1, 5, 6, 7, 8, 9, 10}, {1, 11, 12, 13, 14, 0, 0}, {1, 5, 6, 20, 21, 0, 0}, {1, 11, 12, 30, 31, 32, 33}}, 3, 2);
 }
 
 double metric(const StageMetrics& m, const std::string& name) {

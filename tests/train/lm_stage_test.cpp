@@ -10,6 +10,7 @@
 #include "data/batch_loader.h"
 #include "models/causal_lm.h"
 #include "support/expect.h"
+#include "padded_rows_util.h"
 #include "tiny_llama_util.h"
 #include "train/stages/stage.h"
 
@@ -17,25 +18,7 @@ namespace unillm::train {
 namespace {
 
 // Rows of 7 tokens with the first 3 unscored and right padding (id 0): 4 + 2 scored labels.
-data::Batch rows() {
-  data::Batch b;
-  b.rows = 2;
-  b.seq_len = 7;
-  const std::vector<std::vector<int32_t>> ids = {{1, 5, 6, 7, 8, 9, 10}, {1, 11, 12, 13, 14, 0, 0}};
-  for (int64_t r = 0; r < b.rows; ++r) {
-    int32_t len = 0;
-    for (int64_t t = 0; t < b.seq_len; ++t) {
-      const int32_t id = ids[r][t];
-      const bool pad = t > 0 && id == 0;
-      b.input_ids.push_back(id);
-      b.labels.push_back(pad || t < 3 ? -100 : id);
-      len += !pad;
-    }
-    b.lengths.push_back(len);
-    b.row_indices.push_back(r);
-  }
-  return b;
-}
+data::Batch rows() { return testing::padded_rows({{1, 5, 6, 7, 8, 9, 10}, {1, 11, 12, 13, 14, 0, 0}}, 3); }
 
 double grad_norm2(models::CausalLM& m) {
   double n = 0;
