@@ -236,6 +236,11 @@ Tensor CausalLM::logits_all(const std::vector<int32_t>& ids) {
 
 Tensor CausalLM::loss_labels(const TrainBatch& batch) const { return shifted_labels(batch.labels); }
 
+void CausalLM::set_expert_parallel(nn::Collective* group) {
+  if (group && group->size() > 1)
+    UNILLM_THROW(NotImplemented, "[model] expert parallelism is not implemented for this model");
+}
+
 void CausalLM::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, bool vocab_parallel) {
   (void)sequence_parallel;
   (void)vocab_parallel;

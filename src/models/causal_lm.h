@@ -185,6 +185,11 @@ class CausalLM {
   // trained embedding only under sequence_parallel (whose embedding gradients are each rank's share).
   virtual void set_tensor_parallel(nn::Collective* group, bool sequence_parallel = false, bool vocab_parallel = false);
   nn::Collective* tensor_parallel() const { return tp_; }
+  // Expert parallelism (nn/expert_parallel.h): the group the training forwards' sparse layers split
+  // their experts over (each process routes its own tokens and runs its share of the experts on
+  // the group's); nullptr: none. ConfigError when the model has no sparse layer or the experts do
+  // not divide evenly; the default throws NotImplemented.
+  virtual void set_expert_parallel(nn::Collective* group);
   bool sequence_parallel() const { return tp_ && sp_; }
   bool vocab_parallel() const { return tp_ && vp_; }
   // The rows a training forward of this batch holds on this process (B·T, or this rank's share
@@ -225,6 +230,7 @@ class CausalLM {
   std::function<void(int64_t)> layer_backward_hook_;
   LayerHooks layer_hooks_;
   nn::Collective* tp_ = nullptr;
+  nn::Collective* ep_ = nullptr;  // expert parallelism (set_expert_parallel)
   bool sp_ = false, vp_ = false;
   // The LoRA state of one call: the requested (or active) adapters, validated.
   std::shared_ptr<const nn::LoraRun> lora_run(const std::optional<std::vector<std::string>>& req,

@@ -61,7 +61,8 @@ Tensor DecoderLayer::feed_forward(const Tensor& h, const nn::AttentionInputs& in
                                   const nn::TensorParallel* tp) const {
   // A sparse layer's value is always computed: its combine's backward reads the experts' outputs.
   // A recompute re-run (kGradOnly) does not record its routing in the balance again.
-  if (moe_) return moe_->forward(h, in.lora.get(), in.moe_balance, use == ops::OutputUse::kValue);
+  // Expert parallelism is a training split (tp is null for the inference forwards).
+  if (moe_) return moe_->forward(h, in.lora.get(), in.moe_balance, use == ops::OutputUse::kValue, tp ? in.experts : nullptr);
   return mlp_->forward(h, in.lora.get(), use, tp);
 }
 
@@ -87,6 +88,11 @@ void DecoderLayer::check_split(int size) const {
   attn_.check_split(size);
   if (moe_) moe_->check_split(size);
   if (mlp_) mlp_->check_split(size);
+}
+
+bool DecoderLayer::check_experts_split(int size) const {
+  if (moe_) moe_->check_experts_split(size);
+  return moe_ != nullptr;
 }
 
 void DecoderLayer::split_tensors(std::vector<const Tensor*>& out) const {
@@ -287,6 +293,7 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   if (batch.shift_attn_ratio > 0)
     in.shift = nn::make_shifted_groups(b, t, batch.shift_attn_ratio, batch.segment_ids, batch.row_lengths, device_);
   in.moe_balance = batch.moe_balance;
+  in.experts = ep_;
   return in;
 }
 
@@ -304,6 +311,17 @@ void Llama::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, b
   tp_ = group && group->size() > 1 ? group : nullptr;
   sp_ = tp_ && sequence_parallel;
   vp_ = tp_ && vocab_parallel;
+}
+
+void Llama::set_expert_parallel(nn::Collective* group) {
+  if (group && group->size() > 1) {
+    bool sparse = false;
+    for (const auto& l : layers_) sparse = l->check_experts_split(group->size()) || sparse;
+    if (!sparse)
+      UNILLM_THROW(ConfigError, "[llama] expert parallelism needs a mixture-of-experts model; this ", c_.model_type,
+                   " model has no sparse layer");
+  }
+  ep_ = group && group->size() > 1 ? group : nullptr;
 }
 
 int64_t Llama::train_rows(const TrainBatch& batch) const {

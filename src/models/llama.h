@@ -41,6 +41,9 @@ class DecoderLayer : public nn::Module {
   bool attention_params_need_grad();
   bool mlp_params_need_grad();
   void check_split(int size) const;
+  // Expert parallelism over size processes: whether the layer is sparse (ConfigError when its
+  // experts do not split evenly).
+  bool check_experts_split(int size) const;
   void split_tensors(std::vector<const Tensor*>& out) const;
 
  private:
@@ -70,6 +73,7 @@ class Llama : public CausalLM, public nn::Module {
   const ops::QuantizedWeight& lm_head_quantized() const override { return lm_head_q_; }
   void set_vocab_weights(Tensor embed, Tensor lm_head) override;  // in resize_vocab.cpp
   void set_tensor_parallel(nn::Collective* group, bool sequence_parallel = false, bool vocab_parallel = false) override;
+  void set_expert_parallel(nn::Collective* group) override;
   std::vector<const Tensor*> tensor_parallel_tensors() const override;
   int64_t train_rows(const TrainBatch& batch) const override;
   Tensor loss_labels(const TrainBatch& batch) const override;

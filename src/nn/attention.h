@@ -49,6 +49,9 @@ struct AttentionInputs {
   // run over (each rank its share of the heads and of the MLP; under sequence parallelism x is
   // the rank's token rows and so is the result); no group: the whole layer.
   TensorParallel tp;
+  // Training under expert parallelism (nn/expert_parallel.h): the group this call's sparse layers
+  // split their experts over; null: every expert on this process.
+  Collective* experts = nullptr;
   // Training with LongLoRA's S²-Attn (shift_attn): the groups of this call; null = plain causal.
   std::shared_ptr<const ShiftedGroups> shift;
   // Training with the router load-balancing loss: what this call's sparse layers record their

@@ -29,10 +29,16 @@ class SparseMoE : public Module {
   // [N, C] -> [N, C], the experts' projections with the adapters of lora (nullptr: none).
   // balance: the training forward's router load-balancing loss (ops/moe_balance.h), which the
   // routing is recorded in when `record` (not in a recompute re-run); null = none.
+  // experts_group: training under expert parallelism (nn/expert_parallel.h): x is this process's
+  // rows, its experts run on the group's tokens routed to them and the result is this process's
+  // rows summed over all experts; null (or one process): every expert here.
   Tensor forward(const Tensor& x, const LoraRun* lora = nullptr,
-                 const std::shared_ptr<ops::MoeBalance>& balance = nullptr, bool record = true) const;
+                 const std::shared_ptr<ops::MoeBalance>& balance = nullptr, bool record = true,
+                 Collective* experts_group = nullptr) const;
   // Tensor parallelism is not built for sparse layers: throws NotImplemented for size > 1.
   void check_split(int size) const;
+  // Expert parallelism over size processes: ConfigError unless they split the experts evenly.
+  void check_experts_split(int size) const;
   int64_t num_experts() const { return c_.experts; }
 
  private:

@@ -359,6 +359,9 @@ struct TrainArgs {
   // Tensor parallelism (nn/tensor_parallel.h): PaddleNLP's tensor_parallel_degree, the processes
   // that split each layer's heads and MLP rows (the fastest axis of the mesh).
   int64_t tensor_degree = 1;
+  // Expert parallelism (nn/expert_parallel.h): PaddleNLP's expert_parallel_degree, the
+  // data-parallel processes that split each sparse layer's experts (1: off).
+  int64_t expert_degree = 1;
   // HF's tp_size (transformers' own tensor parallelism): the same degree, applied in
   // finish_parallel_args (where it must agree with tensor_parallel_degree when both are given).
   std::optional<int64_t> hf_tp_size;
@@ -398,7 +401,7 @@ struct TrainArgs {
   // sizes, applied in finish_megatron_args, where each must agree with the PaddleNLP/HF degree
   // given beside it.
   struct MegatronSizes {
-    std::optional<int64_t> tp, pp, vpp;
+    std::optional<int64_t> tp, pp, vpp, ep;
   };
   MegatronSizes megatron;
   // How the micro-batches' losses make a step's loss (stages pt and sft): token-weighted over the

@@ -77,6 +77,7 @@ const std::map<std::string, Map>& paddle_keys() {
       {"use_quick_lora", Map::kIgnored},
       {"greedy_zero_padding", Map::kNotImplemented},
       {"tensor_parallel_degree", Map::kSame},
+      {"expert_parallel_degree", Map::kSame},
       {"tensor_parallel_output", Map::kSame},
       {"fuse_attention_qkv", Map::kIgnored},
       {"fuse_attention_ffn", Map::kIgnored},

@@ -258,9 +258,10 @@ bool set_parallel_field(TrainArgs& a, const Field& f) {
     a.sharding_degree = get_int(f, -1);
     if (a.sharding_degree == 0) bad_value(f, "-1 (every data-parallel process) or a number of processes");
   } else if (f.key == "pipeline_parallel_degree" || f.key == "virtual_pp_degree" ||
-             f.key == "tensor_parallel_degree") {
-    int64_t& d = f.key == "virtual_pp_degree" ? a.virtual_pp_degree
+             f.key == "tensor_parallel_degree" || f.key == "expert_parallel_degree") {
+    int64_t& d = f.key == "virtual_pp_degree"        ? a.virtual_pp_degree
                  : f.key == "tensor_parallel_degree" ? a.tensor_degree
+                 : f.key == "expert_parallel_degree" ? a.expert_degree
                                                      : a.pipeline_degree;
     d = get_int(f, -1);
     if (d == -1 || d == 0) d = 1;  // PaddleNLP's "off"

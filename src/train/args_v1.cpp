@@ -114,7 +114,9 @@ void peft_freeze(V1& t, const Field& f) {
 
 void dist(V1& t, const Field& f) {
   const std::string name = plugin_name(f);
-  if (name == "fsdp2") {  // FSDP2 full sharding: ZeRO stage 3 over the processes
+  if (name == "fsdp2" || name == "fsdpturbo") {
+    // FSDP2 full sharding: ZeRO stage 3 over the processes. fsdpturbo is FSDP2 with the experts
+    // split over ep_size processes: expert parallelism (nn/expert_parallel.h).
     set(t, "fsdp", "full_shard", f.where);
     if (f.node.IsMap())
       for (const auto& kv : f.node) {
@@ -123,6 +125,11 @@ void dist(V1& t, const Field& f) {
           set(t, "fsdp", "full_shard offload", at);
         else if (k == "dcp_path" && !kv.second.IsNull())
           refuse(at, "dist_config.dcp_path", "loading a torch distributed checkpoint");
+        else if (name == "fsdpturbo" && k == "ep_size")
+          set(t, "expert_parallel_degree", kv.second, at);
+        else if (name == "fsdpturbo" && (k == "ep_dispatcher" || k == "fsdp_ignored_modules" || k == "hook_modules" ||
+                                         k == "fsdp_implementation"))
+          ignored(t, "dist_config." + k, at, "how fsdpturbo moves tokens and wraps modules, not what is trained");
         else if (k != "name" && k != "offload_params" && k != "dcp_path")
           ignored(t, "dist_config." + k, at, "an FSDP2 tuning switch");
       }
@@ -130,8 +137,6 @@ void dist(V1& t, const Field& f) {
     if (!f.node.IsMap() || !f.node["config_file"])
       UNILLM_THROW(ConfigError, "[config] ", f.where, ": dist_config deepspeed needs a config_file");
     set(t, "deepspeed", f.node["config_file"], where_of(t.source, f.node["config_file"]));
-  } else if (name == "fsdpturbo") {
-    refuse(f.where, "dist_config fsdpturbo", "expert-parallel FSDP (fsdpturbo)");
   } else {
     UNILLM_THROW(ConfigError, "[config] ", f.where, ": unknown dist_config '", name, "' (fsdp2, deepspeed, fsdpturbo)");
   }

@@ -490,6 +490,7 @@ TrainResult Run::go() {
   load(from);
   if (!a_.do_train) return evaluate_only();
   setup_tensor_parallel();
+  setup_expert_parallel();
   setup_pipeline();
   setup_grad_buckets();
   setup_schedule();

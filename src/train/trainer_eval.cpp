@@ -115,7 +115,7 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
   // part). Under ZeRO-3 it evaluates the first batch again as a stand-in instead, its result
   // dropped: every process's forwards gather the same units in the same order.
   if (world_size() > 1 && world_rank() >= batches % world_size() && batches % world_size() != 0) {
-    if (shards_) {
+    if (shards_ || expert_parallel()) {  // expert parallelism: every forward communicates too
       data::Batch b = batch(0);
       stage_->eval_batch(*model_, b, /*stand_in=*/true);
       if (accuracy) token_accuracy_counts(*model_, b);

@@ -2,6 +2,7 @@
 // the loaded model, and a step's micro-batches through it. Everything after the micro-batches —
 // summing gradients over the processes, clipping, the optimizer, evaluation, checkpoints — is the
 // data-parallel path's: the processes a stage does not run hold zero gradients for its layers.
+#include <algorithm>
 #include <cmath>
 
 #include "dist/gather_strings.h"
@@ -66,6 +67,23 @@ std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& g
     policy.push_back(m.batch);
     micros.push_back(std::move(m));
   }
+  // Under expert parallelism every forward communicates with the other pipelines' stages: a
+  // pipeline short of micro-batches in the epoch's last step runs stand-ins (its first micro-batch
+  // again, loss and load-balancing seeded with zero, result dropped) so that all run as many.
+  const size_t real = micros.size();
+  const auto most_micros = static_cast<size_t>((group.size() + dp - 1) / dp);
+  if (expert_parallel())
+    while (micros.size() < most_micros) {
+      MicroOptions stand_in = mo;
+      stand_in.stand_in = true;
+      stand_in.seed = stand_in.aux_seed = 0;
+      Pipeline::Micro m;
+      m.dropout_seed = step_seed;
+      m.batch = stage_->pipeline_batch(*model_, group[0], Rng(m.dropout_seed), stand_in);
+      policy.push_back(m.batch);
+      mine.push_back(&group[0]);
+      micros.push_back(std::move(m));
+    }
   models::CausalLM& model = *model_;
   // The forward-only passes the stage's head needs (references, KTO's KL rows) run first.
   stage_->pipeline_prepare(model, mine, policy,
@@ -79,6 +97,13 @@ std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& g
       model, micros, seed, mo.recompute, [&](const Tensor& x, int i, const models::TrainBatch& b, double hint) {
         MicroOptions o = mo;
         o.seed = hint;
+        if (static_cast<size_t>(i) >= real) {  // a stand-in: zero seeds, its figures dropped
+          o.stand_in = true;
+          o.aux_seed = 0;
+          Stage::PipelineHead h = stage_->pipeline_head(model, x, i, *mine[static_cast<size_t>(i)], b, o);
+          std::fill(h.grad.begin(), h.grad.end(), 0.0f);
+          return Pipeline::HeadOut{h.root, std::move(h.grad), 0.0};
+        }
         Stage::PipelineHead h = stage_->pipeline_head(model, x, i, *mine[static_cast<size_t>(i)], b, o);
         // The last stage's figures; the interval's are merged over the processes when logged.
         if (counts_loss()) {

@@ -197,6 +197,13 @@ class Run {
   std::unique_ptr<nn::Collective> tp_group_;
   std::vector<const Tensor*> tp_replicated_;
   void setup_tensor_parallel();
+  // Expert parallelism (trainer_tensor_parallel.cpp): groups of expert_degree consecutive
+  // data-parallel processes, as the model's sparse layers see them. Nothing else in the run
+  // changes: every gradient is already the share the data-parallel sum expects.
+  std::unique_ptr<dist::ProcessGroup> ep_process_group_;
+  std::unique_ptr<nn::Collective> ep_group_;
+  void setup_expert_parallel();
+  bool expert_parallel() const { return ep_group_ != nullptr; }
   int64_t tp_rank() const { return model_mesh_ ? model_mesh_->coord().tp : 0; }
   // Each rank of a tensor-parallel group computes the same loss; rank 0's alone is counted (under
   // sequence parallelism each computes its tokens' share, and all are).

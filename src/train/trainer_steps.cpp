@@ -135,6 +135,20 @@ double Run::train_step() {
     // reductions contribute zeros (the same collectives, nothing added) and drops its result.
     // Otherwise such a process sits the round out (a stage exchanging per round takes part).
     for (int64_t k = mine; !pipeline_ && k < most; ++k) {
+      if (expert_parallel()) {
+        // Under expert parallelism its experts still run on the group's tokens: the stand-in's
+        // loss is seeded with zero, and the gradients its experts get from the others are kept.
+        micro_rng.reseed(step_seed);
+        if (shards_) shards_->begin_micro(/*stand_in=*/false, stage_->model_token_loss());
+        MicroOptions stand_in = mo;
+        stand_in.stand_in = true;
+        stand_in.seed = 0;
+        stand_in.aux_seed = 0;
+        stand_in.backward_always = true;
+        stage_->train_micro(*model_, group[0], stand_in);
+        if (shards_) shards_->end_micro();
+        continue;
+      }
       if (!shards_) {
         stage_->idle_round(/*evaluation=*/false);
         continue;

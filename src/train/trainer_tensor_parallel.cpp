@@ -6,6 +6,10 @@
 // others drop them, so the data-parallel path's sum over all processes (allreduce or ZeRO's
 // reduce-scatter) gives one process's gradients, and clipping, the optimizers, checkpoints and
 // resume need nothing else.
+//
+// Expert parallelism (nn/expert_parallel.h) needs no correction at all: its groups are cut from
+// the data-parallel processes, and each process's gradients are already the share the sum
+// expects (its experts' over the group's tokens, everything else over its own).
 #include <algorithm>
 #include <set>
 
@@ -89,6 +93,37 @@ void Run::setup_tensor_parallel() {
                       : "; so is the lm_head",
                  shards_ ? UNILLM_MSG("; every process gathers each whole layer just in time from ZeRO-3's shards (tensor-parallel rank ", tp_rank(), ")")
                          : UNILLM_MSG("; every process holds the whole model (tensor-parallel rank ", tp_rank(), ")")));
+}
+
+void Run::setup_expert_parallel() {
+  const int64_t ep = a_.expert_degree;
+  if (ep == 1) return;
+  if (!h_.dp)
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": expert_parallel_degree ", ep,
+                 " splits the experts over processes; run it under mpirun -np N or unillm launch --nproc N with N "
+                 "a multiple of ", ep);
+  dist::ProcessGroup& data = model_mesh_ ? model_mesh_->dp() : *h_.dp;
+  if (data.size() % ep != 0)
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": expert_parallel_degree ", ep,
+                 " must divide the data-parallel processes (", data.size(), " of ", world_size(),
+                 "); run it under mpirun -np N or unillm launch --nproc N with N a multiple of ",
+                 ep * (world_size() / data.size()));
+  if (a_.tensor_degree > 1)
+    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": expert parallelism beside tensor parallelism "
+                 "is not implemented (tensor parallelism does not split sparse layers); use one of them");
+  // Consecutive data-parallel ranks form a group (MPI_Comm_split: collective over `data`).
+  ep_process_group_ = data.split(static_cast<int>(data.rank() / ep), static_cast<int>(data.rank() % ep));
+  ep_group_ = std::make_unique<GroupCollective>(*ep_process_group_);
+  try {
+    model_->set_expert_parallel(ep_group_.get());
+  } catch (const ConfigError& e) {
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": expert_parallel_degree ", ep, ": ", e.what());
+  }
+  const int64_t experts = model_->config().num_experts;
+  say(UNILLM_MSG("expert parallel: groups of ", ep, " data-parallel processes; this one (rank ",
+                 ep_group_->rank(), " of its group) runs experts ", ep_group_->rank() * experts / ep, "-",
+                 (ep_group_->rank() + 1) * experts / ep - 1, " of each sparse layer for the group's tokens, "
+                 "routes its own and holds every expert's weights"));
 }
 
 void Run::drop_replicated_grads(int64_t lo, int64_t hi) {

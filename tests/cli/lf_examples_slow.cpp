@@ -11,7 +11,8 @@
 // desc_init; extras/llama_pro's config trains the model its expand.sh makes (`unillm
 // expand-layers`, here 8 → 16 layers, as 32 → 40 there). accelerate's launch configs
 // (accelerate/, ktransformers/accelerate/) go to `unillm launch --config_file` with an SFT config;
-// the Megatron configs to `unillm launch --nproc N` with N their tensor × pipeline sizes. Three
+// the Megatron configs to `unillm launch --nproc N` with N their tensor × pipeline × expert sizes,
+// v1's expert-parallel fsdpturbo config with its ep_size (16 processes, a tiny MoE of 16 experts). Three
 // configs name data no machine here has (a Hub set, two of the user's own): their dataset becomes a
 // bundled one (rewrite below).
 #include <gtest/gtest.h>
@@ -117,6 +118,16 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
   init = run_unillm("init --config " + source_path("examples/init/qwen3_moe_tiny_config.json") + " --tokenizer " +
                     source_path("tests/data/qwen2-tokenizer") + " --out " + moe);
   ASSERT_EQ(init.exit_code, 0) << init.err;
+  // v1's expert-parallel config (Qwen3.5-35B-A3B, ep_size 16) gets one with 16 experts.
+  const std::string moe16 = dir + "/qwen3-moe-tiny-16";
+  {
+    std::string cfg = slurp(source_path("examples/init/qwen3_moe_tiny_config.json"));
+    cfg.replace(cfg.find("\"num_experts\": 8"), 16, "\"num_experts\": 16");
+    std::ofstream(dir + "/qwen3_moe_16.json") << cfg;
+  }
+  init = run_unillm("init --config " + dir + "/qwen3_moe_16.json --tokenizer " + source_path("tests/data/qwen2-tokenizer") +
+                    " --out " + moe16);
+  ASSERT_EQ(init.exit_code, 0) << init.err;
   // The llama3 template's configs get a tiny Llama with the Llama 3 tokenizer (its <|eot_id|>).
   const std::string llama3 = dir + "/llama3-tiny";
   std::ofstream(dir + "/llama3.json")
@@ -173,6 +184,7 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
     const bool is_pro = raw.IsMap() && raw["use_llama_pro"];
     const std::string named = raw.IsMap() && raw["model_name_or_path"] ? raw["model_name_or_path"].as<std::string>() : "";
     const bool is_moe = named.rfind("Qwen/Qwen3-30B-A3B", 0) == 0 || named.rfind("Qwen/Qwen3-235B-A22B", 0) == 0;
+    const bool is_moe16 = raw.IsMap() && raw["model"] && raw["model"].as<std::string>() == "Qwen/Qwen3.5-35B-A3B";
     if (cmd == "launch") {
       // An accelerate launch config (`accelerate launch --config_file F src/train.py CONFIG`): as
       // is, launching train_lora/qwen3_lora_sft.yaml with only its paths changed.
@@ -194,16 +206,21 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
                          << "\ninit_special_tokens: desc_init\ndataset: alpaca_en_demo\ndataset_dir: " << source_path("data")
                          << "\ntemplate: qwen\nmax_samples: 8\nmax_steps: 2\noutput_dir: " << out << "\n";
     } else {
-      std::ofstream(cfg) << rewrite(source_path(kExamples + "/" + rel), cmd, is_pro ? pro : l3 ? llama3 : is_moe ? moe : model,
+      std::ofstream(cfg) << rewrite(source_path(kExamples + "/" + rel), cmd,
+                                    is_pro ? pro : l3 ? llama3 : is_moe ? moe : is_moe16 ? moe16 : model,
                                     dir + (l3 ? "/adapter3" : "/adapter"), out);
     }
     // v1 takes the trainer from its sub-command (`llamafactory-cli dpo`): stage=dpo here.
     const std::string stage = rel == "v1/train_lora/train_lora_dpo.yaml" ? " stage=dpo" : "";
     // LLaMA-Factory's Megatron configs (megatron/, megatron_bridge/) size their model parallelism:
-    // they run under `unillm launch` with tensor × pipeline processes, as torchrun starts them.
+    // they run under `unillm launch` with tensor × pipeline × expert processes (the fewest whose
+    // data-parallel count the expert groups divide), as torchrun starts them; v1's fsdpturbo
+    // with ep_size processes.
     int64_t nproc = 1;
-    for (const char* k : {"tensor_model_parallel_size", "pipeline_model_parallel_size"})
+    for (const char* k : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size"})
       if (raw.IsMap() && raw[k]) nproc *= raw[k].as<int64_t>();
+    if (raw.IsMap() && raw["dist_config"] && raw["dist_config"].IsMap() && raw["dist_config"]["ep_size"])
+      nproc *= raw["dist_config"]["ep_size"].as<int64_t>();
     auto r = nproc > 1 ? run_shell("cd " + source_path("") + " && timeout -k 5 600 " + std::string(UNILLM_BINARY_DIR) +
                                    "/unillm launch --nproc " + std::to_string(nproc) + " -- train " + shell_quote(cfg) +
                                    " --quiet")

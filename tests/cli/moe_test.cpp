@@ -225,6 +225,71 @@ TEST(Moe, LoadBalancingLossUnderPipelineStagesIsOneProcesses) {
   }
 }
 
+// Expert parallelism (nn/expert_parallel.h): each of two processes routes its own micro-batch and
+// runs half of the experts on both processes' tokens. Full training with the load-balancing loss
+// over two epochs of 11 batches (each epoch's last step has one micro-batch, so one process runs a
+// stand-in) and evaluations of one batch (a stand-in again) gives one process's losses, gradient
+// norms and weights with the same 2 micro-batches per step; LoRA on a qwen2_moe (shared expert)
+// gives plain data parallelism's, and pipeline stages × expert groups on four processes
+// (LLaMA-Factory's Megatron layout) one process's.
+TEST(Moe, ExpertParallelismEqualsOneProcess) {
+  const std::string dir = testing::temp_dir("moe_ep");
+  const std::string full = kSft + " finetuning_type=full learning_rate=1e-3 moe_aux_loss_coef=0.1 max_samples=46 "
+                           "per_device_train_batch_size=4 num_train_epochs=2 logging_steps=1 eval_steps=3 "
+                           "save_strategy=no --quiet model_name_or_path=" + tiny_moe(dir, "qwen3_moe");
+  auto one = testing::train_processes(1, full + " output_dir=" + dir + "/one gradient_accumulation_steps=2");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto ep = testing::train_processes(2, full + " output_dir=" + dir + "/ep expert_parallel_degree=2");
+  ASSERT_EQ(ep.exit_code, 0) << ep.err;
+  EXPECT_NE(ep.err.find("expert parallel: groups of 2 data-parallel processes"), std::string::npos) << ep.err;
+  EXPECT_EQ(testing::logged_figures(dir + "/one").size(), 15u);  // 10 steps (the 6th of one micro-batch), 5 evaluations
+  testing::expect_runs_close(dir + "/one", dir + "/ep", "qwen3_moe ep2");
+  EXPECT_LE(testing::max_weight_diff(dir + "/one/model.safetensors", dir + "/ep/model.safetensors"),
+            testing::layout_tol(1e-5));
+
+  // LoRA at 5e-3 amplifies last-bit differences (Adam's first updates are ±lr for a gradient near
+  // zero: two processes and one part by 3e-3 in the gradient norm of step 5), so it is checked
+  // against plain data parallelism over the same two processes; its 6th step has one
+  // micro-batch and no load-balancing loss (the stand-in's backward must still run).
+  const std::string lora = kSft + kShort + " model_name_or_path=" + tiny_moe(dir, "qwen2_moe");
+  auto ldp = testing::train_processes(2, lora + " output_dir=" + dir + "/lora_dp");
+  ASSERT_EQ(ldp.exit_code, 0) << ldp.err;
+  auto lep = testing::train_processes(2, lora + " output_dir=" + dir + "/lora_ep expert_parallel_degree=2");
+  ASSERT_EQ(lep.exit_code, 0) << lep.err;
+  testing::expect_runs_close(dir + "/lora_dp", dir + "/lora_ep", "qwen2_moe LoRA ep2");
+  EXPECT_LE(testing::max_weight_diff(dir + "/lora_dp/adapter_model.safetensors", dir + "/lora_ep/adapter_model.safetensors"),
+            testing::layout_tol(1e-5));
+
+  // Megatron's keys: pipeline stages 2 × expert groups of 2 (4 processes, 2 data-parallel pipelines;
+  // the 3rd step has 3 micro-batches, so one pipeline runs a stand-in).
+  const std::string pp = kSft + kShort + " finetuning_type=full learning_rate=1e-3 model_name_or_path=" +
+                         tiny_moe(dir, "qwen3_moe", false, true);
+  auto pone = testing::train_processes(1, pp + " output_dir=" + dir + "/pp_one gradient_accumulation_steps=4");
+  ASSERT_EQ(pone.exit_code, 0) << pone.err;
+  auto ppep = testing::train_processes(4, pp + " output_dir=" + dir + "/pp_ep gradient_accumulation_steps=2 "
+                                       "pipeline_model_parallel_size=2 expert_model_parallel_size=2");
+  ASSERT_EQ(ppep.exit_code, 0) << ppep.err;
+  testing::expect_runs_close(dir + "/pp_one", dir + "/pp_ep", "qwen3_moe pp2 × ep2");
+  EXPECT_LE(testing::max_weight_diff(dir + "/pp_one/model.safetensors", dir + "/pp_ep/model.safetensors"),
+            testing::layout_tol(1e-5));
+}
+
+TEST(Moe, ExpertParallelismRefusesWhatCannotSplit) {
+  const std::string dir = testing::temp_dir("moe_ep_refusals");
+  const std::string model = tiny_moe(dir, "qwen3_moe");
+  const std::string base = kSft + kShort + " output_dir=" + dir + "/out";
+  testing::expect_refused(
+      base + " model_name_or_path=" + model,
+      {{1, " expert_parallel_degree=2", "expert_parallel_degree 2 splits the experts over processes; run it under mpirun"},
+       {2, " expert_parallel_degree=4", "expert_parallel_degree 4 must divide the data-parallel processes (2 of 2)"},
+       {2, " expert_parallel_degree=2 pipeline_parallel_degree=2",
+        "expert_parallel_degree 2 must divide the data-parallel processes (1 of 2)"},
+       {2, " expert_parallel_degree=2 expert_model_parallel_size=4",
+        "expert_model_parallel_size 4 and expert_parallel_degree 2 ask for two sizes"}});
+  testing::expect_refused(base + " model_name_or_path=assets/stories260K",
+                          {{2, " expert_parallel_degree=2", "expert parallelism needs a mixture-of-experts model"}});
+}
+
 TEST(Moe, WhatIsNotBuiltIsRefusedWithItsReason) {
   const std::string dir = testing::temp_dir("moe_refusals");
   // Inference is unaffected by output_router_logits.

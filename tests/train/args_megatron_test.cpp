@@ -1,7 +1,7 @@
 // The keys of LLaMA-Factory's Megatron paths (USE_MCA / USE_MEGATRON_BRIDGE; args_megatron.cpp)
 // as the config reads them: the sizes onto unillm's tensor and pipeline degrees (and their clash
 // with the PaddleNLP degree), the distributed optimizer onto ZeRO-1, recompute, packing, mixed
-// precision and the loss normalisation; context/expert parallelism, fp8 recipes, Megatron
+// precision, the loss normalisation and expert parallelism; context parallelism, fp8 recipes, Megatron
 // checkpoints and extra_config refused, every one at once with its line.
 #include <gtest/gtest.h>
 
@@ -27,7 +27,13 @@ TEST(MegatronArgs, SizesBecomeTheTensorAndPipelineDegrees) {
   EXPECT_EQ(a.tensor_degree, 2);
   EXPECT_EQ(a.pipeline_degree, 4);
   EXPECT_EQ(a.virtual_pp_degree, 2);
+  EXPECT_EQ(a.expert_degree, 1);
   EXPECT_TRUE(a.sequence_parallel);
+  // expert_model_parallel_size is expert parallelism (PaddleNLP's expert_parallel_degree).
+  EXPECT_EQ(parse(kBase + "pipeline_model_parallel_size: 4\nexpert_model_parallel_size: 2\n").expert_degree, 2);
+  EXPECT_EQ(parse(kBase + "expert_model_parallel_size: 2\nexpert_parallel_degree: 2\n").expert_degree, 2);
+  EXPECT_TRUE(has(error_of(kBase + "expert_model_parallel_size: 2\nexpert_parallel_degree: 4\n"),
+                  "expert_model_parallel_size 2 and expert_parallel_degree 4 ask for two sizes"));
   // The defaults: no model parallelism, token-weighted loss, no ZeRO.
   const TrainArgs d = parse(kBase + "tensor_model_parallel_size: 1\nvirtual_pipeline_model_parallel_size: null\n");
   EXPECT_EQ(d.tensor_degree, 1);
@@ -71,12 +77,11 @@ TEST(MegatronArgs, OptimizerRecomputePackingAndPrecision) {
 
 TEST(MegatronArgs, WhatUnillmLacksIsRefusedAllAtOnce) {
   const std::string e = error_of<NotImplemented>(kBase +
-                                                 "context_parallel_size: 2\nexpert_model_parallel_size: 8\n"
+                                                 "context_parallel_size: 2\nexpert_model_parallel_size: 2\n"
                                                  "mixed_precision: bf16_with_fp8_delayed_scaling_mixed\n"
                                                  "megatron_pretrained_checkpoint: /ckpt\nextra_config: '{\"a\": 1}'\n");
-  EXPECT_TRUE(has(e, "5 problems")) << e;
+  EXPECT_TRUE(has(e, "4 problems")) << e;  // expert_model_parallel_size 2 is expert parallelism
   EXPECT_TRUE(has(e, "line 4: key 'context_parallel_size': context parallelism")) << e;
-  EXPECT_TRUE(has(e, "line 5: key 'expert_model_parallel_size': expert parallelism")) << e;
   EXPECT_TRUE(has(e, "line 6: key 'mixed_precision'")) << e;
   EXPECT_TRUE(has(e, "line 7: key 'megatron_pretrained_checkpoint'")) << e;
   EXPECT_TRUE(has(e, "line 8: key 'extra_config'")) << e;

@@ -108,17 +108,28 @@ TEST(V1Args, DefaultsAndBatchKeys) {
             std::string::npos);
 }
 
+// fsdpturbo is FSDP2 with the experts split over ep_size processes: ZeRO-3 and expert
+// parallelism; its dispatcher and wrapping switches are accepted with a warning.
+TEST(V1Args, FsdpturboIsFullShardingWithExpertParallelism) {
+  TrainArgs a = load_train_args(example("train_full/train_full_qwen3_moe_fsdpturbo_ep_fsdp.yaml"), {});
+  EXPECT_EQ(a.zero_stage, 3);
+  EXPECT_EQ(a.expert_degree, 16);
+  bool warned = false;
+  for (const auto& w : a.warnings) warned |= w.find("dist_config.ep_dispatcher") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
 TEST(V1Args, EveryUnsupportedKeyIsReportedAtOnce) {
   const std::string e = error_of(
       "model: m\nmodel_class: vlm\ntrain_dataset: d.yaml\nbatching_strategy: dynamic_batching\ncp_size: 2\n"
       "quant_config:\n  name: gptq\ninit_config:\n  name: init_on_mars\n"
-      "dist_config:\n  name: fsdpturbo\nsurprise: 1\n",
+      "dist_config:\n  name: fsdpturbo\n  dcp_path: /x\nsurprise: 1\n",
       {"stage=rm"});
   EXPECT_NE(e.find("8 problems"), std::string::npos) << e;
   for (const char* needle : {"v1.yaml line 2: LLaMA-Factory v1 model_class", "line 4: batching_strategy dynamic_batching needs max_steps",
                              "line 5: LLaMA-Factory v1 cp_size", "line 6: unknown quant_config 'gptq'",
-                             "line 8: unknown init_config 'init_on_mars'", "line 10: LLaMA-Factory v1 dist_config fsdpturbo",
-                             "line 12: unknown LLaMA-Factory v1 key 'surprise'", "command line: LLaMA-Factory v1 stage"})
+                             "line 8: unknown init_config 'init_on_mars'", "line 12: LLaMA-Factory v1 dist_config.dcp_path",
+                             "line 13: unknown LLaMA-Factory v1 key 'surprise'", "command line: LLaMA-Factory v1 stage"})
     EXPECT_NE(e.find(needle), std::string::npos) << needle << "\n" << e;
   EXPECT_NE(error_of("model: m\nmicro_batch_size: 1\n").find("needs train_dataset"), std::string::npos);
   EXPECT_NE(error_of("model: m\ntrain_dataset: d\nbatching_strategy: greedy\n")

@@ -124,7 +124,7 @@ class DpoStage : public Stage {
     const double scale = micro_scale(b);
     r.loss = out.loss * scale;
     r.metrics = metrics(out, f);
-    if (!std::isfinite(out.loss) || o.seed == 0) return r;  // the trainer stops on a non-finite loss
+    if (!std::isfinite(out.loss) || (o.seed == 0 && !o.backward_always)) return r;  // the trainer stops on a non-finite loss
     std::vector<float> g = policy_grad(out, o.seed * scale);
     const auto n = static_cast<int64_t>(g.size());
     autograd::backward(f.policy.logps, Tensor::from_vector(g, {n}).to(f.policy.logps.dtype()).to(f.policy.logps.device()));

@@ -84,7 +84,7 @@ class KtoStage : public Stage {
     MicroResult r;
     r.loss = out.loss;
     r.sums = sums(out, f);
-    if (!std::isfinite(out.loss) || o.seed == 0) return r;
+    if (!std::isfinite(out.loss) || (o.seed == 0 && !o.backward_always)) return r;
     std::vector<float> g(out.d_policy.size());
     for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(out.d_policy[i] * o.seed);
     const auto n = static_cast<int64_t>(g.size());

@@ -117,7 +117,7 @@ class LmStage : public Stage {
     auto out = loss(model, tb, o.recompute, static_cast<double>(seed));
     MicroResult r;
     r.loss = scale * out.loss_sum.item_flat(0);
-    if ((seed != 0 || coef > 0) && std::isfinite(r.loss))
+    if ((seed != 0 || coef > 0 || o.backward_always) && std::isfinite(r.loss))
       autograd::backward(out.loss_sum, Tensor::from_vector({seed}, {}));
     if (coef > 0) r.aux_loss = coef * tb.moe_balance->loss();
     return r;

@@ -95,7 +95,7 @@ class RewardStage : public Stage {
     PairLoss p = pair_loss(s);
     MicroResult r;
     r.loss = p.loss;
-    if (!std::isfinite(p.loss) || o.seed == 0) return r;
+    if (!std::isfinite(p.loss) || (o.seed == 0 && !o.backward_always)) return r;
     for (auto& g : p.grad) g = static_cast<float>(g * o.seed);
     autograd::backward(scores, Tensor::from_vector(p.grad, {b.rows}).to(scores.device()));
     return r;

@@ -55,6 +55,9 @@ struct MicroOptions {
   // its result is dropped, and it takes part in a round's exchange (PrepareContext::exchange) as
   // having no micro-batch.
   bool stand_in = false;
+  // Run backward even with a zero seed (which otherwise skips it): under expert parallelism a
+  // stand-in's backward carries the gradients its experts get from the other processes' tokens.
+  bool backward_always = false;
 };
 
 struct MicroResult {
