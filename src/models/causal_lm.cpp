@@ -241,9 +241,11 @@ void CausalLM::set_expert_parallel(nn::Collective* group) {
     UNILLM_THROW(NotImplemented, "[model] expert parallelism is not implemented for this model");
 }
 
-void CausalLM::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, bool vocab_parallel) {
+void CausalLM::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, bool vocab_parallel,
+                                   bool attention_only) {
   (void)sequence_parallel;
   (void)vocab_parallel;
+  (void)attention_only;
   if (group && group->size() > 1)
     UNILLM_THROW(NotImplemented, "[model] tensor parallelism is not implemented for this model");
   tp_ = nullptr;

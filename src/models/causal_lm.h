@@ -183,7 +183,10 @@ class CausalLM {
   // vocab_parallel (PaddleNLP's tensor_parallel_output): loss() splits the lm_head by vocabulary
   // rows over the group with a parallel cross-entropy (nn::vocab_parallel_loss); with a tied,
   // trained embedding only under sequence_parallel (whose embedding gradients are each rank's share).
-  virtual void set_tensor_parallel(nn::Collective* group, bool sequence_parallel = false, bool vocab_parallel = false);
+  // attention_only (context parallelism, with sequence_parallel): only the attention splits over
+  // the group, by heads; the MLPs run whole on each rank's rows.
+  virtual void set_tensor_parallel(nn::Collective* group, bool sequence_parallel = false, bool vocab_parallel = false,
+                                   bool attention_only = false);
   nn::Collective* tensor_parallel() const { return tp_; }
   // Expert parallelism (nn/expert_parallel.h): the group the training forwards' sparse layers split
   // their experts over (each process routes its own tokens and runs its share of the experts on
@@ -192,6 +195,7 @@ class CausalLM {
   virtual void set_expert_parallel(nn::Collective* group);
   bool sequence_parallel() const { return tp_ && sp_; }
   bool vocab_parallel() const { return tp_ && vp_; }
+  bool attention_only_parallel() const { return tp_ && ap_; }
   // The rows a training forward of this batch holds on this process (B·T, or this rank's share
   // under sequence parallelism), and their shifted labels (shifted_labels of the batch, cut to
   // those rows): what a pipeline stage sends and its head scores.
@@ -231,7 +235,7 @@ class CausalLM {
   LayerHooks layer_hooks_;
   nn::Collective* tp_ = nullptr;
   nn::Collective* ep_ = nullptr;  // expert parallelism (set_expert_parallel)
-  bool sp_ = false, vp_ = false;
+  bool sp_ = false, vp_ = false, ap_ = false;
   // The LoRA state of one call: the requested (or active) adapters, validated.
   std::shared_ptr<const nn::LoraRun> lora_run(const std::optional<std::vector<std::string>>& req,
                                               Rng* dropout_rng) const;

@@ -63,7 +63,7 @@ Tensor DecoderLayer::feed_forward(const Tensor& h, const nn::AttentionInputs& in
   // A recompute re-run (kGradOnly) does not record its routing in the balance again.
   // Expert parallelism is a training split (tp is null for the inference forwards).
   if (moe_) return moe_->forward(h, in.lora.get(), in.moe_balance, use == ops::OutputUse::kValue, tp ? in.experts : nullptr);
-  return mlp_->forward(h, in.lora.get(), use, tp);
+  return mlp_->forward(h, in.lora.get(), use, tp && !tp->attention_only ? tp : nullptr);
 }
 
 Tensor DecoderLayer::attention_block(const Tensor& x, const nn::AttentionInputs& in,
@@ -84,8 +84,9 @@ DecoderLayer::Stream DecoderLayer::forward(const Stream& x, const nn::AttentionI
   return {h.sum, feed_forward(h.y, in, ops::OutputUse::kValue, cache.k ? nullptr : &in.tp)};
 }
 
-void DecoderLayer::check_split(int size) const {
+void DecoderLayer::check_split(int size, bool attention_only) const {
   attn_.check_split(size);
+  if (attention_only) return;
   if (moe_) moe_->check_split(size);
   if (mlp_) mlp_->check_split(size);
 }
@@ -289,7 +290,7 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   in.tokens = t;
   // Once per call on the model's device (the attention of every layer reads them).
   in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
-  in.tp = {tp_, sp_, b * t};
+  in.tp = {tp_, sp_, b * t, ap_};
   if (batch.shift_attn_ratio > 0)
     in.shift = nn::make_shifted_groups(b, t, batch.shift_attn_ratio, batch.segment_ids, batch.row_lengths, device_);
   in.moe_balance = batch.moe_balance;
@@ -297,9 +298,12 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   return in;
 }
 
-void Llama::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, bool vocab_parallel) {
+void Llama::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, bool vocab_parallel,
+                                bool attention_only) {
   if (group && group->size() > 1) {
-    for (const auto& l : layers_) l->check_split(group->size());
+    if (attention_only && !sequence_parallel)
+      UNILLM_THROW(ConfigError, "[llama] splitting the attention alone (context parallelism) needs the tokens split too");
+    for (const auto& l : layers_) l->check_split(group->size(), attention_only);
     if (vocab_parallel && c_.tie_word_embeddings && !sequence_parallel && embed_.requires_grad())
       UNILLM_THROW(ConfigError, "[llama] a vocabulary-parallel lm_head (tensor_parallel_output) tied to a trained "
                    "embedding needs sequence_parallel: without it the embedding's lookup gradient is computed "
@@ -311,6 +315,7 @@ void Llama::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, b
   tp_ = group && group->size() > 1 ? group : nullptr;
   sp_ = tp_ && sequence_parallel;
   vp_ = tp_ && vocab_parallel;
+  ap_ = tp_ && attention_only;
 }
 
 void Llama::set_expert_parallel(nn::Collective* group) {

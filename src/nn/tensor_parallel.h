@@ -46,6 +46,9 @@ struct TensorParallel {
   Collective* group = nullptr;
   bool sequence = false;
   int64_t tokens = 0;
+  // Context parallelism (with `sequence`): only the attention splits (by heads); the MLP runs
+  // whole on the rank's rows.
+  bool attention_only = false;
   bool active() const { return group && group->size() > 1; }
   // Sequence parallelism: this rank's rows [begin, end) of the N.
   std::pair<int64_t, int64_t> rows() const;

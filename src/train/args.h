@@ -362,6 +362,10 @@ struct TrainArgs {
   // Expert parallelism (nn/expert_parallel.h): PaddleNLP's expert_parallel_degree, the
   // data-parallel processes that split each sparse layer's experts (1: off).
   int64_t expert_degree = 1;
+  // Context parallelism (docs/ARCHITECTURE.md "Parallel training", CP): PaddleNLP's
+  // context_parallel_degree / sep_parallel_degree, the processes each micro-batch's tokens are
+  // split over, the attention's heads split over them (DeepSpeed-Ulysses's layout; 1: off).
+  int64_t context_degree = 1;
   // HF's tp_size (transformers' own tensor parallelism): the same degree, applied in
   // finish_parallel_args (where it must agree with tensor_parallel_degree when both are given).
   std::optional<int64_t> hf_tp_size;
@@ -401,7 +405,7 @@ struct TrainArgs {
   // sizes, applied in finish_megatron_args, where each must agree with the PaddleNLP/HF degree
   // given beside it.
   struct MegatronSizes {
-    std::optional<int64_t> tp, pp, vpp, ep;
+    std::optional<int64_t> tp, pp, vpp, ep, cp;
   };
   MegatronSizes megatron;
   // How the micro-batches' losses make a step's loss (stages pt and sft): token-weighted over the

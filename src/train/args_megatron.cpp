@@ -6,13 +6,14 @@
 //   tensor_model_parallel_size → tensor parallelism (PaddleNLP's tensor_parallel_degree)
 //   pipeline_model_parallel_size, virtual_pipeline_model_parallel_size → pipeline parallelism
 //   expert_model_parallel_size → expert parallelism (PaddleNLP's expert_parallel_degree)
+//   context_parallel_size → context parallelism (PaddleNLP's context_parallel_degree)
 //   use_distributed_optimizer → ZeRO stage 1 (Megatron's distributed optimizer shards the
 //     optimizer state and fp32 master weights over the data-parallel processes)
 //   recompute_granularity full | selective → activation recomputation (of whole layers here)
 //   calculate_per_token_loss → how micro-batch losses combine (TrainArgs::micro_batch_mean_loss)
 //   use_packed_sequences → neat_packing (Megatron's packed rows keep per-sequence attention)
 //   mixed_precision bf16_mixed | fp16_mixed → bf16 | fp16
-// context parallelism (sizes > 1), fp8 recipes, Megatron-format checkpoints and
+// fp8 recipes, Megatron-format checkpoints and
 // extra_config's dot-path overrides are refused. Kernel fusions, overlap switches, the MoE
 // dispatcher and the pipeline-split accounting change speed and layout, not the trained model:
 // the key table accepts them with a warning. use_kt (KTransformers' CPU expert kernels behind a
@@ -46,8 +47,7 @@ bool set_megatron_field(TrainArgs& a, const Field& f) {
       {"tensor_model_parallel_size", [](TrainArgs& a, const Field& f) { a.megatron.tp = size_of(f); }},
       {"pipeline_model_parallel_size", [](TrainArgs& a, const Field& f) { a.megatron.pp = size_of(f); }},
       {"virtual_pipeline_model_parallel_size", [](TrainArgs& a, const Field& f) { a.megatron.vpp = size_of(f); }},
-      {"context_parallel_size",
-       [](TrainArgs&, const Field& f) { refuse_above_one(f, "context parallelism (each sequence split over processes)"); }},
+      {"context_parallel_size", [](TrainArgs& a, const Field& f) { a.megatron.cp = size_of(f); }},
       {"expert_model_parallel_size", [](TrainArgs& a, const Field& f) { a.megatron.ep = size_of(f); }},
       {"recompute_granularity",
        [](TrainArgs& a, const Field& f) {
@@ -139,6 +139,7 @@ void finish_megatron_args(TrainArgs& a, const std::string& where, Problems& prob
   apply(a.megatron.pp, a.pipeline_degree, "pipeline_model_parallel_size", "pipeline_parallel_degree");
   apply(a.megatron.vpp, a.virtual_pp_degree, "virtual_pipeline_model_parallel_size", "virtual_pp_degree");
   apply(a.megatron.ep, a.expert_degree, "expert_model_parallel_size", "expert_parallel_degree");
+  apply(a.megatron.cp, a.context_degree, "context_parallel_size", "context_parallel_degree");
 }
 
 }  // namespace unillm::train::detail

@@ -28,7 +28,6 @@ enum class Map {
   kRslora,            // rslora → use_rslora
   kPositiveOrUnset,   // lora_alpha: PaddleNLP's -1 means "unset"
   kIgnored,           // Paddle-only performance or checkpoint-format switch: warn when on
-  kDegree,            // a parallel degree: 1 (or -1) is fine, more is not implemented yet
   kNotImplemented,    // a method unillm does not have: refused when on
   kInputDir,          // input_dir: run_pretrain.py's corpus → stage pt from that corpus
   kMaxSeqLength,      // run_pretrain.py's max_seq_length → cutoff_len (the block length)
@@ -89,8 +88,8 @@ const std::map<std::string, Map>& paddle_keys() {
       {"pad_to_multiple_of", Map::kIgnored},
       {"pipeline_parallel_degree", Map::kSame},
       {"sharding_parallel_degree", Map::kSame},
-      {"sep_parallel_degree", Map::kDegree},
-      {"context_parallel_degree", Map::kDegree},
+      {"sep_parallel_degree", Map::kSame},
+      {"context_parallel_degree", Map::kSame},
       {"prefix_tuning", Map::kNotImplemented},
       {"pissa", Map::kPissa},
       {"dora", Map::kNotImplemented},
@@ -288,11 +287,6 @@ void translate(const std::string& key, const YAML::Node& v, const std::string& w
       break;
     case Map::kIgnored:
       if (on()) warn_ignored(t, key, where, ignored_because(key));
-      break;
-    case Map::kDegree:
-      if (v.IsScalar() && v.Scalar() != "1" && v.Scalar() != "-1" && v.Scalar() != "0")
-        UNILLM_THROW(NotImplemented, "[config] ", where, ": PaddleNLP key '", key, "' = ", v.Scalar(),
-                     ": parallelism is not implemented yet (1 device)");
       break;
     case Map::kInputDir:
       out[key] = Field{key, v, where};

@@ -155,10 +155,6 @@ void set_parallelism_config(TrainArgs& a, const Field& f) {
                    "'; expected a number of processes (1: off)");
     *size = j.get<int64_t>();
   }
-  if (p.cp > 1)
-    UNILLM_THROW(NotImplemented, "[config] ", f.where, ": parallelism_config.cp_size ", p.cp,
-                 ": context parallelism (attention split over processes by sequence) is not implemented; "
-                 "tensor parallelism with sequence_parallel splits the tokens between the attention blocks");
   a.parallelism = p;
 }
 
@@ -258,10 +254,12 @@ bool set_parallel_field(TrainArgs& a, const Field& f) {
     a.sharding_degree = get_int(f, -1);
     if (a.sharding_degree == 0) bad_value(f, "-1 (every data-parallel process) or a number of processes");
   } else if (f.key == "pipeline_parallel_degree" || f.key == "virtual_pp_degree" ||
-             f.key == "tensor_parallel_degree" || f.key == "expert_parallel_degree") {
+             f.key == "tensor_parallel_degree" || f.key == "expert_parallel_degree" ||
+             f.key == "context_parallel_degree" || f.key == "sep_parallel_degree") {
     int64_t& d = f.key == "virtual_pp_degree"        ? a.virtual_pp_degree
                  : f.key == "tensor_parallel_degree" ? a.tensor_degree
                  : f.key == "expert_parallel_degree" ? a.expert_degree
+                 : f.key == "context_parallel_degree" || f.key == "sep_parallel_degree" ? a.context_degree
                                                      : a.pipeline_degree;
     d = get_int(f, -1);
     if (d == -1 || d == 0) d = 1;  // PaddleNLP's "off"
@@ -306,6 +304,14 @@ void finish_parallel_args(TrainArgs& a, const std::string& where, Problems& prob
                      true);
       else
         a.tensor_degree = p.tp;
+    }
+    if (p.cp > 1) {
+      if (a.context_degree > 1 && a.context_degree != p.cp)
+        problems.add(UNILLM_MSG("[config] ", p.where, ": parallelism_config.cp_size ", p.cp,
+                                " and context_parallel_degree ", a.context_degree, " ask for two context-parallel degrees"),
+                     true);
+      else
+        a.context_degree = p.cp;
     }
     if (p.dp_shard > 1) {
       if (a.sharding_degree > 1 && a.sharding_degree != p.dp_shard)

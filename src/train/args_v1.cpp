@@ -262,8 +262,7 @@ void translate(V1& t, const Field& f) {
   } else if (k == "kernel_config") {
     if (!off) ignored(t, k, f.where, "unillm picks its kernels at run time for the CPU it runs on");
   } else if (k == "flash_attn" || k == "batching_workers" || k == "full_determinism" || k == "sample_backend" ||
-             k == "max_new_tokens" || k == "mp_replicate_size" || k == "mp_shard_size" || k == "cp_mode" ||
-             k == "dp_size") {
+             k == "max_new_tokens" || k == "mp_replicate_size" || k == "mp_shard_size" || k == "dp_size") {
     if (!off)
       ignored(t, k, f.where,
               k == "flash_attn"         ? "the attention kernel is chosen at run time"
@@ -282,8 +281,11 @@ void translate(V1& t, const Field& f) {
     else if (s != "normal")
       UNILLM_THROW(ConfigError, "[config] ", f.where, ": unknown batching_strategy '", s,
                    "' (normal, padding_free, dynamic_batching, dynamic_padding_free)");
-  } else if (k == "cp_size") {
-    if (s != "1") refuse(f.where, "cp_size", "context parallelism (cp_size " + s + ")");
+  } else if (k == "cp_size") {  // context parallelism: the attention's heads split, Ulysses's layout
+    if (!off) set(t, "context_parallel_degree", v, f.where);
+  } else if (k == "cp_mode") {
+    if (!off && s != "ulysses")
+      UNILLM_THROW(ConfigError, "[config] ", f.where, ": unknown cp_mode '", s, "' (ulysses)");
   } else if (k == "quant_config") {
     if (!off) quant(t, f);
   } else if (k == "init_config") {  // where weights are first placed (meta, rank 0, default device)

@@ -204,7 +204,8 @@ constexpr Group kGroups[] = {
     // ---- PaddleNLP llm/ keys for {src,tgt} SFT data (run_finetune.py DataArgument)
     {"paddlenlp", S::kImplemented, "dataset_name_or_path src_length max_length zero_padding"},
     {"paddlenlp", S::kImplemented, "sharding sharding_parallel_degree pipeline_parallel_degree virtual_pp_degree "
-     "tensor_parallel_degree sequence_parallel tensor_parallel_output expert_parallel_degree"},
+     "tensor_parallel_degree sequence_parallel tensor_parallel_output expert_parallel_degree "
+     "context_parallel_degree sep_parallel_degree"},
     {"training", S::kImplemented, "ddp_bucket_cap_mb"},
     // ---- PaddleNLP llm/ keys for pre-tokenised corpora (run_pretrain.py DataArgument)
     {"paddlenlp", S::kImplemented, "input_dir split"},

@@ -11,7 +11,16 @@
 namespace unillm::train::detail {
 
 void Run::setup_model_mesh() {
-  const int64_t pp = a_.pipeline_degree, tp = a_.tensor_degree, world = world_size();
+  const int64_t cp = a_.context_degree;
+  if (cp > 1 && a_.tensor_degree > 1)
+    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": context parallelism (context_parallel_degree ", cp,
+                 ") beside tensor parallelism (tensor_parallel_degree ", a_.tensor_degree,
+                 ") is not implemented: both split the attention's heads; use one of them");
+  if (cp > 1 && a_.pipeline_degree > 1)
+    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": context parallelism (context_parallel_degree ", cp,
+                 ") with pipeline stages is not implemented yet (tokens split between the stages' layers)");
+  // Context parallelism's group is the mesh's tp axis (docs/ARCHITECTURE.md, CP).
+  const int64_t pp = a_.pipeline_degree, tp = a_.tensor_degree * cp, world = world_size();
   if (pp == 1 && a_.virtual_pp_degree == 1 && tp == 1) return;
   if (pp == 1 && a_.virtual_pp_degree > 1)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": virtual_pp_degree ",
@@ -19,7 +28,8 @@ void Run::setup_model_mesh() {
   if (world % (pp * tp) != 0)
     UNILLM_THROW(
         ConfigError, "[train] ", a_.config_path, ": ",
-        tp > 1 && pp > 1 ? UNILLM_MSG("tensor_parallel_degree ", tp, " × pipeline_parallel_degree ", pp)
+        cp > 1           ? UNILLM_MSG("context_parallel_degree ", cp)
+        : tp > 1 && pp > 1 ? UNILLM_MSG("tensor_parallel_degree ", tp, " × pipeline_parallel_degree ", pp)
         : tp > 1         ? UNILLM_MSG("tensor_parallel_degree ", tp)
                          : UNILLM_MSG("pipeline_parallel_degree ", pp),
         " does not divide the ", world,

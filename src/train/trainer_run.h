@@ -197,6 +197,8 @@ class Run {
   std::unique_ptr<nn::Collective> tp_group_;
   std::vector<const Tensor*> tp_replicated_;
   void setup_tensor_parallel();
+  // Context parallelism: the same group as sequence-parallel attention-only tensor parallelism.
+  void setup_context_parallel();
   // Expert parallelism (trainer_tensor_parallel.cpp): groups of expert_degree consecutive
   // data-parallel processes, as the model's sparse layers see them. Nothing else in the run
   // changes: every gradient is already the share the data-parallel sum expects.

@@ -35,7 +35,36 @@ class GroupCollective : public nn::Collective {
 
 }  // namespace
 
+void Run::setup_context_parallel() {
+  const int64_t cp = a_.context_degree;
+  if (!stage_->model_token_loss())
+    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": context parallelism (context_parallel_degree ", cp,
+                 ") with stage ", a_.stage, a_.stage == "sft" || a_.stage == "pt" ? " and its loss variant" : "",
+                 " is not implemented yet: its loss needs every token's hidden state (pt and sft's plain token "
+                 "loss runs)");
+  const models::ModelConfig& c = model_->config();
+  if (c.num_experts > 0 && c.output_router_logits && c.router_aux_loss_coef > 0)
+    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": context parallelism (context_parallel_degree ", cp,
+                 ") with the router load-balancing loss (router_aux_loss_coef ", c.router_aux_loss_coef,
+                 ") is not implemented yet: each process routes part of a micro-batch's tokens, and the loss "
+                 "couples them all; train without moe_aux_loss_coef / output_router_logits, or without context "
+                 "parallelism");
+  if (a_.tensor_parallel_output) say("tensor_parallel_output: context parallelism keeps the lm_head whole");
+  tp_group_ = std::make_unique<GroupCollective>(model_mesh_->tp());
+  try {
+    model_->set_tensor_parallel(tp_group_.get(), /*sequence_parallel=*/true, /*vocab_parallel=*/false,
+                                /*attention_only=*/true);
+  } catch (const ConfigError& e) {
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": context_parallel_degree ", cp, ": ", e.what());
+  }
+  say(UNILLM_MSG("context parallel: ", cp, " processes split each micro-batch's tokens (embedding, norms, MLPs and "
+                 "loss on their share) and each attention's heads (every head over the whole sequence: "
+                 "DeepSpeed-Ulysses's layout, exchanged by all-gather and reduce-scatter; context-parallel rank ",
+                 tp_rank(), ")"));
+}
+
 void Run::setup_tensor_parallel() {
+  if (a_.context_degree > 1) return setup_context_parallel();
   if (a_.tensor_degree == 1) {
     if (a_.sequence_parallel)
       say("sequence_parallel without tensor parallelism (tensor_parallel_degree 1) does nothing");

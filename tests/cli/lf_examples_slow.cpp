@@ -12,7 +12,8 @@
 // expand-layers`, here 8 → 16 layers, as 32 → 40 there). accelerate's launch configs
 // (accelerate/, ktransformers/accelerate/) go to `unillm launch --config_file` with an SFT config;
 // the Megatron configs to `unillm launch --nproc N` with N their tensor × pipeline × expert sizes,
-// v1's expert-parallel fsdpturbo config with its ep_size (16 processes, a tiny MoE of 16 experts). Three
+// v1's expert-parallel fsdpturbo config with its ep_size (16 processes, a tiny MoE of 16 experts),
+// its context-parallel one with its cp_size. Three
 // configs name data no machine here has (a Hub set, two of the user's own): their dataset becomes a
 // bundled one (rewrite below).
 #include <gtest/gtest.h>
@@ -215,9 +216,10 @@ TEST(LlamaFactoryExamples, EachRunsOrIsRefusedWithEveryReason) {
     // LLaMA-Factory's Megatron configs (megatron/, megatron_bridge/) size their model parallelism:
     // they run under `unillm launch` with tensor × pipeline × expert processes (the fewest whose
     // data-parallel count the expert groups divide), as torchrun starts them; v1's fsdpturbo
-    // with ep_size processes.
+    // with ep_size processes, its Ulysses config with cp_size.
     int64_t nproc = 1;
-    for (const char* k : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size"})
+    for (const char* k : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
+                          "context_parallel_size", "cp_size"})
       if (raw.IsMap() && raw[k]) nproc *= raw[k].as<int64_t>();
     if (raw.IsMap() && raw["dist_config"] && raw["dist_config"].IsMap() && raw["dist_config"]["ep_size"])
       nproc *= raw["dist_config"]["ep_size"].as<int64_t>();

@@ -28,6 +28,9 @@ TEST(MegatronArgs, SizesBecomeTheTensorAndPipelineDegrees) {
   EXPECT_EQ(a.pipeline_degree, 4);
   EXPECT_EQ(a.virtual_pp_degree, 2);
   EXPECT_EQ(a.expert_degree, 1);
+  EXPECT_EQ(a.context_degree, 1);
+  // context_parallel_size is context parallelism (PaddleNLP's context_parallel_degree).
+  EXPECT_EQ(parse(kBase + "context_parallel_size: 2\n").context_degree, 2);
   EXPECT_TRUE(a.sequence_parallel);
   // expert_model_parallel_size is expert parallelism (PaddleNLP's expert_parallel_degree).
   EXPECT_EQ(parse(kBase + "pipeline_model_parallel_size: 4\nexpert_model_parallel_size: 2\n").expert_degree, 2);
@@ -80,8 +83,8 @@ TEST(MegatronArgs, WhatUnillmLacksIsRefusedAllAtOnce) {
                                                  "context_parallel_size: 2\nexpert_model_parallel_size: 2\n"
                                                  "mixed_precision: bf16_with_fp8_delayed_scaling_mixed\n"
                                                  "megatron_pretrained_checkpoint: /ckpt\nextra_config: '{\"a\": 1}'\n");
-  EXPECT_TRUE(has(e, "4 problems")) << e;  // expert_model_parallel_size 2 is expert parallelism
-  EXPECT_TRUE(has(e, "line 4: key 'context_parallel_size': context parallelism")) << e;
+  // (context_parallel_size 2 and expert_model_parallel_size 2 are built.)
+  EXPECT_TRUE(has(e, "3 problems")) << e;
   EXPECT_TRUE(has(e, "line 6: key 'mixed_precision'")) << e;
   EXPECT_TRUE(has(e, "line 7: key 'megatron_pretrained_checkpoint'")) << e;
   EXPECT_TRUE(has(e, "line 8: key 'extra_config'")) << e;

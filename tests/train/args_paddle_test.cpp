@@ -78,8 +78,9 @@ TEST(PaddleArgs, PretrainScheduleKeys) {
 
 TEST(PaddleArgs, ParallelismAndPredictKeys) {
   EXPECT_TRUE(parse_paddle_args(kPre + R"("sequence_parallel": true})", "a.json").sequence_parallel);
-  EXPECT_NE(error_of<NotImplemented>(kPre + R"("sep_parallel_degree": 2})").find("'sep_parallel_degree' = 2"),
-            std::string::npos);
+  // Segment (sep) and context parallelism are context parallelism here (heads split, Ulysses's layout).
+  EXPECT_EQ(parse_paddle_args(kPre + R"("sep_parallel_degree": 2})", "a.json").context_degree, 2);
+  EXPECT_EQ(parse_paddle_args(kPre + R"("context_parallel_degree": -1})", "a.json").context_degree, 1);
   // Tensor and pipeline parallelism are built: the degrees reach the trainer's arguments.
   EXPECT_EQ(parse_paddle_args(kPre + R"("tensor_parallel_degree": 2, "tensor_parallel_output": true})", "a.json")
                 .tensor_degree,

@@ -120,7 +120,8 @@ TEST(ParallelArgs, HfTpSizeIsTheTensorParallelDegree) {
 
 // accelerate's ParallelismConfig (HF's parallelism_config): tp_size is the tensor-parallel
 // degree, dp_shard_size the sharding degree (FSDP's full shard unless a ZeRO key says otherwise,
-// in either order), cp_size refused; the sizes multiply to the process count the trainer checks.
+// in either order), cp_size the context-parallel degree; the sizes multiply to the process count
+// the trainer checks.
 TEST(ParallelArgs, ParallelismConfigMapsOntoTheMesh) {
   const TrainArgs tp = parse(kBase + "parallelism_config: {tp_size: 2, dp_replicate_size: 2}\n");
   EXPECT_EQ(tp.tensor_degree, 2);
@@ -141,7 +142,11 @@ TEST(ParallelArgs, ParallelismConfigMapsOntoTheMesh) {
   EXPECT_TRUE(has(error_of(kBase + "parallelism_config: {tp_size: 0}\n"), "parallelism_config.tp_size is '0'"));
   EXPECT_TRUE(has(error_of(kBase + "parallelism_config: {pp_size: 2}\n"), "unknown key 'pp_size'"));
   EXPECT_TRUE(has(error_of(kBase + "parallelism_config: 2\n"), "a map of dp_replicate_size"));
-  EXPECT_TRUE(has(error_of<NotImplemented>(kBase + "parallelism_config: {cp_size: 2}\n"), "context parallelism"));
+  const TrainArgs cp = parse(kBase + "parallelism_config: {cp_size: 2, dp_replicate_size: 2}\n");
+  EXPECT_EQ(cp.context_degree, 2);
+  EXPECT_EQ(cp.parallelism->processes(), 4);
+  EXPECT_TRUE(has(error_of(kBase + "parallelism_config: {cp_size: 2}\ncontext_parallel_degree: 4\n"),
+                  "parallelism_config.cp_size 2 and context_parallel_degree 4 ask for two context-parallel degrees"));
   EXPECT_FALSE(parse(kBase + "parallelism_config: null\n").parallelism);
 }
 

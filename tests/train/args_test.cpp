@@ -514,7 +514,7 @@ TEST(TrainArgs, PaddleNlpJsonDialect) {
     return std::string("no error");
   };
   EXPECT_NE(err(R"({"model_name_or_path": "m",
-  "context_parallel_degree": 4})").find("a.json line 2: PaddleNLP key 'context_parallel_degree' = 4: parallelism is not implemented yet"),
+  "context_parallel_degree": "four"})").find("a.json line 2: key 'context_parallel_degree'"),
             std::string::npos);
   EXPECT_NE(err(R"({"model_name_or_path": "m", "lora_rnak": 8})").find("did you mean 'lora_rank'"),
             std::string::npos);

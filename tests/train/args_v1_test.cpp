@@ -110,6 +110,12 @@ TEST(V1Args, DefaultsAndBatchKeys) {
 
 // fsdpturbo is FSDP2 with the experts split over ep_size processes: ZeRO-3 and expert
 // parallelism; its dispatcher and wrapping switches are accepted with a warning.
+TEST(V1Args, CpSizeIsContextParallelism) {
+  TrainArgs a = load_train_args(example("train_full/train_full_ulysses_cp.yaml"), {});
+  EXPECT_EQ(a.context_degree, 2);
+  EXPECT_EQ(a.zero_stage, 3);  // its dist_config fsdp2
+}
+
 TEST(V1Args, FsdpturboIsFullShardingWithExpertParallelism) {
   TrainArgs a = load_train_args(example("train_full/train_full_qwen3_moe_fsdpturbo_ep_fsdp.yaml"), {});
   EXPECT_EQ(a.zero_stage, 3);
@@ -121,13 +127,13 @@ TEST(V1Args, FsdpturboIsFullShardingWithExpertParallelism) {
 
 TEST(V1Args, EveryUnsupportedKeyIsReportedAtOnce) {
   const std::string e = error_of(
-      "model: m\nmodel_class: vlm\ntrain_dataset: d.yaml\nbatching_strategy: dynamic_batching\ncp_size: 2\n"
+      "model: m\nmodel_class: vlm\ntrain_dataset: d.yaml\nbatching_strategy: dynamic_batching\ncp_mode: ring\n"
       "quant_config:\n  name: gptq\ninit_config:\n  name: init_on_mars\n"
       "dist_config:\n  name: fsdpturbo\n  dcp_path: /x\nsurprise: 1\n",
       {"stage=rm"});
-  EXPECT_NE(e.find("8 problems"), std::string::npos) << e;
+  EXPECT_NE(e.find("8 problems"), std::string::npos) << e;  // (cp_size 2 is context parallelism)
   for (const char* needle : {"v1.yaml line 2: LLaMA-Factory v1 model_class", "line 4: batching_strategy dynamic_batching needs max_steps",
-                             "line 5: LLaMA-Factory v1 cp_size", "line 6: unknown quant_config 'gptq'",
+                             "line 5: unknown cp_mode 'ring'", "line 6: unknown quant_config 'gptq'",
                              "line 8: unknown init_config 'init_on_mars'", "line 12: LLaMA-Factory v1 dist_config.dcp_path",
                              "line 13: unknown LLaMA-Factory v1 key 'surprise'", "command line: LLaMA-Factory v1 stage"})
     EXPECT_NE(e.find(needle), std::string::npos) << needle << "\n" << e;

@@ -1,0 +1,93 @@
+// Context parallelism under mpirun (docs/ARCHITECTURE.md "Parallel training", CP; docs/training.md
+// "Context parallelism"): cp2 splits each micro-batch's tokens over two processes and each
+// attention's heads, and gives one process's run with the same micro-batches — losses, gradient
+// norms, evaluation and final weights — full and LoRA, on stories260K and on tiny Qwen2 (tied
+// embeddings, q/k/v biases) and Qwen3 (q/k norms) models, beside data parallelism (4 processes),
+// under the names LLaMA-Factory's Megatron and accelerate configs give it; and what it cannot be
+// combined with is refused.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "run_compare_util.h"
+#include "tiny_qwen_util.h"
+
+namespace unillm {
+namespace {
+
+using testing::kStoriesFull;
+using testing::train_processes;
+
+// The largest weight difference of a file in two runs' output dirs, within layout_tol(bound).
+void expect_weights_within(const std::string& a, const std::string& b, const std::string& file, double bound) {
+  EXPECT_LE(testing::max_weight_diff(a + "/" + file, b + "/" + file), testing::layout_tol(bound)) << b;
+}
+
+TEST(ContextParallel, Cp2GivesOneProcessesRun) {
+  const std::string dir = testing::temp_dir("cp_equal");
+  const std::string ga = " gradient_accumulation_steps=2";
+  auto one = train_processes(1, kStoriesFull + ga + " output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto cp = train_processes(2, kStoriesFull + ga + " context_parallel_degree=2 output_dir=" + dir + "/cp");
+  ASSERT_EQ(cp.exit_code, 0) << cp.err;
+  EXPECT_NE(cp.err.find("context parallel: 2 processes split each micro-batch's tokens"), std::string::npos) << cp.err;
+  testing::expect_runs_close(dir + "/one", dir + "/cp", "cp2");
+  expect_weights_within(dir + "/one", dir + "/cp", "model.safetensors", 1e-5);
+  // Without recompute; and beside data parallelism: 2 pipelines of 2 context-parallel processes.
+  auto plain = train_processes(2, kStoriesFull + ga + " context_parallel_degree=2 disable_gradient_checkpointing=true output_dir=" +
+                            dir + "/plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  testing::expect_runs_close(dir + "/one", dir + "/plain", "cp2 without recompute");
+  auto dp = train_processes(4, kStoriesFull + " context_parallel_degree=2 output_dir=" + dir + "/cpdp");
+  ASSERT_EQ(dp.exit_code, 0) << dp.err;
+  testing::expect_runs_close(dir + "/one", dir + "/cpdp", "cp2 × dp2");
+  expect_weights_within(dir + "/one", dir + "/cpdp", "model.safetensors", 1e-5);
+  // LLaMA-Factory's Megatron key and accelerate's parallelism_config name the same run.
+  auto mcore = train_processes(2, kStoriesFull + ga + " context_parallel_size=2 output_dir=" + dir + "/mcore");
+  ASSERT_EQ(mcore.exit_code, 0) << mcore.err;
+  testing::expect_runs_close(dir + "/cp", dir + "/mcore", "context_parallel_size");
+  auto acc = train_processes(2, kStoriesFull + ga + " 'parallelism_config={cp_size: 2}' output_dir=" + dir + "/acc");
+  ASSERT_EQ(acc.exit_code, 0) << acc.err;
+  testing::expect_runs_close(dir + "/cp", dir + "/acc", "parallelism_config.cp_size");
+}
+
+TEST(ContextParallel, LoraAndQwenModels) {
+  const std::string dir = testing::temp_dir("cp_lora_qwen");
+  const std::string lora = testing::kStoriesSft + testing::kStoriesShort + " gradient_accumulation_steps=2";
+  auto lone = train_processes(1, lora + " output_dir=" + dir + "/lone");
+  ASSERT_EQ(lone.exit_code, 0) << lone.err;
+  auto lcp = train_processes(2, lora + " context_parallel_degree=2 output_dir=" + dir + "/lcp");
+  ASSERT_EQ(lcp.exit_code, 0) << lcp.err;
+  testing::expect_runs_close(dir + "/lone", dir + "/lcp", "lora cp2");
+  // Adam turns f32 rounding of a fresh adapter's near-zero gradients into steps of up to ~lr (as
+  // under tensor parallelism, tests/cli/tensor_parallel_test.cpp).
+  expect_weights_within(dir + "/lone", dir + "/lcp", "adapter_model.safetensors", 5e-5);
+  for (const std::string type : {"qwen2", "qwen3"}) {
+    const std::string full = kStoriesFull + " gradient_accumulation_steps=2 learning_rate=1e-3 model_name_or_path=" +
+                             testing::tiny_qwen(dir, type, 16);
+    auto one = train_processes(1, full + " output_dir=" + dir + "/" + type + "_one");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto cp = train_processes(2, full + " context_parallel_degree=2 output_dir=" + dir + "/" + type + "_cp");
+    ASSERT_EQ(cp.exit_code, 0) << cp.err;
+    testing::expect_runs_close(dir + "/" + type + "_one", dir + "/" + type + "_cp", type);
+    expect_weights_within(dir + "/" + type + "_one", dir + "/" + type + "_cp", "model.safetensors", 1e-5);
+  }
+}
+
+TEST(ContextParallel, WhatItCannotJoinIsRefused) {
+  const std::string dir = testing::temp_dir("cp_refusals");
+  testing::expect_refused(
+      kStoriesFull + " output_dir=" + dir + "/out",
+      {{1, " context_parallel_degree=2", "context_parallel_degree 2 does not divide the 1 processes"},
+       {2, " context_parallel_degree=2 tensor_parallel_degree=2",
+        "context parallelism (context_parallel_degree 2) beside tensor parallelism"},
+       {2, " context_parallel_degree=2 pipeline_parallel_degree=2",
+        "context parallelism (context_parallel_degree 2) with pipeline stages is not implemented yet"},
+       {2, " context_parallel_degree=2 use_dft_loss=true",
+        "context parallelism (context_parallel_degree 2) with stage sft and its loss variant is not implemented yet"},
+       {2, " context_parallel_degree=2 context_parallel_size=4",
+        "context_parallel_size 4 and context_parallel_degree 2 ask for two sizes"}});
+}
+
+}  // namespace
+}  // namespace unillm
