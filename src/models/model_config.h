@@ -42,6 +42,9 @@ struct ModelConfig {
   // training loss.
   bool output_router_logits = false;
   double router_aux_loss_coef = 0.001;
+  // The coefficient the training loss adds the load-balancing loss with: router_aux_loss_coef
+  // for a mixture-of-experts model trained with it (output_router_logits), else 0.
+  double router_aux_loss() const { return num_experts > 0 && output_router_logits ? router_aux_loss_coef : 0.0; }
   // HF's rule: layer l is sparse when E > 0, l is not in mlp_only_layers and (l + 1) is a
   // multiple of decoder_sparse_step.
   bool sparse_layer(int64_t l) const;

@@ -84,12 +84,9 @@ std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& g
   const auto most_micros = static_cast<size_t>((group.size() + dp - 1) / dp);
   if (expert_parallel())
     while (micros.size() < most_micros) {
-      MicroOptions stand_in = mo;
-      stand_in.stand_in = true;
-      stand_in.seed = stand_in.aux_seed = 0;
       Pipeline::Micro m;
       m.dropout_seed = step_seed;
-      m.batch = stage_->pipeline_batch(*model_, group[0], Rng(m.dropout_seed), stand_in);
+      m.batch = stage_->pipeline_batch(*model_, group[0], Rng(m.dropout_seed), mo.expert_stand_in());
       policy.push_back(m.batch);
       mine.push_back(&group[0]);
       micros.push_back(std::move(m));

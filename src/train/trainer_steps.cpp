@@ -140,12 +140,7 @@ double Run::train_step() {
         // loss is seeded with zero, and the gradients its experts get from the others are kept.
         micro_rng.reseed(step_seed);
         if (shards_) shards_->begin_micro(/*stand_in=*/false, stage_->model_token_loss());
-        MicroOptions stand_in = mo;
-        stand_in.stand_in = true;
-        stand_in.seed = 0;
-        stand_in.aux_seed = 0;
-        stand_in.backward_always = true;
-        stage_->train_micro(*model_, group[0], stand_in);
+        stage_->train_micro(*model_, group[0], mo.expert_stand_in());
         if (shards_) shards_->end_micro();
         continue;
       }

@@ -43,7 +43,7 @@ void Run::setup_context_parallel() {
                  " is not implemented yet: its loss needs every token's hidden state (pt and sft's plain token "
                  "loss runs)");
   const models::ModelConfig& c = model_->config();
-  if (c.num_experts > 0 && c.output_router_logits && c.router_aux_loss_coef > 0)
+  if (c.router_aux_loss() > 0)
     UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": context parallelism (context_parallel_degree ", cp,
                  ") with the router load-balancing loss (router_aux_loss_coef ", c.router_aux_loss_coef,
                  ") is not implemented yet: each process routes part of a micro-batch's tokens, and the loss "

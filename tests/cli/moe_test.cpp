@@ -279,14 +279,24 @@ TEST(Moe, ExpertParallelismEqualsOneProcess) {
 // micro-batch, is refused.
 TEST(Moe, ContextParallelismEqualsOneProcess) {
   const std::string dir = testing::temp_dir("moe_cp");
+  const std::string model = tiny_moe(dir, "qwen3_moe");
+  const std::string base = kSft + kShort + " finetuning_type=full learning_rate=1e-3 model_name_or_path=" + model +
+                           " output_dir=" + dir;
   const std::string args = kSft + kShort + " finetuning_type=full learning_rate=1e-3 gradient_accumulation_steps=2 "
-                           "model_name_or_path=" + tiny_moe(dir, "qwen3_moe") + " output_dir=" + dir;
+                           "model_name_or_path=" + model + " output_dir=" + dir;
   auto one = testing::train_processes(1, args + "/one");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   auto cp = testing::train_processes(2, args + "/cp context_parallel_degree=2");
   ASSERT_EQ(cp.exit_code, 0) << cp.err;
   testing::expect_runs_close(dir + "/one", dir + "/cp", "qwen3_moe cp2");
   EXPECT_LE(testing::max_weight_diff(dir + "/one/model.safetensors", dir + "/cp/model.safetensors"),
+            testing::layout_tol(1e-5));
+  // Beside expert parallelism (4 processes: 2 data-parallel replicas of a cp2 pair, each sparse
+  // layer's experts split over the replicas): the same run.
+  auto epcp = testing::train_processes(4, base + "/epcp context_parallel_degree=2 expert_parallel_degree=2");
+  ASSERT_EQ(epcp.exit_code, 0) << epcp.err;
+  testing::expect_runs_close(dir + "/one", dir + "/epcp", "qwen3_moe cp2 × ep2");
+  EXPECT_LE(testing::max_weight_diff(dir + "/one/model.safetensors", dir + "/epcp/model.safetensors"),
             testing::layout_tol(1e-5));
   testing::expect_refused(args + "/aux context_parallel_degree=2",
                           {{2, " moe_aux_loss_coef=0.1", "with the router load-balancing loss (router_aux_loss_coef 0.1)"}});

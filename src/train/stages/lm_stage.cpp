@@ -180,10 +180,7 @@ class LmStage : public Stage {
  private:
   // HF's router_aux_loss_coef when a mixture-of-experts model is trained with its router
   // load-balancing loss (config.json's output_router_logits, or moe_aux_loss_coef); else 0.
-  static double router_aux_loss_coef(const models::CausalLM& model) {
-    const models::ModelConfig& c = model.config();
-    return c.num_experts > 0 && c.output_router_logits ? c.router_aux_loss_coef : 0.0;
-  }
+  static double router_aux_loss_coef(const models::CausalLM& model) { return model.config().router_aux_loss(); }
 
   // What a micro-batch's summed loss is multiplied by before the step's weight: 1, or under
   // micro_batch_mean_loss and ASFT 1 / its scored tokens (its mean; 0 when it has none).

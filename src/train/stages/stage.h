@@ -58,6 +58,16 @@ struct MicroOptions {
   // Run backward even with a zero seed (which otherwise skips it): under expert parallelism a
   // stand-in's backward carries the gradients its experts get from the other processes' tokens.
   bool backward_always = false;
+
+  // These options for a stand-in under expert parallelism: its loss and load-balancing term
+  // seeded with zero, its backward still run (the gradients its experts get from the others).
+  MicroOptions expert_stand_in() const {
+    MicroOptions o = *this;
+    o.stand_in = true;
+    o.seed = o.aux_seed = 0;
+    o.backward_always = true;
+    return o;
+  }
 };
 
 struct MicroResult {
