@@ -130,9 +130,9 @@ BatchLoader::BatchLoader(const TokenizedDataset& data, const LoaderOptions& opts
   if (data.num_rows() % data.group != 0)
     throw DataError(
         UNILLM_MSG("[data] ", data.num_rows(), " rows do not form whole groups of ", data.group));
-  if (opts.token_budget > 0 && (data.group != 1 || opts.length_group > 0))
-    UNILLM_THROW(ConfigError, "[data] batches by a token budget take ungrouped rows in the epoch's order (not ",
-                 data.group != 1 ? "pairwise or feedback examples" : "group_by_length", ")");
+  if (opts.token_budget > 0 && (opts.length_group > 0 || (data.group != 1 && opts.budget_by_sum)))
+    UNILLM_THROW(ConfigError, "[data] batches by a token budget take the examples in the epoch's order (not ",
+                 opts.length_group > 0 ? "group_by_length" : "pairs packed into one row", ")");
   std::vector<int64_t> all(data.source ? 0 : data.rows.size());  // a corpus has no row fields
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   check_row_fields(data, all);
@@ -154,14 +154,21 @@ void BatchLoader::load_epoch(int64_t e) const {
   order_epoch_ = e;
   bounds_.assign(1, 0);
   if (opts_.token_budget <= 0) return;
-  // v1's _get_dynamic_micro_batch_sizes / _get_dynamic_padding_free_micro_batch_sizes: a row
-  // joins the batch while the batch stays within the budget; the first always does.
+  // v1's _get_dynamic_micro_batch_sizes / _get_dynamic_padding_free_micro_batch_sizes: an example
+  // joins the batch while the batch stays within the budget; the first always does. A pair's
+  // length is its two rows' (v1 concatenates chosen and rejected into one sample).
   const auto n = static_cast<int64_t>(order_.size());
+  const int64_t g = data_.group;
+  auto length = [&](int64_t e) {
+    int64_t len = 0;
+    for (int64_t m = 0; m < g; ++m) len += data_.row_length(e * g + m);
+    return len;
+  };
   int64_t i = 0;
   while (i < n) {
     int64_t used = 0, longest = 0, sum = 0;
     while (i + used < n) {
-      const int64_t len = data_.row_length(order_[i + used]);
+      const int64_t len = length(order_[i + used]);
       const int64_t cost = opts_.budget_by_sum ? sum + len : std::max(longest, len) * (used + 1);
       if (used > 0 && cost > opts_.token_budget) break;
       longest = std::max(longest, len);

@@ -66,12 +66,15 @@ struct LoaderOptions {
   // The padded length T is rounded up to a multiple of this (HF collators' pad_to_multiple_of;
   // LLaMA-Factory's SFT collator pads training batches to 8 for shift_attn). 1 = the longest row.
   int64_t pad_to_multiple_of = 1;
-  // LLaMA-Factory v1's dynamic batching when > 0 (ungrouped rows only): instead of batch_size
-  // rows, a batch takes the epoch's rows in order while its padded tokens (its rows × its
-  // longest row) stay within token_budget — with budget_by_sum, while the sum of its rows'
-  // lengths does, and the batch is then one packed row (v1's dynamic_padding_free: the rows end
-  // to end, each its own segment with its own positions, the first label of each row after the
-  // first ignored) — and at least one row. The epoch's last batch may
+  // LLaMA-Factory v1's dynamic batching when > 0 (not with length_group): instead of batch_size
+  // examples, a batch takes the epoch's examples in order while its padded tokens (its examples ×
+  // its longest example) stay within token_budget — with budget_by_sum (ungrouped rows only),
+  // while the sum of its rows' lengths does, and the batch is then one packed row (v1's
+  // dynamic_padding_free: the rows end to end, each its own segment with its own positions, the
+  // first label of each row after the first ignored) — and at least one example. A pair's length
+  // is its two rows' (v1's sample is the two concatenated); its batch stays two rows per pair,
+  // padded to the longest row (v1's block-diagonal attention over the concatenation gives each
+  // half the same states). The epoch's last batch may
   // fall short of the budget; each epoch's order is cut anew, so batches_per_epoch() is the
   // current epoch's count.
   int64_t token_budget = 0;

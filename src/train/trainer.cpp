@@ -306,14 +306,20 @@ void Run::rebuild_loader() {
   if (a_.group_by_length)  // HF sorts within megabatches of whole optimizer steps
     loader_opts_.length_group = a_.per_device_train_batch_size * a_.gradient_accumulation_steps * dp_size();
   if (!a_.v1_batching.empty()) {  // LLaMA-Factory v1's dynamic batching: cutoff_len × micro_batch_size tokens
-    if (train_.group != 1)
-      UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": batching_strategy ", a_.v1_batching, " with stage ",
-                   a_.stage, " (pairs of rows) is not implemented yet");
-    loader_opts_.token_budget = a_.cutoff_len * a_.per_device_train_batch_size;
+    const bool pairs = train_.group != 1;
     loader_opts_.budget_by_sum = a_.v1_batching == "dynamic_padding_free";
-    say("batches: " + a_.v1_batching + ", each micro-batch the next rows while their " +
-        (loader_opts_.budget_by_sum ? "tokens" : "padded tokens (rows × longest)") + " stay within " +
-        std::to_string(loader_opts_.token_budget) + " (cutoff_len × micro_batch_size)");
+    // v1 packs whole chosen|rejected samples end to end, and its dpo trainer then sums every
+    // chosen (and every rejected) token of the packed row into one log-prob: no pair loss.
+    if (pairs && loader_opts_.budget_by_sum)
+      UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": batching_strategy dynamic_padding_free with stage ",
+                   a_.stage, ": v1 packs several chosen/rejected pairs into one row, where its dpo trainer adds the "
+                   "pairs' log-probs together; use dynamic_batching (pairs padded within the same token budget)");
+    loader_opts_.token_budget = a_.cutoff_len * a_.per_device_train_batch_size;
+    say("batches: " + a_.v1_batching + ", each micro-batch the next " + (pairs ? "pairs" : "rows") + " while their " +
+        (loader_opts_.budget_by_sum ? "tokens"
+         : pairs                    ? "padded tokens (pairs × longest chosen+rejected)"
+                                    : "padded tokens (rows × longest)") +
+        " stay within " + std::to_string(loader_opts_.token_budget) + " (cutoff_len × micro_batch_size)");
   }
   loader_ = std::make_unique<data::BatchLoader>(train_, loader_opts_);
 }

@@ -172,6 +172,38 @@ TEST(V1Config, DynamicBatchingExamplesTrainAndTwoProcessesAreOne) {
   EXPECT_NE(r.err.find("batching_strategy dynamic_batching needs max_steps"), std::string::npos) << r.err;
 }
 
+// v1's dpo under dynamic_batching: pairs cut by the budget on their concatenated length (the cut
+// itself: BatchLoader.TokenBudgetCutsPairsByTheirConcatenatedLength). Whatever the cut, the
+// micro-batches' weights (their scored tokens over the step's) add up to one, so a fresh
+// adapter's first loss is ln 2; two processes give one process's run. Packing pairs into one row
+// (dynamic_padding_free) is refused with the reason.
+TEST(V1Config, DpoDynamicBatchingCutsPairsAndTwoProcessesAreOne) {
+  const std::string dir = testing::temp_dir("v1dpodyn");
+  const std::string model = tiny_qwen2(dir);
+  const std::string args = source_path("tests/data/llamafactory_examples/v1/train_lora/train_lora_dpo.yaml") +
+                           " stage=dpo model=" + model + " train_dataset=" + source_path("data/v1_dpo_demo.jsonl") +
+                           " max_steps=3 cutoff_len=320 bf16=false micro_batch_size=2 global_batch_size=4 "
+                           "learning_rate=1e-3 peft_config.lora_dropout=0 --quiet output_dir=" + dir;
+  auto one = testing::train_processes(1, args + "/one batching_strategy=dynamic_batching");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("batches: dynamic_batching, each micro-batch the next pairs while their padded tokens "
+                         "(pairs × longest chosen+rejected) stay within 640"),
+            std::string::npos)
+      << one.err;
+  const auto lines = testing::train_lines(dir + "/one");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NEAR(lines[0]["loss"].get<double>(), std::log(2.0), 1e-4);
+  auto two = testing::train_processes(2, args + "/two batching_strategy=dynamic_batching");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  testing::expect_runs_close(dir + "/one", dir + "/two", "v1 dpo dynamic_batching: 2 processes vs 1", 5e-5);
+  auto r = run_unillm("train " + args + "/packed batching_strategy=dynamic_padding_free");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("batching_strategy dynamic_padding_free with stage dpo: v1 packs several chosen/rejected pairs "
+                       "into one row"),
+            std::string::npos)
+      << r.err;
+}
+
 // `llamafactory-cli chat` of a v1 config (cli_sampler.run_chat): the model's own chat template and
 // transformers' generate — greedy unless generation_config.json samples, generate's defaults for
 // what that file leaves out — with max_new_tokens from the config (v1's default 128): the same

@@ -236,10 +236,39 @@ TEST(BatchLoader, TokenBudgetCutsTheEpochAsV1sDynamicBatching) {
   resumed.restore({1, 1});
   EXPECT_EQ(resumed.next().input_ids, seen[epoch0 + 1].input_ids);
   EXPECT_THROW(resumed.restore({0, 99}), ConfigError);
-  // Pairs and group_by_length are not cut by a budget.
+  // group_by_length is not cut by a budget.
   LoaderOptions grouped = o;
   grouped.length_group = 4;
   EXPECT_THROW(BatchLoader(d, grouped), ConfigError);
+}
+
+// Pairs (v1's dpo under dynamic_batching): a pair's length is its chosen and rejected rows'
+// together, v1's concatenated sample. Pairs of (2, 1), (3, 2), (1, 1), (4, 4), (2, 2) tokens are
+// samples of 3, 5, 2, 8, 4; a padded budget of 10 cuts [3 5] [2] [8] [4] (2 × 5 fits, 3 × 5 and
+// 2 × 8 do not), each batch its pairs' chosen rows, then their rejected rows, padded to the
+// longest row. Packing pairs into one row is refused.
+TEST(BatchLoader, TokenBudgetCutsPairsByTheirConcatenatedLength) {
+  TokenizedDataset d;
+  d.group = 2;
+  int32_t tok = 1;
+  for (auto [c, r] : std::vector<std::pair<int, int>>{{2, 1}, {3, 2}, {1, 1}, {4, 4}, {2, 2}}) {
+    d.rows.push_back(std::vector<int32_t>(static_cast<size_t>(c), tok++));
+    d.rows.push_back(std::vector<int32_t>(static_cast<size_t>(r), tok++));
+  }
+  LoaderOptions o;
+  o.shuffle = false;
+  o.token_budget = 10;
+  BatchLoader loader(d, o);
+  ASSERT_EQ(loader.batches_per_epoch(), 4);
+  const Batch first = loader.next();
+  EXPECT_EQ(first.rows, 4);
+  EXPECT_EQ(first.seq_len, 3);
+  EXPECT_EQ(first.row_indices, (std::vector<int64_t>{0, 2, 1, 3}));
+  EXPECT_EQ(first.lengths, (std::vector<int32_t>{2, 3, 1, 2}));
+  for (int64_t want : {2, 2, 2}) EXPECT_EQ(loader.next().rows, want);
+  EXPECT_EQ(loader.state(), (LoaderState{1, 0}));
+  o.budget_by_sum = true;
+  EXPECT_THROW(BatchLoader(d, o), ConfigError);
 }
 
 // dynamic_padding_free's batch is one row: the rows end to end, each its own segment and
