@@ -24,6 +24,7 @@
 #include "eval/text.h"
 #include "infer/perplexity.h"
 #include "io/json_file.h"
+#include "models/adapter.h"
 #include "models/causal_lm.h"
 #include "models/value_head.h"
 #include "train/stages/reward.h"
@@ -94,8 +95,10 @@ int eval_reward(const std::vector<std::string>& args) {
   bool json = false;
   RuntimeOptions runtime;
   ArgParser p("eval reward", "A reward model (stage rm's output) on preference pairs: accuracy and mean margin.");
-  p.option("model", "model dir (with value_head.safetensors when trained with full/freeze)", &model_dir);
-  p.repeated("adapter", "a PEFT LoRA adapter dir (the last one holds value_head.safetensors)", &adapters);
+  p.option("model", "model dir (with value_head.safetensors when trained with full/freeze, or a LLaMA-Factory v1 "
+                    "reward model: *ForTokenClassification)", &model_dir);
+  p.repeated("adapter", "a PEFT LoRA adapter dir (the last one holds value_head.safetensors, or is a TOKEN_CLS adapter)",
+             &adapters);
   p.option("file", "pairs: a LLaMA-Factory ranking file (alpaca or sharegpt, .json or .jsonl)", &file);
   p.option("template", "chat template (default: as training chooses it)", &template_name);
   p.option("cutoff-len", "cutoff_len of the pairwise encoding (default 2048)", &cutoff_len);
@@ -108,13 +111,20 @@ int eval_reward(const std::vector<std::string>& args) {
   if (cutoff_len < 2 || batch_size < 1) UNILLM_THROW(ConfigError, "[eval reward] --cutoff-len must be >= 2 and --batch-size >= 1");
   const data::DatasetAttr attr = pairs_file(file);  // bad input before the weights are read
   const Device device = setup_runtime(runtime);
-  auto [tok, model] = load_model(model_dir, adapters, device);
-  const std::string head_dir = !adapters.empty() && models::has_value_head(adapters.back()) ? adapters.back() : model_dir;
+  auto [tok, model] = load_model(model_dir, adapters, device, nullptr, nullptr, /*token_classifier_ok=*/true);
+  // LLaMA-Factory v1's reward model: a token classifier's score head, in the model's weights or
+  // its TOKEN_CLS adapter; else TRL's value head in value_head.safetensors.
+  const bool scored_adapter = !adapters.empty() && models::is_token_classification_adapter(adapters.back());
+  const bool scored = scored_adapter || model->config().token_classification;
+  const std::string head_dir =
+      scored ? (scored_adapter ? adapters.back() : model_dir)
+             : (!adapters.empty() && models::has_value_head(adapters.back()) ? adapters.back() : model_dir);
   Rng rng(0);
-  models::ValueHead head(model->config().hidden_size, rng, device);
+  models::ValueHead head(model->config().hidden_size, rng, device,
+                         scored ? models::ValueHead::Kind::kScore : models::ValueHead::Kind::kTrl);
   if (!head.load(head_dir))
-    UNILLM_THROW(ConfigError, "[eval reward] no value_head.safetensors in ", head_dir,
-                 " (train a reward model with stage: rm; its output dir holds one)");
+    UNILLM_THROW(ConfigError, "[eval reward] ", scored ? "no score head (score.weight) in " : "no value_head.safetensors in ",
+                 head_dir, " (train a reward model with stage: rm; its output dir holds one)");
   const auto choice = data::choose_template(template_name, model_dir);
   const auto tmpl = data::make_chat_template(choice, *tok, choice.options);
   const data::PreferenceSet set = data::read_preferences(attr, {});

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -16,6 +17,7 @@
 #include "models/inference_bundle.h"
 #include "models/passes.h"
 #include "models/save.h"
+#include "models/value_head.h"
 #include "train/args.h"
 #include "train/output_dir.h"
 
@@ -108,6 +110,16 @@ int cmd_export(const std::vector<std::string>& args) {
   std::vector<std::pair<std::string, std::string>> inputs = {{"model_name_or_path", base}};
   for (const auto& d : a.adapter_name_or_path) inputs.emplace_back("adapter_name_or_path", d);
   train::refuse_input_dirs("export_dir", a.export_dir, args[0], inputs);
+  refuse_token_classifier(base, "exporting it");
+  // A TOKEN_CLS adapter (LLaMA-Factory v1's reward model) merges into a token classifier: its
+  // score head written in place of the lm_head. Only the last adapter may carry one.
+  const bool classifier = !a.adapter_name_or_path.empty() &&
+                          models::is_token_classification_adapter(a.adapter_name_or_path.back());
+  for (size_t i = 0; i + (classifier ? 1 : 0) < a.adapter_name_or_path.size(); ++i)
+    refuse_token_classifier(a.adapter_name_or_path[i], "merging it before another adapter");
+  if (classifier && a.export_quantization_bit != 0)
+    UNILLM_THROW(NotImplemented, "[export] ", args[0], ": export_quantization_bit with a token classifier's adapter (",
+                 a.adapter_name_or_path.back(), "): inference bundles hold causal language models");
   auto model = models::load_causal_lm(base);
   for (size_t i = 0; i < a.adapter_name_or_path.size(); ++i) {
     const std::string name = "adapter" + std::to_string(i);
@@ -147,6 +159,16 @@ int cmd_export(const std::vector<std::string>& args) {
       if (fs::exists(fs::path(last) / f)) so.tokenizer_dir = last;
   }
   so.generation_config_dir = base;
+  std::unique_ptr<models::ValueHead> head;
+  if (classifier) {
+    Rng rng(0);
+    head = std::make_unique<models::ValueHead>(model->config().hidden_size, rng, Device{}, models::ValueHead::Kind::kScore);
+    if (!head->load(a.adapter_name_or_path.back()))
+      UNILLM_THROW(IoError, "[export] ", a.adapter_name_or_path.back(),
+                   ": a TOKEN_CLS adapter without base_model.model.score.weight in adapter_model.safetensors");
+    so.token_classification_head = head->tensors();
+    std::fprintf(stderr, "[export] writing a token classifier (the adapter's score head, no lm_head)\n");
+  }
   models::save_pretrained(*model, a.export_dir, so);
   write_template_files(a, so.tokenizer_dir, a.export_dir);
   std::printf("exported %s%s -> %s\n", base.c_str(),

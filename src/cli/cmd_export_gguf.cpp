@@ -148,6 +148,7 @@ int export_gguf(const std::vector<std::string>& args) {
   if (fs::is_directory(output))
     UNILLM_THROW(ConfigError, "[export] --output ", output, " is a directory; give a file name");
   cpu_register_only();
+  refuse_token_classifier(model_dir, "a GGUF export");
   auto model = models::load_causal_lm(model_dir);
   const models::ModelConfig& cfg = model->config();
   auto tokenizer = io::Tokenizer::load(model_dir);

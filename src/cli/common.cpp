@@ -202,6 +202,16 @@ void require_model_dir(const std::string& dir, const std::string& flag) {
                  "' is a file; expected a model directory (config.json, *.safetensors, tokenizer files)");
 }
 
+void refuse_token_classifier(const std::string& dir, const std::string& what) {
+  namespace fs = std::filesystem;
+  const fs::path config = fs::path(dir) / "config.json";
+  const bool model = fs::exists(config) && models::load_model_config(config.string()).token_classification;
+  if (model || models::is_token_classification_adapter(dir))
+    UNILLM_THROW(NotImplemented, "[cli] ", dir, " is a token classifier (", model ? "*ForTokenClassification" : "a TOKEN_CLS adapter",
+                 ": LLaMA-Factory v1's reward model, a score head and no lm_head); ", what,
+                 " needs a causal language model. Train the reward model on with `unillm train` (stage=rm)");
+}
+
 void add_inference_options(ArgParser& p, InferenceOptions& o) {
   p.option("quant_type",
            "weight-only quantisation at load: weight_only_int8 (per output channel) or weight_only_int4 "
@@ -309,8 +319,13 @@ std::shared_ptr<models::InputHessians> calibrate(models::CausalLM& model, const 
 }
 
 LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs,
-                       Device device, const InferenceOptions* inference, models::PassPlan* plan_out) {
+                       Device device, const InferenceOptions* inference, models::PassPlan* plan_out,
+                       bool token_classifier_ok) {
   require_model_dir(dir);
+  if (!token_classifier_ok) {
+    refuse_token_classifier(dir, "running it");
+    for (const auto& a : adapter_dirs) refuse_token_classifier(a, "running it");
+  }
   LoadedModel out;
   out.tokenizer = io::Tokenizer::load(dir);
   const std::string config_path = dir + "/config.json";

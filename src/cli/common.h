@@ -51,6 +51,9 @@ std::string hf_cache_root();
 
 // Throws ConfigError unless dir is a directory (--model naming a file or nothing).
 void require_model_dir(const std::string& dir, const std::string& flag = "model");
+// Throws NotImplemented when dir is a token classifier (LLaMA-Factory v1's reward model: a score
+// head, no lm_head) or a TOKEN_CLS adapter: `what` (generating, merging, …) needs a causal LM.
+void refuse_token_classifier(const std::string& dir, const std::string& what);
 
 // Inference passes (models/passes.h) for the commands that load a model to run it.
 struct InferenceOptions {
@@ -93,9 +96,10 @@ std::shared_ptr<models::InputHessians> calibrate(models::CausalLM& model, const 
 // With inference options the plan's passes run, each logged on stderr; when it quantises, the
 // adapters are merged into the base first (quantised weights take no adapters) and a calibration
 // source, if given, is run through the dense model for GPTQ. plan_out receives the plan as run
-// (with its calibration statistics).
+// (with its calibration statistics). A token classifier (refuse_token_classifier) is refused
+// unless token_classifier_ok (`eval reward`, which reads its score head).
 LoadedModel load_model(const std::string& dir, const std::vector<std::string>& adapter_dirs,
                        Device device, const InferenceOptions* inference = nullptr,
-                       models::PassPlan* plan_out = nullptr);
+                       models::PassPlan* plan_out = nullptr, bool token_classifier_ok = false);
 
 }  // namespace unillm::cli

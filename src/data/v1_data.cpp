@@ -102,8 +102,8 @@ std::vector<Entry> read_spec(const V1DataOptions& o) {
           if (!val.IsNull()) e.converter = text;
           if (e.converter == "pair" && !o.pairs)
             UNILLM_THROW(ConfigError, "[config] ", at,
-                         ": converter 'pair' makes DPO samples (chosen / rejected); train them with stage=dpo, as "
-                         "`llamafactory-cli dpo` does");
+                         ": converter 'pair' makes DPO samples (chosen / rejected); train them with stage=dpo or stage=rm, "
+                         "as `llamafactory-cli dpo|rm` does");
           if (e.converter != "pair" && !e.converter.empty() && o.pairs)
             UNILLM_THROW(ConfigError, "[config] ", at, ": converter '", e.converter,
                          "' makes SFT samples; v1's dpo needs pairs (converter: pair, or native chosen_messages / "
@@ -405,7 +405,7 @@ V1Index read_v1_index(const V1DataOptions& o) {
                                                  : from_native(r, src);
         s.source = src;
         if (s.pair != o.pairs)
-          bad(src, s.pair ? "a chosen / rejected pair; train pairs with stage=dpo, as `llamafactory-cli dpo` does"
+          bad(src, s.pair ? "a chosen / rejected pair; train pairs with stage=dpo or stage=rm, as `llamafactory-cli dpo|rm` does"
                           : "not a chosen / rejected pair (v1's dpo: \"DPO training requires pair-format samples\")");
         const auto at = static_cast<int64_t>(idx.samples.size());
         bool any = s.pair;  // a pair is kept whole

@@ -242,15 +242,23 @@ void save_adapter(CausalLM& model, const std::string& name, const std::string& d
   if (!options.modules_to_save.empty())  // PEFT's key: the module's base name, no adapter name
     for (auto& [pname, t] : modules_to_save_params(model, options.modules_to_save))
       tensors.emplace_back("base_model.model." + pname, t->to(DType::f32));
+  for (const auto& [pname, t] : options.token_classification_head)
+    tensors.emplace_back("base_model.model." + pname, t.to(DType::f32));
   if (options.save_embedding_layers)
     for (auto& [pname, t] : embedding_layer_tensors(model)) {
       const std::string key = "base_model.model." + pname;
       auto same = [&](const auto& kt) { return kt.first == key; };
       if (std::none_of(tensors.begin(), tensors.end(), same)) tensors.emplace_back(key, t.to(DType::f32));
     }
+  nlohmann::ordered_json config = config_json(c, options, adapted_parts(model, name));
+  if (!options.token_classification_head.empty()) {  // as PeftModelForTokenClassification saves
+    config["task_type"] = "TOKEN_CLS";
+    nlohmann::ordered_json& saved = config["modules_to_save"];
+    if (saved.is_null()) saved = nlohmann::ordered_json::array();
+    for (const char* m : {"classifier", "score"}) saved.push_back(m);
+  }
   fs::create_directories(dir);
-  io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(),
-                        config_json(c, options, adapted_parts(model, name)).dump(2) + "\n");
+  io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(), config.dump(2) + "\n");
   io::save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
                        {{"format", "pt"}});
 }
@@ -430,10 +438,16 @@ nn::LoraConfig load_adapter(CausalLM& model, const std::string& dir, const std::
   nn::LoraConfig c = read_adapter_config(dir);
   io::CheckpointReader ckpt = open_adapter_weights(dir);
   Rng unused(0);  // A is overwritten from the file
-  const std::vector<std::string> saved_modules = saved_module_targets(dir, ckpt.names());
+  std::vector<std::string> saved_modules = saved_module_targets(dir, ckpt.names());
+  // A token classifier's adapter (TOKEN_CLS, LLaMA-Factory v1's reward model): its classifier
+  // modules are the score head, which the reward-model stage reads (models::ValueHead kScore); the
+  // others are the model's.
+  std::vector<std::string> skipped = saved_modules;
+  if (is_token_classification_adapter(dir))
+    std::erase_if(saved_modules, [](const std::string& m) { return m == "classifier" || m == "score"; });
   model.add_lora(name, c, unused);
   try {
-    copy_weights(model, ckpt, dir, name, saved_modules);
+    copy_weights(model, ckpt, dir, name, skipped);
     if (!saved_modules.empty()) apply_modules_to_save(model, ckpt, dir, saved_modules);
   } catch (...) {
     model.delete_adapter(name);
@@ -443,5 +457,13 @@ nn::LoraConfig load_adapter(CausalLM& model, const std::string& dir, const std::
 }
 
 void merge_adapter(CausalLM& model, const std::string& name) { model.merge_adapter(name); }
+
+bool is_token_classification_adapter(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "adapter_config.json";
+  if (!fs::exists(path)) return false;
+  const nlohmann::json j = io::read_json_file(path.string());
+  const auto it = j.find("task_type");
+  return it != j.end() && it->is_string() && it->get<std::string>() == "TOKEN_CLS";
+}
 
 }  // namespace unillm::models

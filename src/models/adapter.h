@@ -28,6 +28,10 @@ struct AdapterSaveOptions {
   // PEFT's save_embedding_layers (its "auto" turns it on when the vocabulary was resized): the
   // embedding and lm_head are stored in full too, without being listed as modules_to_save.
   bool save_embedding_layers = false;
+  // When set (score.weight, score.bias): the adapter of a token classifier, as PEFT saves one for
+  // LLaMA-Factory v1's reward model — task_type TOKEN_CLS, "classifier" and "score" added to
+  // modules_to_save, these tensors stored as base_model.model.score.*.
+  nn::NamedTensors token_classification_head;
 };
 
 // Writes DIR/adapter_config.json and DIR/adapter_model.safetensors (f32) for adapter `name`
@@ -43,6 +47,10 @@ void save_adapter(CausalLM& model, const std::string& name, const std::string& d
 enum class PissaSave { kInitial, kConverted };
 void save_pissa_adapter(CausalLM& model, const std::string& name, const std::string& dir,
                         PissaSave what, const AdapterSaveOptions& options = {});
+
+// True when DIR/adapter_config.json says task_type TOKEN_CLS (a token classifier's adapter,
+// whose score head load_adapter leaves to the reward-model stage).
+bool is_token_classification_adapter(const std::string& dir);
 
 // Reads DIR/adapter_config.json into a LoraConfig. Throws IoError (missing/unreadable file),
 // ConfigError (bad values, unknown target) or NotImplemented (init_lora_weights olora / loftq /

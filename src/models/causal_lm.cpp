@@ -110,21 +110,29 @@ void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::
   nn::NamedTensors named = model.named_parameters();
   std::optional<LinearsPending> pending;
   if (options.on_linear_loaded) pending.emplace(model, named);
+  const bool classifier = model.config().token_classification;
   for (auto& [name, param] : named) {
-    if (!ckpt.has(name))
-      UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' missing from the checkpoint");
-    auto info = ckpt.info(name);
-    if (info.shape != param.shape())
-      UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' has shape ", shape_str(info.shape),
-                   ", expected ", shape_str(param.shape()), " from config.json");
-    if (!is_floating(info.dtype))
-      UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' has dtype ", dtype_name(info.dtype),
-                   ", expected a floating type");
+    const bool no_head = classifier && name == "lm_head.weight" && !ckpt.has(name);  // left zero
+    if (!no_head) {
+      if (!ckpt.has(name))
+        UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' missing from the checkpoint");
+      auto info = ckpt.info(name);
+      if (info.shape != param.shape())
+        UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' has shape ", shape_str(info.shape),
+                     ", expected ", shape_str(param.shape()), " from config.json");
+      if (!is_floating(info.dtype))
+        UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' has dtype ", dtype_name(info.dtype),
+                     ", expected a floating type");
+    }
     Tensor dst = param;  // a view into the model's (possibly fused) storage
     if (options.before_copy) options.before_copy(dst);
-    dst.copy_from(ckpt.get(name));
-    ckpt.drop_pages(name);  // copied: its file pages need not stay resident
-    used[name] = true;
+    if (no_head) {
+      dst.fill(0.0);
+    } else {
+      dst.copy_from(ckpt.get(name));
+      ckpt.drop_pages(name);  // copied: its file pages need not stay resident
+      used[name] = true;
+    }
     const Device device = param.device();
     param = Tensor();  // this view would keep a linear's storage alive past its hook
     if (nn::FusedLinear* done = pending ? pending->read(name) : nullptr) {
@@ -133,7 +141,8 @@ void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::
     }
   }
   for (auto& [n, u] : used)
-    if (!u && !ignorable(n) && !(n == "lm_head.weight" && model.config().tie_word_embeddings))
+    if (!u && !ignorable(n) && !(n == "lm_head.weight" && model.config().tie_word_embeddings) &&
+        !(classifier && n.starts_with("score.")))  // the reward-model stage reads the score head
       UNILLM_THROW(IoError, "[models] ", dir, ": checkpoint tensor '", n, "' is not used by a ",
                    model.config().model_type, " model (config.json and weights disagree)");
 }

@@ -218,6 +218,14 @@ ModelConfig parse_model_config(const std::string& text, const std::string& path)
   c.model_type = resolve_model_type(j, path);
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() && j["architectures"][0].is_string())
     c.architecture = j["architectures"][0].get<std::string>();
+  if (c.architecture.ends_with("ForTokenClassification")) {
+    // HF's num_labels is the length of id2label (2 when the file says none).
+    const size_t labels = j.contains("id2label") && j["id2label"].is_object() ? j["id2label"].size() : 2;
+    if (labels != 1)
+      UNILLM_THROW(NotImplemented, "[config] ", path, ": ", c.architecture, " with ", labels,
+                   " labels (id2label); unillm reads a token classifier with one label, a reward model");
+    c.token_classification = true;
+  }
   c.vocab_size = require_positive(j, path, "vocab_size");
   c.hidden_size = require_positive(j, path, "hidden_size");
   c.intermediate_size = require_positive(j, path, "intermediate_size");

@@ -13,6 +13,10 @@ namespace unillm::models {
 
 struct ModelConfig {
   std::string architecture;  // e.g. LlamaForCausalLM
+  // A *ForTokenClassification model with one label (LLaMA-Factory v1's reward model): the
+  // decoder with a per-token score head (score.weight, score.bias) and no lm_head. Only the
+  // reward-model stage reads one (train/stages/reward.h); loading leaves the lm_head zero.
+  bool token_classification = false;
   std::string model_type;  // llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;  // C

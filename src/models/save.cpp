@@ -2,6 +2,7 @@
 #include "models/save.h"
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
@@ -25,8 +26,25 @@ void save_pretrained(const CausalLM& model, const std::string& dir, const SaveOp
   fs::create_directories(dir);
   nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(model.config().raw_json);
   cfg["torch_dtype"] = "float32";
-  io::write_file_atomic((fs::path(dir) / "config.json").string(), cfg.dump(2) + "\n");
   nn::NamedTensors tensors = model.named_parameters();
+  if (!o.token_classification_head.empty()) {
+    std::string arch = model.config().architecture;  // LlamaForCausalLM -> Llama
+    if (const size_t at = arch.rfind("For"); at != std::string::npos) arch.resize(at);
+    if (arch.empty()) {  // no architectures in config.json: HF's class prefix of the model type
+      static const std::map<std::string, std::string> prefix = {
+          {"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
+          {"qwen3", "Qwen3"}, {"qwen2_moe", "Qwen2Moe"}, {"qwen3_moe", "Qwen3Moe"}};
+      const auto it = prefix.find(model.config().model_type);
+      arch = it != prefix.end() ? it->second : "Llama";
+    }
+    cfg["architectures"] = {arch + "ForTokenClassification"};
+    cfg["id2label"] = {{"0", "LABEL_0"}};
+    cfg["label2id"] = {{"LABEL_0", 0}};
+    cfg["classifier_dropout"] = 0.0;
+    std::erase_if(tensors, [](const auto& nt) { return nt.first == "lm_head.weight"; });
+    tensors.insert(tensors.end(), o.token_classification_head.begin(), o.token_classification_head.end());
+  }
+  io::write_file_atomic((fs::path(dir) / "config.json").string(), cfg.dump(2) + "\n");
   io::save_sharded(dir, tensors, o.max_shard_bytes, o.before_read);
   if (!o.tokenizer_dir.empty()) copy_tokenizer_files(o.tokenizer_dir, dir);
   if (!o.generation_config_dir.empty()) {

@@ -14,6 +14,11 @@ struct SaveOptions {
   std::string tokenizer_dir;  // copy tokenizer files from here ("" = none)
   std::string generation_config_dir;  // copy generation_config.json from here ("" = none)
   io::BeforeRead before_read;  // each weight just before it is written (ZeRO-3 gathers its unit)
+  // When set (score.weight [1, hidden], score.bias [1]): the model is written as HF's
+  // *ForTokenClassification with one label — these in place of lm_head.weight, the architecture
+  // renamed, id2label / label2id of one label and classifier_dropout 0 in config.json (LLaMA-Factory
+  // v1's reward model, AutoModelForTokenClassification).
+  nn::NamedTensors token_classification_head;
 };
 
 // Writes into dir (created). Each file is written atomically.

@@ -307,7 +307,7 @@ void translate(V1& t, const Field& f) {
   } else if (k == "pref_loss" || k == "pref_beta" || k == "pref_ftx" || k == "simpo_gamma" ||
              k == "dpo_label_smoothing" || k == "ld_alpha") {
     if (t.stage != "dpo") {
-      ignored(t, k, f.where, "a preference key; v1's sft does not read it");
+      ignored(t, k, f.where, "a preference key; v1's " + t.stage + " does not read it");
     } else if (k == "pref_loss" && s != "sigmoid" && s != "orpo" && s != "simpo") {
       UNILLM_THROW(ConfigError, "[config] ", f.where, ": pref_loss '", s, "': LLaMA-Factory v1's dpo has sigmoid, orpo "
                    "and simpo");
@@ -404,12 +404,12 @@ TrainArgs parse_v1_args(const YAML::Node& root, const std::string& source,
     if (f.key == "stage")
       problems.attempt([&] {
         t.stage = get_string(f);
-        if (t.stage == "rm") refuse(f.where, "stage", "'rm' (v1's reward model trainer)");
         if (t.stage != "sft" && t.stage != "dpo" && t.stage != "rm")
           UNILLM_THROW(ConfigError, "[config] ", f.where, ": stage '", t.stage,
                        "': LLaMA-Factory v1's trainers are sft, dpo and rm (llamafactory-cli sft|dpo|rm)");
       });
   if (t.stage == "dpo") set(t, "stage", "dpo", source + " (stage=dpo: llamafactory-cli dpo)");
+  if (t.stage == "rm") set(t, "stage", "rm", source + " (stage=rm: llamafactory-cli rm)");
   for (const Field& f : given) problems.attempt([&] { translate(t, f); });
   // v1's dynamic_batching is step-driven (its TrainingArguments check).
   if (auto it = t.direct.find("v1_batching"); it != t.direct.end() && it->second.node.as<std::string>() == "dynamic_batching") {

@@ -224,7 +224,8 @@ std::string oft_adjustment_note(models::CausalLM& model, const TrainArgs& a) {
 }
 
 void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
-                  const std::string& model_dir, const std::string& tokenizer_dir, const io::BeforeRead& before_read) {
+                  const std::string& model_dir, const std::string& tokenizer_dir, const io::BeforeRead& before_read,
+                  const nn::NamedTensors& head) {
   const int64_t base_rows = models::load_model_config(model_dir + "/config.json").vocab_size;
   if (a.adapter_tuning()) {
     models::AdapterSaveOptions so;
@@ -232,6 +233,7 @@ void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string
     so.modules_to_save = lora_modules_to_save(a);
     // PEFT's save_embedding_layers="auto": a vocabulary grown beyond the base's is saved in full
     so.save_embedding_layers = model.config().vocab_size != base_rows;
+    so.token_classification_head = head;
     models::save_adapter(model, kTrainAdapter, dir, so);
     if (a.pissa_convert) {  // LLaMA-Factory's PissaConvertCallback: the initial and converted adapters
       models::save_pissa_adapter(model, kTrainAdapter, dir + "/pissa_init", models::PissaSave::kInitial, so);
@@ -243,6 +245,7 @@ void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string
   models::SaveOptions so;
   so.generation_config_dir = model_dir;
   so.before_read = before_read;
+  so.token_classification_head = head;
   models::save_pretrained(model, dir, so);
   save_training_tokenizer(tokenizer_dir, a, base_rows, dir);  // with the tokens the run added (vocab.h)
 }

@@ -27,10 +27,11 @@ std::string oft_adjustment_note(models::CausalLM& model, const TrainArgs& a);
 // Writes the trained weights into dir: save_pretrained (full, freeze) or a PEFT adapter dir
 // (lora), with the tokenizer files of tokenizer_dir and generation_config.json of model_dir.
 // before_read: called with each weight of a full model just before it is written (ZeRO-3's
-// streamed saving; an adapter dir does not call it).
+// streamed saving; an adapter dir does not call it). head: a token classifier's score head
+// (Stage::saved_head), saved as its *ForTokenClassification model or TOKEN_CLS adapter.
 void save_trained(models::CausalLM& model, const TrainArgs& a, const std::string& dir,
                   const std::string& model_dir, const std::string& tokenizer_dir,
-                  const io::BeforeRead& before_read = {});
+                  const io::BeforeRead& before_read = {}, const nn::NamedTensors& head = {});
 
 // QLoRA (quantization_bit 4 / 8): replaces every decoder FusedLinear's weight by its
 // bitsandbytes-style quantisation (nf4/fp4 + double quantisation, or per-row int8); embeddings,

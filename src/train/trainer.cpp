@@ -16,6 +16,7 @@
 #include "dist/hosts.h"
 #include "dist/mesh.h"
 #include "data/error.h"
+#include "models/adapter.h"
 #include "models/inference_bundle.h"
 #include "models/save.h"
 #include "ops/matmul_compute.h"
@@ -166,6 +167,17 @@ void Run::load(const std::string& from) {
     if (a_.quantization_bit > 0 && lora) lo.on_linear_loaded = qlora_load_hook(a_);
     model_ = models::load_causal_lm(weights_dir, lo);
   }
+  // A token classifier (LLaMA-Factory v1's reward model) has a score head and no lm_head: only
+  // v1's rm trains one on.
+  const bool v1_rm = a_.stage == "rm" && !a_.v1_train_dataset.empty();
+  if (model_->config().token_classification && !v1_rm)
+    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": ", weights_dir, " is a token classifier (",
+                 model_->config().architecture, ", LLaMA-Factory v1's reward model: no lm_head); stage ", a_.stage,
+                 " needs a causal language model (a v1 config with stage=rm trains a token classifier on)");
+  for (const auto& d : a_.adapter_name_or_path)
+    if (models::is_token_classification_adapter(d) && !v1_rm)
+      UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": adapter ", d, " is a token classifier's "
+                   "(TOKEN_CLS, LLaMA-Factory v1's reward model); stage ", a_.stage, " needs a causal language model's");
   // A full/freeze checkpoint already holds the grown, trained rows; a LoRA one's base does not.
   if ((from.empty() || lora) && !streamed)
     if (const std::string grown = grow_vocab(*model_, *tok_, a_); !grown.empty()) say(grown);

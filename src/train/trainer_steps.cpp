@@ -401,7 +401,7 @@ void Run::save_now() {
     before = [this] { h_.before_checkpoint_commit(state_.global_step); };
   auto write = [this](const std::string& dir) {
     SaveScope scope(*this);
-    save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_, scope.before_read());
+    save_trained(*model_, a_, dir, model_dir_, tokenizer_dir_, scope.before_read(), stage_->saved_head());
     stage_->save_extra(dir, true);
   };
   if (!writer()) {  // rank 0 writes; the others wait until the checkpoint is complete
@@ -446,7 +446,7 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   try {
     {
       SaveScope scope(*this);
-      save_trained(*model_, a_, staging, model_dir_, tokenizer_dir_, scope.before_read());
+      save_trained(*model_, a_, staging, model_dir_, tokenizer_dir_, scope.before_read(), stage_->saved_head());
       stage_->save_extra(staging, false);
     }
     write_results(staging, r, runtime);

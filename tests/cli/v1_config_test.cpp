@@ -204,6 +204,88 @@ TEST(V1Config, DpoDynamicBatchingCutsPairsAndTwoProcessesAreOne) {
       << r.err;
 }
 
+// `llamafactory-cli rm` (v1's rm_trainer) on the vendored v1 examples with stage=rm: the score
+// head of a token classifier (v1's initialisation makes every score near 0, so the first loss is
+// near ln 2), written as Qwen2ForTokenClassification (score.*, no lm_head) or a TOKEN_CLS adapter
+// (that transformers and PEFT load them and score as unillm does: tests/reference/v1_rm_check.py;
+// the loss and gradients: V1RmParity). A run killed after its step-2 checkpoint resumes into the
+// same run, full and LoRA (the checkpoint is read back as a token classifier); two processes give
+// one process's run; `eval reward` reads the score head, also of the LoRA adapter merged by v1's
+// export; generating from it is refused.
+TEST(V1Config, RewardModelSavesATokenClassifierAndResumes) {
+  const std::string dir = testing::temp_dir("v1rm");
+  const std::string model = tiny_qwen2(dir);
+  const std::string common = " stage=rm model=" + model + " train_dataset=" + source_path("data/v1_dpo_demo.jsonl") +
+                             " max_steps=4 cutoff_len=320 bf16=false global_batch_size=2 learning_rate=5e-3 "
+                             "save_steps=2 --quiet output_dir=" + dir;
+  const std::string full = source_path("tests/data/llamafactory_examples/v1/train_full/train_full_fsdp2.yaml") + common;
+  const std::string lora = source_path("tests/data/llamafactory_examples/v1/train_lora/train_lora_sft.yaml") +
+                           " peft_config.lora_dropout=0" + common;
+  for (const auto& [name, args] : {std::pair{std::string("full"), full}, std::pair{std::string("lora"), lora}}) {
+    SCOPED_TRACE(name);
+    auto a = run_unillm("train " + args + "/" + name);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    const auto lines = testing::train_lines(dir + "/" + name);
+    ASSERT_EQ(lines.size(), 4u);
+    EXPECT_NEAR(lines[0]["loss"].get<double>(), std::log(2.0), 0.02);
+    EXPECT_NE(lines[3]["loss"].get<double>(), lines[0]["loss"].get<double>());
+    auto killed = run_unillm("train " + args + "/" + name + "_b --kill-after-step 2");
+    EXPECT_EQ(killed.exit_code, 128 + 9) << killed.err;
+    auto resumed = run_unillm("train " + args + "/" + name + "_b resume_from_checkpoint=true");
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    const auto again = testing::train_lines(dir + "/" + name + "_b");
+    ASSERT_EQ(again.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(again[i]["loss"], lines[i]["loss"]) << "step " << i + 1;
+      EXPECT_EQ(again[i]["grad_norm"], lines[i]["grad_norm"]) << "step " << i + 1;
+    }
+    const std::string file = name == "full" ? "/model.safetensors" : "/adapter_model.safetensors";
+    EXPECT_EQ(testing::slurp(dir + "/" + name + file), testing::slurp(dir + "/" + name + "_b" + file));
+  }
+  const nlohmann::json cfg = io::read_json_file(dir + "/full/config.json");
+  EXPECT_EQ(cfg["architectures"][0], "Qwen2ForTokenClassification");
+  EXPECT_EQ(cfg["id2label"].size(), 1u);
+  const auto weights = io::SafetensorsFile::open(dir + "/full/model.safetensors");
+  EXPECT_TRUE(weights->has("score.weight") && weights->has("score.bias"));
+  EXPECT_FALSE(weights->has("lm_head.weight"));
+  const nlohmann::json acfg = io::read_json_file(dir + "/lora/adapter_config.json");
+  EXPECT_EQ(acfg["task_type"], "TOKEN_CLS");
+  EXPECT_TRUE(io::SafetensorsFile::open(dir + "/lora/adapter_model.safetensors")->has("base_model.model.score.weight"));
+
+  auto two = testing::train_processes(2, full + "/two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  testing::expect_runs_close(dir + "/full", dir + "/two", "v1 rm: 2 processes vs 1", 5e-5);
+
+  // v1's export merges the LoRA reward model into a token classifier (the adapter's score head):
+  // it scores pairs as the base with the adapter does.
+  std::ofstream(dir + "/export.yaml") << "model: " << model << "\npeft_config:\n  name: lora\n  adapter_name_or_path: "
+                                      << dir << "/lora\n  export_dir: " << dir << "/merged\n  infer_dtype: auto\n";
+  auto x = run_unillm("export " + dir + "/export.yaml");
+  ASSERT_EQ(x.exit_code, 0) << x.err;
+  EXPECT_EQ(io::read_json_file(dir + "/merged/config.json")["architectures"][0], "Qwen2ForTokenClassification");
+  std::vector<nlohmann::json> evals;
+  for (const std::string& m : {" --model " + dir + "/full", " --model " + model + " --adapter " + dir + "/lora",
+                               " --model " + dir + "/merged"}) {
+    auto e = run_unillm("eval reward" + m + " --file " + source_path("data/dpo_en_demo.json") +
+                        " --cutoff-len 64 --json");
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    evals.push_back(nlohmann::json::parse(e.out));
+    EXPECT_GT(evals.back()["pairs"].get<int>(), 0) << e.out;
+  }
+  EXPECT_EQ(evals[1]["accuracy"], evals[2]["accuracy"]);
+  EXPECT_NEAR(evals[1]["mean_margin"].get<double>(), evals[2]["mean_margin"].get<double>(), 1e-5);
+  auto g = run_unillm("generate --model " + dir + "/full --prompt Hi --max-new-tokens 2 --quiet");
+  EXPECT_EQ(g.exit_code, 1);
+  EXPECT_NE(g.err.find("is a token classifier (*ForTokenClassification: LLaMA-Factory v1's reward model"),
+            std::string::npos)
+      << g.err;
+  auto sft = run_unillm("train " + source_path("tests/data/llamafactory_examples/v1/train_lora/train_lora_sft.yaml") +
+                        " model=" + dir + "/full train_dataset=" + source_path("data/v1_sft_demo.yaml") +
+                        " max_steps=1 --quiet output_dir=" + dir + "/sft");
+  EXPECT_EQ(sft.exit_code, 1);
+  EXPECT_NE(sft.err.find("is a token classifier (Qwen2ForTokenClassification"), std::string::npos) << sft.err;
+}
+
 // `llamafactory-cli chat` of a v1 config (cli_sampler.run_chat): the model's own chat template and
 // transformers' generate — greedy unless generation_config.json samples, generate's defaults for
 // what that file leaves out — with max_new_tokens from the config (v1's default 128): the same

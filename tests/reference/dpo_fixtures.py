@@ -144,6 +144,17 @@ RM_CASES = {
 }
 
 
+def last_token_scores(model, batch, w, b):
+    """A linear head (w [1, C], b [1]) on the final hidden state (after the norm) of each row's
+    last real token; each row computed over its real tokens only."""
+    scores = []
+    for r, ids in enumerate(batch["input_ids"]):
+        n = batch["lengths"][r]
+        h = model.hidden_states(ids[:n], list(range(n)), None)  # [n, C]
+        scores.append((h[n - 1] @ w.t() + b)[0])
+    return torch.stack(scores)
+
+
 def make_rm_case(out, name, models, random_state):
     base, seed, targets = RM_CASES[name]
     bseed, cfg = models[base]
@@ -164,12 +175,7 @@ def make_rm_case(out, name, models, random_state):
     w = head_w.double().clone().requires_grad_(True)
     b = head_b.double().clone().requires_grad_(True)
     model = lora_fixtures.LoraReferenceLM(cfg, state, leaves, scaling, torch.float64)
-    scores = []
-    for r, ids in enumerate(batch["input_ids"]):
-        n = batch["lengths"][r]
-        h = model.hidden_states(ids[:n], list(range(n)), None)  # [n, C], after the final norm
-        scores.append((h[n - 1] @ w.t() + b)[0])
-    scores = torch.stack(scores)
+    scores = last_token_scores(model, batch, w, b)
     half = len(scores) // 2
     chosen, rejected = scores[:half], scores[half:]
     loss = -torch.nn.functional.logsigmoid(chosen - rejected).mean()
@@ -187,6 +193,66 @@ def make_rm_case(out, name, models, random_state):
         "grads_file": "grads.f32", "grads": gindex, "grad_rtol": 1e-4, "loss_rtol": 1e-5,
         "made_by": "tests/reference/dpo_fixtures.py (LoraReferenceLM + a torch value head, autograd f64)"})
     print(f"dpo_{name:26s} {base} rm: loss {float(loss):.6f}, scores {[round(float(x), 4) for x in scores]}")
+
+
+# LLaMA-Factory v1's reward model (v1 `stage=rm`, its rm_trainer): name -> (base model fixture,
+# seed). The model is HF's *ForTokenClassification with one label, written here as
+# save_pretrained lays one out (config.json naming that architecture with id2label of one label,
+# the decoder's weights and score.weight / score.bias, no lm_head); score = Linear(hidden, 1) on
+# the final hidden state (after the norm) of each side's last token (v1 scores the last token of
+# each half of its concatenated row, whose block-diagonal mask and restarted positions make each
+# half the row computed alone); loss = -logsigmoid(chosen - rejected).mean() over the micro-batch,
+# times its scored tokens (v1's base_trainer weighs a micro-batch by them; the step divides by its
+# total). Gradients of every decoder weight and of the score head, autograd in f64.
+V1_RM_CASES = {
+    "llama_v1_rm": ("llama_gqa", 431),
+    "qwen2_v1_rm": ("qwen2", 432),
+}
+
+
+def make_v1_rm_case(out, name, models, random_state):
+    base, seed = V1_RM_CASES[name]
+    bseed, cfg = models[base]
+    state = random_state(cfg, bseed)
+    fdir = os.path.join(out, "dpo_" + name)
+    mdir = os.path.join(fdir, "model")
+    os.makedirs(mdir, exist_ok=True)
+    g = torch.Generator().manual_seed(seed + 5000)
+    c = cfg["hidden_size"]
+    # Larger than v1's initialisation (N(0, 1/(10 c)^2)) so the scores, and the loss, move.
+    score_w = torch.randn(1, c, generator=g) * 0.5
+    score_b = torch.randn(1, generator=g) * 0.5
+    tc = dict(cfg)
+    tc["architectures"] = [cfg["architectures"][0].replace("ForCausalLM", "ForTokenClassification")]
+    tc["id2label"] = {"0": "LABEL_0"}
+    tc["label2id"] = {"LABEL_0": 0}
+    tc["classifier_dropout"] = 0.0
+    train_fixtures._write_json(os.path.join(mdir, "config.json"), tc)
+    saved = {k: v for k, v in state.items() if k != "lm_head.weight"}
+    saved["score.weight"], saved["score.bias"] = score_w, score_b
+    safetensors_py.save_file(saved, os.path.join(mdir, "model.safetensors"), metadata={"format": "pt"})
+    batch = pair_batch(seed, cfg["vocab_size"])
+    model, leaves = train_fixtures.leaf_model(cfg, state, torch.float64)
+    w = score_w.double().clone().requires_grad_(True)
+    b = score_b.double().clone().requires_grad_(True)
+    scores = last_token_scores(model, batch, w, b)
+    half = len(scores) // 2
+    mean = -torch.nn.functional.logsigmoid(scores[:half] - scores[half:]).mean()
+    scored = sum(1 for row in batch["labels"] for t in row[1:] if t != -100)
+    loss = mean * scored
+    loss.backward()
+    grads = {k: (v.grad if v.grad is not None else torch.zeros_like(v)).detach().clone()
+             for k, v in leaves.items() if k != "lm_head.weight"}
+    grads["score.weight"], grads["score.bias"] = w.grad.detach().clone(), b.grad.detach().clone()
+    names = sorted(grads)
+    gindex = train_fixtures.write_tensors(os.path.join(fdir, "grads.f32"), names, grads)
+    train_fixtures._write_json(os.path.join(fdir, "v1rm.json"), {
+        "name": name, "model_dir": "model", "batch": batch, "loss": float(loss), "scored": scored,
+        "scores": scores.tolist(), "grads_file": "grads.f32", "grads": gindex, "grad_rtol": 1e-4,
+        "loss_rtol": 1e-5,
+        "made_by": "tests/reference/dpo_fixtures.py (ReferenceLM + a torch score head, autograd f64)"})
+    print(f"dpo_{name:26s} {base} v1 rm: loss {float(loss):.6f} ({scored} scored tokens), "
+          f"scores {[round(float(x), 4) for x in scores]}")
 
 
 # KTO (stage kto): name -> (base model fixture, seed, beta, (desirable weight, undesirable), ftx).
@@ -255,5 +321,7 @@ def make_all(out, models, random_state):
         make_case(out, name, models, random_state)
     for name in RM_CASES:
         make_rm_case(out, name, models, random_state)
+    for name in V1_RM_CASES:
+        make_v1_rm_case(out, name, models, random_state)
     for name in KTO_CASES:
         make_kto_case(out, name, models, random_state)

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <set>
 
 #include "models/adapter.h"
 #include "models/causal_lm.h"
@@ -143,6 +144,67 @@ TEST_P(RmParity, LossScoresAndGradients) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Reference, RmParity, ::testing::Values("llama_rm", "qwen2_rm"));
+
+// LLaMA-Factory v1's reward model: a *ForTokenClassification dir (the decoder and score.*, no
+// lm_head) loaded as written, its score head read by the stage (a resumed run's path), the pairwise
+// loss on each side's last token weighed by the micro-batch's scored tokens; the loss and the
+// gradient of every decoder weight and of the score head, full fine-tuning.
+class V1RmParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(V1RmParity, LossAndEveryGradient) {
+  testing::init_cpu();
+  const fs::path dir = reference_dir() / ("dpo_" + GetParam());
+  if (!fs::exists(dir / "v1rm.json")) GTEST_SKIP() << "fixture " << dir << " missing; " << how_to_make();
+  const json fix = read_json(dir / "v1rm.json");
+  const std::string mdir = (dir / fix.at("model_dir").get<std::string>()).string();
+  auto model = models::load_causal_lm(mdir);
+  ASSERT_TRUE(model->config().token_classification);
+  for (auto& p : model->module().parameters()) p.tensor->set_requires_grad(true);
+  train::TrainArgs a;
+  a.stage = "rm";
+  a.finetuning_type = "full";
+  a.v1_train_dataset = "pairs.jsonl";  // a v1 config's
+  auto stage = train::make_stage(a);
+  train::PrepareContext ctx;
+  ctx.model_dir = mdir;
+  ctx.resume_dir = mdir;
+  std::string said;
+  ctx.say = [&](const std::string& s) { said += s + "\n"; };
+  stage->prepare(*model, ctx);
+  EXPECT_NE(said.find("score head: " + mdir), std::string::npos) << said;
+  train::MicroOptions o;
+  o.seed = 1;
+  const train::MicroResult got = stage->train_micro(*model, pair_batch(fix.at("batch")), o);
+  const double want_loss = fix.at("loss").get<double>();
+  EXPECT_LE(std::fabs(got.loss - want_loss), fix.at("loss_rtol").get<double>() * std::fabs(want_loss));
+  const auto want = reference::read_tensors(dir / fix.at("grads_file").get<std::string>(), fix.at("grads"));
+  nn::NamedTensors grads = model->module().named_grads();
+  for (const auto& g : stage->extra_modules().at(0)->named_grads()) grads.push_back(g);
+  double worst = 0;
+  std::string worst_name;
+  std::set<std::string> seen;
+  for (const auto& [name, t] : grads) {
+    auto it = want.find(name);
+    if (it == want.end()) {
+      ADD_FAILURE() << name << " has a gradient the fixture does not";
+      continue;
+    }
+    seen.insert(name);
+    const std::vector<float> g = t.contiguous().to(Device{}).to_float_vector();
+    ASSERT_EQ(g.size(), it->second.size()) << name;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < g.size(); ++i)
+      num += (g[i] - it->second[i]) * (g[i] - it->second[i]), den += it->second[i] * it->second[i];
+    const double rel = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+    EXPECT_LE(rel, fix.at("grad_rtol").get<double>()) << name;
+    if (!(rel <= worst)) worst = rel, worst_name = name;
+  }
+  for (const auto& [name, _] : want) EXPECT_TRUE(seen.count(name)) << name << ": no gradient on the unillm side";
+  std::cout << "[v1-rm-parity] " << GetParam() << ": loss " << got.loss << " vs " << want_loss << ", worst grad "
+            << worst << " (" << worst_name << ")\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, V1RmParity, ::testing::Values("llama_v1_rm", "qwen2_v1_rm"));
 
 // Stage kto: target rows with gradients, KL rows without, the reference without the adapter;
 // LLaMA-Factory's stored sums (rewards/logps per split with their counts, kl) and the gradients.

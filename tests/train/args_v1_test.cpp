@@ -130,12 +130,13 @@ TEST(V1Args, EveryUnsupportedKeyIsReportedAtOnce) {
       "model: m\nmodel_class: vlm\ntrain_dataset: d.yaml\nbatching_strategy: dynamic_batching\ncp_mode: ring\n"
       "quant_config:\n  name: gptq\ninit_config:\n  name: init_on_mars\n"
       "dist_config:\n  name: fsdpturbo\n  dcp_path: /x\nsurprise: 1\n",
-      {"stage=rm"});
+      {"stage=ppo"});
   EXPECT_NE(e.find("8 problems"), std::string::npos) << e;  // (cp_size 2 is context parallelism)
   for (const char* needle : {"v1.yaml line 2: LLaMA-Factory v1 model_class", "line 4: batching_strategy dynamic_batching needs max_steps",
                              "line 5: unknown cp_mode 'ring'", "line 6: unknown quant_config 'gptq'",
                              "line 8: unknown init_config 'init_on_mars'", "line 12: LLaMA-Factory v1 dist_config.dcp_path",
-                             "line 13: unknown LLaMA-Factory v1 key 'surprise'", "command line: LLaMA-Factory v1 stage"})
+                             "line 13: unknown LLaMA-Factory v1 key 'surprise'",
+                             "command line: stage 'ppo': LLaMA-Factory v1's trainers are sft, dpo and rm"})
     EXPECT_NE(e.find(needle), std::string::npos) << needle << "\n" << e;
   EXPECT_NE(error_of("model: m\nmicro_batch_size: 1\n").find("needs train_dataset"), std::string::npos);
   EXPECT_NE(error_of("model: m\ntrain_dataset: d\nbatching_strategy: greedy\n")
@@ -204,8 +205,11 @@ TEST(V1Args, StageDpoTakesThePreferenceKeys) {
   EXPECT_NE(error_of("model: m\ntrain_dataset: d\npref_loss: kto_pair\n", {"stage=dpo"})
                 .find("line 3: pref_loss 'kto_pair': LLaMA-Factory v1's dpo has sigmoid, orpo and simpo"),
             std::string::npos);
-  EXPECT_NE(error_of<NotImplemented>("model: m\ntrain_dataset: d\n", {"stage=rm"}).find("v1 stage: 'rm'"),
-            std::string::npos);
+  // stage=rm is `llamafactory-cli rm`: v1's reward model, which reads no preference key.
+  TrainArgs rm = parse_train_args("model: m\ntrain_dataset: d\npref_beta: 0.3\n", "v1.yaml", {"stage=rm"});
+  EXPECT_EQ(rm.stage, "rm");
+  EXPECT_EQ(rm.v1_train_dataset, "d");
+  EXPECT_TRUE(has_warning(rm, "'pref_beta' is accepted and ignored (a preference key; v1's rm does not read it"));
 }
 
 TEST(V1Args, CommandLineOverridesReplaceTheFilesValues) {

@@ -19,7 +19,6 @@
 #include "autograd/grad_mode.h"
 #include "data/pairwise.h"
 #include "data/sft.h"
-#include "data/v1_data.h"
 #include "io/json_file.h"
 #include "ops/sequence_logprobs.h"
 #include "train/stages/logit_mean.h"
@@ -52,18 +51,10 @@ class DpoStage : public Stage {
 
   StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) override {
     if (v1_) {  // a LLaMA-Factory v1 config's pairs (data/v1_data.h)
-      data::V1DataOptions vo;
-      vo.train_dataset = a_.v1_train_dataset;
-      vo.where = a_.config_path + " (train_dataset)";
-      vo.cutoff_len = a_.cutoff_len;
-      vo.seed = a_.seed;
-      vo.pairs = true;
-      StageData d;
-      d.train = data::load_v1_pair_data(vo, tok, tokenizer_dir);
-      d.pad_id = pad_id_of(tok, tok.eos_id());
+      StageData d = v1_pair_data(a_, tok, tokenizer_dir,
+                                 std::string("LLaMA-Factory v1 dpo (pref_loss ") + pref_loss_name(cfg_.loss) +
+                                     ", pref_beta " + std::to_string(cfg_.beta) + "), the model's own chat template");
       rows_ = d.train.num_rows();
-      d.description = std::string("LLaMA-Factory v1 dpo (pref_loss ") + pref_loss_name(cfg_.loss) + ", pref_beta " +
-                      std::to_string(cfg_.beta) + "), the model's own chat template";
       return d;
     }
     const data::SftOptions so = preference_data_options(a_, "dpo", tok, tokenizer_dir, &template_);

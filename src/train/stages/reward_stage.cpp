@@ -8,6 +8,14 @@
 // dropout 0.1 on its input in training (TRL's summary_dropout_prob; LoRA dropout stays as
 // configured: LLaMA-Factory does not disable dropout for rm). No lm_head runs: full fine-tuning
 // freezes an untied lm_head, which would otherwise only take weight decay.
+//
+// A LLaMA-Factory v1 config (`stage=rm`, its rm_trainer) trains v1's reward model instead: v1's
+// pairs (data/v1_data.h), the score head of a token classifier (models::ValueHead kScore: no
+// dropout, v1's initialisation on every run but a resumed one, as v1 initialises it after
+// loading), the same pairwise loss on each side's last token (v1 scores the last token of each
+// half of its concatenated row), each micro-batch's mean weighed by its share of the step's
+// scored tokens (v1's base_trainer), and the output written as a *ForTokenClassification model or
+// a TOKEN_CLS adapter (saved_head). v1 does not evaluate.
 #include <cmath>
 
 #include "autograd/engine.h"
@@ -21,8 +29,6 @@
 
 namespace unillm::train {
 namespace {
-
-constexpr double kHeadKeepProb = 0.9;  // TRL's ValueHead: nn.Dropout(0.1)
 
 double log_sigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
 
@@ -50,10 +56,13 @@ PairLoss pair_loss(const std::vector<float>& s) {
 
 class RewardStage : public Stage {
  public:
-  explicit RewardStage(const TrainArgs& a) : a_(a) {}
+  explicit RewardStage(const TrainArgs& a) : a_(a), v1_(!a.v1_train_dataset.empty()) {}
   std::string name() const override { return "rm"; }
 
   StageData load_data(const io::Tokenizer& tok, const std::string& tokenizer_dir) override {
+    if (v1_)  // a LLaMA-Factory v1 config's pairs, as its dpo reads them
+      return v1_pair_data(a_, tok, tokenizer_dir,
+                          "LLaMA-Factory v1 rm (a token classifier's score head), the model's own chat template");
     const data::SftOptions so = preference_data_options(a_, "rm", tok, tokenizer_dir, &template_);
     StageData d;
     d.pad_id = so.pad_id;
@@ -64,14 +73,24 @@ class RewardStage : public Stage {
 
   // The value head from the resumed checkpoint, else the last adapter's or the model's
   // value_head.safetensors (LLaMA-Factory's load_valuehead_params), else PyTorch's init.
+  // v1: its score head from the resumed checkpoint, else initialised as v1 does (also over a
+  // model or adapter that has one: v1's run_rm initialises it after loading).
   void prepare(models::CausalLM& model, const PrepareContext& ctx) override {
     Rng rng(static_cast<uint64_t>(a_.seed));
-    head_ = std::make_unique<models::ValueHead>(model.config().hidden_size, rng, model.device());
-    const std::string source = !ctx.resume_dir.empty()               ? ctx.resume_dir
-                               : !a_.adapter_name_or_path.empty() ? a_.adapter_name_or_path.back()
-                                                                  : ctx.model_dir;
-    ctx.say(head_->load(source) ? "value head: " + source + "/value_head.safetensors"
-                                : "value head: initialised (seed " + std::to_string(a_.seed) + ")");
+    using Kind = models::ValueHead::Kind;
+    head_ = std::make_unique<models::ValueHead>(model.config().hidden_size, rng, model.device(),
+                                                v1_ ? Kind::kScore : Kind::kTrl);
+    if (v1_) {
+      ctx.say(head_->load(ctx.resume_dir) ? "score head: " + ctx.resume_dir
+                                          : "score head: initialised N(0, (1 / (10 x hidden))^2), bias 0 (seed " +
+                                                std::to_string(a_.seed) + "), as LLaMA-Factory v1's rm");
+    } else {
+      const std::string source = !ctx.resume_dir.empty()               ? ctx.resume_dir
+                                 : !a_.adapter_name_or_path.empty() ? a_.adapter_name_or_path.back()
+                                                                    : ctx.model_dir;
+      ctx.say(head_->load(source) ? "value head: " + source + "/value_head.safetensors"
+                                  : "value head: initialised (seed " + std::to_string(a_.seed) + ")");
+    }
     for (auto& p : head_->parameters()) p.tensor->set_requires_grad(true);
     if (!model.config().tie_word_embeddings)
       for (auto& p : model.module().parameters())
@@ -85,18 +104,27 @@ class RewardStage : public Stage {
     if (head_) head_->save(dir);
   }
 
+  nn::NamedTensors saved_head() const override { return v1_ && head_ ? head_->tensors() : nn::NamedTensors{}; }
+
+  // The mean of the micro-batches' losses; v1 weighs each micro-batch's mean by its share of the
+  // step's scored tokens instead (micro_scale), as for its dpo.
   double micro_weight(const std::vector<data::Batch>& group) const override {
-    return group.empty() ? 0.0 : 1.0 / static_cast<double>(group.size());
+    if (group.empty()) return 0.0;
+    if (!v1_) return 1.0 / static_cast<double>(group.size());
+    int64_t scored = 0;
+    for (const auto& b : group) scored += scored_labels(b);
+    return scored > 0 ? 1.0 / static_cast<double>(scored) : 0.0;
   }
 
   MicroResult train_micro(models::CausalLM& model, const data::Batch& b, const MicroOptions& o) override {
     const Tensor scores = score(model, b, o.recompute, o.rng, a_.shift_attn);
     const std::vector<float> s = scores.to(Device{}).contiguous().to_float_vector();
     PairLoss p = pair_loss(s);
+    const double scale = micro_scale(b);
     MicroResult r;
-    r.loss = p.loss;
+    r.loss = p.loss * scale;
     if (!std::isfinite(p.loss) || (o.seed == 0 && !o.backward_always)) return r;
-    for (auto& g : p.grad) g = static_cast<float>(g * o.seed);
+    for (auto& g : p.grad) g = static_cast<float>(g * o.seed * scale);
     autograd::backward(scores, Tensor::from_vector(p.grad, {b.rows}).to(scores.device()));
     return r;
   }
@@ -113,8 +141,10 @@ class RewardStage : public Stage {
     if (!head_) UNILLM_THROW(ConfigError, "[rm] the value head is not prepared");
     const Tensor scores = reward_scores_from_hidden(*head_, x, b, tb.dropout_rng);
     PairLoss p = pair_loss(scores.to(Device{}).contiguous().to_float_vector());
+    const double scale = micro_scale(b);
+    for (auto& g : p.grad) g = static_cast<float>(g * scale);
     PipelineHead h;
-    h.result.loss = p.loss;
+    h.result.loss = p.loss * scale;
     h.root = scores;
     h.grad = std::move(p.grad);
     return h;
@@ -139,7 +169,11 @@ class RewardStage : public Stage {
     return reward_scores(model, *head_, b, recompute, rng, shift_attn);
   }
 
+  // A micro-batch's loss and gradient multiplier: 1, or under v1 its scored tokens (micro_weight).
+  double micro_scale(const data::Batch& b) const { return v1_ ? static_cast<double>(scored_labels(b)) : 1.0; }
+
   const TrainArgs& a_;
+  const bool v1_;  // a LLaMA-Factory v1 config (`stage=rm`)
   std::unique_ptr<data::ChatTemplate> template_;
   std::unique_ptr<models::ValueHead> head_;
 };
@@ -160,7 +194,7 @@ Tensor reward_scores_from_hidden(const models::ValueHead& head, const Tensor& x,
   std::vector<int32_t> last(static_cast<size_t>(b.rows));
   for (int64_t r = 0; r < b.rows; ++r) last[r] = static_cast<int32_t>(r * b.seq_len + b.lengths[r] - 1);
   const Tensor h = ops::gather_rows(x, Tensor::from_ints(last, {b.rows}));
-  return head.forward(h, rng ? kHeadKeepProb : 1.0, rng);
+  return head.forward(h, rng ? head.train_keep_prob() : 1.0, rng);
 }
 
 std::unique_ptr<Stage> make_reward_stage(const TrainArgs& args) { return std::make_unique<RewardStage>(args); }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "data/v1_data.h"
 
 namespace unillm::train {
 
@@ -48,6 +49,21 @@ data::SftOptions preference_data_options(const TrainArgs& a, const std::string& 
   so.stage = stage;
   so.pad_id = pad_id_of(tok, (*tmpl)->eos_id());
   return so;
+}
+
+StageData v1_pair_data(const TrainArgs& a, const io::Tokenizer& tok, const std::string& tokenizer_dir,
+                       std::string description) {
+  data::V1DataOptions vo;
+  vo.train_dataset = a.v1_train_dataset;
+  vo.where = a.config_path + " (train_dataset)";
+  vo.cutoff_len = a.cutoff_len;
+  vo.seed = a.seed;
+  vo.pairs = true;
+  StageData d;
+  d.train = data::load_v1_pair_data(vo, tok, tokenizer_dir);
+  d.pad_id = pad_id_of(tok, tok.eos_id());
+  d.description = std::move(description);
+  return d;
 }
 
 int64_t scored_labels(const data::Batch& b) {

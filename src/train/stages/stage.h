@@ -143,6 +143,9 @@ class Stage {
   // Writes the stage's own state into a dir being written: a checkpoint (prepare() reads it back
   // from PrepareContext::resume_dir) or, checkpoint false, the final output.
   virtual void save_extra(const std::string& dir, bool checkpoint) const {}
+  // A token classifier's score head that the model or adapter is saved with in place of the
+  // lm_head (models::SaveOptions::token_classification_head); empty for a causal LM.
+  virtual nn::NamedTensors saved_head() const { return {}; }
   // The weight of each micro-batch's loss in the step's loss: the step loss is
   // Σ micro_weight · MicroResult::loss over the step's micro-batches.
   virtual double micro_weight(const std::vector<data::Batch>& group) const = 0;
@@ -225,6 +228,10 @@ void set_shift_attn(models::TrainBatch& tb, bool on);
 data::SftOptions preference_data_options(const TrainArgs& a, const std::string& stage, const io::Tokenizer& tok,
                                          const std::string& tokenizer_dir,
                                          std::unique_ptr<data::ChatTemplate>* tmpl);
+// A LLaMA-Factory v1 config's pairs (its dpo and rm: data::load_v1_pair_data over the config's
+// train_dataset, cutoff_len and seed), the pad id the tokenizer's (else EOS); no evaluation set.
+StageData v1_pair_data(const TrainArgs& a, const io::Tokenizer& tok, const std::string& tokenizer_dir,
+                       std::string description);
 // shift_attn's padding multiple: LLaMA-Factory's collators pad the preference stages' batches (and
 // SFT's) to a multiple of 8, and S²-Attn's groups are a quarter of the padded length.
 constexpr int64_t kShiftAttnMultiple = 8;
