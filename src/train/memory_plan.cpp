@@ -345,6 +345,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
                      (in.threads > 1 ? in.threads * chunk * d.C * 4 : 0);
   if (in.asft_reference_logits) p.loss_transient += d.N * d.C * d.e + chunk * (d.V + d.C) * 4;
   if (!in.pipeline_loss) p.loss_transient = 0;  // an earlier pipeline stage: no lm_head, no loss
+  if (!in.lm_head_loss) p.loss_transient = 0;   // the reward model: no lm_head runs
   p.backward_transient = in.recompute ? rerun : widest;
   // Embedding backward: scatter_add_rows builds a [V, C] f32 dW from the [N, C] gradient.
   const int64_t embed_bwd = ps.embed_trainable ? d.V * d.C * 4 + 2 * d.N * d.C * d.e : 0;

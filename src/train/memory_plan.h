@@ -72,6 +72,10 @@ struct MemoryPlanInputs {
   // SFT's use_asft_loss: the loss also holds the reference's hidden states [N, C] and one chunk
   // of its logits beside the policy's (ops/asft_cross_entropy.h).
   bool asft_reference_logits = false;
+  // The stage's loss goes through the lm_head (token losses, preference log-probs): its CE chunk
+  // buffers and eager gradients. False for the reward model, whose head scores one hidden state
+  // per row (a few bytes).
+  bool lm_head_loss = true;
   std::string optimizer = "adamw";  // OptimizerConfig::kind: sizes the optimizer state
   int64_t zero_shards = 1;  // ZeRO (train/zero.h): each process holds 1/zero_shards of the state
   // ZeRO-3 (train/param_shards.h): between uses each process keeps 1/param_shards of the weights

@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "models/causal_lm.h"
 #include "support/expect.h"
+#include "train/stages/stage.h"
 
 namespace unillm::train {
 namespace {
@@ -142,6 +143,21 @@ TEST(MemoryPlan, PipelineStagesHoldTheirLayersInFlight) {
   EXPECT_EQ(p0.loss_transient, 0);
   EXPECT_EQ(p1.loss_transient, 192 + 1024 + 1152);
   EXPECT_EQ(plan_memory(first).weights, plan_memory(inputs(a, false)).weights);  // the whole model on each
+}
+
+// The reward model's head scores one hidden state per row: no cross-entropy buffers, and the
+// stage says so through Stage::plan_memory.
+TEST(MemoryPlan, RewardModelRunsNoLmHeadLoss) {
+  TrainArgs a;
+  a.finetuning_type = "full";
+  MemoryPlanInputs in = inputs(a, false);
+  EXPECT_GT(plan_memory(in).loss_transient, 0);
+  a.stage = "rm";
+  EXPECT_EQ(make_stage(a)->plan_memory(in, 0), "");
+  EXPECT_FALSE(in.lm_head_loss);
+  const MemoryPlan p = plan_memory(in);
+  EXPECT_EQ(p.loss_transient, 0);
+  EXPECT_EQ(p.weights, plan_memory(inputs(a, false)).weights);
 }
 
 TEST(MemoryPlan, LoraByHand) {

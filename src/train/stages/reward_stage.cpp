@@ -97,6 +97,12 @@ class RewardStage : public Stage {
         if (p.hf_names.at(0) == "lm_head.weight") p.tensor->set_requires_grad(false);
   }
 
+  // No lm_head runs: the plan counts no cross-entropy buffers.
+  std::string plan_memory(MemoryPlanInputs& in, int64_t) override {
+    in.lm_head_loss = false;
+    return "";
+  }
+
   std::vector<nn::Module*> extra_modules() override { return {head_.get()}; }
   bool prepare_changes_trainables() const override { return true; }
 
