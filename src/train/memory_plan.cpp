@@ -235,47 +235,85 @@ ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a) 
 
 namespace {
 
+// The shapes the activation terms count. One process: every row count is the micro-batch's N
+// tokens and every width the model's. Under tensor / context parallelism (TensorSplit) q, kv, H
+// (and F when the MLP is split) are this process's share; the attention sees all N tokens (its
+// input gathered under sequence parallelism), the residual stream its R rows, the MLP Nm rows
+// (N when split, R under context parallelism) and the loss Nl (N when the vocabulary-parallel
+// loss gathers the rows).
 struct Dims {
   int64_t N, C, F, V, H, q, kv, e;
+  int64_t R, Nm, Nl;
+  int64_t T = 1;
+  // Elements of the weight blocks a split layer copies per forward (ops::take_rows/take_cols)
+  // and its GEMMs keep for backward: q/k/v and o_proj's, gate/up and down_proj's.
+  int64_t attn_blocks = 0, mlp_blocks = 0;
 };
 
-// Per token, what one layer's ops keep for backward without recompute (elements of e bytes):
-// input_layernorm's x is the previous layer's output (counted there); its output y1 only when
-// the q/k/v projection keeps it; roped q and k, v (split_last copies), causal_attention's out
-// and lse (q_norm/k_norm keep pre-norm q and k); the residual h (post_attention_layernorm's x);
-// y2 when gate_up keeps it; gate_up's output (swiglu's input); swiglu's output when down_proj
-// keeps it; the layer output; LoRA's x·Aᵀ.
-int64_t layer_saved(const Dims& d, const LayerParams& lp, bool qk_norm) {
-  int64_t el = d.q + 2 * d.kv + d.q + d.H + d.C + 2 * d.F + d.C + lp.lora_xa;
-  if (lp.qkv_saves_x) el += d.C;
-  if (qk_norm) el += d.q + d.kv;
-  if (lp.gate_up_saves_x) el += d.C;
-  if (lp.down_saves_x) el += d.F;
+Dims make_dims(const MemoryPlanInputs& in, int64_t ffn) {
+  const models::ModelConfig& c = in.model;
+  const MemoryPlanInputs::TensorSplit& ts = in.tensor_split;
+  const int64_t T = std::max<int64_t>(1, ts.degree), N = in.rows * in.seq_len;
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t R = ts.sequence ? (N + T - 1) / T : N;  // padded to equal blocks
+  const bool mlp = ts.mlp || T == 1;
+  Dims d{N, c.hidden_size, mlp ? ffn / T : ffn, c.vocab_size, c.num_heads / T, q / T, kv / T, in.act_bytes,
+         R, mlp ? N : R, ts.lm_head ? N : R};
+  d.T = T;
+  if (T > 1) {
+    d.attn_blocks = c.hidden_size * (2 * q + 2 * kv) / T;
+    d.mlp_blocks = mlp ? 3 * c.hidden_size * ffn / T : 0;
+  }
+  return d;
+}
+
+// What one layer's ops keep for backward without recompute (elements of e bytes): per token of
+// the attention, input_layernorm's output y1 only when the q/k/v projection keeps it (the
+// gathered rows under sequence parallelism), roped q and k, v (split_last copies),
+// causal_attention's out and lse (q_norm/k_norm keep pre-norm q and k), LoRA's x·Aᵀ; per row of
+// the residual stream the residual h (post_attention_layernorm's x) and the layer output
+// (input_layernorm's x is the previous layer's output, counted there); per MLP row y2 when
+// gate_up keeps it, gate_up's output (swiglu's input) and swiglu's output when down_proj keeps
+// it; a split layer's weight blocks (block_bytes each).
+int64_t layer_saved(const Dims& d, const LayerParams& lp, bool qk_norm, int64_t block_bytes) {
+  int64_t attn = d.q + 2 * d.kv + d.q + d.H + lp.lora_xa;
+  if (lp.qkv_saves_x) attn += d.C;
+  if (qk_norm) attn += d.q + d.kv;
+  int64_t mlp = 2 * d.F;
+  if (lp.gate_up_saves_x) mlp += d.C;
+  if (lp.down_saves_x) mlp += d.F;
   // + rope's two −positions [N] i32, + LoRA dropout masks (bytes).
-  return d.N * (el * d.e + 2 * 4 + lp.lora_keep);
+  return d.N * (attn * d.e + 2 * 4 + lp.lora_keep) + d.Nm * mlp * d.e + d.R * 2 * d.C * d.e +
+         (d.attn_blocks + d.mlp_blocks) * block_bytes;
 }
 
 // One layer's backward at its widest, beyond the saved activations: the residual gradient [N, C]
 // flows through; attention: dO, the kernel's f32 workspace (scale·q, dO, kᵀ, vᵀ, lse, rowsum) and
 // dq/dk/dv; q/k/v projection: dqkv and dx plus its dW; MLP: swiglu's dout and dgate_up, then
 // gate_up's dx plus its dW (a fresh f32 [out, in] before it is added into the arena).
+// A split weight's dW is its block's, then written into zeros of the whole shape (ops/take.cpp).
 int64_t layer_backward(const Dims& d, const LayerParams& lp) {
   const int64_t qkv = d.q + 2 * d.kv;
   const int64_t attn = d.N * d.e * (d.C + d.q + qkv) + d.N * 4 * (2 * d.q + 2 * d.kv + 2 * d.H);
   const int64_t proj = d.N * d.e * (2 * d.C + qkv);
-  const int64_t mlp = std::max(d.N * d.e * (d.C + 3 * d.F), d.N * d.e * (2 * d.C + 2 * d.F));
-  return std::max({attn, proj, mlp}) + lp.max_weight_grad * 4;
+  const int64_t mlp = std::max(d.Nm * d.e * (d.C + 3 * d.F), d.Nm * d.e * (2 * d.C + 2 * d.F));
+  return std::max({attn, proj, mlp}) + lp.max_weight_grad * 4 + (d.T > 1 ? lp.max_weight_grad / d.T * 4 : 0);
 }
 
 // Recompute: the re-run of the widest segment inside backward keeps what layer_saved counts for
 // it, plus the kGradOnly projection's zeros and the segment output ([N, C] each).
 // With f32 saves (e = 4) the re-run replays the attention's out and lse from the forward's stash
 // (nn::AttentionStash, counted in the saved activations) instead of allocating them again.
-int64_t rerun_saved(const Dims& d, const LayerParams& lp, bool qk_norm) {
-  int64_t attn = d.q + 2 * d.kv + (d.e == 4 ? 0 : d.q + d.H) + 2 * d.C + lp.lora_xa +
-                 (lp.qkv_saves_x ? d.C : 0) + (qk_norm ? d.q + d.kv : 0);
-  int64_t mlp = 2 * d.F + 2 * d.C + lp.lora_xa + (lp.gate_up_saves_x ? d.C : 0) + (lp.down_saves_x ? d.F : 0);
-  return d.N * (std::max(attn, mlp) * d.e + 2 * 4 + lp.lora_keep);
+// Under tensor parallelism the projection's output is its partial sum over all rows, the
+// segment output the residual rows, and the re-run copies the segment's weight blocks again.
+int64_t rerun_saved(const Dims& d, const LayerParams& lp, bool qk_norm, int64_t block_bytes) {
+  const int64_t attn = d.N * ((d.q + 2 * d.kv + (d.e == 4 ? 0 : d.q + d.H) + d.C + lp.lora_xa +
+                               (lp.qkv_saves_x ? d.C : 0) + (qk_norm ? d.q + d.kv : 0)) * d.e +
+                              2 * 4 + lp.lora_keep) +
+                       d.attn_blocks * block_bytes;
+  const int64_t mlp = d.Nm * (2 * d.F + d.C + lp.lora_xa + (lp.gate_up_saves_x ? d.C : 0) + (lp.down_saves_x ? d.F : 0)) * d.e +
+                      d.N * (2 * 4 + lp.lora_keep) + d.mlp_blocks * block_bytes;
+  return std::max(attn, mlp) + d.R * d.C * d.e;
 }
 
 // The MLP width the activation terms count per token. A sparse layer (nn/moe.cpp) runs k experts
@@ -296,8 +334,7 @@ int64_t activation_ffn(const models::ModelConfig& c) {
 MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   const models::ModelConfig& c = in.model;
   const ParamSummary& ps = in.params;
-  const Dims d{in.rows * in.seq_len, c.hidden_size, activation_ffn(c), c.vocab_size, c.num_heads,
-               c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim, in.act_bytes};
+  const Dims d = make_dims(in, activation_ffn(c));
   MemoryPlan p;
   p.recompute = in.recompute;
   p.frozen_weights = (ps.frozen - ps.quantized) * in.frozen_weight_bytes + ps.quantized_bytes;
@@ -320,35 +357,40 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     if (!flows) continue;
     // Pipeline stages: this process holds `live` micro-batches of its own layers, none of others'.
     const int64_t live = in.pipeline_live.empty() ? 1 : in.pipeline_live.at(i);
-    if (!any) full += live * d.N * d.C * d.e, rec += live * d.N * d.C * d.e;  // the first flowing layer's input
+    if (!any) full += live * d.R * d.C * d.e, rec += live * d.R * d.C * d.e;  // the first flowing layer's input
     any = true;
-    full += live * layer_saved(d, lp, c.qk_norm);
-    rec += live * 2 * d.N * d.C * d.e;  // recompute keeps each segment's input: x and h
+    // A split layer's weight blocks are copies in the weight's dtype (f32 where it trains).
+    const int64_t block_bytes = lp.max_weight_grad > 0 ? 4 : in.frozen_weight_bytes;
+    full += live * layer_saved(d, lp, c.qk_norm, block_bytes);
+    rec += live * 2 * d.R * d.C * d.e;  // recompute keeps each segment's input: x and h
     if (d.e == 4) rec += live * d.N * (d.q + d.H) * 4;  // and, f32 only, the attention's out and lse
     if (live == 0) continue;
     widest = std::max(widest, layer_backward(d, lp));
-    rerun = std::max(rerun, rerun_saved(d, lp, c.qk_norm) + layer_backward(d, lp));
+    rerun = std::max(rerun, rerun_saved(d, lp, c.qk_norm, block_bytes) + layer_backward(d, lp));
   }
   // The loss: the final norm's output (the CE's x), lse, and the batch's i32 tensors (ids,
   // labels, positions, shifted labels) — on the last pipeline stage; the others keep the ids.
-  const int64_t tail = in.pipeline_loss ? d.N * d.C * d.e + d.N * d.e + 4 * d.N * 4 : 4 * d.N * 4;
+  const int64_t tail = in.pipeline_loss ? d.Nl * d.C * d.e + d.Nl * d.e + 4 * d.N * 4 : 4 * d.N * 4;
   p.activations_no_recompute = full + tail;
   p.activations_recompute = rec + tail;
   // linear_cross_entropy's eager gradients: dx [N, C] and (lm_head trains) dW [V, C] f32, and the
   // CPU kernel's chunk buffers (~32 MiB of logits, the gathered rows and their dx), f32.
   const bool dx = any || ps.final_norm_trainable;
-  const int64_t chunk = std::min(d.N, std::max<int64_t>(1, (int64_t{32} << 20) / (d.V * 4)));
+  // The vocabulary-parallel loss (ops::vocab_parallel_cross_entropy) computes this process's
+  // rows of the lm_head, its dW block then written into zeros of the whole shape.
+  const int64_t V = in.tensor_split.lm_head ? d.V / d.T : d.V;
+  const int64_t lm_dw = ps.lm_head_trainable ? d.V * d.C * 4 + (V < d.V ? V * d.C * 4 : 0) : 0;
+  const int64_t chunk = std::min(d.Nl, std::max<int64_t>(1, (int64_t{32} << 20) / (V * 4)));
   // Per chunk: logits, the gathered x, dx rows, and with more than one thread one partial dx
   // product per thread (the vocabulary-split GEMMs, backends/cpu/gemm/cross_entropy_gemm.h).
-  p.loss_transient = (dx ? d.N * d.C * d.e : 0) + (ps.lm_head_trainable ? d.V * d.C * 4 : 0) +
-                     chunk * (d.V + d.C + (dx ? d.C : 0)) * 4 +
+  p.loss_transient = (dx ? d.Nl * d.C * d.e : 0) + lm_dw + chunk * (V + d.C + (dx ? d.C : 0)) * 4 +
                      (in.threads > 1 ? in.threads * chunk * d.C * 4 : 0);
   if (in.asft_reference_logits) p.loss_transient += d.N * d.C * d.e + chunk * (d.V + d.C) * 4;
   if (!in.pipeline_loss) p.loss_transient = 0;  // an earlier pipeline stage: no lm_head, no loss
   if (!in.lm_head_loss) p.loss_transient = 0;   // the reward model: no lm_head runs
   p.backward_transient = in.recompute ? rerun : widest;
   // Embedding backward: scatter_add_rows builds a [V, C] f32 dW from the [N, C] gradient.
-  const int64_t embed_bwd = ps.embed_trainable ? d.V * d.C * 4 + 2 * d.N * d.C * d.e : 0;
+  const int64_t embed_bwd = ps.embed_trainable ? d.V * d.C * 4 + 2 * d.R * d.C * d.e : 0;
   // OpenBLAS packs GEMM panels into per-thread buffers (measured: bench/memory_plan_check.py):
   // ~4 MiB a thread once the reduction depth K reaches ~1000. Panels are K deep, so a tiny model
   // touches less: stories260K (C 64, F 172) about half, which is the floor taken here.

@@ -73,6 +73,13 @@ void Run::plan_memory_and_check(const std::string& from) {
                                                loss_head_layers(in.model));
     in.pipeline_loss = rank == pp - 1;
   }
+  if (model_mesh_ && (a_.tensor_degree > 1 || a_.context_degree > 1)) {
+    MemoryPlanInputs::TensorSplit& ts = in.tensor_split;
+    ts.degree = a_.context_degree > 1 ? a_.context_degree : a_.tensor_degree;
+    ts.sequence = a_.context_degree > 1 || a_.sequence_parallel;
+    ts.mlp = a_.context_degree == 1;
+    ts.lm_head = splits_lm_head(in.model.tie_word_embeddings && in.params.lm_head_trainable);
+  }
   const MemoryPlanInputs base = in;  // before the stage adds its own (a reference model)
   const int64_t limit = h_.memory_limit;
   std::string stage_advice;

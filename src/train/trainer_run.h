@@ -197,6 +197,10 @@ class Run {
   std::unique_ptr<nn::Collective> tp_group_;
   std::vector<const Tensor*> tp_replicated_;
   void setup_tensor_parallel();
+  // tensor_parallel_output's split of the lm_head: pt and sft's token loss, no pipeline stages,
+  // and not a trained embedding tied to it without sequence parallelism (whose lookup gradient
+  // each process computes whole).
+  bool splits_lm_head(bool tied_trained_embedding) const;
   // Context parallelism: the same group as sequence-parallel attention-only tensor parallelism.
   void setup_context_parallel();
   // Expert parallelism (trainer_tensor_parallel.cpp): groups of expert_degree consecutive

@@ -63,6 +63,15 @@ void Run::setup_context_parallel() {
                  tp_rank(), ")"));
 }
 
+bool Run::splits_lm_head(bool tied_trained_embedding) const {
+  // tensor_parallel_output splits the lm_head of CausalLM::loss(); a stage with a loss of its own
+  // multiplies the lm_head whole, as pipeline stages do in Stage::pipeline_head. A trained
+  // embedding tied to the lm_head mixes a lookup gradient computed whole on every process
+  // (without sequence parallelism) with the lm_head's per-process share: then it stays whole.
+  return a_.tensor_degree > 1 && a_.context_degree == 1 && a_.tensor_parallel_output && stage_->model_token_loss() &&
+         !(tied_trained_embedding && !a_.sequence_parallel) && a_.pipeline_degree <= 1;
+}
+
 void Run::setup_tensor_parallel() {
   if (a_.context_degree > 1) return setup_context_parallel();
   if (a_.tensor_degree == 1) {
@@ -76,14 +85,9 @@ void Run::setup_tensor_parallel() {
                  a_.stage == "sft" || a_.stage == "pt" ? " and its loss variant" : "",
                  " is not implemented yet: its loss needs every token's hidden state (pt and sft's plain token "
                  "loss runs; tensor parallelism runs without sequence_parallel)");
-  // tensor_parallel_output splits the lm_head of CausalLM::loss(); a stage with a loss of its own
-  // multiplies the lm_head whole.
-  // A trained embedding tied to the lm_head mixes a lookup gradient computed whole on every process
-  // (without sequence parallelism) with the lm_head's per-process share: then the lm_head stays whole.
   const bool tied_trained = model_->config().tie_word_embeddings && model_->lm_head_weight().requires_grad() && !sp;
-  // Pipeline stages compute the loss in Stage::pipeline_head, from the whole lm_head.
   const bool staged = a_.pipeline_degree > 1;
-  const bool vp = a_.tensor_parallel_output && stage_->model_token_loss() && !tied_trained && !staged;
+  const bool vp = splits_lm_head(tied_trained);
   if (a_.tensor_parallel_output && !vp)
     say(staged ? std::string("tensor_parallel_output: the last pipeline stage computes the lm_head whole (splitting it "
                              "is not built with pipeline stages yet)")

@@ -160,6 +160,47 @@ TEST(MemoryPlan, RewardModelRunsNoLmHeadLoss) {
   EXPECT_EQ(p.weights, plan_memory(inputs(a, false)).weights);
 }
 
+// Tensor parallelism over 2 processes (q 4, kv 2, H 1, F 8 each; every process holds the whole
+// model): per layer the attention's tokens keep y1 8, q 4, k 2, v 2, out 4, lse 1 (f32) and rope's
+// 8 bytes → 6 · 92; the MLP's y2 8, gate_up 16, act 8 → 6 · 32 f32; the residual h and output
+// 2 · 8 per residual row; the copies of the layer's weight blocks: q/k/v and o 8 · (16 + 8) / 2,
+// gate/up and down 3 · 8 · 16 / 2 → 288 f32.
+TEST(MemoryPlan, TensorParallelSplitsHeadsAndMlpAndKeepsWeightBlocks) {
+  TrainArgs a;
+  a.finetuning_type = "full";
+  MemoryPlanInputs in = inputs(a, false);
+  in.tensor_split.degree = 2;
+  const int64_t blocks = 288 * 4;
+  MemoryPlan p = plan_memory(in);
+  EXPECT_EQ(p.activations_no_recompute, 2 * (6 * 92 + 6 * 32 * 4 + 6 * 64 + blocks) + 192 + 312);
+  EXPECT_EQ(p.weights, plan_memory(inputs(a, false)).weights);
+  EXPECT_EQ(p.gradients, 1704 * 4);
+  // Attention backward at 2 heads' share: 24 · (8 + 4 + 8) + 24 · (8 + 4 + 2), then gate_up's whole
+  // dW 1024 beside its block's 512.
+  EXPECT_EQ(p.backward_transient, 480 + 336 + 1024 + 512);
+  // Sequence parallelism: the residual stream, the embedding output and the loss on 3 of the 6
+  // rows (the attention and the MLP see all 6, gathered).
+  in.tensor_split.sequence = true;
+  p = plan_memory(in);
+  EXPECT_EQ(p.activations_no_recompute, 2 * (6 * 92 + 6 * 32 * 4 + 3 * 64 + blocks) + 96 + (96 + 12 + 96));
+  // The lm_head split by vocabulary rows: 16 rows a process, the loss's rows gathered (6): dx 192,
+  // the whole dW 1024 beside its block's 512, one chunk of 6 · (16 + 2 · 8) f32.
+  in.tensor_split.lm_head = true;
+  p = plan_memory(in);
+  EXPECT_EQ(p.loss_transient, 192 + 1024 + 512 + 6 * 32 * 4);
+  EXPECT_EQ(p.activations_no_recompute, 2 * (6 * 92 + 6 * 32 * 4 + 3 * 64 + blocks) + 96 + 312);
+  // Context parallelism splits the attention's heads only: the MLP (whole width) on 3 rows, no
+  // MLP blocks.
+  in.tensor_split = {2, true, false, false};
+  p = plan_memory(in);
+  EXPECT_EQ(p.activations_no_recompute, 2 * (6 * 92 + 3 * 56 * 4 + 3 * 64 + 96 * 4) + 96 + (96 + 12 + 96));
+  // Recompute keeps each segment's inputs on the residual rows and, f32, the attention's out and
+  // lse at the split width.
+  in.recompute = true;
+  in.tensor_split = {2, true, true, false};
+  EXPECT_EQ(plan_memory(in).activations_recompute, 96 + 2 * (2 * 96 + 6 * 5 * 4) + (96 + 12 + 96));
+}
+
 TEST(MemoryPlan, LoraByHand) {
   TrainArgs a;
   a.finetuning_type = "lora";
