@@ -16,9 +16,6 @@ void Run::setup_model_mesh() {
     UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": context parallelism (context_parallel_degree ", cp,
                  ") beside tensor parallelism (tensor_parallel_degree ", a_.tensor_degree,
                  ") is not implemented: both split the attention's heads; use one of them");
-  if (cp > 1 && a_.pipeline_degree > 1)
-    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": context parallelism (context_parallel_degree ", cp,
-                 ") with pipeline stages is not implemented yet (tokens split between the stages' layers)");
   // Context parallelism's group is the mesh's tp axis (docs/ARCHITECTURE.md, CP).
   const int64_t pp = a_.pipeline_degree, tp = a_.tensor_degree * cp, world = world_size();
   if (pp == 1 && a_.virtual_pp_degree == 1 && tp == 1) return;

@@ -2,9 +2,9 @@
 // "Context parallelism"): cp2 splits each micro-batch's tokens over two processes and each
 // attention's heads, and gives one process's run with the same micro-batches — losses, gradient
 // norms, evaluation and final weights — full and LoRA, on stories260K and on tiny Qwen2 (tied
-// embeddings, q/k/v biases) and Qwen3 (q/k norms) models, beside data parallelism (4 processes),
-// under the names LLaMA-Factory's Megatron and accelerate configs give it; and what it cannot be
-// combined with is refused.
+// embeddings, q/k/v biases) and Qwen3 (q/k norms) models, beside data parallelism and pipeline
+// stages (4 processes), under the names LLaMA-Factory's Megatron and accelerate configs give it;
+// and what it cannot be combined with is refused.
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -51,6 +51,36 @@ TEST(ContextParallel, Cp2GivesOneProcessesRun) {
   testing::expect_runs_close(dir + "/cp", dir + "/acc", "parallelism_config.cp_size");
 }
 
+// Beside pipeline stages (4 processes: 2 stages of 2 context-parallel processes each sending and
+// receiving their rows): full and LoRA, and interleaved without recompute.
+TEST(ContextParallel, BesidePipelineStagesGivesOneProcessesRun) {
+  const std::string dir = testing::temp_dir("cp_pp");
+  const std::string ga = " gradient_accumulation_steps=4";
+  const std::string layout = " context_parallel_degree=2 pipeline_parallel_degree=2";
+  auto one = train_processes(1, kStoriesFull + ga + " output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto cppp = train_processes(4, kStoriesFull + ga + layout + " output_dir=" + dir + "/cppp");
+  ASSERT_EQ(cppp.exit_code, 0) << cppp.err;
+  EXPECT_NE(cppp.err.find("pipeline parallel: 2 stages"), std::string::npos) << cppp.err;
+  EXPECT_NE(cppp.err.find("context parallel: 2 processes split each micro-batch's tokens"), std::string::npos)
+      << cppp.err;
+  testing::expect_runs_close(dir + "/one", dir + "/cppp", "cp2 × pp2");
+  expect_weights_within(dir + "/one", dir + "/cppp", "model.safetensors", 1e-5);
+  auto vpp = train_processes(4, kStoriesFull + ga + layout +
+                                    " virtual_pp_degree=2 disable_gradient_checkpointing=true output_dir=" + dir + "/vpp");
+  ASSERT_EQ(vpp.exit_code, 0) << vpp.err;
+  EXPECT_NE(vpp.err.find("2 stages × 2 virtual (interleaved)"), std::string::npos) << vpp.err;
+  testing::expect_runs_close(dir + "/one", dir + "/vpp", "cp2 × pp2 interleaved, without recompute");
+  expect_weights_within(dir + "/one", dir + "/vpp", "model.safetensors", 1e-5);
+  const std::string lora = testing::kStoriesSft + testing::kStoriesShort + ga;
+  auto lone = train_processes(1, lora + " output_dir=" + dir + "/lone");
+  ASSERT_EQ(lone.exit_code, 0) << lone.err;
+  auto lcppp = train_processes(4, lora + layout + " output_dir=" + dir + "/lcppp");
+  ASSERT_EQ(lcppp.exit_code, 0) << lcppp.err;
+  testing::expect_runs_close(dir + "/lone", dir + "/lcppp", "lora cp2 × pp2");
+  expect_weights_within(dir + "/lone", dir + "/lcppp", "adapter_model.safetensors", 5e-5);
+}
+
 TEST(ContextParallel, LoraAndQwenModels) {
   const std::string dir = testing::temp_dir("cp_lora_qwen");
   const std::string lora = testing::kStoriesSft + testing::kStoriesShort + " gradient_accumulation_steps=2";
@@ -81,8 +111,6 @@ TEST(ContextParallel, WhatItCannotJoinIsRefused) {
       {{1, " context_parallel_degree=2", "context_parallel_degree 2 does not divide the 1 processes"},
        {2, " context_parallel_degree=2 tensor_parallel_degree=2",
         "context parallelism (context_parallel_degree 2) beside tensor parallelism"},
-       {2, " context_parallel_degree=2 pipeline_parallel_degree=2",
-        "context parallelism (context_parallel_degree 2) with pipeline stages is not implemented yet"},
        {2, " context_parallel_degree=2 use_dft_loss=true",
         "context parallelism (context_parallel_degree 2) with stage sft and its loss variant is not implemented yet"},
        {2, " context_parallel_degree=2 context_parallel_size=4",
