@@ -79,24 +79,28 @@ void fill_row(const TokenizedDataset& d, int64_t r, int64_t i, const LoaderOptio
     std::copy(d.segment_ids[r].begin(), d.segment_ids[r].end(), b.segment_ids.begin() + base);
 }
 
-// v1's dynamic_padding_free (_pack_padding_free_samples): a padded batch's rows laid end to end in
-// one row, each its own segment (attention within it) with its own positions, and the first label
-// of every row after the first ignored, so no row is scored on a token of the row before.
-Batch pack_rows(const Batch& padded, const LoaderOptions& opts) {
+// v1's dynamic_padding_free (_pack_padding_free_samples): the rows laid end to end in one row,
+// each its own segment (attention within it) with its own positions, and the first label of
+// every row after the first ignored, so no row is scored on a token of the row before. Each row
+// is read on its own (not padded to the longest first).
+Batch pack_rows(const TokenizedDataset& data, const std::vector<int64_t>& rows, const LoaderOptions& opts) {
+  LoaderOptions alone = opts;
+  alone.pad_to_multiple_of = 1;
   Batch b;
   b.rows = 1;
-  b.group = padded.group;
-  b.row_indices = padded.row_indices;
-  b.tags = padded.tags;
+  b.group = data.group;
+  b.row_indices = rows;
   int32_t segments = 0;  // segments of the rows before (a packed row has several)
-  for (int64_t r = 0; r < padded.rows; ++r) {
-    const int64_t base = r * padded.seq_len, n = padded.lengths[r];
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const Batch row = make_batch(data, {rows[r]}, alone);
+    b.tags.insert(b.tags.end(), row.tags.begin(), row.tags.end());
+    const int64_t n = row.lengths[0];
     int32_t last_segment = 0;
     for (int64_t t = 0; t < n; ++t) {
-      b.input_ids.push_back(padded.input_ids[base + t]);
-      b.labels.push_back(r > 0 && t == 0 ? kIgnoreIndex : padded.labels[base + t]);
-      b.position_ids.push_back(padded.position_ids.empty() ? static_cast<int32_t>(t) : padded.position_ids[base + t]);
-      const int32_t seg = padded.segment_ids.empty() ? 1 : padded.segment_ids[base + t];
+      b.input_ids.push_back(row.input_ids[t]);
+      b.labels.push_back(r > 0 && t == 0 ? kIgnoreIndex : row.labels[t]);
+      b.position_ids.push_back(row.position_ids.empty() ? static_cast<int32_t>(t) : row.position_ids[t]);
+      const int32_t seg = row.segment_ids.empty() ? 1 : row.segment_ids[t];
       b.segment_ids.push_back(segments + seg);
       last_segment = std::max(last_segment, seg);
     }
@@ -220,8 +224,8 @@ Batch BatchLoader::next() {
   if (opts_.token_budget > 0) begin = bounds_[state_.batch_index], end = bounds_[state_.batch_index + 1];
   std::vector<int64_t> examples(order_.begin() + begin, order_.begin() + end);
   if (++state_.batch_index == batches_per_epoch()) state_ = {state_.epoch + 1, 0};
-  Batch b = make_batch(data_, group_rows(data_, examples), opts_);
-  return opts_.token_budget > 0 && opts_.budget_by_sum ? pack_rows(b, opts_) : b;
+  const std::vector<int64_t> rows = group_rows(data_, examples);
+  return opts_.token_budget > 0 && opts_.budget_by_sum ? pack_rows(data_, rows, opts_) : make_batch(data_, rows, opts_);
 }
 
 void BatchLoader::restore(const LoaderState& s) {
