@@ -251,10 +251,11 @@ void CausalLM::set_expert_parallel(nn::Collective* group) {
 }
 
 void CausalLM::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, bool vocab_parallel,
-                                   bool attention_only) {
+                                   bool attention_only, nn::Collective* mlp_group) {
   (void)sequence_parallel;
   (void)vocab_parallel;
   (void)attention_only;
+  (void)mlp_group;
   if (group && group->size() > 1)
     UNILLM_THROW(NotImplemented, "[model] tensor parallelism is not implemented for this model");
   tp_ = nullptr;

@@ -184,10 +184,13 @@ class CausalLM {
   // rows over the group with a parallel cross-entropy (nn::vocab_parallel_loss); with a tied,
   // trained embedding only under sequence_parallel (whose embedding gradients are each rank's share).
   // attention_only (context parallelism, with sequence_parallel): only the attention splits over
-  // the group, by heads; the MLPs run whole on each rank's rows.
+  // the group, by heads; the MLPs run whole on each rank's rows, or with mlp_group (tensor beside
+  // context parallelism: the group's ranks in consecutive runs of mlp_group's size, each run a
+  // context shard's tensor-parallel processes) split over it, on the rows of the rank's shard.
   virtual void set_tensor_parallel(nn::Collective* group, bool sequence_parallel = false, bool vocab_parallel = false,
-                                   bool attention_only = false);
+                                   bool attention_only = false, nn::Collective* mlp_group = nullptr);
   nn::Collective* tensor_parallel() const { return tp_; }
+  nn::Collective* mlp_tensor_parallel() const { return mlp_tp_; }
   // Expert parallelism (nn/expert_parallel.h): the group the training forwards' sparse layers split
   // their experts over (each process routes its own tokens and runs its share of the experts on
   // the group's); nullptr: none. ConfigError when the model has no sparse layer or the experts do
@@ -235,6 +238,7 @@ class CausalLM {
   LayerHooks layer_hooks_;
   nn::Collective* tp_ = nullptr;
   nn::Collective* ep_ = nullptr;  // expert parallelism (set_expert_parallel)
+  nn::Collective* mlp_tp_ = nullptr;  // tensor beside context parallelism: the MLPs' group
   bool sp_ = false, vp_ = false, ap_ = false;
   // The LoRA state of one call: the requested (or active) adapters, validated.
   std::shared_ptr<const nn::LoraRun> lora_run(const std::optional<std::vector<std::string>>& req,

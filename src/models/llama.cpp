@@ -63,7 +63,12 @@ Tensor DecoderLayer::feed_forward(const Tensor& h, const nn::AttentionInputs& in
   // A recompute re-run (kGradOnly) does not record its routing in the balance again.
   // Expert parallelism is a training split (tp is null for the inference forwards).
   if (moe_) return moe_->forward(h, in.lora.get(), in.moe_balance, use == ops::OutputUse::kValue, tp ? in.experts : nullptr);
-  return mlp_->forward(h, in.lora.get(), use, tp && !tp->attention_only ? tp : nullptr);
+  // Context parallelism runs the MLP whole on the rank's rows, or over its own tensor-parallel group.
+  const nn::TensorParallel* split = !tp                 ? nullptr
+                                    : !tp->attention_only ? tp
+                                    : in.mlp_tp.active()  ? &in.mlp_tp
+                                                          : nullptr;
+  return mlp_->forward(h, in.lora.get(), use, split);
 }
 
 Tensor DecoderLayer::attention_block(const Tensor& x, const nn::AttentionInputs& in,
@@ -84,11 +89,11 @@ DecoderLayer::Stream DecoderLayer::forward(const Stream& x, const nn::AttentionI
   return {h.sum, feed_forward(h.y, in, ops::OutputUse::kValue, cache.k ? nullptr : &in.tp)};
 }
 
-void DecoderLayer::check_split(int size, bool attention_only) const {
-  attn_.check_split(size);
-  if (attention_only) return;
-  if (moe_) moe_->check_split(size);
-  if (mlp_) mlp_->check_split(size);
+void DecoderLayer::check_split(int attention_size, int mlp_size) const {
+  attn_.check_split(attention_size);
+  if (mlp_size == 1) return;
+  if (moe_) moe_->check_split(mlp_size);
+  if (mlp_) mlp_->check_split(mlp_size);
 }
 
 bool DecoderLayer::check_experts_split(int size) const {
@@ -290,7 +295,11 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   in.tokens = t;
   // Once per call on the model's device (the attention of every layer reads them).
   in.segment_ids = batch.segment_ids.defined() ? batch.segment_ids.to(device_) : Tensor();
-  in.tp = {tp_, sp_, b * t, ap_};
+  in.tp = {tp_, sp_, b * t, ap_, mlp_tp_ ? mlp_tp_->size() : 1};
+  if (mlp_tp_) {  // the rows of this rank's context shard: its run's rows
+    const int nest = mlp_tp_->size(), first = tp_->rank() / nest * nest;
+    in.mlp_tp = {mlp_tp_, true, in.tp.rows_of(first + nest - 1).second - in.tp.rows_of(first).first};
+  }
   if (batch.shift_attn_ratio > 0)
     in.shift = nn::make_shifted_groups(b, t, batch.shift_attn_ratio, batch.segment_ids, batch.row_lengths, device_);
   in.moe_balance = batch.moe_balance;
@@ -299,11 +308,16 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
 }
 
 void Llama::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, bool vocab_parallel,
-                                bool attention_only) {
+                                bool attention_only, nn::Collective* mlp_group) {
+  const bool nested = mlp_group && mlp_group->size() > 1;
   if (group && group->size() > 1) {
     if (attention_only && !sequence_parallel)
       UNILLM_THROW(ConfigError, "[llama] splitting the attention alone (context parallelism) needs the tokens split too");
-    for (const auto& l : layers_) l->check_split(group->size(), attention_only);
+    if (nested && (!attention_only || group->size() % mlp_group->size() != 0 || vocab_parallel))
+      UNILLM_THROW(ConfigError, "[llama] an MLP group of ", mlp_group->size(), " needs context parallelism over a "
+                   "multiple of it (", group->size(), ") and a whole lm_head");
+    for (const auto& l : layers_)
+      l->check_split(group->size(), !attention_only ? group->size() : nested ? mlp_group->size() : 1);
     if (vocab_parallel && c_.tie_word_embeddings && !sequence_parallel && embed_.requires_grad())
       UNILLM_THROW(ConfigError, "[llama] a vocabulary-parallel lm_head (tensor_parallel_output) tied to a trained "
                    "embedding needs sequence_parallel: without it the embedding's lookup gradient is computed "
@@ -316,6 +330,7 @@ void Llama::set_tensor_parallel(nn::Collective* group, bool sequence_parallel, b
   sp_ = tp_ && sequence_parallel;
   vp_ = tp_ && vocab_parallel;
   ap_ = tp_ && attention_only;
+  mlp_tp_ = tp_ && nested ? mlp_group : nullptr;
 }
 
 void Llama::set_expert_parallel(nn::Collective* group) {
@@ -331,14 +346,14 @@ void Llama::set_expert_parallel(nn::Collective* group) {
 
 int64_t Llama::train_rows(const TrainBatch& batch) const {
   if (!sequence_parallel()) return batch.input_ids.numel();
-  const auto [lo, hi] = nn::TensorParallel{tp_, true, batch.input_ids.numel()}.rows();
+  const auto [lo, hi] = nn::TensorParallel{tp_, true, batch.input_ids.numel(), ap_, mlp_tp_ ? mlp_tp_->size() : 1}.rows();
   return hi - lo;
 }
 
 Tensor Llama::loss_labels(const TrainBatch& batch) const {
   Tensor labels = shifted_labels(batch.labels);
   if (!sequence_parallel()) return labels;
-  return ops::take_rows(labels, {nn::TensorParallel{tp_, true, labels.numel()}.rows()});
+  return ops::take_rows(labels, {nn::TensorParallel{tp_, true, labels.numel(), ap_, mlp_tp_ ? mlp_tp_->size() : 1}.rows()});
 }
 
 void Llama::refuse_sequence_parallel(const char* what) const {

@@ -40,7 +40,8 @@ class DecoderLayer : public nn::Module {
   // Whether a segment's parameters need gradients (freeze may train one block of a layer only).
   bool attention_params_need_grad();
   bool mlp_params_need_grad();
-  void check_split(int size, bool attention_only = false) const;
+  // The attention's heads over attention_size processes, the MLP over mlp_size (1: whole).
+  void check_split(int attention_size, int mlp_size) const;
   // Expert parallelism over size processes: whether the layer is sparse (ConfigError when its
   // experts do not split evenly).
   bool check_experts_split(int size) const;
@@ -73,7 +74,7 @@ class Llama : public CausalLM, public nn::Module {
   const ops::QuantizedWeight& lm_head_quantized() const override { return lm_head_q_; }
   void set_vocab_weights(Tensor embed, Tensor lm_head) override;  // in resize_vocab.cpp
   void set_tensor_parallel(nn::Collective* group, bool sequence_parallel = false, bool vocab_parallel = false,
-                           bool attention_only = false) override;
+                           bool attention_only = false, nn::Collective* mlp_group = nullptr) override;
   void set_expert_parallel(nn::Collective* group) override;
   std::vector<const Tensor*> tensor_parallel_tensors() const override;
   int64_t train_rows(const TrainBatch& batch) const override;

@@ -49,6 +49,9 @@ struct AttentionInputs {
   // run over (each rank its share of the heads and of the MLP; under sequence parallelism x is
   // the rank's token rows and so is the result); no group: the whole layer.
   TensorParallel tp;
+  // Tensor beside context parallelism: the group the MLPs split over (a run of tp.nest ranks of
+  // tp's group) and the rows of this rank's context shard it gathers; inactive otherwise.
+  TensorParallel mlp_tp;
   // Training under expert parallelism (nn/expert_parallel.h): the group this call's sparse layers
   // split their experts over; null: every expert on this process.
   Collective* experts = nullptr;

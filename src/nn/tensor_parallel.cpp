@@ -21,9 +21,14 @@ namespace {
 // Rank r's rows [r·N/size, (r+1)·N/size): sizes differ by one at most. The collectives move equal
 // blocks, so each rank's rows are padded with zeros to the largest share, ⌈N / size⌉.
 int64_t chunk(const TensorParallel& tp) { return (tp.tokens + tp.group->size() - 1) / tp.group->size(); }
+// Nested (nest > 1): shard rank / nest of size / nest, then rank % nest's part of it. Still at
+// most ⌈N / size⌉ rows a rank (⌈⌈N / s⌉ / nest⌉ = ⌈N / (s · nest)⌉).
 std::pair<int64_t, int64_t> rows_of(const TensorParallel& tp, int rank) {
-  const int64_t n = tp.tokens, size = tp.group->size();
-  return {rank * n / size, (rank + 1) * n / size};
+  const int64_t n = tp.tokens, size = tp.group->size(), nest = tp.nest;
+  if (nest <= 1) return {rank * n / size, (rank + 1) * n / size};
+  const int64_t shards = size / nest, s = rank / nest, r = rank % nest;
+  const int64_t lo = s * n / shards, m = (s + 1) * n / shards - lo;
+  return {lo + r * m / nest, lo + (r + 1) * m / nest};
 }
 
 Shape with_rows(Shape s, int64_t rows) {
@@ -102,8 +107,10 @@ std::pair<int64_t, int64_t> TensorParallel::rows() const {
   if (tokens < group->size())
     UNILLM_THROW(ShapeError, "[nn] sequence parallelism over ", group->size(), " processes needs at least as many "
                  "tokens in a micro-batch; this one has ", tokens);
-  return rows_of(*this, group->rank());
+  return rows_of(group->rank());
 }
+
+std::pair<int64_t, int64_t> TensorParallel::rows_of(int rank) const { return nn::rows_of(*this, rank); }
 
 Tensor tp_enter(const Tensor& x, const TensorParallel& tp) {
   if (tp.sequence) return record(x, tp, Kind::kGather, gather_rows(x.contiguous(), tp));

@@ -47,11 +47,17 @@ struct TensorParallel {
   bool sequence = false;
   int64_t tokens = 0;
   // Context parallelism (with `sequence`): only the attention splits (by heads); the MLP runs
-  // whole on the rank's rows.
+  // whole on the rank's rows, or beside tensor parallelism over its own group (AttentionInputs::
+  // mlp_tp).
   bool attention_only = false;
+  // Tensor beside context parallelism: the group's ranks come in runs of `nest` (a context
+  // shard's tensor-parallel processes); the rows are cut into size/nest shards first, each shard
+  // then over its run, so a run's rows are its shard's (what the MLP's group gathers).
+  int nest = 1;
   bool active() const { return group && group->size() > 1; }
-  // Sequence parallelism: this rank's rows [begin, end) of the N.
+  // Sequence parallelism: this rank's rows [begin, end) of the N; rank's.
   std::pair<int64_t, int64_t> rows() const;
+  std::pair<int64_t, int64_t> rows_of(int rank) const;
 };
 
 enum class TpSplit { kNone, kColumn, kRow };

@@ -256,14 +256,12 @@ Dims make_dims(const MemoryPlanInputs& in, int64_t ffn) {
   const int64_t T = std::max<int64_t>(1, ts.degree), N = in.rows * in.seq_len;
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t R = ts.sequence ? (N + T - 1) / T : N;  // padded to equal blocks
-  const bool mlp = ts.mlp || T == 1;
-  Dims d{N, c.hidden_size, mlp ? ffn / T : ffn, c.vocab_size, c.num_heads / T, q / T, kv / T, in.act_bytes,
-         R, mlp ? N : R, ts.lm_head ? N : R};
+  const int64_t M = std::clamp<int64_t>(ts.mlp_degree, 1, T), shards = T / M;
+  Dims d{N, c.hidden_size, ffn / M, c.vocab_size, c.num_heads / T, q / T, kv / T, in.act_bytes,
+         R, ts.sequence ? (N + shards - 1) / shards : N, ts.lm_head ? N : R};
   d.T = T;
-  if (T > 1) {
-    d.attn_blocks = c.hidden_size * (2 * q + 2 * kv) / T;
-    d.mlp_blocks = mlp ? 3 * c.hidden_size * ffn / T : 0;
-  }
+  if (T > 1) d.attn_blocks = c.hidden_size * (2 * q + 2 * kv) / T;
+  if (M > 1) d.mlp_blocks = 3 * c.hidden_size * ffn / M;
   return d;
 }
 

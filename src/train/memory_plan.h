@@ -93,15 +93,16 @@ struct MemoryPlanInputs {
   std::vector<int64_t> pipeline_live;
   bool pipeline_loss = true;
   // Tensor and context parallelism (nn/linear_tp.cpp, train/trainer_tensor_parallel.cpp): this
-  // process computes 1/degree of each attention's heads and, under tensor parallelism, of each
-  // MLP's width, holding copies of its blocks of the split weights for backward; with sequence
-  // (or context) parallelism the residual stream, norms and unsplit parts run on its 1/degree of
-  // the token rows; `lm_head` when the lm_head is split by vocabulary rows (tensor_parallel_output).
-  // Weights, gradients and optimizer state stay whole (every process holds the model).
+  // process computes 1/degree of each attention's heads and 1/mlp_degree of each MLP's width,
+  // holding copies of its blocks of the split weights for backward; with sequence (or context)
+  // parallelism the residual stream and norms run on its 1/degree of the token rows, the MLP on
+  // its group's (degree / mlp_degree shards); `lm_head` when the lm_head is split by vocabulary
+  // rows (tensor_parallel_output). Weights, gradients and optimizer state stay whole (every
+  // process holds the model). Tensor parallelism: mlp_degree = degree; context: 1; both: T.
   struct TensorSplit {
     int64_t degree = 1;
     bool sequence = false;
-    bool mlp = true;  // false: context parallelism, which splits only the attention
+    int64_t mlp_degree = 1;
     bool lm_head = false;
   };
   TensorSplit tensor_split;

@@ -92,9 +92,10 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
     models::CausalLM& m;
     nn::Collective* tp;
     bool sp, vp, ap;
-    ~WholeLayers() { m.set_tensor_parallel(tp, sp, vp, ap); }
+    nn::Collective* mlp;
+    ~WholeLayers() { m.set_tensor_parallel(tp, sp, vp, ap, mlp); }
   } whole{*model_, model_->tensor_parallel(), model_->sequence_parallel(), model_->vocab_parallel(),
-          model_->attention_only_parallel()};
+          model_->attention_only_parallel(), model_->mlp_tensor_parallel()};
   model_->set_tensor_parallel(nullptr);
   data::LoaderOptions eo = loader_opts_;
   eo.batch_size = a_.per_device_eval_batch_size;

@@ -75,9 +75,9 @@ void Run::plan_memory_and_check(const std::string& from) {
   }
   if (model_mesh_ && (a_.tensor_degree > 1 || a_.context_degree > 1)) {
     MemoryPlanInputs::TensorSplit& ts = in.tensor_split;
-    ts.degree = a_.context_degree > 1 ? a_.context_degree : a_.tensor_degree;
+    ts.degree = a_.context_degree * a_.tensor_degree;
     ts.sequence = a_.context_degree > 1 || a_.sequence_parallel;
-    ts.mlp = a_.context_degree == 1;
+    ts.mlp_degree = a_.tensor_degree;
     ts.lm_head = splits_lm_head(in.model.tie_word_embeddings && in.params.lm_head_trainable);
   }
   const MemoryPlanInputs base = in;  // before the stage adds its own (a reference model)

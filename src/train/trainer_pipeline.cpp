@@ -12,25 +12,20 @@ namespace unillm::train::detail {
 
 void Run::setup_model_mesh() {
   const int64_t cp = a_.context_degree;
-  if (cp > 1 && a_.tensor_degree > 1)
-    UNILLM_THROW(NotImplemented, "[train] ", a_.config_path, ": context parallelism (context_parallel_degree ", cp,
-                 ") beside tensor parallelism (tensor_parallel_degree ", a_.tensor_degree,
-                 ") is not implemented: both split the attention's heads; use one of them");
   // Context parallelism's group is the mesh's tp axis (docs/ARCHITECTURE.md, CP).
   const int64_t pp = a_.pipeline_degree, tp = a_.tensor_degree * cp, world = world_size();
   if (pp == 1 && a_.virtual_pp_degree == 1 && tp == 1) return;
   if (pp == 1 && a_.virtual_pp_degree > 1)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": virtual_pp_degree ",
                  a_.virtual_pp_degree, " needs pipeline_parallel_degree > 1");
-  if (world % (pp * tp) != 0)
-    UNILLM_THROW(
-        ConfigError, "[train] ", a_.config_path, ": ",
-        cp > 1           ? UNILLM_MSG("context_parallel_degree ", cp)
-        : tp > 1 && pp > 1 ? UNILLM_MSG("tensor_parallel_degree ", tp, " × pipeline_parallel_degree ", pp)
-        : tp > 1         ? UNILLM_MSG("tensor_parallel_degree ", tp)
-                         : UNILLM_MSG("pipeline_parallel_degree ", pp),
-        " does not divide the ", world,
-        " processes (run it under mpirun -np N or unillm launch --nproc N with N a multiple of ", pp * tp, ")");
+  if (world % (pp * tp) != 0) {
+    std::string degrees;  // the model-parallel sizes asked for, as "a × b"
+    for (const auto& [key, n] : {std::pair<const char*, int64_t>{"context_parallel_degree", cp},
+                                 {"tensor_parallel_degree", a_.tensor_degree}, {"pipeline_parallel_degree", pp}})
+      if (n > 1) degrees += (degrees.empty() ? "" : " × ") + UNILLM_MSG(key, " ", n);
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", degrees, " does not divide the ", world,
+                 " processes (run it under mpirun -np N or unillm launch --nproc N with N a multiple of ", pp * tp, ")");
+  }
   // PaddleNLP's sharding_parallel_degree counts the processes that share one model-parallel
   // shard's optimizer state. Every process here holds the whole model, so ZeRO shards the state
   // over all of them (each keeps 1/world of it, what tp · pp · sharding ranks each keep there).

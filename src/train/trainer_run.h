@@ -201,8 +201,11 @@ class Run {
   // and not a trained embedding tied to it without sequence parallelism (whose lookup gradient
   // each process computes whole).
   bool splits_lm_head(bool tied_trained_embedding) const;
-  // Context parallelism: the same group as sequence-parallel attention-only tensor parallelism.
+  // Context parallelism: the same group as sequence-parallel attention-only tensor parallelism;
+  // beside tensor parallelism, the MLPs' group (a run of tensor_degree processes of it).
   void setup_context_parallel();
+  std::unique_ptr<dist::ProcessGroup> mlp_process_group_;
+  std::unique_ptr<nn::Collective> mlp_group_;
   // Expert parallelism (trainer_tensor_parallel.cpp): groups of expert_degree consecutive
   // data-parallel processes, as the model's sparse layers see them. Nothing else in the run
   // changes: every gradient is already the share the data-parallel sum expects.

@@ -50,17 +50,35 @@ void Run::setup_context_parallel() {
                  "couples them all; train without moe_aux_loss_coef / output_router_logits, or without context "
                  "parallelism");
   if (a_.tensor_parallel_output) say("tensor_parallel_output: context parallelism keeps the lm_head whole");
-  tp_group_ = std::make_unique<GroupCollective>(model_mesh_->tp());
+  // The mesh's tp axis holds T · cp processes: consecutive runs of T (a context shard's
+  // tensor-parallel processes) split each attention's heads together with the other runs, and
+  // the MLPs within the run.
+  const int64_t t = a_.tensor_degree;
+  dist::ProcessGroup& axis = model_mesh_->tp();
+  tp_group_ = std::make_unique<GroupCollective>(axis);
+  if (t > 1) {
+    mlp_process_group_ = axis.split(static_cast<int>(axis.rank() / t), static_cast<int>(axis.rank() % t));
+    mlp_group_ = std::make_unique<GroupCollective>(*mlp_process_group_);
+  }
   try {
     model_->set_tensor_parallel(tp_group_.get(), /*sequence_parallel=*/true, /*vocab_parallel=*/false,
-                                /*attention_only=*/true);
+                                /*attention_only=*/true, mlp_group_.get());
   } catch (const ConfigError& e) {
-    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": context_parallel_degree ", cp, ": ", e.what());
+    UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": context_parallel_degree ", cp,
+                 t > 1 ? UNILLM_MSG(" × tensor_parallel_degree ", t) : std::string(), ": ", e.what());
   }
-  say(UNILLM_MSG("context parallel: ", cp, " processes split each micro-batch's tokens (embedding, norms, MLPs and "
-                 "loss on their share) and each attention's heads (every head over the whole sequence: "
-                 "DeepSpeed-Ulysses's layout, exchanged by all-gather and reduce-scatter; context-parallel rank ",
-                 tp_rank(), ")"));
+  if (t == 1) {
+    say(UNILLM_MSG("context parallel: ", cp, " processes split each micro-batch's tokens (embedding, norms, MLPs and "
+                   "loss on their share) and each attention's heads (every head over the whole sequence: "
+                   "DeepSpeed-Ulysses's layout, exchanged by all-gather and reduce-scatter; context-parallel rank ",
+                   tp_rank(), ")"));
+    return;
+  }
+  say(UNILLM_MSG("context parallel: ", cp, " × tensor parallel: ", t, ": ", cp * t, " processes split each "
+                 "micro-batch's tokens (embedding, norms and loss on their share) and each attention's heads (every "
+                 "head over the whole sequence); each run of ", t, " splits its context shard's MLPs by rows "
+                 "(gate/up column-, down_proj row-parallel); context-parallel rank ", tp_rank() / t,
+                 ", tensor-parallel rank ", tp_rank() % t, "; every process holds the whole model"));
 }
 
 bool Run::splits_lm_head(bool tied_trained_embedding) const {

@@ -2,8 +2,8 @@
 // "Context parallelism"): cp2 splits each micro-batch's tokens over two processes and each
 // attention's heads, and gives one process's run with the same micro-batches — losses, gradient
 // norms, evaluation and final weights — full and LoRA, on stories260K and on tiny Qwen2 (tied
-// embeddings, q/k/v biases) and Qwen3 (q/k norms) models, beside data parallelism and pipeline
-// stages (4 processes), under the names LLaMA-Factory's Megatron and accelerate configs give it;
+// embeddings, q/k/v biases) and Qwen3 (q/k norms) models, beside data parallelism, pipeline
+// stages and tensor parallelism (4 processes), under the names LLaMA-Factory's Megatron and accelerate configs give it;
 // and what it cannot be combined with is refused.
 #include <gtest/gtest.h>
 
@@ -81,6 +81,40 @@ TEST(ContextParallel, BesidePipelineStagesGivesOneProcessesRun) {
   expect_weights_within(dir + "/lone", dir + "/lcppp", "adapter_model.safetensors", 5e-5);
 }
 
+// Beside tensor parallelism (4 processes: cp 2 × tp 2): the four split each attention's heads
+// and the tokens, each pair of tensor-parallel processes its context shard's MLPs. Full with and
+// without recompute, LoRA; a model whose key/value heads the four cannot split is refused.
+TEST(ContextParallel, BesideTensorParallelismGivesOneProcessesRun) {
+  const std::string dir = testing::temp_dir("cp_tp");
+  const std::string ga = " gradient_accumulation_steps=2";
+  const std::string layout = " context_parallel_degree=2 tensor_parallel_degree=2";
+  auto one = train_processes(1, kStoriesFull + ga + " output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto cptp = train_processes(4, kStoriesFull + ga + layout + " output_dir=" + dir + "/cptp");
+  ASSERT_EQ(cptp.exit_code, 0) << cptp.err;
+  EXPECT_NE(cptp.err.find("context parallel: 2 × tensor parallel: 2: 4 processes split each micro-batch's tokens"),
+            std::string::npos)
+      << cptp.err;
+  testing::expect_runs_close(dir + "/one", dir + "/cptp", "cp2 × tp2");
+  expect_weights_within(dir + "/one", dir + "/cptp", "model.safetensors", 1e-5);
+  auto plain = train_processes(4, kStoriesFull + ga + layout + " disable_gradient_checkpointing=true output_dir=" +
+                                      dir + "/plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  testing::expect_runs_close(dir + "/one", dir + "/plain", "cp2 × tp2 without recompute");
+  expect_weights_within(dir + "/one", dir + "/plain", "model.safetensors", 1e-5);
+  const std::string lora = testing::kStoriesSft + testing::kStoriesShort + ga;
+  auto lone = train_processes(1, lora + " output_dir=" + dir + "/lone");
+  ASSERT_EQ(lone.exit_code, 0) << lone.err;
+  auto lcptp = train_processes(4, lora + layout + " output_dir=" + dir + "/lcptp");
+  ASSERT_EQ(lcptp.exit_code, 0) << lcptp.err;
+  testing::expect_runs_close(dir + "/lone", dir + "/lcptp", "lora cp2 × tp2");
+  expect_weights_within(dir + "/lone", dir + "/lcptp", "adapter_model.safetensors", 5e-5);
+  auto qwen = train_processes(4, kStoriesFull + layout + " max_steps=1 save_strategy=no model_name_or_path=" +
+                                     testing::tiny_qwen(dir, "qwen2", 16) + " output_dir=" + dir + "/qwen");
+  EXPECT_NE(qwen.exit_code, 0);
+  EXPECT_NE(qwen.err.find("context_parallel_degree 2 × tensor_parallel_degree 2: "), std::string::npos) << qwen.err;
+}
+
 TEST(ContextParallel, LoraAndQwenModels) {
   const std::string dir = testing::temp_dir("cp_lora_qwen");
   const std::string lora = testing::kStoriesSft + testing::kStoriesShort + " gradient_accumulation_steps=2";
@@ -110,7 +144,7 @@ TEST(ContextParallel, WhatItCannotJoinIsRefused) {
       kStoriesFull + " output_dir=" + dir + "/out",
       {{1, " context_parallel_degree=2", "context_parallel_degree 2 does not divide the 1 processes"},
        {2, " context_parallel_degree=2 tensor_parallel_degree=2",
-        "context parallelism (context_parallel_degree 2) beside tensor parallelism"},
+        "context_parallel_degree 2 × tensor_parallel_degree 2 does not divide the 2 processes"},
        {2, " context_parallel_degree=2 use_dft_loss=true",
         "context parallelism (context_parallel_degree 2) with stage sft and its loss variant is not implemented yet"},
        {2, " context_parallel_degree=2 context_parallel_size=4",

@@ -164,6 +164,32 @@ TEST(TensorParallel, SplitMlpWithLoraGivesTheWholeLayer) {
   }
 }
 
+// Tensor beside context parallelism (nest): the rows are cut into size / nest shards, each over
+// its run of nest ranks, so a run's rows are exactly its shard and every rank's share is at most
+// ⌈N / size⌉ (the collectives' block); together they cover the N once, in rank order.
+TEST(TensorParallel, NestedRowsGiveEachRunItsShard) {
+  ThreadGroup g(6);
+  for (int64_t n : {6, 7, 11, 13, 24, 29}) {
+    std::vector<std::unique_ptr<ThreadCollective>> ranks;
+    for (int r = 0; r < 6; ++r) ranks.push_back(std::make_unique<ThreadCollective>(g, r));
+    for (int nest : {2, 3}) {
+      int64_t next = 0;
+      for (int r = 0; r < 6; ++r) {
+        const TensorParallel tp{ranks[static_cast<size_t>(r)].get(), true, n, true, nest};
+        const auto [lo, hi] = tp.rows();
+        EXPECT_EQ(lo, next) << n << " " << nest << " " << r;
+        EXPECT_LE(hi - lo, (n + 5) / 6) << n << " " << nest << " " << r;
+        next = hi;
+        if (r % nest == nest - 1) {  // a run ends with its shard
+          const int64_t shards = 6 / nest, s = r / nest;
+          EXPECT_EQ(hi, (s + 1) * n / shards) << n << " " << nest << " " << r;
+        }
+      }
+      EXPECT_EQ(next, n);
+    }
+  }
+}
+
 TEST(TensorParallel, SplitChecksNameTheLayer) {
   testing::init_cpu();
   MLP mlp(8, 12, false, ParamPlacement(DType::f32));

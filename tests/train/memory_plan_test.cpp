@@ -169,7 +169,7 @@ TEST(MemoryPlan, TensorParallelSplitsHeadsAndMlpAndKeepsWeightBlocks) {
   TrainArgs a;
   a.finetuning_type = "full";
   MemoryPlanInputs in = inputs(a, false);
-  in.tensor_split.degree = 2;
+  in.tensor_split.degree = in.tensor_split.mlp_degree = 2;
   const int64_t blocks = 288 * 4;
   MemoryPlan p = plan_memory(in);
   EXPECT_EQ(p.activations_no_recompute, 2 * (6 * 92 + 6 * 32 * 4 + 6 * 64 + blocks) + 192 + 312);
@@ -191,13 +191,13 @@ TEST(MemoryPlan, TensorParallelSplitsHeadsAndMlpAndKeepsWeightBlocks) {
   EXPECT_EQ(p.activations_no_recompute, 2 * (6 * 92 + 6 * 32 * 4 + 3 * 64 + blocks) + 96 + 312);
   // Context parallelism splits the attention's heads only: the MLP (whole width) on 3 rows, no
   // MLP blocks.
-  in.tensor_split = {2, true, false, false};
+  in.tensor_split = {2, true, 1, false};
   p = plan_memory(in);
   EXPECT_EQ(p.activations_no_recompute, 2 * (6 * 92 + 3 * 56 * 4 + 3 * 64 + 96 * 4) + 96 + (96 + 12 + 96));
   // Recompute keeps each segment's inputs on the residual rows and, f32, the attention's out and
   // lse at the split width.
   in.recompute = true;
-  in.tensor_split = {2, true, true, false};
+  in.tensor_split = {2, true, 2, false};
   EXPECT_EQ(plan_memory(in).activations_recompute, 96 + 2 * (2 * 96 + 6 * 5 * 4) + (96 + 12 + 96));
 }
 
