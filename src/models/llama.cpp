@@ -62,13 +62,14 @@ Tensor DecoderLayer::feed_forward(const Tensor& h, const nn::AttentionInputs& in
   // A sparse layer's value is always computed: its combine's backward reads the experts' outputs.
   // A recompute re-run (kGradOnly) does not record its routing in the balance again.
   // Expert parallelism is a training split (tp is null for the inference forwards).
-  if (moe_) return moe_->forward(h, in.lora.get(), in.moe_balance, use == ops::OutputUse::kValue, tp ? in.experts : nullptr);
+  const nn::LoraRun* lora = tp && in.mlp_lora ? in.mlp_lora.get() : in.lora.get();
+  if (moe_) return moe_->forward(h, lora, in.moe_balance, use == ops::OutputUse::kValue, tp ? in.experts : nullptr);
   // Context parallelism runs the MLP whole on the rank's rows, or over its own tensor-parallel group.
   const nn::TensorParallel* split = !tp                 ? nullptr
                                     : !tp->attention_only ? tp
                                     : in.mlp_tp.active()  ? &in.mlp_tp
                                                           : nullptr;
-  return mlp_->forward(h, in.lora.get(), use, split);
+  return mlp_->forward(h, lora, use, split);
 }
 
 Tensor DecoderLayer::attention_block(const Tensor& x, const nn::AttentionInputs& in,
@@ -299,6 +300,11 @@ nn::AttentionInputs Llama::train_inputs(const TrainBatch& batch) const {
   if (mlp_tp_) {  // the rows of this rank's context shard: its run's rows
     const int nest = mlp_tp_->size(), first = tp_->rank() / nest * nest;
     in.mlp_tp = {mlp_tp_, true, in.tp.rows_of(first + nest - 1).second - in.tp.rows_of(first).first};
+  }
+  if (ap_ && in.lora && in.lora->dropout) {  // the MLPs see this rank's rows, or its shard's
+    auto lora = std::make_shared<nn::LoraRun>(*in.lora);
+    lora->mask_row_begin = mlp_tp_ ? in.tp.rows_of(tp_->rank() / mlp_tp_->size() * mlp_tp_->size()).first : in.tp.rows().first;
+    in.mlp_lora = std::move(lora);
   }
   if (batch.shift_attn_ratio > 0)
     in.shift = nn::make_shifted_groups(b, t, batch.shift_attn_ratio, batch.segment_ids, batch.row_lengths, device_);

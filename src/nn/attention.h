@@ -52,6 +52,9 @@ struct AttentionInputs {
   // Tensor beside context parallelism: the group the MLPs split over (a run of tp.nest ranks of
   // tp's group) and the rows of this rank's context shard it gathers; inactive otherwise.
   TensorParallel mlp_tp;
+  // Context parallelism with adapter dropout: the MLPs' adapters, whose input rows start at
+  // mask_row_begin of the call's tokens (this rank's rows, or its shard's); null: lora.
+  std::shared_ptr<const LoraRun> mlp_lora;
   // Training under expert parallelism (nn/expert_parallel.h): the group this call's sparse layers
   // split their experts over; null: every expert on this process.
   Collective* experts = nullptr;

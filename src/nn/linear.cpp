@@ -53,6 +53,7 @@ Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse
     ops::LoraAdapterInput in{w.a, w.b, {}, w.scaling, lora->dropout ? w.dropout : 0.0,
                              mix_seed(lora->seed, w.stream)};
     if (!lora->rows.empty()) std::tie(in.row_begin, in.row_end) = lora->rows.at(i);
+    in.mask_row_begin = lora->mask_row_begin;
     int64_t b_row = 0;
     for (size_t p : w.parts) {
       in.parts.push_back({part_begin(p), parts_[p].out_features, b_row});

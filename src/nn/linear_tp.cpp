@@ -60,6 +60,7 @@ Tensor FusedLinear::forward_split(const Tensor& x, const LoraRun* lora, ops::Out
       if (!w) continue;
       ops::LoraAdapterInput in{w->a, Tensor(), {}, w->scaling, lora->dropout ? w->dropout : 0.0,
                                mix_seed(lora->seed, w->stream)};
+      in.mask_row_begin = lora->mask_row_begin;
       std::vector<std::pair<int64_t, int64_t>> b_rows;  // this rank's rows of B, part by part
       int64_t b_row = 0, local_b = 0;
       for (size_t p : w->parts) {
@@ -89,6 +90,7 @@ Tensor FusedLinear::forward_split(const Tensor& x, const LoraRun* lora, ops::Out
     // The dropout masks are the whole input's (one process's), cut to this rank's columns.
     in.mask_col_begin = c0;
     in.mask_cols = in_;
+    in.mask_row_begin = lora->mask_row_begin;
     int64_t b_row = 0;
     for (size_t p : w->parts) {
       in.parts.push_back({part_begin(p), parts_[p].out_features, b_row});

@@ -72,6 +72,9 @@ struct LoraRun {
   // Inference only: the token rows [first, second) each entry of active applies to (empty = all
   // rows for every entry). An adapter may appear twice, on two runs of rows.
   std::vector<std::pair<int64_t, int64_t>> rows;
+  // Training under context parallelism: the MLP's input is rows [mask_row_begin, …) of the
+  // call's tokens, and its dropout masks are those rows' (one process's masks).
+  int64_t mask_row_begin = 0;
 };
 
 // One adapter on one FusedLinear: A = [A_p0; A_p1; …] [P·r, in] and B = [B_p0; B_p1; …]

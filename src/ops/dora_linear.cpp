@@ -76,7 +76,7 @@ void part_forward(const Tensor& x, const Tensor& w, const DoraInput& in, size_t 
   Tensor xd = x;
   if (ad.dropout > 0) {
     st.keep.resize(static_cast<size_t>(m * k));
-    lora_dropout_mask(lora_part_seed(ad.seed, p), ad.dropout, m, k, st.keep.data());
+    lora_dropout_mask(lora_part_seed(ad.seed, p), ad.dropout, m, k, st.keep.data(), ad.mask_row_begin);
     xd = Tensor::empty({m, k}, dt, x.device());
     masked(x, st.keep, ad.dropout, xd, false);
   }

@@ -107,11 +107,11 @@ void adapter_forward(const Tensor& x, const LoraAdapterInput& in, Tensor& y, Ada
       st.keep.emplace_back(static_cast<size_t>(m * k));
       if (in.mask_cols > 0) {  // the whole input's mask, cut to x's columns
         std::vector<uint8_t> whole(static_cast<size_t>(m * in.mask_cols));
-        lora_dropout_mask(lora_part_seed(in.seed, p), in.dropout, m, in.mask_cols, whole.data());
+        lora_dropout_mask(lora_part_seed(in.seed, p), in.dropout, m, in.mask_cols, whole.data(), in.mask_row_begin);
         for (int64_t row = 0; row < m; ++row)
           std::copy_n(whole.begin() + row * in.mask_cols + in.mask_col_begin, k, st.keep.back().begin() + row * k);
       } else {
-        lora_dropout_mask(lora_part_seed(in.seed, p), in.dropout, m, k, st.keep.back().data());
+        lora_dropout_mask(lora_part_seed(in.seed, p), in.dropout, m, k, st.keep.back().data(), in.mask_row_begin);
       }
       apply_mask(x, st.keep.back(), in.dropout, xd, false);
       gemm({xd.raw_data(), at(a, p * r * k), at_mut(xa, p * r), m, r, k, k, k, rr, false, true, 1.0,
@@ -354,12 +354,12 @@ uint64_t lora_part_seed(uint64_t seed, size_t part) {
   return seed ^ (0xD1B54A32D192ED03ull * (static_cast<uint64_t>(part) + 1));
 }
 
-void lora_dropout_mask(uint64_t seed, double p, int64_t rows, int64_t cols, uint8_t* keep) {
+void lora_dropout_mask(uint64_t seed, double p, int64_t rows, int64_t cols, uint8_t* keep, int64_t first_row) {
   // keep when a 32-bit uniform u satisfies u >= p · 2^32, i.e. with probability 1 − p.
   const auto threshold = static_cast<uint64_t>(std::ldexp(p, 32));
   parallel_for(rows, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {
-      Rng rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(row + 1)));
+      Rng rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(first_row + row + 1)));
       uint8_t* out = keep + row * cols;
       for (int64_t c = 0; c < cols; c += 2) {
         const uint64_t v = rng.next_u64();

@@ -44,6 +44,9 @@ struct LoraAdapterInput {
   // mask_col_begin + K) of mask_cols, and each dropout mask is the whole input's cut to them
   // (one process's masks). mask_cols = 0: x is the whole input.
   int64_t mask_col_begin = 0, mask_cols = 0;
+  // Sequence / context parallelism: x's rows are rows [mask_row_begin, …) of the call's whole
+  // input, and each mask row is that row's (one process's masks).
+  int64_t mask_row_begin = 0;
 };
 
 Tensor lora_linear(const Tensor& x, const Tensor& w, const Tensor& bias,
@@ -76,8 +79,9 @@ void lora_gemm_reference(const LoraGemmArgs& a);
 void strided_gemm(LoraGemmArgs g, const Tensor& a, const Tensor& b, const Tensor& c);
 
 // The dropout mask of one part: keep[i] = 1 with probability 1 − p, drawn from seed (16-bit
-// uniforms, one xoshiro stream per row: independent of the thread count).
-void lora_dropout_mask(uint64_t seed, double p, int64_t rows, int64_t cols, uint8_t* keep);
+// uniforms, one xoshiro stream per row: independent of the thread count); the rows are rows
+// [first_row, first_row + rows) of the input's (each row's stream is its index's).
+void lora_dropout_mask(uint64_t seed, double p, int64_t rows, int64_t cols, uint8_t* keep, int64_t first_row = 0);
 // The mask seed of part `part` of an adapter whose LoraAdapterInput::seed is seed.
 uint64_t lora_part_seed(uint64_t seed, size_t part);
 

@@ -72,7 +72,7 @@ TEST(ContextParallel, BesidePipelineStagesGivesOneProcessesRun) {
   EXPECT_NE(vpp.err.find("2 stages × 2 virtual (interleaved)"), std::string::npos) << vpp.err;
   testing::expect_runs_close(dir + "/one", dir + "/vpp", "cp2 × pp2 interleaved, without recompute");
   expect_weights_within(dir + "/one", dir + "/vpp", "model.safetensors", 1e-5);
-  const std::string lora = testing::kStoriesSft + testing::kStoriesShort + ga;
+  const std::string lora = testing::kStoriesSft + testing::kStoriesShort + ga + " lora_dropout=0.1";
   auto lone = train_processes(1, lora + " output_dir=" + dir + "/lone");
   ASSERT_EQ(lone.exit_code, 0) << lone.err;
   auto lcppp = train_processes(4, lora + layout + " output_dir=" + dir + "/lcppp");
@@ -102,7 +102,7 @@ TEST(ContextParallel, BesideTensorParallelismGivesOneProcessesRun) {
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   testing::expect_runs_close(dir + "/one", dir + "/plain", "cp2 × tp2 without recompute");
   expect_weights_within(dir + "/one", dir + "/plain", "model.safetensors", 1e-5);
-  const std::string lora = testing::kStoriesSft + testing::kStoriesShort + ga;
+  const std::string lora = testing::kStoriesSft + testing::kStoriesShort + ga + " lora_dropout=0.1";
   auto lone = train_processes(1, lora + " output_dir=" + dir + "/lone");
   ASSERT_EQ(lone.exit_code, 0) << lone.err;
   auto lcptp = train_processes(4, lora + layout + " output_dir=" + dir + "/lcptp");
@@ -117,7 +117,8 @@ TEST(ContextParallel, BesideTensorParallelismGivesOneProcessesRun) {
 
 TEST(ContextParallel, LoraAndQwenModels) {
   const std::string dir = testing::temp_dir("cp_lora_qwen");
-  const std::string lora = testing::kStoriesSft + testing::kStoriesShort + " gradient_accumulation_steps=2";
+  // With adapter dropout: the MLPs' masks are drawn for their rows of the whole batch.
+  const std::string lora = testing::kStoriesSft + testing::kStoriesShort + " gradient_accumulation_steps=2 lora_dropout=0.1";
   auto lone = train_processes(1, lora + " output_dir=" + dir + "/lone");
   ASSERT_EQ(lone.exit_code, 0) << lone.err;
   auto lcp = train_processes(2, lora + " context_parallel_degree=2 output_dir=" + dir + "/lcp");

@@ -218,6 +218,11 @@ TEST_F(LoraLinearTest, DropoutMaskRateAndDeterminism) {
   for (uint8_t v : k1) kept += v;
   const double rate = kept / static_cast<double>(k1.size());
   EXPECT_NEAR(rate, 0.75, 4 * std::sqrt(0.75 * 0.25 / static_cast<double>(k1.size())));
+  // Rows [40, 90) of the input drawn alone (a rank's rows under context parallelism) are the
+  // whole mask's rows.
+  std::vector<uint8_t> part(50 * cols);
+  ops::lora_dropout_mask(5, 0.25, 50, cols, part.data(), 40);
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), k1.begin() + 40 * cols));
 }
 
 TEST_F(LoraLinearTest, GemmKernelMatchesReference) {
