@@ -62,14 +62,14 @@ Tensor DecoderLayer::feed_forward(const Tensor& h, const nn::AttentionInputs& in
   // A sparse layer's value is always computed: its combine's backward reads the experts' outputs.
   // A recompute re-run (kGradOnly) does not record its routing in the balance again.
   // Expert parallelism is a training split (tp is null for the inference forwards).
-  const nn::LoraRun* lora = tp && in.mlp_lora ? in.mlp_lora.get() : in.lora.get();
-  if (moe_) return moe_->forward(h, lora, in.moe_balance, use == ops::OutputUse::kValue, tp ? in.experts : nullptr);
+  if (moe_) return moe_->forward(h, in.lora.get(), in.moe_balance, use == ops::OutputUse::kValue, tp ? in.experts : nullptr);
   // Context parallelism runs the MLP whole on the rank's rows, or over its own tensor-parallel group.
   const nn::TensorParallel* split = !tp                 ? nullptr
                                     : !tp->attention_only ? tp
                                     : in.mlp_tp.active()  ? &in.mlp_tp
                                                           : nullptr;
-  return mlp_->forward(h, lora, use, split);
+  // Under context parallelism the dense MLP's adapters draw their rows' dropout masks.
+  return mlp_->forward(h, tp && in.mlp_lora ? in.mlp_lora.get() : in.lora.get(), use, split);
 }
 
 Tensor DecoderLayer::attention_block(const Tensor& x, const nn::AttentionInputs& in,
