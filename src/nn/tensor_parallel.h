@@ -55,7 +55,7 @@ struct TensorParallel {
   // then over its run, so a run's rows are its shard's (what the MLP's group gathers).
   int nest = 1;
   bool active() const { return group && group->size() > 1; }
-  // Sequence parallelism: this rank's rows [begin, end) of the N; rank's.
+  // Sequence parallelism: this rank's rows [begin, end) of the N tokens; rows_of: any rank's.
   std::pair<int64_t, int64_t> rows() const;
   std::pair<int64_t, int64_t> rows_of(int rank) const;
 };
