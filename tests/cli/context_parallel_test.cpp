@@ -3,7 +3,7 @@
 // attention's heads, and gives one process's run with the same micro-batches — losses, gradient
 // norms, evaluation and final weights — full and LoRA, on stories260K and on tiny Qwen2 (tied
 // embeddings, q/k/v biases) and Qwen3 (q/k norms) models, beside data parallelism, pipeline
-// stages and tensor parallelism (4 processes), under the names LLaMA-Factory's Megatron and accelerate configs give it;
+// stages and tensor parallelism (4 processes) and all three (8), under the names LLaMA-Factory's Megatron and accelerate configs give it;
 // and what it cannot be combined with is refused.
 #include <gtest/gtest.h>
 
@@ -51,15 +51,15 @@ TEST(ContextParallel, Cp2GivesOneProcessesRun) {
   testing::expect_runs_close(dir + "/cp", dir + "/acc", "parallelism_config.cp_size");
 }
 
-// A LoRA run with adapter dropout on 4 processes of `layout` against one process: the same run,
+// A LoRA run with adapter dropout on `np` processes of `layout` against one process: the same run,
 // its adapter within 5e-5 (Adam turns f32 rounding of a fresh adapter's near-zero gradients into
 // steps of up to ~lr, as under tensor parallelism).
 void expect_lora_layout_is_one_process(const std::string& dir, const std::string& ga, const std::string& layout,
-                                       const std::string& tag) {
+                                       const std::string& tag, int np = 4) {
   const std::string lora = testing::kStoriesSft + testing::kStoriesShort + ga + " lora_dropout=0.1";
   auto one = train_processes(1, lora + " output_dir=" + dir + "/lora_one");
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  auto split = train_processes(4, lora + layout + " output_dir=" + dir + "/lora_split");
+  auto split = train_processes(np, lora + layout + " output_dir=" + dir + "/lora_split");
   ASSERT_EQ(split.exit_code, 0) << split.err;
   testing::expect_runs_close(dir + "/lora_one", dir + "/lora_split", tag);
   expect_weights_within(dir + "/lora_one", dir + "/lora_split", "adapter_model.safetensors", 5e-5);
@@ -115,6 +115,25 @@ TEST(ContextParallel, BesideTensorParallelismGivesOneProcessesRun) {
                                      testing::tiny_qwen(dir, "qwen2", 16) + " output_dir=" + dir + "/qwen");
   EXPECT_NE(qwen.exit_code, 0);
   EXPECT_NE(qwen.err.find("context_parallel_degree 2 × tensor_parallel_degree 2: "), std::string::npos) << qwen.err;
+}
+
+// All three (8 processes: 2 stages, each of cp 2 × tp 2): each stage's four processes split its
+// layers' heads and tokens as above and send their rows to the next stage's four. Full and LoRA.
+TEST(ContextParallel, BesideTensorAndPipelineParallelismGivesOneProcessesRun) {
+  const std::string dir = testing::temp_dir("cp_tp_pp");
+  const std::string ga = " gradient_accumulation_steps=4";
+  const std::string layout = " context_parallel_degree=2 tensor_parallel_degree=2 pipeline_parallel_degree=2";
+  auto one = train_processes(1, kStoriesFull + ga + " output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto all = train_processes(8, kStoriesFull + ga + layout + " output_dir=" + dir + "/all");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.err.find("pipeline parallel: 2 stages"), std::string::npos) << all.err;
+  EXPECT_NE(all.err.find("context parallel: 2 × tensor parallel: 2: 4 processes split each micro-batch's tokens"),
+            std::string::npos)
+      << all.err;
+  testing::expect_runs_close(dir + "/one", dir + "/all", "cp2 × tp2 × pp2");
+  expect_weights_within(dir + "/one", dir + "/all", "model.safetensors", 1e-5);
+  expect_lora_layout_is_one_process(dir, ga, layout, "lora cp2 × tp2 × pp2", 8);
 }
 
 TEST(ContextParallel, LoraAndQwenModels) {
