@@ -48,7 +48,8 @@ const char* kUsage =
     "  --micro-batches L    per_device_train_batch_size values to try (default 1, 2, 4, ... up to\n"
     "                       the global batch)\n"
     "  --zero L             ZeRO stages to try (default 0,1,2 where the optimizer is sharded; 3, which\n"
-    "                       also shards the parameters, on request, for the layouts without --pp)\n"
+    "                       also shards the parameters, on request; beside --pp only with several\n"
+    "                       data-parallel replicas and no --tp)\n"
     "  --recompute L        on, off or both (default on,off)\n"
     "  --run-timeout S      bound on each child run (default 600)\n"
     "  --threads, --device  passed to every `unillm train`\n"
@@ -310,9 +311,10 @@ std::vector<Layout> enumerate(const TuneOptions& o, const train::TrainArgs& a,
         if (t > 1 && plain_token_loss) sps = o.sp.empty() ? std::vector<bool>{false, true} : o.sp;
         for (bool q : sps)
           for (int z : zero) {
-            // Stage 3 shards the parameters beside tensor parallelism, not pipeline stages (there
-            // it runs as 2).
-            if (z == 3 && p > 1) continue;
+            // Stage 3 shards the parameters beside tensor parallelism, and beside pipeline stages
+            // among each stage's data-parallel replicas (the trainer's Run::zero3_fallback: with
+            // one replica a stage, or beside tensor parallelism, it would run as 2).
+            if (z == 3 && p > 1 && (dp == 1 || t > 1)) continue;
             for (bool r : o.recompute) out.push_back({m, global / (m * dp), z, r, p, t, q});
           }
       }

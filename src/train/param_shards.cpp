@@ -385,12 +385,12 @@ void ParamShards::after_backward(int64_t layer) {
   release(u);
 }
 
-void ParamShards::begin_micro(bool stand_in, bool eager_head) {
+void ParamShards::begin_micro(bool stand_in, bool eager_head, bool head) {
   stand_in_ = stand_in;
   Unit& root = units_[0];
   if (root.gathered) release(root);
   gather(root, true);
-  if (head_unit_ > 0) {
+  if (head_unit_ > 0 && head) {
     Unit& h = units_[static_cast<size_t>(head_unit_)];
     if (h.gathered) release(h);
     head_eager_ = eager_head && h.train_per > 0;
@@ -407,7 +407,9 @@ void ParamShards::end_micro() {
     reduce(u);
     release(u);
   }
-  if (head_unit_ > 0) {
+  // (An eager head has swapped its weights for its gradient buffer: gathered no more, with grads.)
+  if (head_unit_ > 0 && (units_[static_cast<size_t>(head_unit_)].gathered ||
+                         units_[static_cast<size_t>(head_unit_)].with_grads)) {
     Unit& h = units_[static_cast<size_t>(head_unit_)];
     reduce(h);
     release(h);

@@ -81,7 +81,9 @@ class ParamShards {
   // without a gradient buffer and swaps its weights for one as backward starts
   // (before_backward(models::CausalLM::kHeadLayer)), so the head is never held twice beside the
   // loss's own dW.
-  void begin_micro(bool stand_in = false, bool eager_head = false);
+  // head = false: the head unit is not gathered at all (a pipeline stage that neither looks up
+  // a tied embedding nor runs the loss).
+  void begin_micro(bool stand_in = false, bool eager_head = false, bool head = true);
   void end_micro();
 
   // Every unit gathered for a whole-model phase (evaluation, saving), freed when it ends. Nests.

@@ -215,7 +215,15 @@ void Run::load(const std::string& from) {
         "; this run shards the optimizer state and gradients as stage 2 does, and each process holds the whole "
         "model (the memory plan counts it)");
   if (zero3) {
-    shards_ = std::make_unique<ParamShards>(trainable, model_->config().tie_word_embeddings, *arena_, *h_.dp);
+    // PaddleNLP's sharding_parallel_degree (HF fsdp's hybrid_shard: a host's processes) below the
+    // process count: each sharding group gathers its own units, and the groups' shards are summed
+    // across them at each step (the replicas hold the same pieces).
+    // Under pipeline stages the replicas are the other stages, which hold the same pieces of every
+    // layer: they split the optimizer state too (each steps its range of the shard), so the state
+    // is divided by every process, as stage 2 divides it.
+    const auto [group, replicas] = shard_groups(true);
+    const bool pipeline_stages = model_mesh_ && a_.pipeline_degree > 1;
+    shards_ = std::make_unique<ParamShards>(trainable, model_->config().tie_word_embeddings, *arena_, *group);
     // Between copying this rank's pieces and making the optimizer state: the whole arena goes, and
     // a reference copy loads beside the pieces alone.
     auto sharded = [&](ParamArena& shard) {
@@ -234,14 +242,19 @@ void Run::load(const std::string& from) {
                                [s](int64_t l) { s->before_backward(l); }});
       model_->set_layer_backward_hook([s](int64_t l) { s->after_backward(l); });
       say("ZeRO stage 3 from " + a_.zero_from + ": parameters, gradients and optimizer state sharded over " +
-          std::to_string(world_size()) + " processes in " + shards_->describe());
+          std::to_string(group->size()) + " processes in " + shards_->describe() +
+          (replicas ? UNILLM_MSG(" (sharding groups of ", group->size(), ", ", replicas->size(), " replicas",
+                                 pipeline_stages ? ", one per stage, which split the optimizer state by range" : "",
+                                 ")")
+                    : std::string()));
       if (prepare_later) {  // a precomputed reference's pass reads the policy as evaluation does
         const ParamShards::Root root(shards_.get());
         prepare_stage(from);
       }
     };
-    opt_ = std::make_unique<ZeroOptimizer>(*arena_, *h_.dp, shards_->pieces(),
-                                           [&oc](ParamArena& shard) { return make_optimizer(shard, oc); }, sharded);
+    opt_ = std::make_unique<ZeroOptimizer>(*arena_, *group, shards_->pieces(),
+                                           [&oc](ParamArena& shard) { return make_optimizer(shard, oc); }, sharded,
+                                           replicas, /*split_state=*/pipeline_stages);
   } else if ((stage == 1 || stage == 2) && world_size() > 1 && sharding_degree() == 1) {
     say("sharding_parallel_degree 1: no sharding group, the optimizer state is not sharded (plain data parallelism)");
     opt_ = make_optimizer(*arena_, oc);
@@ -250,13 +263,7 @@ void Run::load(const std::string& from) {
     // replicated across the rest (the mesh's sharding and dp groups).
     const int world = static_cast<int>(world_size());
     const int degree = sharding_degree() > 1 ? static_cast<int>(sharding_degree()) : world;
-    dist::ProcessGroup* group = h_.dp;
-    dist::ProcessGroup* replicas = nullptr;
-    if (degree < world) {
-      mesh_ = std::make_unique<dist::DeviceMesh>(*h_.dp, dist::mesh_shape(world, 1, 1, degree));
-      group = &mesh_->sharding();
-      replicas = &mesh_->dp();
-    }
+    const auto [group, replicas] = shard_groups(false);
     opt_ = std::make_unique<ZeroOptimizer>(*arena_, *group, static_cast<int>(stage),
                                            [&oc](ParamArena& shard) { return make_optimizer(shard, oc); }, replicas);
     const auto [lo, hi] = zero_range(arena_->numel(), group->size(), group->rank());
@@ -267,6 +274,19 @@ void Run::load(const std::string& from) {
   } else {
     opt_ = make_optimizer(*arena_, oc);
   }
+}
+
+std::pair<dist::ProcessGroup*, dist::ProcessGroup*> Run::shard_groups(bool zero3) {
+  const int world = static_cast<int>(world_size());
+  if (zero3 && model_mesh_ && a_.pipeline_degree > 1) {  // (zero3_fallback: no tensor axis here)
+    shard_replicas_ = &model_mesh_->pp();
+    return {&model_mesh_->dp(), shard_replicas_};
+  }
+  if (sharding_degree() <= 1 || sharding_degree() >= world) return {h_.dp, nullptr};
+  if (!mesh_)
+    mesh_ = std::make_unique<dist::DeviceMesh>(*h_.dp, dist::mesh_shape(world, 1, 1, static_cast<int>(sharding_degree())));
+  shard_replicas_ = &mesh_->dp();
+  return {&mesh_->sharding(), shard_replicas_};
 }
 
 void Run::prepare_stage(const std::string& from) {
@@ -295,7 +315,7 @@ void Run::prepare_stage(const std::string& from) {
       return out;
     };
   };
-  if (shards_) ctx.shard_frozen_over = h_.dp;
+  if (shards_) ctx.shard_frozen_over = shard_groups(true).first;
   if (world_size() > 1) {
     ctx.eval_rank = world_rank();
     ctx.eval_exchange = exchange_over(*h_.dp);

@@ -62,7 +62,9 @@ void Run::plan_memory_and_check(const std::string& from) {
   if (a_.zero_stage > 0)  // over the sharding group (PaddleNLP's degree)
     in.zero_shards = sharding_degree() > 1 ? sharding_degree() : sharding_degree() == 1 ? 1 : world_size();
   if (a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty()) {
-    in.param_shards = world_size();
+    in.param_shards = model_mesh_ && a_.pipeline_degree > 1 ? model_mesh_->shape().dp  // Run::shard_groups
+                      : sharding_degree() > 1                ? sharding_degree()
+                                                             : world_size();
     in.policy_loaded_whole = !policy_whole_load_reason(from).empty();
     in.saves_whole_model = a_.adapter_tuning() && (a_.pissa_convert || a_.resize_vocab);  // Run::SaveScope
   }

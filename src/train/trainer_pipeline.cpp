@@ -45,10 +45,11 @@ void Run::setup_pipeline() {
                      ? UNILLM_MSG(" × ", a_.virtual_pp_degree, " virtual (interleaved)")
                      : std::string(" (1F1B)"),
                  ", ", dp_size(), " data-parallel replica", dp_size() > 1 ? "s" : "",
-                 "; each process runs its stage's layers and holds the whole model (the gradients "
-                 "of the layers it "
-                 "does not run are zero and are summed over the processes, so every process keeps "
-                 "every weight); "
+                 "; each process runs its stage's layers and ",
+                 shards_ ? UNILLM_MSG("keeps 1/", dp_size(), " of every weight (ZeRO-3 among the stage's replicas; "
+                                      "the stages' gradient shards are summed, zero where a stage does not run a layer); ")
+                         : std::string("holds the whole model (the gradients of the layers it does not run are zero "
+                                       "and are summed over the processes, so every process keeps every weight); "),
                  "each step's order of forwards (F) and backwards (B) per micro-batch:\n",
                  pipeline_->describe(static_cast<int>(a_.gradient_accumulation_steps))));
 }
@@ -69,12 +70,13 @@ std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& g
     policy.push_back(m.batch);
     micros.push_back(std::move(m));
   }
-  // Under expert parallelism every forward communicates with the other pipelines' stages: a
-  // pipeline short of micro-batches in the epoch's last step runs stand-ins (its first micro-batch
-  // again, loss and load-balancing seeded with zero, result dropped) so that all run as many.
+  // Under expert parallelism every forward communicates with the other pipelines' stages, and
+  // under ZeRO-3 a stage's replicas gather its layers together: a pipeline short of micro-batches
+  // in the epoch's last step runs stand-ins (its first micro-batch again, loss and load-balancing
+  // seeded with zero, so every gradient it adds is zero; result dropped) so that all run as many.
   const size_t real = micros.size();
   const auto most_micros = static_cast<size_t>((group.size() + dp - 1) / dp);
-  if (expert_parallel())
+  if (expert_parallel() || shards_)
     while (micros.size() < most_micros) {
       Pipeline::Micro m;
       m.dropout_seed = step_seed;
@@ -84,6 +86,14 @@ std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& g
       micros.push_back(std::move(m));
     }
   models::CausalLM& model = *model_;
+  // ZeRO-3: the root unit (and the head unit where the stage reads it: the loss's, or the first's
+  // with a tied embedding) gathered with gradient buffers for the whole step, as for one
+  // micro-batch elsewhere: the stage's micro-batches interleave (so no eager head either). Each
+  // layer gathers around its forwards and backwards as ever, within the stage's replicas
+  // (Run::shard_groups).
+  if (shards_)
+    shards_->begin_micro(false, false,
+                         pipeline_->holds_loss() || (model_mesh_->coord().pp == 0 && model_->config().tie_word_embeddings));
   // The forward-only passes the stage's head needs (references, KTO's KL rows) run first.
   stage_->pipeline_prepare(model, mine, policy,
                            [&](models::CausalLM& m, const std::vector<models::TrainBatch>& batches,
@@ -112,6 +122,7 @@ std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& g
         aux += h.result.aux_loss;
         return Pipeline::HeadOut{h.root, std::move(h.grad), h.result.loss};
       });
+  if (shards_) shards_->end_micro();
   // A replica short of micro-batches in the epoch's last group sits out the rounds it has none in
   // on its loss stage, where a stage exchanges per round (BCO), as train_step's loop does.
   if (pipeline_->holds_loss()) {

@@ -126,6 +126,14 @@ class Run {
   // reads or rewrites whole weights between loading and sharding.
   std::string policy_whole_load_reason(const std::string& from) const;
   int64_t sharding_degree() const { return model_mesh_ && a_.sharding_degree > 1 ? -1 : a_.sharding_degree; }
+  // ZeRO's sharding group and the group of the ranks holding this rank's part in the other
+  // sharding groups (null when one group spans every process): sharding_degree() below the
+  // process count (mesh_, made on first use, collective), or ZeRO-3 under pipeline parallelism
+  // (each stage's data-parallel replicas shard among themselves; the stages hold the same parts).
+  std::pair<dist::ProcessGroup*, dist::ProcessGroup*> shard_groups(bool zero3);
+  // Whether this process's sharding group is the checkpoint writer's (the one that serves its
+  // ZeRO-3 gathers and sends its optimizer state; the other groups hold the same parts).
+  bool in_writer_group() const { return !shard_replicas_ || shard_replicas_->rank() == 0; }
   void gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc);
   bool writer() const { return world_rank() == 0; }
   // Pipeline and tensor parallelism (trainer_pipeline.cpp): the mesh (collective, before anything
@@ -189,6 +197,7 @@ class Run {
   std::unique_ptr<ParamShards> shards_;
   size_t run_alloc_peak_ = 0, steps_alloc_peak_ = 0;  // the allocator's peak: the run's, the steps' only  // ZeRO-3: the parameters' units (null otherwise)
   std::unique_ptr<dist::DeviceMesh> mesh_;  // ZeRO's sharding and replica groups (before opt_: outlives it)
+  dist::ProcessGroup* shard_replicas_ = nullptr;  // shard_groups()
   // Pipeline or tensor parallelism: the pp × dp × tp mesh (tp fastest).
   std::unique_ptr<dist::DeviceMesh> model_mesh_;
   // Tensor parallelism (trainer_tensor_parallel.cpp): the mesh's tp group as the model sees it,

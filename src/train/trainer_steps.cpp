@@ -337,7 +337,7 @@ Run::SaveScope::SaveScope(Run& run) {
   if (!s) return;
   if (run.a_.adapter_tuning())
     whole_.emplace(s, run.checkpoint_is_trainable_only());
-  else
+  else if (run.in_writer_group())  // the writer's sharding group serves its unit-at-a-time gathers
     streamed_.emplace(s, run.writer());
 }
 

@@ -9,10 +9,16 @@ namespace unillm::train::detail {
 
 std::string Run::zero3_fallback() const {
   // (Tensor parallelism's processes run every layer in the same order, so they gather in step;
-  // pipeline stages run different layers.)
-  if (model_mesh_ && a_.pipeline_degree > 1) return "under pipeline parallelism";
-  if (sharding_degree() > 0 && sharding_degree() < world_size())
-    return UNILLM_MSG("with sharding_parallel_degree ", sharding_degree(), " below the ", world_size(), " processes");
+  // pipeline stages run different layers: each stage's data-parallel replicas shard among
+  // themselves, shard_groups().)
+  if (model_mesh_ && a_.pipeline_degree > 1) {
+    if (model_mesh_->shape().dp == 1) return "under pipeline parallelism with one data-parallel replica per stage";
+    if (model_mesh_->shape().tp > 1)
+      return "under pipeline parallelism beside tensor or context parallelism (each stage's replicas would "
+             "shard per tensor-parallel rank)";
+    if (a_.expert_degree > 1) return "under pipeline parallelism beside expert parallelism";
+  }
+  if (sharding_degree() == 1 && world_size() > 1) return "with sharding_parallel_degree 1 (no sharding group)";
   if (a_.use_dora) return "with DoRA (its magnitude reads whole weights outside the layer's backward)";
   if (a_.finetuning_type == "oft") return "with OFT (its rotations are built from whole parameters)";
   if (a_.quantization_bit > 0) return "with QLoRA (the quantised base is not a parameter)";

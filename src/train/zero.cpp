@@ -41,10 +41,11 @@ ZeroOptimizer::ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, int s
 }
 
 ZeroOptimizer::ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, ZeroPieces pieces, const MakeInner& make_inner,
-                             const std::function<void(ParamArena& shard)>& before_state)
+                             const std::function<void(ParamArena& shard)>& before_state,
+                             dist::ProcessGroup* replicas, bool split_state)
     : Optimizer(arena),
       group_(group),
-      replicas_(nullptr),
+      replicas_(replicas),
       stage_(3),
       per_rank_(pieces.per_rank),
       shard_(arena.copy_runs(pieces.runs_by_rank.at(static_cast<size_t>(group.rank())), pieces.per_rank)),
@@ -52,9 +53,16 @@ ZeroOptimizer::ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, ZeroP
   UNILLM_CHECK(static_cast<int>(pieces_.runs_by_rank.size()) == group.size(), "[train] ZeRO-3 pieces for ",
                pieces_.runs_by_rank.size(), " ranks, the group has ", group.size());
   if (before_state) before_state(shard_);
-  inner_ = make_inner(shard_);
+  if (split_state && replicas_ && replicas_->size() > 1) {
+    split_per_ = (per_rank_ + replicas_->size() - 1) / replicas_->size();
+    const auto [lo, hi] = zero_range(per_rank_, replicas_->size(), replicas_->rank());
+    split_lo_ = lo;
+    split_.emplace(shard_.range(lo, hi));
+  }
+  ParamArena& stepped = split_ ? *split_ : shard_;
+  inner_ = make_inner(stepped);
   for (const auto& [name, t] : inner_->state())
-    UNILLM_CHECK(t->numel() == shard_.numel(), "[train] ZeRO: ", inner_->kind(), "'s state '", name,
+    UNILLM_CHECK(t->numel() == stepped.numel(), "[train] ZeRO: ", inner_->kind(), "'s state '", name,
                  "' is not one value per element; it cannot be sharded");
 }
 
@@ -62,22 +70,22 @@ void ZeroOptimizer::zero_grads() {
   if (stage_ == 3) shard_.zero_grads();
 }
 
-void ZeroOptimizer::gather_into(const Tensor& mine, Tensor& whole) {
-  // Window by window of each rank's range: rank q's elements j.. land at q·per_rank + j.
-  const int world = group_.size();
-  const int64_t window = std::min(kCollectiveWindow, per_rank_);
+void ZeroOptimizer::gather_into(const Tensor& mine, Tensor& whole, dist::ProcessGroup& g, int64_t per) {
+  // Window by window of each rank's range: rank q's elements j.. land at q·per + j.
+  const int world = g.size();
+  const int64_t window = std::min(kCollectiveWindow, per);
   if (window == 0) return;
   Tensor in_buf = Tensor::empty({window}, mine.dtype(), whole.device());
   Tensor out_buf = Tensor::empty({window * world}, mine.dtype(), whole.device());
-  for (int64_t j = 0; j < per_rank_; j += window) {
-    const int64_t n = std::min(window, per_rank_ - j);
+  for (int64_t j = 0; j < per; j += window) {
+    const int64_t n = std::min(window, per - j);
     Tensor in = in_buf.slice(0, 0, n), out = out_buf.slice(0, 0, n * world);
     const int64_t have = std::clamp<int64_t>(mine.numel() - j, 0, n);  // the last ranks may hold fewer
     if (have < n) in.fill(0.0);
     if (have > 0) in.slice(0, 0, have).copy_from(mine.slice(0, j, j + have));
-    group_.allgather(in, out);
+    g.allgather(in, out);
     for (int q = 0; q < world; ++q) {
-      const int64_t lo = q * per_rank_ + j, hi = std::min(lo + n, whole.numel());
+      const int64_t lo = q * per + j, hi = std::min(lo + n, whole.numel());
       if (hi > lo) whole.slice(0, lo, hi).copy_from(out.slice(0, q * n, q * n + hi - lo));
     }
   }
@@ -86,12 +94,32 @@ void ZeroOptimizer::gather_into(const Tensor& mine, Tensor& whole) {
 void ZeroOptimizer::step(double lr) {
   inner_->step(lr);
   step_ = inner_->steps();
-  if (stage_ == 3) return;  // the units gather the updated pieces when they are next used
+  if (stage_ == 3) {  // the units gather the updated pieces when they are next used
+    if (split_) {  // the replicas' stepped ranges, back into every replica's shard
+      Tensor params = shard_.param_tensor();
+      gather_into(split_->param_tensor(), params, *replicas_, split_per_);
+    }
+    return;
+  }
   Tensor params = arena_.param_tensor();
-  gather_into(shard_.param_tensor(), params);
+  gather_into(shard_.param_tensor(), params, group_, per_rank_);
 }
 
 StateTensors ZeroOptimizer::state() { return inner_->state(); }
+
+StateTensors ZeroOptimizer::part_state() {
+  StateTensors inner = inner_->state();
+  if (!split_) return inner;
+  part_state_.clear();
+  part_state_.reserve(inner.size());  // (pointers into it are handed out)
+  StateTensors out;
+  for (const auto& [name, t] : inner) {
+    part_state_.push_back(Tensor::zeros({per_rank_}, t->dtype(), t->device()));
+    gather_into(*t, part_state_.back(), *replicas_, split_per_);
+    out.emplace_back(name, &part_state_.back());
+  }
+  return out;
+}
 
 std::vector<ArenaRun> ZeroOptimizer::runs_of(int q) const {
   if (stage_ == 3) return pieces_.runs_by_rank[static_cast<size_t>(q)];
@@ -115,7 +143,7 @@ constexpr int kStateTag = 7100;  // + the state tensor's index; nothing else is 
 
 void ZeroOptimizer::write_state(const std::string& path) {
   UNILLM_CHECK(group_.rank() == 0, "[train] ZeRO: the checkpoint writer is not rank 0 of its sharding group");
-  StateTensors inner = inner_->state();
+  StateTensors inner = part_state();
   std::vector<io::TensorSpec> specs;
   for (const auto& [name, t] : inner) {
     // One dtype and shape for all: the file's layout order is then the given order, the order in
@@ -149,11 +177,17 @@ void ZeroOptimizer::write_state(const std::string& path) {
     }
     return window;
   });
+  part_state_.clear();
 }
 
 void ZeroOptimizer::send_state() {
-  if (group_.rank() == 0 || (replicas_ && replicas_->rank() != 0)) return;  // the writer, or another group
-  StateTensors inner = inner_->state();
+  // (Split state: every process first gathers its part's state over its replicas, the writer's
+  // replicas with the writer.)
+  StateTensors inner = part_state();
+  if (group_.rank() == 0 || (replicas_ && replicas_->rank() != 0)) {  // the writer, or another group
+    part_state_.clear();
+    return;
+  }
   const std::vector<ArenaRun> mine = runs_of(group_.rank());
   for (size_t i = 0; i < inner.size(); ++i)
     for (int64_t lo = 0; lo < arena_.numel(); lo += kStateWindow) {  // write_state's windows
@@ -169,6 +203,7 @@ void ZeroOptimizer::send_state() {
       }
       group_.send(part, 0, kStateTag + static_cast<int>(i));
     }
+  part_state_.clear();
 }
 
 void ZeroOptimizer::read_state(const io::SafetensorsFile& f, const std::string& where) {
@@ -178,13 +213,25 @@ void ZeroOptimizer::read_state(const io::SafetensorsFile& f, const std::string& 
     if (whole.shape() != Shape{arena_.numel()} || whole.dtype() != dst->dtype())
       UNILLM_THROW(IoError, "[checkpoint] ", where, ": '", name, "' is ", dtype_name(whole.dtype()), " ",
                    shape_str(whole.shape()), ", expected ", dtype_name(dst->dtype()), " [", arena_.numel(), "]");
-    take_part(whole, *dst);
+    if (!split_) {
+      take_part(whole, *dst);
+      continue;
+    }
+    Tensor part = Tensor::zeros({per_rank_}, dst->dtype(), Device{});  // this rank's part, then its replica's range
+    take_part(whole, part);
+    dst->copy_from(part.slice(0, split_lo_, split_lo_ + dst->numel()));
   }
   inner_->set_steps(steps());
 }
 
 void ZeroOptimizer::reduce_gradients(bool summed) {
-  if (stage_ == 3) return;  // each unit was reduce-scattered into the shard as backward left it
+  if (stage_ == 3) {  // each unit was reduce-scattered into the shard as backward left it
+    if (replicas_ && shard_.numel() > 0) {
+      Tensor g = shard_.grad_tensor();
+      replicas_->allreduce(g);
+    }
+    return;
+  }
   Tensor g = arena_.grad_tensor();
   if (summed) {
     UNILLM_CHECK(buckets_reduce(), "[zero] gradients summed outside stage 1 over one group");

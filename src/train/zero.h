@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -42,9 +43,14 @@ class ZeroOptimizer : public Optimizer {
   // reduce_gradients() does nothing, and step() gathers nothing (the units gather just in time).
   // before_state runs once the shard holds this rank's pieces and before the inner optimiser
   // makes its state: ParamShards::shard releases the whole arena there, so the arena and the
-  // state never live at once.
+  // state never live at once. `replicas` as below: reduce_gradients() then sums the shard's
+  // gradients across the sharding groups. split_state (with replicas): the replicas also split
+  // the shard's optimizer state and step by range, ZeRO-1 over them — each steps its range of
+  // the shard, then the ranges are all-gathered over the replicas (pipeline stages, which hold
+  // the same pieces of every layer but run only their own).
   ZeroOptimizer(ParamArena& arena, dist::ProcessGroup& group, ZeroPieces pieces, const MakeInner& make_inner,
-                const std::function<void(ParamArena& shard)>& before_state = {});
+                const std::function<void(ParamArena& shard)>& before_state = {},
+                dist::ProcessGroup* replicas = nullptr, bool split_state = false);
   // stage 1 or 2; make_inner builds the real optimiser over this rank's range of `arena`, cut
   // over the ranks of `group`. `replicas` (PaddleNLP's sharding_parallel_degree below the process
   // count: sharding groups replicated across dp) joins the ranks holding the same range in the
@@ -69,7 +75,8 @@ class ZeroOptimizer : public Optimizer {
   int stage() const { return stage_; }
   // Sums the gradients over every process: stage 1 all of them (allreduce), stage 2 only this
   // rank's range (reduce-scatter in the sharding group, then an allreduce of the range over the
-  // replicas; the rest of the arena's gradients are left partial and unused).
+  // replicas; the rest of the arena's gradients are left partial and unused), stage 3 only the
+  // replicas' sum of the shard (each unit was reduce-scattered in its group during backward).
   // summed: the whole arena's gradients were already summed over the group (the trainer's
   // gradient buckets, started during backward; stage 1 without replicas only): nothing is left.
   void reduce_gradients(bool summed = false);
@@ -91,8 +98,12 @@ class ZeroOptimizer : public Optimizer {
   void zero_grads();
 
  private:
-  // Stages 1 and 2: this rank's range -> every rank's, copied back into `whole` (the arena).
-  void gather_into(const Tensor& mine, Tensor& whole);
+  // Stages 1 and 2: this rank's range -> every rank's, copied back into `whole` (the arena), per
+  // rank `per` elements over `g` (stage 3's split state: the replicas' ranges of the shard).
+  void gather_into(const Tensor& mine, Tensor& whole, dist::ProcessGroup& g, int64_t per);
+  // The optimizer state of this rank's whole part (split_state: all-gathered over the replicas,
+  // a collective; otherwise the inner optimizer's own tensors).
+  StateTensors part_state();
   // The step's allgather and stage 2's reduce-scatter move kCollectiveWindow elements of each
   // rank's range per call: whole-arena buffers would add 1 + 1/W arenas to every step's peak.
   static constexpr int64_t kCollectiveWindow = int64_t{1} << 20;
@@ -108,6 +119,9 @@ class ZeroOptimizer : public Optimizer {
   ParamArena shard_;
   std::unique_ptr<Optimizer> inner_;
   ZeroPieces pieces_;  // stage 3
+  std::optional<ParamArena> split_;  // split_state: this replica's range [split_lo_, ..) of the shard
+  int64_t split_lo_ = 0, split_per_ = 0;
+  std::vector<Tensor> part_state_;  // part_state()'s gathered tensors, alive while it is in use
 };
 
 }  // namespace unillm::train

@@ -163,6 +163,15 @@ TEST(MultiHost, HybridShardShardsWithinEachHost) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   ASSERT_EQ(figures(dir + "/one").size(), 4u);
   testing::expect_runs_close(dir + "/one", dir + "/hybrid", "hybrid_shard_zero2 on two hosts");
+  // Stage 3 (hybrid_shard): each host's processes shard the parameters among themselves and gather
+  // them on the host; the hosts' gradient shards are summed over TCP once a step.
+  auto z3 = hosts.launch("", "-- train " + kSft + " output_dir=" + dir + "/hybrid3 fsdp=hybrid_shard" + kShort,
+                         /*per_host=*/2);
+  ASSERT_EQ(z3.exit_code, 0) << z3.out << z3.err;
+  EXPECT_NE(z3.err.find("parameters, gradients and optimizer state sharded over 2 processes"), std::string::npos)
+      << z3.err;
+  EXPECT_NE(z3.err.find("(sharding groups of 2, 2 replicas)"), std::string::npos) << z3.err;
+  testing::expect_runs_close(dir + "/one", dir + "/hybrid3", "hybrid_shard on two hosts");
   // Ranks placed round-robin over the hosts (--map-by node) are not consecutive per host: refused
   // on every rank, naming the placement.
   auto spread = hosts.launch("", "--mpirun-arg --map-by --mpirun-arg node -- train " + kSft + " output_dir=" + dir +
