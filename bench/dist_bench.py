@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Data-, pipeline- and tensor-parallel training layouts on this machine: one process with 2 threads against 2 processes
-with 1 thread each (plain data parallelism, ZeRO stage 1, ZeRO stage 2, pipeline and tensor
+"""Data-, pipeline-, tensor- and context-parallel training layouts on this machine: one process with 2 threads against 2
+processes with 1 thread each (plain data parallelism, ZeRO stages 1-3, pipeline, tensor and context
 parallelism), unillm and its peer
 PyTorch (DistributedDataParallel over gloo, and ZeroRedundancyOptimizer for stage 1) on the same
 model, blocks and global batch.
@@ -15,11 +15,11 @@ step against the layout's formula (ring volume of the f32 trainable arena B = 4 
 allreduce 2(p-1)/p B; stage 1 adds an allgather (p-1)/p B; stage 2 reduce-scatters and
 all-gathers, (p-1)/p B each; tensor parallelism adds 4 allreduces of the [tokens, hidden] f32
 activations per layer, or with sequence parallelism 10 all-gathers / reduce-scatters, (p-1)/p each,
-recompute's re-run included); scaling efficiency = tokens/s of the 2-process layout over the
+recompute's re-run included; context parallelism the attention's half of those, 5); scaling efficiency = tokens/s of the 2-process layout over the
 1-process, 2-thread run (the same cores); unillm / PyTorch in the same layout.
 
-Expect communication to be exposed, not overlapped: gradients are reduced after backward (no
-buckets started during it yet), and on 2 cores Open MPI progresses only inside MPI calls.
+Expect communication to be exposed, not overlapped: on 2 cores Open MPI progresses only inside MPI
+calls, so the gradient buckets started during backward move little before the final waits.
 The torch peer runs with torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR on loopback),
 OPENBLAS_CORETYPE=Cooperlake (its fastest correct kernels here, bench/isa.md), OMP_NUM_THREADS=1 per process, its sgemm on
 OpenBLAS (checked by train_reference_torch.py). The MPI runs use shared memory (btl self,vader).
@@ -114,10 +114,15 @@ def main():
     ap.add_argument("--torch-core", default="Cooperlake",
                     help="OPENBLAS_CORETYPE of the PyTorch side only (bench/isa.md: its fastest correct core type "
                          "on these machines); '' leaves the environment as it is")
+    ap.add_argument("--moe", action="store_true",
+                    help="moe_bench.py's qwen2_moe model instead (8 experts, top-2): one process, dp2 and "
+                         "expert parallelism (no PyTorch rows)")
     a = ap.parse_args()
-    mdir = tb.model_dir(a.shape, HERE / "models")
-    batch = tb.BATCH[a.shape]
     with tempfile.TemporaryDirectory() as work:
+        if a.moe:
+            return moe_layouts(a, Path(work))
+        mdir = tb.model_dir(a.shape, HERE / "models")
+        batch = tb.BATCH[a.shape]
         ids = Path(work) / "ids.npy"
         np.save(ids, tb.packed_blocks(mdir / "tokenizer.model", a.steps * batch))
         layouts = [  # (name, processes, threads each, unillm keys, torch zero1)
@@ -142,6 +147,9 @@ def main():
             ("tp2 + sp + vocabulary-parallel lm_head", 2, 1,
              {"tensor_parallel_degree": 2, "sequence_parallel": True, "tensor_parallel_output": True,
               "per_device_train_batch_size": batch}, None),
+            # each micro-batch's tokens split over 2 processes, each attention's heads too (Ulysses's
+            # layout; the MLPs, norms and loss on a process's own rows); one replica, as tp2
+            ("cp2 (context parallel)", 2, 1, {"context_parallel_degree": 2, "per_device_train_batch_size": batch}, None),
         ]
         rows = []
         for name, np_, th, keys, z1 in layouts:
@@ -182,21 +190,57 @@ def main():
                     formula += 2 * (p - 1) / p * act
             else:  # (a vocabulary-parallel lm_head's input gradient: one more allreduce)
                 formula += (4 * layers + (1 if keys.get("tensor_parallel_output") else 0)) * 2 * (p - 1) / p * act
+        if keys.get("context_parallel_degree"):  # + per layer, the attention's SP pair: its normed rows
+            act = tokens * hidden * 4 / 1048576  # all-gathered and its o_proj output reduce-scattered in
+            formula += 5 * layers * (p - 1) / p * act  # forward, the reverse in backward, recompute's gather
         wait = u.get("wait_ms")
         tstep = tokens / t["tokens_per_s"] * 1e3 if t else None
         fl, ov = u.get("flight_ms"), u.get("overlap_ms")
+        t_eff = f"{t['tokens_per_s'] / base_t:.2f}" if t else "-"
+        ratio = f"{u['tokens_per_s'] / t['tokens_per_s']:.2f}x" if t else "-"
         print(f"| {name} | {step:.0f} | {wait if wait is not None else 0:.0f} | "
               f"{step - (wait or 0):.0f} | {f'{fl:.0f}' if fl is not None else '-'} | "
               f"{f'{ov:.0f}' if ov is not None else '-'} | {u.get('mib', 0):.2f} | {formula:.2f} | "
               f"{u['tokens_per_s'] / base_u:.2f} | {f'{tstep:.0f}' if t else '-'} | "
-              f"{t['tokens_per_s'] / base_t if t else float('nan'):.2f} | "
-              f"{u['tokens_per_s'] / t['tokens_per_s'] if t else float('nan'):.2f}x |")
+              f"{t_eff} | {ratio} |")
     print("\nallocator peak inside the training steps (per process; evaluation and saving excluded):")
     for name, _, _, u, _ in rows:
         if "steps_peak_mib" in u:
             print(f"  {name}: {u['steps_peak_mib']:.0f} MiB")
     print("\nloss at each step (same data, same global batch):")
     for name, _, _, u, _ in rows:
+        print(f"  {name}: {u['losses']}")
+
+
+def moe_layouts(a, work):
+    """Expert parallelism's rows on moe_bench.py's model: each sparse layer's experts split over the
+    2 processes, every token all-gathered to them and the experts' sums reduce-scattered back."""
+    import moe_bench  # noqa: E402
+    mdir = moe_bench.make_model(a.unillm, work)
+    batch = moe_bench.BATCH
+    layouts = [("1 process x 2 threads", 1, 2, {}), ("dp2", 2, 1, {}),
+               ("dp2 + expert parallel 2", 2, 1, {"expert_parallel_degree": 2})]
+    rows = []
+    for name, np_, th, keys in layouts:
+        keys = dict(keys, disable_gradient_checkpointing=True)  # as moe_bench trains it
+        u = run_unillm(a.unillm, mdir, batch, a.steps, np_, th, keys, work, re.sub(r"\W+", "_", name))
+        rows.append((name, np_, u))
+        print(f"{name}: unillm {u['tokens_per_s']:.0f} tok/s", flush=True)
+    base = rows[0][2]["tokens_per_s"]
+    tokens = batch * tb.SEQ
+    print(f"\nqwen2_moe (moe_bench.py), f32 full fine-tuning, global batch {batch} x {tb.SEQ}, recompute off, "
+          f"{a.steps} steps (median after the first)\n")
+    print("| layout | step ms | comm waiting ms | compute ms | MiB sent / step | arena allreduce MiB | scaling eff. "
+          "| steps' allocator peak MiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, np_, u in rows:
+        step = tokens / u["tokens_per_s"] * 1e3
+        wait = u.get("wait_ms") or 0
+        arena = 2 * (np_ - 1) / np_ * 4 * u["params"] / 1048576
+        print(f"| {name} | {step:.0f} | {wait:.0f} | {step - wait:.0f} | {u.get('mib', 0):.2f} | {arena:.2f} | "
+              f"{u['tokens_per_s'] / base:.2f} | {u.get('steps_peak_mib', 0):.0f} |")
+    print("\nloss at each step (same data, same global batch):")
+    for name, _, u in rows:
         print(f"  {name}: {u['losses']}")
 
 
