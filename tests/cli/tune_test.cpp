@@ -157,6 +157,14 @@ TEST(Tune, PipelineAndTensorLayoutsJoinTheSearch) {
   EXPECT_EQ(z3_rows[0].layout, "dp2+zero3");
   EXPECT_EQ(z3_rows[1].layout, "tp2+zero3");
   for (const auto& row : z3_rows) EXPECT_GT(row.step_ms, 0) << row.note;
+  // Beside pipeline stages where each has several replicas (pp2 × dp2 of 4), not with one (tp2 × pp2).
+  auto z3pp = tune(kSft + " --nproc 4 --steps 1 --micro-batches 2 --zero 3 --recompute on --pp 2 --tp 1,2 --sp off "
+                   "max_samples=64 --out " + dir + "/z3pp.yaml");
+  ASSERT_EQ(z3pp.exit_code, 0) << z3pp.out << z3pp.err;
+  const auto z3pp_rows = table_rows(z3pp.out);
+  ASSERT_EQ(z3pp_rows.size(), 1u) << z3pp.out;
+  EXPECT_EQ(z3pp_rows[0].layout, "pp2xdp2+zero3");
+  EXPECT_GT(z3pp_rows[0].step_ms, 0) << z3pp_rows[0].note;
   // A degree the model's heads cannot be split by is refused (stories260K: 8 heads, 4 kv heads).
   auto three = tune(kSft + " --nproc 3 --tp 3");
   EXPECT_NE(three.exit_code, 0);
