@@ -205,69 +205,55 @@ TEST(Zero3, OptimizerStateIsWrittenAWindowAtATime) {
   }
 }
 
-// PaddleNLP's sharding_parallel_degree below the process count (HF fsdp's hybrid_shard across
-// hosts): 4 processes as 2 sharding groups of 2, each sharding the parameters within itself and
-// the groups' gradient shards summed once a step, give one process's run with accumulation × 4 —
-// full (its checkpoint written a unit at a time by the writer's group, the optimizer state one
-// process's) and LoRA (its adapter gathered whole for saving).
-TEST(Zero3, ShardingGroupsReplicatedAcrossDataParallel) {
-  const std::string dir = testing::temp_dir("zero3_hybrid");
+// Full and LoRA runs on 4 processes of `layout` against one process with accumulation × 4: the
+// logged figures, the final and checkpoint-4 weights and checkpoint-4's optimizer state (written
+// whole, as one process writes it); each of `said` is in the 4-process run's log. Their output
+// dirs are dir/full_<tag> and dir/lora_<tag>.
+void expect_four_processes_are_one(const std::string& dir, const std::string& tag, const std::string& layout,
+                                   const std::vector<std::string>& said) {
   for (const auto& [name, config, weights] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"full", kSft + " finetuning_type=full", "model.safetensors"}, {"lora", kSft, "adapter_model.safetensors"}}) {
-    const std::string args = config + kShort + " output_dir=" + dir + "/" + name;
-    auto one = train(1, args + "_one gradient_accumulation_steps=4");
+    const std::string one_dir = dir + "/" + name + "_one", four_dir = dir + "/" + name + "_" + tag;
+    auto one = train(1, config + kShort + " output_dir=" + one_dir + " gradient_accumulation_steps=4");
     ASSERT_EQ(one.exit_code, 0) << one.err;
-    auto four = train(4, args + "_four sharding=stage3 sharding_parallel_degree=2");
+    auto four = train(4, config + kShort + " output_dir=" + four_dir + layout);
     ASSERT_EQ(four.exit_code, 0) << four.err;
-    EXPECT_NE(four.err.find("parameters, gradients and optimizer state sharded over 2 processes in 5 layer units"),
-              std::string::npos)
-        << four.err;
-    EXPECT_NE(four.err.find("(sharding groups of 2, 2 replicas)"), std::string::npos) << four.err;
-    expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_four", name);
+    for (const std::string& line : said) EXPECT_NE(four.err.find(line), std::string::npos) << line << "\n" << four.err;
+    expect_runs_close(one_dir, four_dir, name + " " + tag);
     for (const std::string f : {"/" + weights, "/checkpoint-4/" + weights})
-      EXPECT_LE(max_weight_diff(dir + "/" + name + "_one" + f, dir + "/" + name + "_four" + f), testing::layout_tol(1e-5))
-          << name << f;
-    EXPECT_LE(max_weight_diff(dir + "/" + name + "_one/checkpoint-4/optimizer.safetensors",
-                              dir + "/" + name + "_four/checkpoint-4/optimizer.safetensors"),
+      EXPECT_LE(max_weight_diff(one_dir + f, four_dir + f), testing::layout_tol(1e-5)) << name << f;
+    EXPECT_LE(max_weight_diff(one_dir + "/checkpoint-4/optimizer.safetensors", four_dir + "/checkpoint-4/optimizer.safetensors"),
               testing::layout_tol(1e-6))
         << name;
   }
 }
 
+// PaddleNLP's sharding_parallel_degree below the process count (HF fsdp's hybrid_shard across
+// hosts): 4 processes as 2 sharding groups of 2, each sharding the parameters within itself and
+// the groups' gradient shards summed once a step, give one process's run — full (its checkpoint
+// written a unit at a time by the writer's group) and LoRA (its adapter gathered whole).
+TEST(Zero3, ShardingGroupsReplicatedAcrossDataParallel) {
+  expect_four_processes_are_one(
+      testing::temp_dir("zero3_hybrid"), "four", " sharding=stage3 sharding_parallel_degree=2",
+      {"parameters, gradients and optimizer state sharded over 2 processes in 5 layer units",
+       "(sharding groups of 2, 2 replicas)"});
+}
+
 // Under pipeline stages (pp 2 × dp 2 on 4 processes): each stage's two replicas shard every
 // parameter among themselves and gather its layers together, the stages' gradient shards are
-// summed once a step; the epoch's last step leaves a replica short, which runs a stand-in. One
-// process's run with accumulation × 4, full and LoRA, checkpoint included. With one replica per
-// stage there is nothing to shard among: stage 2, said.
+// summed once a step and the stages split the optimizer state by range; the epoch's last step
+// leaves a replica short, which runs a stand-in. One process's run, full and LoRA, and a resume
+// in the same layout reads each stage's range of the state back. With one replica per stage
+// there is nothing to shard among: stage 2, said.
 TEST(Zero3, UnderPipelineStagesShardsAmongEachStagesReplicas) {
   const std::string dir = testing::temp_dir("zero3_pp");
-  for (const auto& [name, config, weights] : std::vector<std::tuple<std::string, std::string, std::string>>{
-           {"full", kSft + " finetuning_type=full", "model.safetensors"}, {"lora", kSft, "adapter_model.safetensors"}}) {
-    const std::string args = config + kShort + " output_dir=" + dir + "/" + name;
-    auto one = train(1, args + "_one gradient_accumulation_steps=4");
-    ASSERT_EQ(one.exit_code, 0) << one.err;
-    auto pp = train(4, args + "_pp pipeline_parallel_degree=2 gradient_accumulation_steps=2" + kZ3);
-    ASSERT_EQ(pp.exit_code, 0) << pp.err;
-    EXPECT_NE(pp.err.find("keeps 1/2 of every weight (ZeRO-3 among the stage's replicas"), std::string::npos) << pp.err;
-    EXPECT_NE(pp.err.find("(sharding groups of 2, 2 replicas, one per stage, which split the optimizer state by range)"),
-              std::string::npos)
-        << pp.err;
-    expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_pp", name);
-    for (const std::string f : {"/" + weights, "/checkpoint-4/" + weights})
-      EXPECT_LE(max_weight_diff(dir + "/" + name + "_one" + f, dir + "/" + name + "_pp" + f), testing::layout_tol(1e-5))
-          << name << f;
-    // The state each stage steps a range of is written whole, as one process writes it, and a
-    // resume in the same layout reads each range back.
-    EXPECT_LE(max_weight_diff(dir + "/" + name + "_one/checkpoint-4/optimizer.safetensors",
-                              dir + "/" + name + "_pp/checkpoint-4/optimizer.safetensors"),
-              testing::layout_tol(1e-6))
-        << name;
-    if (name == "full")
-      testing::expect_resumes_under(dir, config + kShort, "full_pp",
-                                    {{"full_pp_resumed", 4, "/full_pp/checkpoint-4",
-                                      " pipeline_parallel_degree=2 gradient_accumulation_steps=2" + kZ3}},
-                                    5);
-  }
+  const std::string layout = " pipeline_parallel_degree=2 gradient_accumulation_steps=2" + kZ3;
+  expect_four_processes_are_one(
+      dir, "pp", layout,
+      {"keeps 1/2 of every weight (ZeRO-3 among the stage's replicas",
+       "(sharding groups of 2, 2 replicas, one per stage, which split the optimizer state by range)"});
+  testing::expect_resumes_under(dir, kSft + " finetuning_type=full" + kShort, "full_pp",
+                                {{"full_pp_resumed", 4, "/full_pp/checkpoint-4", layout}}, 5);
   auto pp2 = train(2, kSft + " finetuning_type=full" + kShort + " max_steps=1 save_strategy=no pipeline_parallel_degree=2" +
                           kZ3 + " output_dir=" + dir + "/pp2");
   ASSERT_EQ(pp2.exit_code, 0) << pp2.err;
