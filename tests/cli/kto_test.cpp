@@ -41,7 +41,9 @@ TEST(Kto, LlamaFactoryExampleTrainsLogsAndResumesExactly) {
     for (const auto& j : lines) seen = seen || j.contains(k);
     EXPECT_TRUE(seen) << k;
   }
-  if (lines[0].contains("rewards/chosen")) EXPECT_EQ(lines[0]["rewards/chosen"].get<double>(), 0.0);
+  if (lines[0].contains("rewards/chosen")) {
+    EXPECT_EQ(lines[0]["rewards/chosen"].get<double>(), 0.0);
+  }
   bool eval_seen = false;
   for (auto& j : log_lines(dir + "/a"))
     if (j.contains("eval_loss")) eval_seen = j.contains("eval_kl");

@@ -127,8 +127,9 @@ TEST(NonFinite, AHugeLearningRateStopsTheRunAndKeepsTheLastGoodCheckpoint) {
                  " overwrite_output_dir=true --quiet");
   expect_error(r, "hold NaN or inf after the optimizer step");
   for (const auto& e : fs::recursive_directory_iterator(dir + "/out"))
-    if (e.path().extension() == ".safetensors" && e.path().filename() != "optimizer.safetensors")
+    if (e.path().extension() == ".safetensors" && e.path().filename() != "optimizer.safetensors") {
       EXPECT_TRUE(all_finite(e.path().string())) << e.path();
+    }
 }
 
 TEST(NonFinite, NonFiniteSamplingFlagsAreRefused) {

@@ -79,7 +79,9 @@ TEST(Rm, LearnsAHeldOutPreferenceAndEvalRewardAgrees) {
   const auto la = log_lines(dir + "/a"), lb = log_lines(dir + "/b");
   ASSERT_EQ(la.size(), lb.size());
   for (size_t i = 0; i < la.size(); ++i)
-    if (la[i].contains("loss")) EXPECT_EQ(la[i]["grad_norm"], lb[i]["grad_norm"]) << "line " << i;
+    if (la[i].contains("loss")) {
+      EXPECT_EQ(la[i]["grad_norm"], lb[i]["grad_norm"]) << "line " << i;
+    }
   EXPECT_EQ(slurp(dir + "/a/value_head.safetensors"), slurp(dir + "/b/value_head.safetensors"));
   EXPECT_EQ(slurp(dir + "/a/adapter_model.safetensors"), slurp(dir + "/b/adapter_model.safetensors"));
 }

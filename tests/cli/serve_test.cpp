@@ -445,9 +445,14 @@ TEST_F(Serve, ForcedToolCallsFollowTheToolSchema) {
     ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.dump();
     const json f = c["message"]["tool_calls"][0]["function"];
     const json args = json::parse(f["arguments"].get<std::string>());
-    if (choice.is_object()) EXPECT_EQ(f["name"], "flip") << r.dump();
-    if (f["name"] == "pick") EXPECT_TRUE(args["color"] == "red" || args["color"] == "blue") << r.dump();
-    else EXPECT_TRUE(args["heads"].is_boolean()) << r.dump();
+    if (choice.is_object()) {
+      EXPECT_EQ(f["name"], "flip") << r.dump();
+    }
+    if (f["name"] == "pick") {
+      EXPECT_TRUE(args["color"] == "red" || args["color"] == "blue") << r.dump();
+    } else {
+      EXPECT_TRUE(args["heads"].is_boolean()) << r.dump();
+    }
   }
 }
 

@@ -160,7 +160,9 @@ TEST(Zero3, DpoFullShardsItsReferenceAndEvaluatesPerLayer) {
     ASSERT_EQ(z3.exit_code, 0) << z3.err;
     EXPECT_EQ(z3.err.find("the reference model's parameters sharded too") != std::string::npos, !said.empty())
         << z3.err;
-    if (!said.empty()) EXPECT_NE(z3.err.find(said), std::string::npos) << z3.err;
+    if (!said.empty()) {
+      EXPECT_NE(z3.err.find(said), std::string::npos) << z3.err;
+    }
     // 2 evaluations of 7 pairs; losses as logged, gradient norms within DPO's f32 tolerance.
     ASSERT_EQ(testing::logged_figures(dir + "/" + mode + "_z3").size(), 6u);
     expect_runs_close(dir + "/" + mode + "_one", dir + "/" + mode + "_z3", mode, 5e-5);
@@ -220,7 +222,7 @@ void expect_four_processes_are_one(const std::string& dir, const std::string& ta
     ASSERT_EQ(four.exit_code, 0) << four.err;
     for (const std::string& line : said) EXPECT_NE(four.err.find(line), std::string::npos) << line << "\n" << four.err;
     expect_runs_close(one_dir, four_dir, name + " " + tag);
-    for (const std::string f : {"/" + weights, "/checkpoint-4/" + weights})
+    for (const std::string& f : {"/" + weights, "/checkpoint-4/" + weights})
       EXPECT_LE(max_weight_diff(one_dir + f, four_dir + f), testing::layout_tol(1e-5)) << name << f;
     EXPECT_LE(max_weight_diff(one_dir + "/checkpoint-4/optimizer.safetensors", four_dir + "/checkpoint-4/optimizer.safetensors"),
               testing::layout_tol(1e-6))

@@ -167,7 +167,9 @@ TEST_F(DoraLinearTest, GradOnlyGivesZerosAndTheSameGradients) {
     Inputs in = make(c, DType::f32, DType::f32, true);
     const auto use = i == 0 ? ops::OutputUse::kValue : ops::OutputUse::kGradOnly;
     Tensor y = ops::dora_delta(in.x, in.w, dora_input(c, in, 0.2), use);
-    if (i == 1) EXPECT_EQ(optest::doubles(y), std::vector<double>(c.m * c.n, 0.0));
+    if (i == 1) {
+      EXPECT_EQ(optest::doubles(y), std::vector<double>(c.m * c.n, 0.0));
+    }
     autograd::backward(y, optest::randn({c.m, c.n}, DType::f32, 4));
     for (const Tensor& t : {in.x, in.a, in.b, in.mag}) grads[i].push_back(optest::doubles(t.grad()));
   }
