@@ -224,10 +224,40 @@ void ZeroOptimizer::read_state(const io::SafetensorsFile& f, const std::string& 
   inner_->set_steps(steps());
 }
 
+void ZeroOptimizer::scatter_sum(const Tensor& g, Tensor& mine, dist::ProcessGroup& grp, int64_t per,
+                                dist::ProcessGroup* then) {
+  // Window by window of each rank's range (gather_into's windows): the sums of rank q's elements
+  // j.. reach rank q, which keeps them in `mine` (which may alias its range of g: it is written
+  // only where this window already read).
+  const int world = grp.size();
+  const int64_t window = std::min(kCollectiveWindow, per);
+  if (window == 0) return;
+  Tensor in_buf = Tensor::empty({window * world}, DType::f32, g.device());
+  Tensor out_buf = Tensor::empty({window}, DType::f32, g.device());
+  for (int64_t j = 0; j < per; j += window) {
+    const int64_t n = std::min(window, per - j);
+    Tensor in = in_buf.slice(0, 0, n * world), out = out_buf.slice(0, 0, n);
+    for (int q = 0; q < world; ++q) {
+      const int64_t lo = q * per + j, hi = std::clamp<int64_t>(lo + n, lo, g.numel());
+      Tensor dst = in.slice(0, q * n, (q + 1) * n);
+      if (hi - lo < n) dst.fill(0.0);  // past the end
+      if (hi > lo) dst.slice(0, 0, hi - lo).copy_from(g.slice(0, lo, hi));
+    }
+    grp.reduce_scatter(in, out);
+    if (then) then->allreduce(out);  // the same range of the other sharding groups
+    const int64_t have = std::clamp<int64_t>(mine.numel() - j, 0, n);
+    if (have > 0) mine.slice(0, j, j + have).copy_from(out.slice(0, 0, have));
+  }
+}
+
 void ZeroOptimizer::reduce_gradients(bool summed) {
   if (stage_ == 3) {  // each unit was reduce-scattered into the shard as backward left it
-    if (replicas_ && shard_.numel() > 0) {
-      Tensor g = shard_.grad_tensor();
+    if (!replicas_ || shard_.numel() == 0) return;
+    Tensor g = shard_.grad_tensor();
+    if (split_) {  // each replica steps only its range: it needs only that range's sum
+      Tensor mine = split_->grad_tensor();
+      scatter_sum(g, mine, *replicas_, split_per_, nullptr);
+    } else {
       replicas_->allreduce(g);
     }
     return;
@@ -242,42 +272,26 @@ void ZeroOptimizer::reduce_gradients(bool summed) {
     if (replicas_) replicas_->allreduce(g);
     return;
   }
-  // Window by window of each rank's range (gather_into's windows): the sums of rank q's elements
-  // j.. reach rank q, which keeps them in its range (aliasing the arena's gradients, and
-  // written only where this window already read).
-  const int world = group_.size();
-  const int64_t window = std::min(kCollectiveWindow, per_rank_);
-  if (window == 0) return;
-  Tensor in_buf = Tensor::empty({window * world}, DType::f32, g.device());
-  Tensor out_buf = Tensor::empty({window}, DType::f32, g.device());
-  Tensor mine = shard_.grad_tensor();
-  for (int64_t j = 0; j < per_rank_; j += window) {
-    const int64_t n = std::min(window, per_rank_ - j);
-    Tensor in = in_buf.slice(0, 0, n * world), out = out_buf.slice(0, 0, n);
-    for (int q = 0; q < world; ++q) {
-      const int64_t lo = q * per_rank_ + j, hi = std::clamp<int64_t>(lo + n, lo, g.numel());
-      Tensor dst = in.slice(0, q * n, (q + 1) * n);
-      if (hi - lo < n) dst.fill(0.0);  // past the arena's end
-      if (hi > lo) dst.slice(0, 0, hi - lo).copy_from(g.slice(0, lo, hi));
-    }
-    group_.reduce_scatter(in, out);
-    if (replicas_) replicas_->allreduce(out);  // the same range of the other sharding groups
-    const int64_t have = std::clamp<int64_t>(hi_ - lo_ - j, 0, n);
-    if (have > 0) mine.slice(0, j, j + have).copy_from(out.slice(0, 0, have));
-  }
+  Tensor mine = shard_.grad_tensor();  // the rest of the arena's gradients are left partial, unused
+  scatter_sum(g, mine, group_, per_rank_, replicas_);
 }
 
-ParamArena& ZeroOptimizer::reduced() { return stage_ == 1 ? arena_ : shard_; }
+ParamArena& ZeroOptimizer::reduced() {
+  if (stage_ == 1) return arena_;
+  return split_ ? *split_ : shard_;
+}
 
 double ZeroOptimizer::clip_grad_norm(double max_norm) {
   if (stage_ == 1) return train::clip_grad_norm(arena_, max_norm);
+  ParamArena& mine = reduced();  // the ranks' (and split replicas') parts are disjoint: add their squares
   Tensor sq = Tensor::empty({1}, DType::f64);
-  sq.data<double>()[0] = shard_.numel() > 0 ? ops::sum_squares(shard_.grad_tensor()) : 0.0;
+  sq.data<double>()[0] = mine.numel() > 0 ? ops::sum_squares(mine.grad_tensor()) : 0.0;
   group_.allreduce(sq);
+  if (split_) replicas_->allreduce(sq);
   const double norm = std::sqrt(sq.data<double>()[0]);
-  if (max_norm > 0 && shard_.numel() > 0) {
+  if (max_norm > 0 && mine.numel() > 0) {
     const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0) ops::scale_(shard_.grad_tensor(), static_cast<float>(coef));
+    if (coef < 1.0) ops::scale_(mine.grad_tensor(), static_cast<float>(coef));
   }
   return norm;
 }

@@ -76,18 +76,20 @@ class ZeroOptimizer : public Optimizer {
   // Sums the gradients over every process: stage 1 all of them (allreduce), stage 2 only this
   // rank's range (reduce-scatter in the sharding group, then an allreduce of the range over the
   // replicas; the rest of the arena's gradients are left partial and unused), stage 3 only the
-  // replicas' sum of the shard (each unit was reduce-scattered in its group during backward).
+  // replicas' sum of the shard (each unit was reduce-scattered in its group during backward; with
+  // split state a reduce-scatter over the replicas, each keeping the sum of the range it steps).
   // summed: the whole arena's gradients were already summed over the group (the trainer's
   // gradient buckets, started during backward; stage 1 without replicas only): nothing is left.
   void reduce_gradients(bool summed = false);
   // Whether the trainer's gradient buckets can do this optimizer's reduction (stage 1, one
   // sharding group over every process).
   bool buckets_reduce() const { return stage_ == 1 && !replicas_; }
-  // The arena whose gradients are complete after reduce_gradients(): the whole one (stage 1) or
-  // this rank's range (stage 2).
+  // The arena whose gradients are complete after reduce_gradients(): the whole one (stage 1),
+  // this rank's range (stage 2), its shard (stage 3) or its replica's range of it (split state).
   ParamArena& reduced();
   // The global gradient norm and clipping (clip_grad_norm's rule); in stage 2 each rank's range
-  // is squared and summed, one allreduce adds the ranges, and each rank scales its own.
+  // is squared and summed, one allreduce adds the ranges (two with split state: the group's, then
+  // the replicas'), and each rank scales its own.
   double clip_grad_norm(double max_norm);
   // True on every rank when all ranks' reduced gradients are finite (an fp16 step is skipped
   // by all or none).
@@ -101,6 +103,9 @@ class ZeroOptimizer : public Optimizer {
   // Stages 1 and 2: this rank's range -> every rank's, copied back into `whole` (the arena), per
   // rank `per` elements over `g` (stage 3's split state: the replicas' ranges of the shard).
   void gather_into(const Tensor& mine, Tensor& whole, dist::ProcessGroup& g, int64_t per);
+  // Sums g over grp's ranks, rank q's range being [q·per, (q+1)·per); this rank's sums go into
+  // `mine` (its range's first mine.numel() elements), each window also summed over `then`.
+  void scatter_sum(const Tensor& g, Tensor& mine, dist::ProcessGroup& grp, int64_t per, dist::ProcessGroup* then);
   // The optimizer state of this rank's whole part (split_state: all-gathered over the replicas,
   // a collective; otherwise the inner optimizer's own tensors).
   StateTensors part_state();
