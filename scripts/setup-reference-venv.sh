@@ -2,7 +2,8 @@
 # Creates the reference venv (default: .venv-ref at the repository root) for the `reference`
 # tests that need Hugging Face libraries: transformers, tokenizers, safetensors, peft and
 # accelerate, the openai client (openai_check.py), llama.cpp's gguf-py (gguf_check.py), TRL
-# (pref_trl_check.py) and jieba + rouge-chinese + nltk (metrics_check.py), pinned by
+# (pref_trl_check.py), jieba + rouge-chinese + nltk (metrics_check.py) and mixture-of-depth
+# (mod_check.py), pinned by
 # tests/reference/constraints.txt, over Debian's python3-torch (the venv sees the system
 # site-packages). Idempotent: an existing venv that imports them all with the pinned peft, gguf,
 # trl and nltk is kept.
@@ -27,6 +28,7 @@ if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" >/dev/null 2>&1 &
    grep -qxF "$(grep -E '^galore-torch==' "$constraints")" <<<"$frozen" &&
    grep -qxF "$(grep -E '^apollo-torch==' "$constraints")" <<<"$frozen" &&
    grep -qxF "$(grep -E '^badam==' "$constraints")" <<<"$frozen" &&
+   grep -qxF "$(grep -E '^mixture-of-depth==' "$constraints")" <<<"$frozen" &&
    [ -f "$venv/peft017/peft-0.17.1.dist-info/METADATA" ]; then
   echo "setup-reference-venv: $venv is ready"
   exit 0
@@ -44,6 +46,9 @@ pip=("$venv/bin/pip" install --disable-pip-version-check --quiet -c "$constraint
 "${pip[@]}" --no-deps galore-torch apollo-torch
 # BAdam's BlockOptimizer (badam_check.py).
 "${pip[@]}" --no-deps badam
+# The mixture-of-depth package LLaMA-Factory's mixture_of_depths uses (mod_check.py); pure Python
+# over torch and transformers, which it does not pin.
+"${pip[@]}" --no-deps mixture-of-depth
 # PEFT 0.17.1's OFT (oft_check.py), beside the venv's peft 0.13.2 that the other checks need: a
 # separate --target dir that only oft_check.py puts on sys.path. Pinned here rather than in
 # constraints.txt, where a second peft pin would clash with peft==0.13.2.

@@ -59,6 +59,16 @@ std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, DType weigh
 
 namespace {
 
+// "model.layers.3.block.mlp.up_proj.weight" -> "model.layers.3.mlp.up_proj.weight": a routed
+// layer's name in the plain checkpoint a mixture-of-depths conversion starts from.
+std::string mod_plain_name(const std::string& name) {
+  static const std::string kLayers = "model.layers.";
+  if (!name.starts_with(kLayers)) return name;
+  const size_t dot = name.find('.', kLayers.size());
+  if (dot == std::string::npos || name.compare(dot, 7, ".block.") != 0) return name;
+  return name.substr(0, dot) + name.substr(dot + 6);
+}
+
 // Checkpoint tensors that HF models carry but that are recomputed here.
 bool ignorable(const std::string& name) {
   return name.find("rotary_emb.inv_freq") != std::string::npos;
@@ -111,17 +121,35 @@ void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::
   std::optional<LinearsPending> pending;
   if (options.on_linear_loaded) pending.emplace(model, named);
   const bool classifier = model.config().token_classification;
+  const ModelConfig& mc = model.config();
+  Rng router_rng(mc.mod_seed);  // mixture-of-depths convert: the routers are new (nn.Linear's init)
   for (auto& [name, param] : named) {
     const bool no_head = classifier && name == "lm_head.weight" && !ckpt.has(name);  // left zero
+    const bool router = mc.mixture_of_depths && name.find(".router.weight_predictor.") != std::string::npos;
+    if (router && mc.mod_convert) {
+      Tensor dst = param;
+      if (options.before_copy) options.before_copy(dst);
+      const double bound = 1.0 / std::sqrt(static_cast<double>(mc.hidden_size));  // U(±1/√fan_in)
+      std::vector<float> v(static_cast<size_t>(dst.numel()));
+      for (float& e : v) e = static_cast<float>((2.0 * router_rng.uniform_double() - 1.0) * bound);
+      dst.copy_from(Tensor::from_vector(v, dst.shape()));
+      param = Tensor();
+      continue;
+    }
+    // convert: the plain checkpoint's layer l is the routed layer's "block."
+    const std::string from = mc.mod_convert ? mod_plain_name(name) : name;
     if (!no_head) {
-      if (!ckpt.has(name))
-        UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' missing from the checkpoint");
-      auto info = ckpt.info(name);
+      if (router && !ckpt.has(name))
+        UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' missing: config.json names a mixture-of-depths "
+                     "model (", mc.architecture, ") but the checkpoint has no routers");
+      if (!ckpt.has(from))
+        UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", from, "' missing from the checkpoint");
+      auto info = ckpt.info(from);
       if (info.shape != param.shape())
-        UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' has shape ", shape_str(info.shape),
+        UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", from, "' has shape ", shape_str(info.shape),
                      ", expected ", shape_str(param.shape()), " from config.json");
       if (!is_floating(info.dtype))
-        UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", name, "' has dtype ", dtype_name(info.dtype),
+        UNILLM_THROW(IoError, "[models] ", dir, ": tensor '", from, "' has dtype ", dtype_name(info.dtype),
                      ", expected a floating type");
     }
     Tensor dst = param;  // a view into the model's (possibly fused) storage
@@ -129,9 +157,9 @@ void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::
     if (no_head) {
       dst.fill(0.0);
     } else {
-      dst.copy_from(ckpt.get(name));
-      ckpt.drop_pages(name);  // copied: its file pages need not stay resident
-      used[name] = true;
+      dst.copy_from(ckpt.get(from));
+      ckpt.drop_pages(from);  // copied: its file pages need not stay resident
+      used[from] = true;
     }
     const Device device = param.device();
     param = Tensor();  // this view would keep a linear's storage alive past its hook
@@ -140,11 +168,16 @@ void load_weights(CausalLM& model, const io::CheckpointReader& ckpt, const std::
       release_cached_memory(device);  // what the hook dropped leaves the process now
     }
   }
-  for (auto& [n, u] : used)
+  for (auto& [n, u] : used) {
+    if (!u && n.find(".router.weight_predictor.") != std::string::npos)
+      UNILLM_THROW(IoError, "[models] ", dir, ": checkpoint tensor '", n, "' is a mixture-of-depths router, but "
+                   "config.json's architectures (", mc.architecture, ") name a plain model; a model converted "
+                   "by the mixture-of-depth package is named *MoDForCausalLM");
     if (!u && !ignorable(n) && !(n == "lm_head.weight" && model.config().tie_word_embeddings) &&
         !(classifier && n.starts_with("score.")))  // the reward-model stage reads the score head
       UNILLM_THROW(IoError, "[models] ", dir, ": checkpoint tensor '", n, "' is not used by a ",
                    model.config().model_type, " model (config.json and weights disagree)");
+  }
 }
 
 }  // namespace

@@ -208,6 +208,11 @@ class CausalLM {
   // the split weights and their adapters, the q/k norms); every other trainable parameter gets
   // the same whole gradient on each rank of the group.
   virtual std::vector<const Tensor*> tensor_parallel_tensors() const { return {}; }
+  // Mixture-of-depths models (models/mixture_of_depths.h): the training forwards counted so far,
+  // which set the routed layers' capacity; a checkpoint keeps it so a resumed run routes as the
+  // uninterrupted one. 0 for other models.
+  virtual int64_t mod_calls() const { return 0; }
+  virtual void set_mod_calls(int64_t) {}
 
   // Convenience: logits for every position of one sequence, with a temporary one-block
   // cache. ids: token ids; returns f32 [T, V].

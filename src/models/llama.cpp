@@ -15,6 +15,7 @@
 #include "ops/quant.h"
 #include "ops/shape.h"
 #include "ops/take.h"
+#include "models/mixture_of_depths.h"
 
 namespace unillm::models {
 
@@ -42,18 +43,35 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t index, nn::ParamPlaceme
     : input_norm_(c.hidden_size, c.rms_norm_eps, wd.device),
       post_attn_norm_(c.hidden_size, c.rms_norm_eps, wd.device),
       attn_(attention_config(c, wd)) {
-  register_module("input_layernorm", &input_norm_);
-  register_module("self_attn", &attn_);
-  register_module("post_attention_layernorm", &post_attn_norm_);
+  auto add_module = [&](const std::string& name, nn::Module* m) {
+    if (c.mod_layer(index))
+      block_.register_module(name, m);
+    else
+      register_module(name, m);
+  };
+  add_module("input_layernorm", &input_norm_);
+  add_module("self_attn", &attn_);
+  add_module("post_attention_layernorm", &post_attn_norm_);
   if (c.sparse_layer(index)) {
     moe_ = std::make_unique<nn::SparseMoE>(
         nn::MoeConfig{c.hidden_size, c.num_experts, c.num_experts_per_tok, c.moe_intermediate_size,
                       c.shared_expert_intermediate_size, c.norm_topk_prob},
         wd);
-    register_module("mlp", moe_.get());
+    add_module("mlp", moe_.get());
   } else {
     mlp_ = std::make_unique<nn::MLP>(c.hidden_size, c.intermediate_size, c.mlp_bias, wd);
-    register_module("mlp", mlp_.get());
+    add_module("mlp", mlp_.get());
+  }
+  if (c.mod_layer(index)) {
+    if (moe_)
+      UNILLM_THROW(NotImplemented, "[llama] mixture-of-depths over a mixture-of-experts layer (", c.model_type,
+                   ") is not implemented; dense models only");
+    // The package runs its router in f32 whatever the model's dtype; HF lists it before the block.
+    router_w_ = nn::placed_matrix({1, c.hidden_size}, nn::ParamPlacement(DType::f32, wd.device, wd.lazy));
+    router_b_ = Tensor::zeros({1}, DType::f32, wd.device);
+    register_parameter("router.weight_predictor.weight", &router_w_);
+    register_parameter("router.weight_predictor.bias", &router_b_);
+    register_module("block", &block_);
   }
 }
 
@@ -159,6 +177,18 @@ DecoderLayer::Stream Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCa
   auto mark_entry = [&lh](std::vector<Tensor> xs, size_t i) {
     return autograd::on_backward(xs, [f = lh.before_backward, i] { f(static_cast<int64_t>(i)); });
   };
+  if (c_.mixture_of_depths) {
+    if (caches)
+      UNILLM_THROW(NotImplemented, "[llama] generation with a mixture-of-depths model is not implemented (the "
+                   "package's decoding caches only each routed layer's selected tokens); it trains and evaluates");
+    // The package's training_step: once per training forward (every routed layer counts alike).
+    bool routed = false;
+    for (size_t i = begin; i < end; ++i) routed = routed || layers_[i]->is_mod();
+    if (routed && autograd::grad_enabled()) {
+      mod_calls_ = mod_next_calls(mod_calls_);
+      mod_capacity_ = mod_capacity(mod_calls_);
+    }
+  }
   if (!recompute) {
     DecoderLayer::Stream stream{x, Tensor()};
     for (size_t i = begin; i < end; ++i) {
@@ -167,7 +197,10 @@ DecoderLayer::Stream Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCa
         stream = {m[0], m[1]};
       }
       around(lh.before_forward, i);
-      stream = layers_[i]->forward(stream, in, caches ? nn::LayerCache{&caches->k[i], &caches->v[i]} : nn::LayerCache{});
+      if (layers_[i]->is_mod())
+        stream = mod_layer(i, stream, in);
+      else
+        stream = layers_[i]->forward(stream, in, caches ? nn::LayerCache{&caches->k[i], &caches->v[i]} : nn::LayerCache{});
       around(lh.after_forward, i);
       if (entering) {
         auto m = mark_entry({stream.sum, stream.delta}, i);
@@ -180,6 +213,12 @@ DecoderLayer::Stream Llama::layers(Tensor x, const nn::AttentionInputs& in, KvCa
     DecoderLayer* l = layers_[i].get();
     if (hook) x = mark({x}, i)[0];
     around(lh.before_forward, i);
+    if (l->is_mod()) {  // not recomputed: a re-run would route again (activations kept instead)
+      x = mod_layer(i, {x, Tensor()}, in).sum;
+      around(lh.after_forward, i);
+      if (entering) x = mark_entry({x}, i)[0];
+      continue;
+    }
     // Two segments per layer, saving x and h (2 × [N, C] per layer instead of 1): the re-run of
     // each then ends in a projection whose output value backward never reads, and skips its GEMM
     // (o_proj, down_proj: ~30% of a layer's re-run GEMM FLOPs at Llama shapes). The attention

@@ -46,8 +46,15 @@ class DecoderLayer : public nn::Module {
   // experts do not split evenly).
   bool check_experts_split(int size) const;
   void split_tensors(std::vector<const Tensor*>& out) const;
+  // A mixture-of-depths layer (ModelConfig::mod_layer): its router, [1, C] and [1] f32.
+  bool is_mod() const { return router_w_.defined(); }
+  const Tensor& router_weight() const { return router_w_; }
+  const Tensor& router_bias() const { return router_b_; }
 
  private:
+  // A mixture-of-depths layer registers its own modules under "block." and its router beside.
+  nn::Scope block_;
+  Tensor router_w_, router_b_;
   nn::RMSNorm input_norm_, post_attn_norm_;
   nn::Attention attn_;
   // One of the two, registered as "mlp": the dense MLP, or a sparse layer's experts (nn/moe.h).
@@ -77,6 +84,8 @@ class Llama : public CausalLM, public nn::Module {
                            bool attention_only = false, nn::Collective* mlp_group = nullptr) override;
   void set_expert_parallel(nn::Collective* group) override;
   std::vector<const Tensor*> tensor_parallel_tensors() const override;
+  int64_t mod_calls() const override { return mod_calls_; }
+  void set_mod_calls(int64_t calls) override;
   int64_t train_rows(const TrainBatch& batch) const override;
   Tensor loss_labels(const TrainBatch& batch) const override;
 
@@ -100,6 +109,13 @@ class Llama : public CausalLM, public nn::Module {
   // Layers [begin, end) only when given (a pipeline stage's).
   DecoderLayer::Stream layers(Tensor x, const nn::AttentionInputs& in, KvCaches* caches, bool recompute,
                               size_t begin = 0, size_t end = SIZE_MAX);
+  // Mixture-of-depths (models/mixture_of_depths.h, in llama_mod.cpp): layer i over the stream's
+  // sum, the selected tokens of each row through the layer as a sequence of their own, the rest
+  // passed through. mod_calls_ counts the training forwards (the package's training_step) and
+  // mod_capacity_ is the capacity they last set (evaluation keeps it).
+  DecoderLayer::Stream mod_layer(size_t i, const DecoderLayer::Stream& x, const nn::AttentionInputs& in) const;
+  int64_t mod_calls_ = 0;
+  double mod_capacity_ = 0.125;
   // The training attention inputs of a batch (positions, LoRA run with its dropout draw, segments,
   // tensor parallelism).
   nn::AttentionInputs train_inputs(const TrainBatch& batch) const;

@@ -86,7 +86,8 @@ std::string resolve_model_type(const json& j, const std::string& path) {
     static const std::pair<const char*, const char*> by_arch[] = {
         {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "mistral"},
         {"Qwen2ForCausalLM", "qwen2"}, {"Qwen3ForCausalLM", "qwen3"},
-        {"Qwen2MoeForCausalLM", "qwen2_moe"}, {"Qwen3MoeForCausalLM", "qwen3_moe"}};
+        {"Qwen2MoeForCausalLM", "qwen2_moe"}, {"Qwen3MoeForCausalLM", "qwen3_moe"},
+        {"LlamaMoDForCausalLM", "llama"}, {"MistralMoDForCausalLM", "mistral"}};
     for (auto& [a, t] : by_arch)
       if (arch == a) type = t;
   }
@@ -218,6 +219,9 @@ ModelConfig parse_model_config(const std::string& text, const std::string& path)
   c.model_type = resolve_model_type(j, path);
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() && j["architectures"][0].is_string())
     c.architecture = j["architectures"][0].get<std::string>();
+  // The mixture-of-depth package's save_pretrained names its class LlamaMoDForCausalLM (model_type
+  // stays llama); its checkpoints have routers and "block." layers (models/mixture_of_depths.h).
+  c.mixture_of_depths = c.architecture.ends_with("MoDForCausalLM");
   if (c.architecture.ends_with("ForTokenClassification")) {
     // HF's num_labels is the length of id2label (2 when the file says none).
     const size_t labels = j.contains("id2label") && j["id2label"].is_object() ? j["id2label"].size() : 2;

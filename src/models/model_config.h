@@ -52,6 +52,15 @@ struct ModelConfig {
   // HF's rule: layer l is sparse when E > 0, l is not in mlp_only_layers and (l + 1) is a
   // multiple of decoder_sparse_step.
   bool sparse_layer(int64_t l) const;
+  // Mixture-of-depths (the mixture-of-depth package LLaMA-Factory's `mixture_of_depths` uses;
+  // models/mixture_of_depths.h): every odd layer becomes a router ("router.weight_predictor",
+  // a [1, C] weight and a bias, f32) around the layer (its weights under "block."). Set from
+  // config.json's architectures (*MoDForCausalLM, `mixture_of_depths: load`) or by the trainer
+  // (`convert`, whose checkpoint has plain layers: mod_convert, routers drawn from mod_seed).
+  bool mixture_of_depths = false;
+  bool mod_convert = false;
+  uint64_t mod_seed = 0;
+  bool mod_layer(int64_t l) const { return mixture_of_depths && l % 2 == 1; }
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
   std::string torch_dtype;  // as written in config.json ("" when absent)

@@ -27,16 +27,20 @@ void save_pretrained(const CausalLM& model, const std::string& dir, const SaveOp
   nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(model.config().raw_json);
   cfg["torch_dtype"] = "float32";
   nn::NamedTensors tensors = model.named_parameters();
+  std::string arch = model.config().architecture;  // LlamaForCausalLM -> Llama
+  if (const size_t at = arch.find("For"); at != std::string::npos) arch.resize(at);
+  if (arch.empty()) {  // no architectures in config.json: HF's class prefix of the model type
+    static const std::map<std::string, std::string> prefix = {
+        {"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
+        {"qwen3", "Qwen3"}, {"qwen2_moe", "Qwen2Moe"}, {"qwen3_moe", "Qwen3Moe"}};
+    const auto it = prefix.find(model.config().model_type);
+    arch = it != prefix.end() ? it->second : "Llama";
+  }
+  // The mixture-of-depth package renames the class it converts (LlamaForCausalLM ->
+  // LlamaMoDForCausalLM), which is how its loader and unillm know a routed checkpoint.
+  if (model.config().mixture_of_depths)
+    cfg["architectures"] = {arch + (arch.ends_with("MoD") ? "" : "MoD") + "ForCausalLM"};
   if (!o.token_classification_head.empty()) {
-    std::string arch = model.config().architecture;  // LlamaForCausalLM -> Llama
-    if (const size_t at = arch.rfind("For"); at != std::string::npos) arch.resize(at);
-    if (arch.empty()) {  // no architectures in config.json: HF's class prefix of the model type
-      static const std::map<std::string, std::string> prefix = {
-          {"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
-          {"qwen3", "Qwen3"}, {"qwen2_moe", "Qwen2Moe"}, {"qwen3_moe", "Qwen3Moe"}};
-      const auto it = prefix.find(model.config().model_type);
-      arch = it != prefix.end() ? it->second : "Llama";
-    }
     cfg["architectures"] = {arch + "ForTokenClassification"};
     cfg["id2label"] = {{"0", "LABEL_0"}};
     cfg["label2id"] = {{"LABEL_0", 0}};

@@ -332,6 +332,10 @@ struct TrainArgs {
   // (nn/shift_attention.h, groups of 1/4 of each batch's length); evaluation and inference attend
   // fully. sft batches are padded to a multiple of 8, pt batches to 4, so the length divides.
   bool shift_attn = false;
+  // LLaMA-Factory's mixture_of_depths: "convert" (route every odd layer of a plain model, new
+  // routers from `seed`) or "load" (a checkpoint the mixture-of-depth package saved, named
+  // *MoDForCausalLM); "" = neither (models/mixture_of_depths.h).
+  std::string mixture_of_depths, mixture_of_depths_where;
   // HF's bf16_full_eval / fp16_full_eval: an evaluation outside training (do_train: false) runs
   // with the model's base matrices cast to bf16 / f16 (Trainer casts the model when !is_in_train).
   // HF's logging_first_step: step 1 is logged too, whatever logging_steps says.

@@ -56,6 +56,11 @@ const std::map<std::string, Setter>& misc_setters() {
       {"gradient_checkpointing_kwargs", set_checkpointing_kwargs},
       {"pure_bf16", [](TrainArgs& a, const Field& f) { a.pure_bf16 = get_bool(f); }},
       {"shift_attn", [](TrainArgs& a, const Field& f) { a.shift_attn = get_bool(f); }},
+      {"mixture_of_depths",
+       [](TrainArgs& a, const Field& f) {
+         a.mixture_of_depths = f.node.IsNull() ? "" : get_choice(f, {"convert", "load"});
+         a.mixture_of_depths_where = f.where;
+       }},
       {"bf16_full_eval", [](TrainArgs& a, const Field& f) { a.bf16_full_eval = get_bool(f); }},
       {"logging_first_step", [](TrainArgs& a, const Field& f) { a.logging_first_step = get_bool(f); }},
       {"fp16_full_eval", [](TrainArgs& a, const Field& f) { a.fp16_full_eval = get_bool(f); }},
@@ -131,6 +136,19 @@ void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems
     fail("shift_attn with ref_mode precompute under LoRA: the reference (the policy with its adapters off) attends "
          "through S²-Attn groups of a quarter of each training batch's padded length, which a table computed before "
          "training cannot know; use ref_mode auto");
+  if (!a.mixture_of_depths.empty() && a.use == ConfigUse::kTrain) {
+    // The package's routed layers count their training calls and route by a top-k over each
+    // padded row; what unillm has not matched against it is refused here.
+    const std::string at = "[config] " + a.mixture_of_depths_where + ": mixture_of_depths with ";
+    auto refuse = [&](const std::string& what) { problems.add(at + what, true); };
+    if (a.stage != "pt" && a.stage != "sft")
+      refuse("stage " + a.stage + " is not implemented (pt and sft are; the preference and reward stages' extra "
+             "forwards would advance the routed layers' capacity counter as the package's do, unverified)");
+    if (a.tensor_degree > 1 || a.pipeline_degree > 1 || a.context_degree > 1 || a.expert_degree > 1)
+      refuse("tensor, pipeline, context or expert parallelism is not implemented (data parallelism and ZeRO are)");
+    if (a.neat_packing) refuse("neat_packing is not implemented (the package slices 4-D causal masks only)");
+    if (a.shift_attn) refuse("shift_attn is not implemented");
+  }
   if (a.eval_on_each_dataset && a.eval_dataset.empty() && (a.do_eval || a.eval_strategy != "no"))
     a.warnings.push_back("[config] " + where + ": eval_on_each_dataset applies to eval_dataset's datasets; the "
                          "evaluation set here (val_size) is evaluated as one (as LLaMA-Factory)");

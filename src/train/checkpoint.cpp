@@ -100,6 +100,7 @@ nlohmann::json state_json(const TrainerState& s, const Optimizer& opt, const Par
     u["loss_scale"] = s.loss_scale;
     u["loss_scale_growth_tracker"] = s.loss_scale_growth_tracker;
   }
+  if (s.mod_calls > 0) u["mod_calls"] = s.mod_calls;
   for (auto w : s.rng) u["rng"].push_back(std::to_string(w));  // u64 exactly, as strings
   for (auto& seg : arena.segments()) u["parameters"].push_back(seg.name);
   u["arena_numel"] = arena.numel();
@@ -181,6 +182,7 @@ TrainerState load_checkpoint(const std::string& dir, Optimizer& opt, const Param
     s.elapsed_seconds = u.value("elapsed_seconds", 0.0);
     s.loss_scale = u.value("loss_scale", 0.0);
     s.loss_scale_growth_tracker = u.value("loss_scale_growth_tracker", int64_t{0});
+    s.mod_calls = u.value("mod_calls", int64_t{0});
     if (u.contains("plateau")) {
       const auto& p = u.at("plateau");
       if (!p.at("best").is_null()) s.plateau.best = p.at("best").get<double>();

@@ -28,6 +28,9 @@ struct TrainerState {
   // fp16's loss scaler (train/loss_scaler.h), saved so a resumed run scales as the original.
   double loss_scale = 0;  // 0: no scaler
   int64_t loss_scale_growth_tracker = 0;
+  // A mixture-of-depths model's count of training forwards (CausalLM::mod_calls), which sets its
+  // routed layers' capacity; the package keeps it in the module only, so its resume starts over.
+  int64_t mod_calls = 0;
   // HF's best checkpoint (metric_for_best_model): the best metric so far and the dir holding
   // those weights (a checkpoint-N, or output_dir for the final model); "" = none yet.
   std::optional<double> best_metric;

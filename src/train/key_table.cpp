@@ -41,8 +41,9 @@ constexpr Group kGroups[] = {
      "vllm_config sglang_maxlen sglang_mem_fraction sglang_tp_size sglang_config "
      "sglang_lora_backend kt_maxlen kt_use_cuda_graph kt_mode kt_force_think cpu_infer chunk_size "
      "mode"},
+    {"model", S::kImplemented, "mixture_of_depths"},  // models/mixture_of_depths.h
     {"model", S::kNotImplemented,
-     "mixture_of_depths fp8 "
+     "fp8 "
      "fp8_backend fp8_enable_fsdp_float8_all_gather kt_optimize_rule"},
     {"model", S::kImplemented, "use_kt"},  // args_megatron.cpp: the run, on unillm's kernels
     // ---- LLaMA-Factory DataArguments
@@ -287,9 +288,6 @@ constexpr std::string_view kEvalKey =
 
 std::string_view not_implemented_reason(std::string_view name) {
   static const std::map<std::string_view, std::string_view> reasons = {
-      {"mixture_of_depths",
-       "LLaMA-Factory's MoD (the mixture-of-depth package) picks each layer's tokens by a top-k over the whole "
-       "sequence, so a token's path depends on later tokens, with a capacity that follows a per-call counter"},
       {"fp8", "fp8 training needs fp8 matrix units (Hopper/Ada-class GPUs); unillm computes in f32, bf16 or f16"},
       {"fp8_backend", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},
       {"fp8_enable_fsdp_float8_all_gather", "fp8 training needs fp8 matrix units; unillm computes in f32, bf16 or f16"},

@@ -122,6 +122,24 @@ void Run::load_tokenizer() {
                    config_path, "): rows longer than that train positions the model was never trained on"));
 }
 
+void Run::adjust_mixture_of_depths(models::ModelConfig& c, const std::string& from) const {
+  const std::string at = "[train] " + a_.mixture_of_depths_where + ": mixture_of_depths: " + a_.mixture_of_depths;
+  if (c.mixture_of_depths) {  // config.json names a routed model (the package's save, or a checkpoint)
+    if (a_.mixture_of_depths == "convert" && from.empty())
+      UNILLM_THROW(ConfigError, at, ": ", model_dir_, " is already a mixture-of-depths model (", c.architecture,
+                   "); load it with mixture_of_depths: load");
+    return;
+  }
+  if (a_.mixture_of_depths == "load")
+    UNILLM_THROW(ConfigError, at, ": ", model_dir_, " is not a mixture-of-depths checkpoint (architectures: ",
+                 c.architecture.empty() ? "none" : c.architecture, "); route a plain model with mixture_of_depths: convert");
+  if (c.num_experts > 0 || (c.model_type != "llama" && c.model_type != "mistral"))
+    UNILLM_THROW(ConfigError, at, ": model_type ", c.model_type, " is not supported (LLaMA-Factory's list, dense: "
+                 "llama, mistral)");
+  c.mixture_of_depths = c.mod_convert = true;
+  c.mod_seed = static_cast<uint64_t>(a_.seed);
+}
+
 void Run::load(const std::string& from) {
   models::LoadOptions lo;
   // A LoRA checkpoint holds only the adapter: the base comes from model_name_or_path.
@@ -132,11 +150,12 @@ void Run::load(const std::string& from) {
   const DType low = low_precision_dtype(a_);
   lo.weight_dtype = lora && low != DType::f32 ? dtype_name(low) : "f32";
   lo.device = a_.device;
-  if (!a_.rope_scaling.empty() || a_.moe_aux_loss_coef > 0)
-    lo.adjust_config = [this](models::ModelConfig& c) {
+  if (!a_.rope_scaling.empty() || a_.moe_aux_loss_coef > 0 || !a_.mixture_of_depths.empty())
+    lo.adjust_config = [this, from](models::ModelConfig& c) {
       if (!a_.rope_scaling.empty())  // said by load_tokenizer
         apply_rope_scaling(c, a_.rope_scaling, a_.cutoff_len, (fs::path(model_dir_) / "config.json").string());
       models::set_router_aux_loss(c, a_.moe_aux_loss_coef);
+      if (!a_.mixture_of_depths.empty()) adjust_mixture_of_depths(c, from);
     };
   // Stage 3 shards the parameters where it can (elsewhere it runs as stage 2, said below); its
   // gradients live in its units and shard, so the arena gets no whole gradient buffer. Its policy
@@ -163,6 +182,13 @@ void Run::load(const std::string& from) {
   } else {
     if (a_.quantization_bit > 0 && lora) lo.on_linear_loaded = qlora_load_hook(a_);
     model_ = models::load_causal_lm(weights_dir, lo);
+  }
+  if (model_->config().mixture_of_depths) {
+    std::string routed;
+    for (int64_t l = 1; l < model_->config().num_layers; l += 2) routed += (routed.empty() ? "" : ", ") + std::to_string(l);
+    say("mixture_of_depths: layers " + routed + " route each row's top tokens through themselves (the "
+        "mixture-of-depth package's rule: capacity 0.125 + 0.875 / training forwards so far)" +
+        (model_->config().mod_convert ? "; new routers drawn from seed " + std::to_string(a_.seed) : ""));
   }
   // A token classifier (LLaMA-Factory v1's reward model) has a score head and no lm_head: only
   // v1's rm trains one on.
@@ -452,6 +478,7 @@ TrainResult Run::go() {
   }
   if (from.empty()) state_.run_id = new_run_id();  // a resume keeps its checkpoint's
   state_.settings = run_settings();
+  model_->set_mod_calls(state_.mod_calls);
   if (scaler_ && state_.loss_scale > 0) {
     scaler_->scale = state_.loss_scale;
     scaler_->growth_tracker = state_.loss_scale_growth_tracker;

@@ -1,8 +1,11 @@
 // The training run's data (see trainer_run.h): the stage's train and eval rows, the batch
 // loader over them (v1's dynamic batching included) and eval_on_each_dataset's per-name splits.
+#include <filesystem>
+
 #include "data/corpus_data.h"
 #include "data/dataset_info.h"
 #include "data/error.h"
+#include "models/model_config.h"
 #include "train/tokenized_path.h"
 #include "train/trainer_run.h"
 
@@ -31,6 +34,21 @@ void Run::setup_data() {
                                  "fully when it is a frozen copy (LLaMA-Factory's rule)")
                    : std::string()) +
         (a_.stage == "kto" ? "; KTO's target and KL rows are padded apart" : ""));
+  }
+  // LLaMA-Factory's SFT collator pads every training batch to a multiple of 8; only a
+  // mixture-of-depths model can tell (its routed layers keep a share of the padded length and
+  // padding takes part in their top-k), so its sft batches are padded as LLaMA-Factory pads them.
+  auto routed = [this] {  // (a config.json that does not read is reported when the model loads)
+    const std::string cfg = (std::filesystem::path(model_dir_) / "config.json").string();
+    try {
+      return std::filesystem::exists(cfg) && models::load_model_config(cfg).mixture_of_depths;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  if (a_.stage == "sft" && !a_.shift_attn && a_.do_train && (!a_.mixture_of_depths.empty() || routed())) {
+    loader_opts_.pad_to_multiple_of = 8;
+    say("mixture_of_depths: sft batches padded to a multiple of 8 (LLaMA-Factory's SFT collator)");
   }
   rebuild_loader();
   if (loss_predict()) test_ = data::load_corpus_test_rows(data_options(a_), *tok_);

@@ -197,6 +197,7 @@ double Run::train_step() {
     state_.loss_scale = scaler_->scale;
     state_.loss_scale_growth_tracker = scaler_->growth_tracker;
   }
+  state_.mod_calls = model_->mod_calls();
   arena_->zero_grads();
   if (zero) zero->zero_grads();  // stage 3's shard (the whole arena's storage is released)
   ++state_.global_step;

@@ -191,20 +191,24 @@ TEST(TrainArgs, NotImplementedKeysAndValues) {
 // key listed as implemented is accepted when on (docs/config-keys.md once listed pure_bf16 as
 // implemented while train refused it; now train accepts it and the table says so).
 TEST(TrainArgs, KeysRefusedWhenOnAreListedNotImplemented) {
-  for (const char* k : {"use_mca", "mixture_of_depths"}) {
+  for (const char* k : {"use_mca", "fp8"}) {
     const KeyInfo* info = find_key(k);
     ASSERT_NE(info, nullptr) << k;
     EXPECT_EQ(info->status, KeyStatus::kNotImplemented) << k;
   }
   // Some say why (the reason travels with the refusal).
-  EXPECT_NE(error_of<NotImplemented>(kBase + "mixture_of_depths: convert\n").find("top-k over the whole sequence"),
-            std::string::npos);
   EXPECT_NE(error_of<NotImplemented>(kBase + "fp8: true\n").find("fp8 matrix units"), std::string::npos);
   const KeyInfo* pure = find_key("pure_bf16");
   ASSERT_NE(pure, nullptr);
   EXPECT_EQ(pure->status, KeyStatus::kImplemented);
   EXPECT_TRUE(parse(kBase + "pure_bf16: true\n").bf16);
   EXPECT_NO_THROW(parse(kBase + "pure_bf16: false\n"));
+  // mixture_of_depths was refused once; now it is built (models/mixture_of_depths.h).
+  const KeyInfo* mod = find_key("mixture_of_depths");
+  ASSERT_NE(mod, nullptr);
+  EXPECT_EQ(mod->status, KeyStatus::kImplemented);
+  EXPECT_EQ(parse(kBase + "mixture_of_depths: convert\n").mixture_of_depths, "convert");
+  EXPECT_NE(error_of<ConfigError>(kBase + "mixture_of_depths: yes\n").find("mixture_of_depths"), std::string::npos);
 }
 
 // transformers' AcceleratorConfig: inline, as a JSON string or a file; split_batches read (the
