@@ -35,10 +35,6 @@ std::optional<int64_t> size_of(const Field& f) {
   return get_int(f, 1);
 }
 
-void refuse_above_one(const Field& f, const std::string& what) {
-  if (const auto n = size_of(f); n && *n > 1) not_implemented(f, what + " (" + f.key + " " + std::to_string(*n) + ")");
-}
-
 }  // namespace
 
 bool set_megatron_field(TrainArgs& a, const Field& f) {

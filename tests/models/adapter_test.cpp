@@ -34,7 +34,7 @@ class Adapter : public ::testing::Test {
     model.add_lora("default", c, rng);
     lora_test::randomize_b(model, "default", 4);
     std::string dir = testing::temp_dir("adapter");
-    models::save_adapter(model, "default", dir, {"/models/tiny"});
+    models::save_adapter(model, "default", dir, models::AdapterSaveOptions{"/models/tiny", {}, false, {}});
     return dir;
   }
 };

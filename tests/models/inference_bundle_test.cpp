@@ -26,6 +26,16 @@ using testing::expect_throw_with;
 const std::string kModel = testing::source_path("assets/stories260K");
 const std::vector<int32_t> kIds = {1, 403, 407, 261, 378, 260, 266, 292, 284, 343, 300, 280};
 
+models::QuantizeOptions quantize(ops::QuantType type, int64_t group, bool symmetric,
+                                 std::optional<DType> scales = std::nullopt) {
+  models::QuantizeOptions q;
+  q.type = type;
+  q.group = group;
+  q.symmetric = symmetric;
+  q.scale_dtype = scales;
+  return q;
+}
+
 std::vector<float> logits(models::CausalLM& m) {
   autograd::NoGradGuard no_grad;
   return m.logits_all(kIds).to_float_vector();
@@ -62,10 +72,9 @@ TEST(InferenceBundle, DenseBundlesGiveTheSourceLogits) {
 TEST(InferenceBundle, QuantisedBundlesLoadTheirCodesAsTheyAre) {
   testing::init_cpu();
   for (const models::QuantizeOptions& q :
-       {models::QuantizeOptions{ops::QuantType::int8, 0, true}, models::QuantizeOptions{ops::QuantType::int4, 32, false},
-        models::QuantizeOptions{ops::QuantType::int4, 64, true},
-        models::QuantizeOptions{ops::QuantType::int4, 32, false, false, DType::f32},
-        models::QuantizeOptions{ops::QuantType::int8, 0, true, false, DType::f16}}) {
+       {quantize(ops::QuantType::int8, 0, true), quantize(ops::QuantType::int4, 32, false),
+        quantize(ops::QuantType::int4, 64, true), quantize(ops::QuantType::int4, 32, false, DType::f32),
+        quantize(ops::QuantType::int8, 0, true, DType::f16)}) {
     SCOPED_TRACE(::testing::Message() << ops::quant_type_name(q.type) << " g" << q.group << " "
                                       << dtype_name(q.scales()) << " scales");
     auto mem = models::load_causal_lm(kModel);
@@ -85,8 +94,9 @@ TEST(InferenceBundle, QuantisedBundlesLoadTheirCodesAsTheyAre) {
     EXPECT_EQ(plan->quantize.type, q.type);
     EXPECT_EQ(plan->quantize.scales(), q.scales()) << "f16 for int4 and f32 for int8 unless set";
     loaded->module().for_each_module("", [&](const std::string& name, nn::Module& m) {
-      if (auto* l = dynamic_cast<nn::FusedLinear*>(&m); l && l->is_quantized())
+      if (auto* l = dynamic_cast<nn::FusedLinear*>(&m); l && l->is_quantized()) {
         EXPECT_EQ(l->quantized().scales.dtype(), q.scales()) << name;
+      }
     });
   }
 }
@@ -97,7 +107,7 @@ void rewrite(const std::string& path, const std::string& text) {
 
 TEST(InferenceBundle, DamagedBundlesAreClearErrors) {
   testing::init_cpu();
-  const std::string dir = write_bundle("bundle_bad", models::QuantizeOptions{ops::QuantType::int4, 32, false});
+  const std::string dir = write_bundle("bundle_bad", quantize(ops::QuantType::int4, 32, false));
   const std::string plan = dir + "/inference_plan.json";
   const std::string good = io::read_file_bytes(plan);
   rewrite(plan, R"({"format": "unillm-inference", "version": 1, "passes": [{"name": "fuse_everything"}]})");

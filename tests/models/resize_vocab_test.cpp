@@ -52,8 +52,9 @@ void check_grown(models::CausalLM& m, const std::string& name, const std::vector
   const int64_t c = 32;
   ASSERT_EQ(after.size(), static_cast<size_t>(64 * c)) << name;  // 61 + 2 -> 64
   for (size_t i = 0; i < before.size(); ++i)
-    if (std::find(ids.begin(), ids.end(), static_cast<int32_t>(i / c)) == ids.end())
+    if (std::find(ids.begin(), ids.end(), static_cast<int32_t>(i / c)) == ids.end()) {
       ASSERT_EQ(after[i], before[i]) << name << " element " << i;
+    }
   const auto mean = mean_without(after, c, ids);
   for (int32_t id : ids)
     for (int64_t j = 0; j < c; ++j)

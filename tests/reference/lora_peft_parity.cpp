@@ -66,7 +66,7 @@ bool run_case(const fs::path& dir, const json& c) {
     }
   const fs::path out = dir / name;
   fs::create_directories(out);
-  models::save_adapter(*model, "mine", (out / "unillm_adapter").string(), {model_dir.string()});
+  models::save_adapter(*model, "mine", (out / "unillm_adapter").string(), models::AdapterSaveOptions{model_dir.string(), {}, false, {}});
   write_f32(out / "unillm_logits.f32", logits(*model, ids, {"mine"}));
   model->merge_adapter("mine");
   write_f32(out / "unillm_merged_logits.f32", logits(*model, ids, {}));

@@ -86,7 +86,7 @@ bool run_case(const fs::path& dir, const json& c) {
   model->add_lora("mine", lc, rng);
   train_steps(*model, "mine", ids, 3, kind == "pissa" ? 0.05 : 0.2);
   const fs::path out = dir / name / "unillm_adapter";
-  models::save_adapter(*model, "mine", out.string(), {model_dir.string()});
+  models::save_adapter(*model, "mine", out.string(), models::AdapterSaveOptions{model_dir.string(), {}, false, {}});
   if (kind == "pissa") {
     models::save_pissa_adapter(*model, "mine", (out / "pissa_init").string(), models::PissaSave::kInitial);
     models::save_pissa_adapter(*model, "mine", (out / "pissa_converted").string(),

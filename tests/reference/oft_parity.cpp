@@ -68,7 +68,7 @@ bool run_case(const fs::path& dir, const json& c) {
   model->add_lora("mine", oft_config(c), unused);
   train_steps(*model, "mine", ids, 3, c.at("lr").get<double>());
   const fs::path out = dir / name / "unillm_adapter";
-  models::save_adapter(*model, "mine", out.string(), {model_dir.string()});
+  models::save_adapter(*model, "mine", out.string(), models::AdapterSaveOptions{model_dir.string(), {}, false, {}});
   const Tensor trained = logits(*model, ids, {"mine"});
   write_f32(dir / name / "unillm_logits.f32", trained);
   const double moved = unillm::testing::max_abs_diff(trained, base);
