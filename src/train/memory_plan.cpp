@@ -359,9 +359,18 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     any = true;
     // A split layer's weight blocks are copies in the weight's dtype (f32 where it trains).
     const int64_t block_bytes = lp.max_weight_grad > 0 ? 4 : in.frozen_weight_bytes;
-    full += live * layer_saved(d, lp, c.qk_norm, block_bytes);
-    rec += live * 2 * d.R * d.C * d.e;  // recompute keeps each segment's input: x and h
-    if (d.e == 4) rec += live * d.N * (d.q + d.H) * 4;  // and, f32 only, the attention's out and lse
+    // A mixture-of-depths layer (models/mixture_of_depths.h) is never recomputed; at the first
+    // training forward (capacity 1) it runs all but one token of each row, plus its gathered
+    // input, its output rows and their combine ([N, C] each).
+    const bool routed = c.mod_layer(static_cast<int64_t>(i));
+    const int64_t route = routed ? 3 * d.R * d.C * d.e : 0;
+    full += live * (layer_saved(d, lp, c.qk_norm, block_bytes) + route);
+    if (routed) {
+      rec += live * (layer_saved(d, lp, c.qk_norm, block_bytes) + route);
+    } else {
+      rec += live * 2 * d.R * d.C * d.e;  // recompute keeps each segment's input: x and h
+      if (d.e == 4) rec += live * d.N * (d.q + d.H) * 4;  // and, f32 only, the attention's out and lse
+    }
     if (live == 0) continue;
     widest = std::max(widest, layer_backward(d, lp));
     rerun = std::max(rerun, rerun_saved(d, lp, c.qk_norm, block_bytes) + layer_backward(d, lp));

@@ -39,6 +39,7 @@ void Run::plan_memory_and_check(const std::string& from) {
   const bool lora = a_.adapter_tuning();  // lora or oft
   const std::string weights_dir = from.empty() || lora ? model_dir_ : from;
   in.model = models::load_model_config((fs::path(model_dir_) / "config.json").string());
+  if (!a_.mixture_of_depths.empty()) in.model.mixture_of_depths = true;  // convert's routed layers
   in.params = summarize_params(in.model, a_);
   // A micro-batch holds batch-size examples of `group` rows each (a preference pair: 2).
   auto rows_for = [this](int64_t batch) {
