@@ -151,6 +151,9 @@ int export_gguf(const std::vector<std::string>& args) {
   refuse_token_classifier(model_dir, "a GGUF export");
   auto model = models::load_causal_lm(model_dir);
   const models::ModelConfig& cfg = model->config();
+  if (cfg.mixture_of_depths)  // the routers and routed layers have no llama.cpp form
+    UNILLM_THROW(NotImplemented, "[export] ", model_dir, " is a mixture-of-depths model (", cfg.architecture,
+                 "); llama.cpp has no routed layers, so it has no GGUF form");
   auto tokenizer = io::Tokenizer::load(model_dir);
 
   io::GgufMetadata md;

@@ -148,6 +148,9 @@ void finish_misc_args(TrainArgs& a, const std::string& where, Problems& problems
       refuse("tensor, pipeline, context or expert parallelism is not implemented (data parallelism and ZeRO are)");
     if (a.neat_packing) refuse("neat_packing is not implemented (the package slices 4-D causal masks only)");
     if (a.shift_attn) refuse("shift_attn is not implemented");
+    if (a.do_predict && a.predict_with_generate)
+      refuse("predict_with_generate is not implemented (generation through routed layers is not built); "
+             "do_predict without it scores the test rows");
   }
   if (a.eval_on_each_dataset && a.eval_dataset.empty() && (a.do_eval || a.eval_strategy != "no"))
     a.warnings.push_back("[config] " + where + ": eval_on_each_dataset applies to eval_dataset's datasets; the "

@@ -50,6 +50,9 @@ TEST(MixtureOfDepths, ConvertResumesExactlyAndSavesThePackagesFormat) {
   r = run_unillm("generate --model " + dir + "/a --prompt-ids 1 --max-new-tokens 4 --quiet");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("generation with a mixture-of-depths model is not implemented"), std::string::npos) << r.err;
+  r = run_unillm("export --format gguf --model " + dir + "/a --output " + dir + "/a.gguf");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("llama.cpp has no routed layers"), std::string::npos) << r.err;
 }
 
 TEST(MixtureOfDepths, LoraTrainsTheRoutedLayersBlocks) {
@@ -76,6 +79,8 @@ TEST(MixtureOfDepths, WrongUseIsRefusedByName) {
       {"mixture_of_depths: sideways\n", plain, "mixture_of_depths", ""},
       {"mixture_of_depths: convert\n", plain, "mixture_of_depths with stage dpo is not implemented", " stage=dpo"},
       {"mixture_of_depths: convert\nneat_packing: true\n", plain, "mixture_of_depths with neat_packing", ""},
+      {"mixture_of_depths: convert\ndo_predict: true\npredict_with_generate: true\n", plain,
+       "mixture_of_depths with predict_with_generate is not implemented", ""},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto r = run_unillm("train " + pt_config(dir, "c" + std::to_string(i), cases[i].extra, cases[i].model) +
