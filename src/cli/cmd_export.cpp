@@ -18,6 +18,7 @@
 #include "models/passes.h"
 #include "models/save.h"
 #include "models/value_head.h"
+#include "train/mixture_of_depths_config.h"
 #include "train/args.h"
 #include "train/output_dir.h"
 
@@ -120,7 +121,11 @@ int cmd_export(const std::vector<std::string>& args) {
   if (classifier && a.export_quantization_bit != 0)
     UNILLM_THROW(NotImplemented, "[export] ", args[0], ": export_quantization_bit with a token classifier's adapter (",
                  a.adapter_name_or_path.back(), "): inference bundles hold causal language models");
-  auto model = models::load_causal_lm(base);
+  models::LoadOptions lo;
+  // mixture_of_depths: convert routes the base as training did, its routers drawn from the same
+  // seed (an adapter does not hold them).
+  lo.adjust_config = [&](models::ModelConfig& c) { train::apply_mixture_of_depths(a, c, base, false); };
+  auto model = models::load_causal_lm(base, lo);
   for (size_t i = 0; i < a.adapter_name_or_path.size(); ++i) {
     const std::string name = "adapter" + std::to_string(i);
     models::load_adapter(*model, a.adapter_name_or_path[i], name);

@@ -36,7 +36,7 @@ bool used_by(ConfigUse use, const KeyInfo& k) {
     case ConfigUse::kExport:  // LLaMA-Factory's export_model: the model, its adapters, the template
       return export_key(k.name) ||
              in(k.name, {"model_name_or_path", "adapter_name_or_path", "adapter_folder", "template",
-                         "finetuning_type", "dataset_dir", "skip_bad_records"});
+                         "finetuning_type", "dataset_dir", "skip_bad_records", "mixture_of_depths", "seed"});
     case ConfigUse::kChat:  // its ChatModel: the model, adapters and template (generating keys aside)
       return in(k.name, {"model_name_or_path", "adapter_name_or_path", "adapter_folder", "template",
                          "finetuning_type", "default_system", "enable_thinking"});

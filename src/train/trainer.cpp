@@ -24,6 +24,7 @@
 #include "train/output_dir.h"
 #include "train/resume_settings.h"
 #include "train/rope_scaling.h"
+#include "train/mixture_of_depths_config.h"
 #include "train/trainer_run.h"
 #include "train/zero.h"
 #include "train/vocab.h"
@@ -122,24 +123,6 @@ void Run::load_tokenizer() {
                    config_path, "): rows longer than that train positions the model was never trained on"));
 }
 
-void Run::adjust_mixture_of_depths(models::ModelConfig& c, const std::string& from) const {
-  const std::string at = "[train] " + a_.mixture_of_depths_where + ": mixture_of_depths: " + a_.mixture_of_depths;
-  if (c.mixture_of_depths) {  // config.json names a routed model (the package's save, or a checkpoint)
-    if (a_.mixture_of_depths == "convert" && from.empty())
-      UNILLM_THROW(ConfigError, at, ": ", model_dir_, " is already a mixture-of-depths model (", c.architecture,
-                   "); load it with mixture_of_depths: load");
-    return;
-  }
-  if (a_.mixture_of_depths == "load")
-    UNILLM_THROW(ConfigError, at, ": ", model_dir_, " is not a mixture-of-depths checkpoint (architectures: ",
-                 c.architecture.empty() ? "none" : c.architecture, "); route a plain model with mixture_of_depths: convert");
-  if (c.num_experts > 0 || (c.model_type != "llama" && c.model_type != "mistral"))
-    UNILLM_THROW(ConfigError, at, ": model_type ", c.model_type, " is not supported (LLaMA-Factory's list, dense: "
-                 "llama, mistral)");
-  c.mixture_of_depths = c.mod_convert = true;
-  c.mod_seed = static_cast<uint64_t>(a_.seed);
-}
-
 void Run::load(const std::string& from) {
   models::LoadOptions lo;
   // A LoRA checkpoint holds only the adapter: the base comes from model_name_or_path.
@@ -155,7 +138,7 @@ void Run::load(const std::string& from) {
       if (!a_.rope_scaling.empty())  // said by load_tokenizer
         apply_rope_scaling(c, a_.rope_scaling, a_.cutoff_len, (fs::path(model_dir_) / "config.json").string());
       models::set_router_aux_loss(c, a_.moe_aux_loss_coef);
-      if (!a_.mixture_of_depths.empty()) adjust_mixture_of_depths(c, from);
+      apply_mixture_of_depths(a_, c, model_dir_, !from.empty());
     };
   // Stage 3 shards the parameters where it can (elsewhere it runs as stage 2, said below); its
   // gradients live in its units and shard, so the arena gets no whole gradient buffer. Its policy

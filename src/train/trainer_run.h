@@ -106,8 +106,6 @@ class Run {
   nlohmann::json run_settings() const;
   std::string resume_dir() const;
   void load(const std::string& from);
-  // mixture_of_depths (models/mixture_of_depths.h) on the config of the model being loaded.
-  void adjust_mixture_of_depths(models::ModelConfig& c, const std::string& from) const;
   // The stage's set-up after the policy is loaded (a preference stage's reference).
   void prepare_stage(const std::string& from);
   double train_step();

@@ -5,6 +5,7 @@
 // tests/reference/mod_check.py.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
@@ -63,6 +64,22 @@ TEST(MixtureOfDepths, LoraTrainsTheRoutedLayersBlocks) {
   auto st = io::SafetensorsFile::open(dir + "/lora/adapter_model.safetensors");
   EXPECT_TRUE(st->has("base_model.model.model.layers.1.block.self_attn.q_proj.lora_A.weight"));
   EXPECT_TRUE(st->has("base_model.model.model.layers.2.self_attn.q_proj.lora_A.weight"));
+  // export merges it into the base routed as in training: the same routers, drawn from the same
+  // seed (the adapter does not hold them) as a full run at learning rate 0 keeps them.
+  std::ofstream(dir + "/export.yaml") << "model_name_or_path: " << testing::source_path("assets/stories260K")
+                                      << "\nadapter_name_or_path: " << dir << "/lora\nfinetuning_type: lora\n"
+                                      << "mixture_of_depths: convert\nseed: 3\nexport_dir: " << dir << "/merged\n";
+  auto e = run_unillm("export " + dir + "/export.yaml");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_EQ(e.err.find("ignored"), std::string::npos) << e.err;
+  auto still = run_unillm("train " + pt_config(dir, "still", "finetuning_type: full\nmixture_of_depths: convert\n"
+                                                             "learning_rate: 0\n") + " max_steps=1 --quiet");
+  ASSERT_EQ(still.exit_code, 0) << still.err;
+  auto merged = io::SafetensorsFile::open(dir + "/merged/model.safetensors");
+  auto kept = io::SafetensorsFile::open(dir + "/still/model.safetensors");
+  for (const std::string n : {"model.layers.1.router.weight_predictor.weight", "model.layers.3.router.weight_predictor.bias"})
+    EXPECT_EQ(testing::max_abs_diff(merged->tensor(n), kept->tensor(n)), 0.0) << n;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/merged/config.json"))["architectures"][0], "LlamaMoDForCausalLM");
 }
 
 TEST(MixtureOfDepths, WrongUseIsRefusedByName) {
