@@ -7,11 +7,14 @@
 #include <map>
 #include <set>
 
+#include "autograd/grad_mode.h"
 #include "core/rng.h"
 #include "io/checkpoint.h"
 #include "models/inference_bundle.h"
 #include "models/passes.h"
 #include "models/llama.h"
+#include "ops/linear.h"
+#include "ops/quant.h"
 
 namespace unillm::models {
 
@@ -269,9 +272,24 @@ const ops::QuantizedWeight& CausalLM::lm_head_quantized() const {
   return none;
 }
 
+Tensor CausalLM::project_to_vocab(const Tensor& hidden) {
+  if (lm_head_quantized().defined()) return ops::linear_q(hidden, lm_head_quantized());
+  return ops::linear(hidden, lm_head_weight());
+}
+
 Tensor CausalLM::logits_all(const std::vector<int32_t>& ids) {
   UNILLM_CHECK(!ids.empty(), "[models] logits_all of an empty sequence");
   auto t = static_cast<int64_t>(ids.size());
+  if (config().mixture_of_depths) {
+    autograd::NoGradGuard no_grad;  // an evaluation forward: the routed layers' counter stays
+    std::vector<int32_t> pos(ids.size());
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
+    TrainBatch b;
+    b.input_ids = Tensor::from_ints(ids, {1, t});
+    b.labels = b.input_ids;
+    b.position_ids = Tensor::from_ints(pos, {1, t});
+    return project_to_vocab(hidden_states(b, false));
+  }
   KvCaches caches = KvCaches::allocate(config(), 1, t, DType::f32, device());  // one block
   return forward(single_sequence_batch(ids, 0, {0}, t, false), caches);
 }

@@ -215,8 +215,14 @@ class CausalLM {
   virtual void set_mod_calls(int64_t) {}
 
   // Convenience: logits for every position of one sequence, with a temporary one-block
-  // cache. ids: token ids; returns f32 [T, V].
+  // cache. ids: token ids; returns f32 [T, V]. A mixture-of-depths model routes each layer's
+  // top tokens of the whole sequence, which no KV cache keeps: its logits come from the training
+  // forward without gradients (hidden_states, then project_to_vocab), as the package scores a
+  // sequence.
   Tensor logits_all(const std::vector<int32_t>& ids);
+  // Final hidden states [M, C] (hidden_states' output) to f32 logits [M, V] through the output
+  // projection (the quantised lm_head where the model has one).
+  Tensor project_to_vocab(const Tensor& hidden);
 
   // ---- LoRA adapters (PEFT semantics). Adapter weights are f32 parameters that require grad,
   // listed by module().parameters() (ParamRef::adapter = name) but not by named_parameters().

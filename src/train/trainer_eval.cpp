@@ -49,9 +49,38 @@ std::pair<int64_t, int64_t> sequence_accuracy(models::CausalLM& model, const int
   return {right, scored};
 }
 
+// A mixture-of-depths model routes each layer's top tokens of the batch's padded rows, so its
+// accuracy comes from the batch's own forward (what the evaluation loss and HF's
+// compute_accuracy read), not from one KV-cached sequence at a time: position t of a row of n
+// tokens predicts label t + 1 for t + 1 < n, as below.
+std::pair<int64_t, int64_t> routed_accuracy(models::CausalLM& model, const data::Batch& b) {
+  const Tensor hidden = model.hidden_states(to_train_batch(b), false);  // [rows · seq_len, C]
+  const int64_t chunk = logit_chunk(model.config()), total = b.rows * b.seq_len;
+  int64_t right = 0, scored = 0;
+  for (int64_t begin = 0; begin < total; begin += chunk) {
+    const int64_t end = std::min(total, begin + chunk);
+    Tensor logits = model.project_to_vocab(hidden.slice(0, begin, end)).to(Device{});
+    const int64_t V = logits.shape()[1];
+    const float* p = logits.data<float>();
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t r = i / b.seq_len, t = i % b.seq_len;
+      if (t + 1 >= b.lengths[static_cast<size_t>(r)]) continue;
+      const int32_t label = b.labels[static_cast<size_t>(i + 1)];
+      if (label == data::kIgnoreIndex) continue;
+      const float* row = p + (i - begin) * V;
+      int64_t best = 0;
+      for (int64_t v = 1; v < V; ++v) best = row[v] > row[best] ? v : best;
+      right += best == label;
+      ++scored;
+    }
+  }
+  return {right, scored};
+}
+
 }  // namespace
 
 std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const data::Batch& b) {
+  if (model.config().mixture_of_depths) return routed_accuracy(model, b);
   int64_t right = 0, scored = 0;
   auto add = [&](std::pair<int64_t, int64_t> c) {
     right += c.first;

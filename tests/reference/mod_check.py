@@ -15,9 +15,12 @@ or stay within 3x of the package's own f32 run's distance from it (these models 
 ill-conditioned: the third call's gradients differ by ~7e-4 between the package's f32 and f64). Then `unillm train` with
 mixture_of_depths: convert trains stories260K for two steps and saves; the package's
 AutoMoDModelForCausalLM (LLaMA-Factory's `load`) must load that directory and give unillm's
-evaluation loss on it.
+evaluation loss on it, and `unillm eval ppl` on it the package's sliding-window perplexity. The
+evaluation's token accuracy (the trainer's, compute_accuracy) and one row's logits_all (what eval
+ppl scores) come from the routed forward of the batch or row itself, as the package's.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -80,6 +83,11 @@ def forward(m, ids):
     return m(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=pos, labels=ids, use_cache=False).loss
 
 
+def logits(m, ids):
+    pos = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
+    return m(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=pos, use_cache=False).logits
+
+
 def rel(a, b):
     a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
     return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
@@ -125,10 +133,26 @@ def compare(model_dir, ids, dump, work, recompute):
                 worst, where = r, f"{name}, the package in f32 {r32:.1e}"
         expect(ok, f"{how}: call {c + 1}: every gradient within 1e-4 or 3x the f32 package's (worst {worst:.1e} at {where})")
     m64.eval()
+    m32.eval()
     with torch.no_grad():
         want = forward(m64, ids).item()
+        # HF's compute_accuracy: the argmax of the batch's own evaluation logits at t against t + 1.
+        # Labelled with the package's own predictions (position t's argmax as label t + 1), every
+        # position the trainer scores must be right: its accuracy reads the same routed logits.
+        predicted = torch.cat([ids[:, :1], logits(m64, ids)[:, :-1].argmax(-1)], 1)
+        # One row alone (what `unillm eval ppl` scores): its own top-k over its T tokens.
+        row64, row32 = (logits(m, ids[:1])[0] for m in (m64, m32))
     expect(abs(got["eval_loss"][0] - want) <= 1e-5 * abs(want),
            f"{how}: evaluation forward (capacity kept): {got['eval_loss'][0]:.7f} vs {want:.7f}")
+    safetensors_py.save_file({"input_ids": ids.int(), "calls": torch.tensor([CALLS], dtype=torch.int32),
+                              "labels": predicted.int()}, inp)
+    run([dump, model_dir, inp, out] + (["recompute"] if recompute else []))
+    acc = [int(v) for v in safetensors_py.load_file(out)[0]["accuracy"]]
+    expect(acc == [B * (T - 1)] * 2,
+           f"{how}: the trainer's token accuracy against the package's predictions: {acc[0]}/{acc[1]} right")
+    err, own = rel(got["logits_row0"], row64), rel(row32, row64)
+    expect(err <= max(1e-5, 3 * own), f"{how}: logits of one row alone (eval ppl's forward): relative {err:.1e} "
+           f"(the package in f32 {own:.1e})")
 
 
 def main():
@@ -165,6 +189,31 @@ def main():
         want = forward(loaded, ids).item()
     expect(abs(got["eval_loss"][0] - want) <= 1e-5 * abs(want),
            f"unillm's converted and trained model in the package: loss {want:.7f} = unillm's {got['eval_loss'][0]:.7f}")
+
+    # `unillm eval ppl` on the routed model: HF's sliding-window perplexity, each window routed over
+    # its own tokens (the package's forward of the window; capacity 0.125 on a fresh load).
+    text = os.path.join(work, "text.txt")
+    with open(text, "w") as f:
+        f.write("Once upon a time, there was a little girl named Lily. She loved to play outside in the sun. "
+                "One day, she saw a big red ball in the park and ran to get it.")
+    tokens = [int(v) for v in run([args.unillm, "tokenize", "--model", trained, "--file", text]).stdout.strip()[1:-1].split(",")]
+    ppl = json.loads(run([args.unillm, "eval", "ppl", "--model", trained, "--file", text, "--max-length", "16",
+                          "--stride", "8", "--json"]).stdout)
+    ids_all, nll, count, prev_end = torch.tensor([tokens]), 0.0, 0, 0
+    with torch.no_grad():
+        for begin in range(0, len(tokens), 8):
+            end = min(begin + 16, len(tokens))
+            window = ids_all[:, begin:end]
+            logp = torch.log_softmax(logits(loaded, window)[0], -1)
+            for p in range(max(prev_end, begin + 1), end):
+                nll -= logp[p - 1 - begin, tokens[p]].item()
+                count += 1
+            prev_end = end
+            if end == len(tokens):
+                break
+    expect(ppl["tokens"] == count and abs(ppl["nll"] - nll / count) <= 1e-5 * (nll / count),
+           f"unillm eval ppl on the routed model ({len(tokens)} tokens, windows of 16 by 8): nll {ppl['nll']:.7f} over "
+           f"{ppl['tokens']} tokens, the package's windows {nll / count:.7f} over {count}")
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
         return 1

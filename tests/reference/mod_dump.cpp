@@ -5,7 +5,10 @@
 // training forwards (CausalLM::loss, per-layer recompute when asked) each with its backward seeded
 // with 1 / scored tokens (HF's mean), the gradients cleared between them, then one evaluation
 // forward without gradients, and writes OUT: "loss.<i>" f64 [1] per training call,
-// "grad.<i>.<name>" for every parameter (HF names) and "eval_loss" f64 [1].
+// "grad.<i>.<name>" for every parameter (HF names), "eval_loss" f64 [1], the evaluation's token
+// accuracy as the trainer counts it ("accuracy" i32 [right, scored]: the batch's rows, each whole,
+// against IN's "labels" i32 [B, T] when it has them, else the ids)
+// and "logits_row0" f32 [T, V]: CausalLM::logits_all of row 0 alone (what `unillm eval ppl` scores).
 #include <cstdio>
 #include <string>
 
@@ -14,6 +17,7 @@
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "models/causal_lm.h"
+#include "train/trainer_run.h"
 #include "support/expect.h"
 
 namespace {
@@ -52,6 +56,21 @@ int run(const std::string& model_dir, const std::string& in_path, const std::str
     autograd::NoGradGuard no_grad;
     auto out = model->loss(tb, false);
     result.push_back({"eval_loss", f64(out.loss_sum.item_flat(0) / static_cast<double>(out.count))});
+    data::Batch batch;
+    batch.rows = b;
+    batch.seq_len = t;
+    const Tensor ids = tb.input_ids.contiguous();
+    batch.input_ids.assign(ids.data<int32_t>(), ids.data<int32_t>() + b * t);
+    batch.labels = batch.input_ids;
+    if (in->has("labels")) {
+      const Tensor l = in->tensor("labels").contiguous();
+      batch.labels.assign(l.data<int32_t>(), l.data<int32_t>() + b * t);
+    }
+    batch.lengths.assign(static_cast<size_t>(b), static_cast<int32_t>(t));
+    const auto [right, scored] = train::detail::token_accuracy_counts(*model, batch);
+    result.push_back({"accuracy", Tensor::from_ints({static_cast<int32_t>(right), static_cast<int32_t>(scored)}, {2})});
+    result.push_back({"logits_row0", model->logits_all(std::vector<int32_t>(batch.input_ids.begin(),
+                                                                            batch.input_ids.begin() + t))});
   }
   io::save_safetensors(out_path, result);
   return 0;
