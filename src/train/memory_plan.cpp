@@ -435,6 +435,25 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   p.train_peak = p.baseline + p.runtime + state + working + p.allocator_cache;
   int64_t reference_load = p.reference;  // what loading the reference adds at its peak
   int64_t sharded_before_reference = 0;   // ZeRO-3: the policy's pieces when the reference loads
+  const int64_t n_layers = std::max<int64_t>(1, static_cast<int64_t>(ps.layers.size()));
+  // ZeRO's units gathered at a time out of `whole` bytes: the root, and a layer or the embedding.
+  auto gathered_of = [&](int64_t whole, int64_t bytes) {
+    const int64_t root = std::min(whole, (d.V * d.C + d.C) * bytes);
+    const int64_t embed = c.tie_word_embeddings ? 0 : std::min(whole - root, d.V * d.C * bytes);
+    return root + std::max((whole - root - embed) / n_layers, embed);
+  };
+  if (in.grad_shards > 1) {
+    // ZeRO-2 through the units: whole weights; gradients as this process's share plus the units
+    // backward is in; the step adds the optimizer's copy of the share and one unit's all-gather.
+    const int64_t W = in.grad_shards, share = (ps.trainable + W - 1) / W * 4;
+    const int64_t units = std::min(p.gradients, gathered_of(p.gradients, 4));
+    p.gradients = share + units;
+    const int64_t unit_state = p.weights + p.gradients + p.optimizer + p.reference;
+    p.allocator_cache = (unit_state + working) / 8;
+    p.train_peak = p.baseline + p.runtime + unit_state + working + p.allocator_cache;
+    const int64_t stepping = p.weights + share + p.optimizer + p.reference + share + units;
+    p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + stepping + stepping / 8);
+  }
   if (in.param_shards > 1) {
     // ZeRO-3: pieces of every unit plus the root unit (lm_head, final norm; the embedding too when
     // tied) and one layer or the untied embedding's unit gathered, with their gradient buffers;
@@ -442,13 +461,6 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     // beside the sharded gradients and state). Units are taken at f32 (an upper bound for bf16
     // frozen parts).
     const int64_t W = in.param_shards;
-    const int64_t n_layers = std::max<int64_t>(1, static_cast<int64_t>(ps.layers.size()));
-    // The units gathered at a time out of `whole` bytes: the root, and a layer or the embedding.
-    auto gathered_of = [&](int64_t whole, int64_t bytes) {
-      const int64_t root = std::min(whole, (d.V * d.C + d.C) * bytes);
-      const int64_t embed = c.tie_word_embeddings ? 0 : std::min(whole - root, d.V * d.C * bytes);
-      return root + std::max((whole - root - embed) / n_layers, embed);
-    };
     const int64_t whole_weights = p.weights, whole_grads = p.gradients;
     const int64_t gathered = gathered_of(whole_weights, 4);
     p.weights = (whole_weights + W - 1) / W + gathered;
@@ -468,13 +480,21 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     if (in.saves_whole_model)
       p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + whole_weights + p.gradients + p.optimizer + p.reference);
   }
+  if (in.state_gathered_at_save > 1) {  // saving, between steps: no activations; the part's state
+    // gathered beside the process's own range of it
+    const int64_t saving = p.weights + p.gradients + p.optimizer * (1 + in.state_gathered_at_save) + p.reference;
+    p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + saving + saving / 8);
+  }
   // Loading builds the base model (f32, or frozen_weight_bytes; freeze under mixed precision
   // builds f32 first) while one tensor's file pages are resident; the arena then holds the old
   // and the packed copy of the trainable tensors plus the gradients.
   const int64_t frozen_bytes = in.frozen_loaded_f32 ? 4 : in.frozen_weight_bytes;
   const int64_t built = (ps.base - ps.frozen) * 4 + ps.frozen * frozen_bytes;
-  // (ZeRO-3's arena has no whole gradient buffer: its gradients live in its units.)
-  const int64_t packing = (in.param_shards > 1 ? 1 : 2) * ps.trainable * 4;
+  // (ZeRO-3's arena has no whole gradient buffer: its gradients live in its units; ZeRO-2's units
+  // add the shard's pieces and their gradients.)
+  const int64_t packing = in.grad_shards > 1 ? ps.trainable * 4 + 2 * ((ps.trainable + in.grad_shards - 1) / in.grad_shards * 4)
+                                             : (in.param_shards > 1 ? 1 : 2) * ps.trainable * 4;  // (the shard's
+  // copy of its parameters is let go once made, ParamShards::shard)
   p.load_peak = p.baseline + std::max(built + in.largest_tensor_bytes, built + packing);
   // ZeRO-3: the shard's pieces and their gradients are copied out before the arena goes (and
   // before the optimizer state is made). Loaded straight into the pieces, the whole model never

@@ -84,6 +84,16 @@ struct MemoryPlanInputs {
   // a time) unless policy_loaded_whole (Run::policy_whole_load_reason): then whole, then sharded.
   int64_t param_shards = 1;
   bool policy_loaded_whole = false;
+  // ZeRO-2 through the same units (ParamShards' keep_whole): whole weights; gradients as this
+  // process's 1/grad_shards plus the units backward is in (the root unit and one layer) whole; the
+  // step copies this process's share of the weights for the optimizer and all-gathers a unit at a
+  // time.
+  int64_t grad_shards = 1;
+  // Split state (ZeRO-2's units or ZeRO-3 beside P pipeline stages, ZeroOptimizer's split_state):
+  // a checkpoint all-gathers the part's optimizer state over the stages on every process
+  // (ZeroOptimizer::part_state), so saving holds the part's state (the steps' state ×
+  // state_gathered_at_save) beside the steps' own for a while.
+  int64_t state_gathered_at_save = 1;
   // ZeRO-3: saving gathers every unit (an adapter run that writes base weights too: PiSSA's
   // conversion, a grown vocabulary).
   bool saves_whole_model = false;

@@ -17,6 +17,8 @@ namespace {
 
 constexpr int64_t kAlign = 64;  // bytes: each frozen parameter starts on a cache line
 
+std::string mib_text(int64_t b) { return std::to_string(b / 1048576) + "." + std::to_string(b % 1048576 * 10 / 1048576); }
+
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // The decoder layer of an HF name ("model.layers.3.mlp.up_proj.weight" -> 3), or -1.
@@ -51,8 +53,8 @@ void unit_runs(const Params& params, int64_t per, int64_t numel, int q, int64_t 
 }  // namespace
 
 ParamShards::ParamShards(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena& arena,
-                         dist::ProcessGroup& group)
-    : group_(group), device_(arena.param_tensor().device()) {
+                         dist::ProcessGroup& group, bool keep_whole)
+    : group_(group), device_(arena.param_tensor().device()), keep_whole_(keep_whole) {
   layout(modules, tied_embedding, &arena);
 }
 
@@ -71,6 +73,7 @@ void ParamShards::layout(const std::vector<nn::Module*>& modules, bool tied_embe
   for (size_t mi = 0; mi < modules.size(); ++mi) {
     for (const nn::ParamRef& r : modules[mi]->parameters()) {
       if (!seen.insert(r.tensor).second || !r.tensor->defined()) continue;
+      if (keep_whole_ && !r.tensor->requires_grad()) continue;  // frozen weights stay whole, no unit's
       const int64_t layer = mi == 0 ? layer_of(r.hf_names.at(0)) : -1;
       // An untied embedding is read only by the lookup: a unit of its own, gathered around it.
       // Tied, it is the lm_head too and stays in the root unit.
@@ -136,6 +139,16 @@ ZeroPieces ParamShards::pieces() const {
 void ParamShards::shard(ParamArena& arena, ParamArena& shard) {
   UNILLM_CHECK(!sharded_ && !frozen_model_, "[zero3] sharded twice");
   shard_ = &shard;
+  if (keep_whole_) {  // the parameters stay in the arena; their gradients go to the units' buffers
+    arena_ = &arena;
+    for (Unit& u : units_) {
+      u.grad = released_storage(u.train_per * group_.size() * 4, device_);
+      for (const Param& p : u.params) p.tensor->set_grad(Tensor(u.grad, p.tensor->shape(), DType::f32, p.at));
+    }
+    shard.param_tensor().storage()->release();  // a copy of the arena's elements: made for each step
+    sharded_ = true;
+    return;
+  }
   for (Unit& u : units_) keep_pieces(u);
   arena.release_storage();
   sharded_ = true;
@@ -279,7 +292,40 @@ void ParamShards::loaded() {
   sharded_ = true;
 }
 
+void ParamShards::before_step() {
+  if (!keep_whole_) return;
+  Tensor shard = shard_->param_tensor();
+  shard.storage()->refill();
+  shard.fill(0.0);  // the padding
+  const Tensor& arena = arena_->param_tensor();
+  std::vector<ArenaRun> runs;
+  for (const Unit& u : units_) unit_runs(u.params, u.train_per, u.train_numel, group_.rank(), u.shard_at, runs);
+  for (const ArenaRun& r : runs) shard.slice(0, r.at, r.at + (r.hi - r.lo)).copy_from(arena.slice(0, r.lo, r.hi));
+}
+
+void ParamShards::after_step() {
+  if (!keep_whole_) return;
+  autograd::NoGradGuard no_grad;
+  for (Unit& u : units_) {  // every rank's stepped pieces, a unit at a time, into the whole parameters
+    if (u.train_per == 0) continue;
+    Tensor whole = Tensor::empty({u.train_per * group_.size()}, DType::f32, device_);
+    group_.allgather(shard_->param_tensor().slice(0, u.shard_at, u.shard_at + u.train_per), whole);
+    for (const Param& p : u.params)
+      Tensor(*p.tensor).copy_from(whole.slice(0, p.at, p.at + p.tensor->numel()).view(p.tensor->shape()));
+  }
+  shard_->param_tensor().storage()->release();
+}
+
 void ParamShards::gather(Unit& u, bool grads, bool frozen) {
+  if (keep_whole_) {  // the parameters are whole already: only the gradient buffer comes
+    if (grads && u.train_per > 0) {
+      u.grad->refill();
+      Tensor(u.grad, {u.train_per * group_.size()}, DType::f32).fill(0.0);
+    }
+    u.gathered = true;
+    u.with_grads = grads && u.train_per > 0;
+    return;
+  }
   if (u.train_per > 0) {
     u.train->refill();
     Tensor out(u.train, {u.train_per * group_.size()}, DType::f32);
@@ -299,8 +345,10 @@ void ParamShards::gather(Unit& u, bool grads, bool frozen) {
 }
 
 void ParamShards::release(Unit& u) {
-  u.train->release();
-  u.frozen->release();
+  if (!keep_whole_) {  // keep_whole: the parameters stay (the gradient buffer goes in reduce())
+    u.train->release();
+    u.frozen->release();
+  }
   u.gathered = false;
 }
 
@@ -512,6 +560,7 @@ void ParamShards::drop_gradients_of(const std::vector<const Tensor*>& params) {
 }
 
 bool ParamShards::all_finite() {
+  if (keep_whole_) return arena_->all_finite();  // every rank holds the same whole parameters
   Tensor bad = Tensor::empty({1}, DType::i32);
   bad.data<int32_t>()[0] = shard_->all_finite() ? 0 : 1;  // this process's pieces, then every process's
   group_.allreduce(bad, dist::ReduceOp::max);
@@ -524,6 +573,20 @@ int64_t ParamShards::kept_bytes() const {
   return n;
 }
 
+std::string ParamShards::describe_gradients() const {
+  // (kept_bytes() counts the trainable pieces only here: keep_whole's units hold no frozen bytes.)
+  int64_t whole = 0, largest = 0;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    whole += units_[i].train_numel * 4;
+    if (i > 0) largest = std::max(largest, units_[i].train_numel * 4);
+  }
+  return UNILLM_MSG(layers_end_ - 1, " layer units", embedding_unit_ > 0 ? ", an embedding unit" : "",
+                    head_unit_ > 0 ? ", a head unit" : "", " and a root unit: this process keeps ",
+                    mib_text(kept_bytes()), " of ", mib_text(whole), " MiB of gradients and fills one unit's whole "
+                    "gradients (at most ", mib_text(largest), " MiB, the root unit's ", mib_text(units_[0].train_numel * 4),
+                    ") while backward is in it");
+}
+
 std::string ParamShards::describe() const {
   int64_t whole = 0, largest = 0;
   for (size_t i = 0; i < units_.size(); ++i) {
@@ -532,7 +595,7 @@ std::string ParamShards::describe() const {
     if (i > 0) largest = std::max(largest, b);
   }
   const int64_t layers = layers_end_ - 1;
-  const auto mib = [](int64_t b) { return std::to_string(b / 1048576) + "." + std::to_string(b % 1048576 * 10 / 1048576); };
+  const auto mib = mib_text;
   return UNILLM_MSG(layers, " layer units", embedding_unit_ > 0 ? ", an embedding unit" : "",
                     head_unit_ > 0 ? ", a head unit" : "", " and a root unit (",
                     mib(units_[0].train_numel * 4 + units_[0].frozen_bytes),

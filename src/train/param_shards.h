@@ -14,6 +14,14 @@
 // goes (Storage::refill/release), so module code, saved autograd tensors and recompute closures
 // need no change. The trainable pieces live in ZeroOptimizer's shard (its stage 3), which steps
 // them; this class only moves them.
+//
+// keep_whole (ZeRO stage 2): the same units, gradient buffers and reduce-scatters, but the
+// parameters stay whole where they are (the arena; frozen ones are no unit's), so only the
+// gradients are sharded; gathers and releases move no parameter. The shard's parameters are a
+// copy of this rank's pieces that exists only around the optimizer's step (before_step copies
+// them out of the arena, after_step all-gathers the stepped pieces into it a unit at a time and
+// lets the copy go), so between steps a rank holds the whole parameters, 1/W of the gradients
+// plus the units backward is in, and 1/W of the optimizer state.
 #pragma once
 
 #include <memory>
@@ -35,7 +43,7 @@ class ParamShards {
   // unit 0). Computes the layout only; the parameters stay
   // whole until shard().
   ParamShards(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena& arena,
-              dist::ProcessGroup& group);
+              dist::ProcessGroup& group, bool keep_whole = false);
   // A model whose every parameter is frozen (a reference copy): shard_frozen() shards it.
   ParamShards(nn::Module& frozen_model, bool tied_embedding, dist::ProcessGroup& group);
   ParamShards(const ParamShards&) = delete;
@@ -46,8 +54,14 @@ class ParamShards {
   // Keeps this rank's pieces of the frozen parameters, points every parameter at its unit's
   // (released) storage, and releases the whole arena: from here on the parameters hold memory
   // only while gathered. `shard` is ZeroOptimizer::shard(), already holding this rank's
-  // trainable pieces.
+  // trainable pieces. keep_whole: only the gradients are pointed at the units' buffers; the
+  // arena stays.
   void shard(ParamArena& arena, ParamArena& shard);
+  bool keeps_whole() const { return keep_whole_; }
+  // Around the optimizer's step (keep_whole; nothing to do otherwise): the shard's parameters
+  // made from the arena, then every rank's stepped pieces all-gathered into it (a collective).
+  void before_step();
+  void after_step();
   // The frozen model's shard(): every unit kept as this rank's piece, the root unit gathered for
   // good (the reference's lm_head and final norm are read outside the layers, by ASFT's loss).
   void shard_frozen();
@@ -146,6 +160,8 @@ class ParamShards {
   bool all_finite();
   // "N units, this process keeps X of Y parameter bytes" for the run's log.
   std::string describe() const;
+  // keep_whole's "N units: this process keeps X of Y MiB of gradients …" for the run's log.
+  std::string describe_gradients() const;
   // Bytes this process keeps between uses: its pieces of every unit, padding included.
   int64_t kept_bytes() const;
 
@@ -196,6 +212,8 @@ class ParamShards {
   int whole_ = 0;  // Whole scopes open
   bool sharded_ = false;
   bool stand_in_ = false;
+  bool keep_whole_ = false;
+  ParamArena* arena_ = nullptr;  // keep_whole: the whole parameters
 };
 
 }  // namespace unillm::train

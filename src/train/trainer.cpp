@@ -144,6 +144,10 @@ void Run::load(const std::string& from) {
   // gradients live in its units and shard, so the arena gets no whole gradient buffer. Its policy
   // is built lazy and read straight into the shards where nothing needs the whole weights first.
   const bool zero3 = a_.do_train && a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty();
+  // Stage 2 shards the gradients through the same units where stage 3 could shard the parameters
+  // (ParamShards' keep_whole: each layer's gradients reduce-scattered as backward leaves it, the
+  // parameters whole); elsewhere the arena's whole gradients are reduce-scattered after backward.
+  const bool zero2_units = a_.do_train && a_.zero_stage == 2 && world_size() > 1 && zero3_fallback().empty();
   const std::string whole_load = zero3 ? policy_whole_load_reason(from) : "";
   const bool streamed = zero3 && whole_load.empty();
   const std::string weights_dir = from.empty() || lora ? model_dir_ : from;
@@ -204,7 +208,7 @@ void Run::load(const std::string& from) {
   if (!a_.do_train) return;  // evaluation only: no arena, no optimizer state
   std::vector<nn::Module*> trainable{&model_->module()};
   for (nn::Module* m : stage_->extra_modules()) trainable.push_back(m);
-  arena_ = std::make_unique<ParamArena>(trainable, /*with_grads=*/!zero3, /*lazy=*/streamed);
+  arena_ = std::make_unique<ParamArena>(trainable, /*with_grads=*/!zero3 && !zero2_units, /*lazy=*/streamed);
   if (arena_->numel() == 0)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": finetuning_type ", a_.finetuning_type,
                  " leaves no trainable parameter (check the freeze_* / lora_* keys)");
@@ -223,7 +227,7 @@ void Run::load(const std::string& from) {
     say("ZeRO stage 3 from " + a_.zero_from + ": the parameters are not sharded " + zero3_fallback() +
         "; this run shards the optimizer state and gradients as stage 2 does, and each process holds the whole "
         "model (the memory plan counts it)");
-  if (zero3) {
+  if (zero3 || zero2_units) {
     // PaddleNLP's sharding_parallel_degree (HF fsdp's hybrid_shard: a host's processes) below the
     // process count: each sharding group gathers its own units, and the groups' shards are summed
     // across them at each step (the replicas hold the same pieces).
@@ -232,7 +236,8 @@ void Run::load(const std::string& from) {
     // is divided by every process, as stage 2 divides it.
     const auto [group, replicas] = shard_groups(true);
     const bool pipeline_stages = model_mesh_ && a_.pipeline_degree > 1;
-    shards_ = std::make_unique<ParamShards>(trainable, model_->config().tie_word_embeddings, *arena_, *group);
+    shards_ = std::make_unique<ParamShards>(trainable, model_->config().tie_word_embeddings, *arena_, *group,
+                                            /*keep_whole=*/zero2_units);
     // Between copying this rank's pieces and making the optimizer state: the whole arena goes, and
     // a reference copy loads beside the pieces alone.
     auto sharded = [&](ParamArena& shard) {
@@ -250,12 +255,17 @@ void Run::load(const std::string& from) {
       model_->set_layer_hooks({[s](int64_t l) { s->before_forward(l); }, [s](int64_t l) { s->after_forward(l); },
                                [s](int64_t l) { s->before_backward(l); }});
       model_->set_layer_backward_hook([s](int64_t l) { s->after_backward(l); });
-      say("ZeRO stage 3 from " + a_.zero_from + ": parameters, gradients and optimizer state sharded over " +
-          std::to_string(group->size()) + " processes in " + shards_->describe() +
-          (replicas ? UNILLM_MSG(" (sharding groups of ", group->size(), ", ", replicas->size(), " replicas",
-                                 pipeline_stages ? ", one per stage, which split the optimizer state by range" : "",
-                                 ")")
-                    : std::string()));
+      const std::string groups =
+          replicas ? UNILLM_MSG(" (sharding groups of ", group->size(), ", ", replicas->size(), " replicas",
+                                pipeline_stages ? ", one per stage, which split the optimizer state by range" : "", ")")
+                   : std::string();
+      if (zero2_units)
+        say("ZeRO stage 2 from " + a_.zero_from + ": gradients and optimizer state sharded over " +
+            std::to_string(group->size()) + " processes, each layer's gradients reduce-scattered as backward leaves it, in " +
+            shards_->describe_gradients() + "; the parameters stay whole" + groups);
+      else
+        say("ZeRO stage 3 from " + a_.zero_from + ": parameters, gradients and optimizer state sharded over " +
+            std::to_string(group->size()) + " processes in " + shards_->describe() + groups);
       if (prepare_later) {  // a precomputed reference's pass reads the policy as evaluation does
         const ParamShards::Root root(shards_.get());
         prepare_stage(from);
@@ -277,7 +287,10 @@ void Run::load(const std::string& from) {
                                            [&oc](ParamArena& shard) { return make_optimizer(shard, oc); }, replicas);
     const auto [lo, hi] = zero_range(arena_->numel(), group->size(), group->rank());
     say(UNILLM_MSG("ZeRO stage ", stage, ": this process keeps the optimizer state of elements [", lo, ", ",
-                   hi, ") of ", arena_->numel(), stage == 2 ? " and reduces only their gradients" : "",
+                   hi, ") of ", arena_->numel(),
+                   stage == 2 ? " and reduces only their gradients, after backward (the gradients are held whole " +
+                                    zero3_fallback() + ")"
+                              : "",
                    degree < world ? UNILLM_MSG(" (sharding groups of ", degree, ", ", world / degree, " replicas)")
                                   : std::string()));
   } else {
@@ -324,7 +337,7 @@ void Run::prepare_stage(const std::string& from) {
       return out;
     };
   };
-  if (shards_) ctx.shard_frozen_over = shard_groups(true).first;
+  if (shards_ && !shards_->keeps_whole()) ctx.shard_frozen_over = shard_groups(true).first;  // (ZeRO-2: whole)
   if (world_size() > 1) {
     ctx.eval_rank = world_rank();
     ctx.eval_exchange = exchange_over(*h_.dp);

@@ -62,10 +62,18 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.optimizer = optimizer_config(a_).kind;
   if (a_.zero_stage > 0)  // over the sharding group (PaddleNLP's degree)
     in.zero_shards = sharding_degree() > 1 ? sharding_degree() : sharding_degree() == 1 ? 1 : world_size();
+  // ZeRO-2 and -3 through ParamShards' units (Run::load): over Run::shard_groups' group.
+  const int64_t unit_group = model_mesh_ && a_.pipeline_degree > 1 ? model_mesh_->shape().dp
+                             : sharding_degree() > 1                ? sharding_degree()
+                                                                    : world_size();
+  if (a_.zero_stage == 2 && world_size() > 1 && zero3_fallback().empty()) in.grad_shards = unit_group;
+  // Beside pipeline stages the units' optimizer state is split by range over the stages too
+  // (Run::load's split_state), and a checkpoint gathers the part's whole state.
+  if ((a_.zero_stage == 2 || a_.zero_stage == 3) && world_size() > 1 && zero3_fallback().empty() && model_mesh_ &&
+      a_.pipeline_degree > 1)
+    in.state_gathered_at_save = model_mesh_->shape().pp;
   if (a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty()) {
-    in.param_shards = model_mesh_ && a_.pipeline_degree > 1 ? model_mesh_->shape().dp  // Run::shard_groups
-                      : sharding_degree() > 1                ? sharding_degree()
-                                                             : world_size();
+    in.param_shards = unit_group;
     in.policy_loaded_whole = !policy_whole_load_reason(from).empty();
     in.saves_whole_model = a_.adapter_tuning() && (a_.pissa_convert || a_.resize_vocab);  // Run::SaveScope
   }

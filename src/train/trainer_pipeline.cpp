@@ -46,7 +46,7 @@ void Run::setup_pipeline() {
                      : std::string(" (1F1B)"),
                  ", ", dp_size(), " data-parallel replica", dp_size() > 1 ? "s" : "",
                  "; each process runs its stage's layers and ",
-                 shards_ ? UNILLM_MSG("keeps 1/", dp_size(), " of every weight (ZeRO-3 among the stage's replicas; "
+                 shards_ && !shards_->keeps_whole() ? UNILLM_MSG("keeps 1/", dp_size(), " of every weight (ZeRO-3 among the stage's replicas; "
                                       "the stages' gradient shards are summed, zero where a stage does not run a layer); ")
                          : std::string("holds the whole model (the gradients of the layers it does not run are zero "
                                        "and are summed over the processes, so every process keeps every weight); "),

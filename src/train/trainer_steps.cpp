@@ -189,7 +189,11 @@ double Run::train_step() {
   // fp16's scaler skips a step whose gradients overflowed (the scale backs off); otherwise a
   // non-finite gradient norm would make the update NaN.
   if (!scaler_ && !std::isfinite(grad_norm)) stop_non_finite("the gradient norm", grad_norm);
-  if (finite) opt_->step(scheduled_lr(sched_, a_.learning_rate, state_.global_step));
+  if (finite) {
+    if (shards_) shards_->before_step();  // ZeRO-2's units: the shard's copy of this process's pieces
+    opt_->step(scheduled_lr(sched_, a_.learning_rate, state_.global_step));
+    if (shards_) shards_->after_step();  // … all-gathered into the whole parameters
+  }
   if (scaler_) {  // an overflowing step is skipped (GradScaler), the schedule still advances
     if (!finite) say("step " + std::to_string(state_.global_step + 1) + ": gradients overflowed; skipped, loss scale " +
                      std::to_string(scaler_->scale) + " -> " + std::to_string(scaler_->scale * scaler_->backoff_factor));

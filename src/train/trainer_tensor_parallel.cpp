@@ -142,7 +142,7 @@ void Run::setup_tensor_parallel() {
                  vp ? "; the lm_head is split by vocabulary rows, with a parallel cross-entropy (tensor_parallel_output)"
                  : sp ? ""
                       : "; so is the lm_head",
-                 shards_ ? UNILLM_MSG("; every process gathers each whole layer just in time from ZeRO-3's shards (tensor-parallel rank ", tp_rank(), ")")
+                 shards_ && !shards_->keeps_whole() ? UNILLM_MSG("; every process gathers each whole layer just in time from ZeRO-3's shards (tensor-parallel rank ", tp_rank(), ")")
                          : UNILLM_MSG("; every process holds the whole model (tensor-parallel rank ", tp_rank(), ")")));
 }
 

@@ -126,6 +126,55 @@ TEST(MemoryPlan, ZeroThreeHoldsPiecesAndTheGatheredUnits) {
   EXPECT_EQ(plan_memory(in).reference, 1704 * 4);
 }
 
+// ZeRO-2 through the units over 2 processes (ParamShards' keep_whole): every weight whole;
+// gradients as this process's half plus the root unit and one layer whole (what backward fills
+// before each unit is reduce-scattered), not the whole arena; the step adds the optimizer's copy
+// of the half and one unit's all-gather. (In this toy model the root unit and a layer outweigh
+// half the parameters; in a real one the layers are many.)
+TEST(MemoryPlan, ZeroTwoShardsTheGradientsByUnit) {
+  TrainArgs a;
+  a.finetuning_type = "full";
+  MemoryPlanInputs in = inputs(a, true);
+  in.zero_shards = 2;
+  const MemoryPlan arena = plan_memory(in);  // stage 2 over the arena: whole gradients
+  EXPECT_EQ(arena.gradients, 1704 * 4);
+  in.grad_shards = 2;
+  const MemoryPlan p = plan_memory(in);
+  const int64_t root = (32 * 8 + 8) * 4, embed = 32 * 8 * 4, layer = (1704 * 4 - root - embed) / 2;
+  EXPECT_EQ(p.weights, 1704 * 4);
+  EXPECT_EQ(p.gradients, 1704 / 2 * 4 + root + layer);
+  EXPECT_EQ(p.optimizer, arena.optimizer);
+  const int64_t stepping = 1704 * 4 + 2 * (1704 / 2 * 4) + p.optimizer + root + layer;
+  EXPECT_GE(p.train_peak, p.baseline + p.runtime + stepping + stepping / 8);
+  // Many layers: the units backward is in are a small part, and the gradients near half.
+  in.params.trainable *= 16;
+  in.params.layers.resize(32);
+  const MemoryPlan big = plan_memory(in);
+  EXPECT_LT(big.gradients, 1704 * 16 * 4 * 6 / 10);
+  // Loading: the f32 model and the arena's packed copy (no whole gradient buffer), then the
+  // shard's half of the parameters and of their gradients.
+  EXPECT_EQ(p.load_peak, std::max<int64_t>(6816 + std::max<int64_t>(6816, in.largest_tensor_bytes),
+                                           6816 + 6816 + 2 * (1704 / 2) * 4));
+}
+
+// Split state beside 2 pipeline stages: a checkpoint gathers the part's state over both stages on
+// every process (ZeroOptimizer::part_state), twice the state of the steps, beside the steps' own.
+TEST(MemoryPlan, SplitStateGathersThePartsStateToSave) {
+  TrainArgs a;
+  a.finetuning_type = "full";
+  MemoryPlanInputs in = inputs(a, true);
+  in.zero_shards = 4;
+  in.param_shards = 2;
+  in.params.trainable *= 100;  // the state outweighs the toy's activations
+  const MemoryPlan steps = plan_memory(in);
+  in.state_gathered_at_save = 2;
+  const MemoryPlan p = plan_memory(in);
+  const int64_t saving = steps.weights + steps.gradients + 3 * steps.optimizer + steps.reference;
+  EXPECT_EQ(p.train_peak, std::max(steps.train_peak, steps.baseline + steps.runtime + saving + saving / 8));
+  EXPECT_EQ(p.optimizer, steps.optimizer);  // the steps' state is unchanged
+  EXPECT_GT(p.train_peak, steps.train_peak);
+}
+
 // Pipeline stages (2 layers over 2 stages, 1F1B with 4 micro-batches): the first stage holds two
 // micro-batches of layer 0 and no loss, the last one micro-batch of layer 1 and the loss.
 TEST(MemoryPlan, PipelineStagesHoldTheirLayersInFlight) {
