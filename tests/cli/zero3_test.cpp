@@ -264,6 +264,24 @@ TEST(Zero3, UnderPipelineStagesShardsAmongEachStagesReplicas) {
       << pp2.err;
 }
 
+// Stage 2 runs through the same units with the parameters kept whole (ParamShards' keep_whole),
+// here beside pipeline stages (pp 2 × dp 2): each stage's replicas reduce-scatter each layer's
+// gradients as backward leaves it, the stages split the optimizer state by range, and the shard's
+// parameters exist only around the step. One process's run, full and LoRA, and a resume in the
+// same layout.
+TEST(Zero3, StageTwoRunsThroughTheUnitsBesidePipelineStages) {
+  const std::string dir = testing::temp_dir("zero2_pp");
+  const std::string layout = " pipeline_parallel_degree=2 gradient_accumulation_steps=2 sharding=stage2";
+  expect_four_processes_are_one(
+      dir, "pp", layout,
+      {"gradients and optimizer state sharded over 2 processes, each layer's gradients reduce-scattered as backward "
+       "leaves it",
+       "; the parameters stay whole (sharding groups of 2, 2 replicas, one per stage, which split the optimizer state "
+       "by range)"});
+  testing::expect_resumes_under(dir, kSft + " finetuning_type=full" + kShort, "full_pp",
+                                {{"full_pp_resumed", 4, "/full_pp/checkpoint-4", layout}}, 5);
+}
+
 TEST(Zero3, CheckpointsAreOneProcessesAndResumeUnderAnyLayout) {
   const std::string dir = testing::temp_dir("zero3_resume");
   const std::string full = kSft + " finetuning_type=full" + kShort;
