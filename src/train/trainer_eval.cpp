@@ -144,9 +144,11 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
   }
   // A process with one batch fewer sits the last round out (a stage exchanging per round takes
   // part). Under ZeRO-3 it evaluates the first batch again as a stand-in instead, its result
-  // dropped: every process's forwards gather the same units in the same order.
+  // dropped: every process's forwards gather the same units in the same order. (ZeRO-2's units
+  // hold their parameters whole: their gathers communicate nothing.)
+  const bool gathers = shards_ && !shards_->keeps_whole();
   if (world_size() > 1 && world_rank() >= batches % world_size() && batches % world_size() != 0) {
-    if (shards_ || expert_parallel()) {  // expert parallelism: every forward communicates too
+    if (gathers || expert_parallel()) {  // expert parallelism: every forward communicates too
       data::Batch b = batch(0);
       stage_->eval_batch(*model_, b, /*stand_in=*/true);
       if (accuracy) token_accuracy_counts(*model_, b);
