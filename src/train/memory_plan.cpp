@@ -4,6 +4,7 @@
 #include "train/memory_plan.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "models/freeze.h"
@@ -346,6 +347,12 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     p.optimizer += 4 * d.V * d.C *
                    ((ps.embed_trainable ? 1 : 0) + (ps.lm_head_trainable && !c.tie_word_embeddings ? 1 : 0));
   p.optimizer = (p.optimizer + in.zero_shards - 1) / in.zero_shards;  // ZeRO: this process's range
+  if (in.owned_weights < 1) {  // a pipeline stage's own layers, and one other unit at a time
+    auto share = [](int64_t bytes, double f) { return static_cast<int64_t>(std::ceil(static_cast<double>(bytes) * f)); };
+    p.weights = share(p.weights, in.owned_weights) + in.largest_unit * 4;
+    p.gradients = share(p.gradients, in.owned_trainable);
+    p.optimizer = share(p.optimizer, in.owned_trainable);
+  }
   // A layer keeps activations once a gradient flows through it (a trainable tensor at or below it).
   bool flows = ps.embed_trainable, any = false;
   int64_t full = 0, rec = 0, widest = 0, rerun = 0;
@@ -505,12 +512,19 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     p.load_peak = p.baseline + p.weights + shard_bytes + in.largest_tensor_bytes;
   else if (in.param_shards > 1)
     p.load_peak = std::max(p.load_peak, p.baseline + built + packing + 2 * shard_bytes);
+  // Pipeline stages owning their layers, read straight into them: the stage's own units, one
+  // other whole (p.weights), the shard's gradients, one tensor's pages; a reference copy after.
+  const bool owned_read = in.owned_weights < 1 && !in.policy_loaded_whole;
+  if (owned_read) {
+    p.load_peak = p.baseline + p.weights + p.gradients + in.largest_tensor_bytes;
+    sharded_before_reference = p.weights + p.gradients;
+  }
   // A reference copy loads after the policy (with one tensor's pages of its own); under ZeRO-3
   // after the policy is sharded and before the optimizer state is made, beside its pieces, and
   // (unless reference_loaded_whole) straight into its own pieces.
   if (in.reference_weights > 0)
     p.load_peak = std::max(p.load_peak, p.baseline + reference_load + in.largest_tensor_bytes +
-                                            (in.param_shards > 1 ? sharded_before_reference : built + packing));
+                                            (in.param_shards > 1 || owned_read ? sharded_before_reference : built + packing));
   p.peak = std::max(p.train_peak, p.load_peak);
   return p;
 }

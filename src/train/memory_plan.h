@@ -97,6 +97,13 @@ struct MemoryPlanInputs {
   // ZeRO-3: saving gathers every unit (an adapter run that writes base weights too: PiSSA's
   // conversion, a grown vocabulary).
   bool saves_whole_model = false;
+  // Pipeline stages holding only their own layers (ParamShards by owner): the shares of the base
+  // model's elements and of the trainable ones this stage holds (its layers; the embedding on the
+  // first stage, the final norm and head on the last, a tied embedding on both), and the largest
+  // unit (elements) evaluation and saving have broadcast by its owner at a time. 1: every weight.
+  // Read straight into the stage's units unless policy_loaded_whole.
+  double owned_weights = 1, owned_trainable = 1;
+  int64_t largest_unit = 0;
   // Pipeline parallelism (train/pipeline_schedule.h pipeline_live_per_layer): per decoder layer,
   // how many micro-batches' activations this process holds at its peak (0: another stage's
   // layer), and whether it runs the loss (the last stage). Empty: one process, every layer once.

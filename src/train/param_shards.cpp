@@ -31,11 +31,6 @@ int64_t layer_of(const std::string& name) {
   return std::stoll(name.substr(kPrefix.size(), end - kPrefix.size()));
 }
 
-// A storage of `bytes` that holds no memory until refill().
-std::shared_ptr<Storage> released_storage(int64_t bytes, Device device) {
-  return std::make_shared<Storage>(nullptr, static_cast<size_t>(bytes), device, nullptr);
-}
-
 // Rank q's trainable runs of one unit: its piece [q·per, (q+1)·per) of the unit's flat buffer,
 // through the unit's parameters to arena ranges, placed from shard_at on.
 template <typename Params>
@@ -51,6 +46,10 @@ void unit_runs(const Params& params, int64_t per, int64_t numel, int q, int64_t 
 }
 
 }  // namespace
+
+std::shared_ptr<Storage> ParamShards::released(int64_t bytes, Device device) {
+  return std::make_shared<Storage>(nullptr, static_cast<size_t>(bytes), device, nullptr);
+}
 
 ParamShards::ParamShards(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena& arena,
                          dist::ProcessGroup& group, bool keep_whole)
@@ -128,6 +127,15 @@ void ParamShards::layout(const std::vector<nn::Module*>& modules, bool tied_embe
 ZeroPieces ParamShards::pieces() const {
   ZeroPieces z;
   z.runs_by_rank.resize(static_cast<size_t>(group_.size()));
+  if (by_owner_) {  // each unit whole in its owner's shard
+    std::vector<int64_t> total(static_cast<size_t>(group_.size()), 0);
+    for (const Unit& u : units_) {
+      unit_runs(u.params, u.train_numel, u.train_numel, 0, u.shard_at, z.runs_by_rank[static_cast<size_t>(u.owner)]);
+      total[static_cast<size_t>(u.owner)] += u.train_numel;
+    }
+    z.per_rank = *std::max_element(total.begin(), total.end());
+    return z;
+  }
   for (const Unit& u : units_) {
     z.per_rank += u.train_per;
     for (int q = 0; q < group_.size(); ++q)
@@ -139,10 +147,11 @@ ZeroPieces ParamShards::pieces() const {
 void ParamShards::shard(ParamArena& arena, ParamArena& shard) {
   UNILLM_CHECK(!sharded_ && !frozen_model_, "[zero3] sharded twice");
   shard_ = &shard;
+  if (by_owner_) return shard_by_owner(arena, shard);
   if (keep_whole_) {  // the parameters stay in the arena; their gradients go to the units' buffers
     arena_ = &arena;
     for (Unit& u : units_) {
-      u.grad = released_storage(u.train_per * group_.size() * 4, device_);
+      u.grad = released(u.train_per * group_.size() * 4, device_);
       for (const Param& p : u.params) p.tensor->set_grad(Tensor(u.grad, p.tensor->shape(), DType::f32, p.at));
     }
     shard.param_tensor().storage()->release();  // a copy of the arena's elements: made for each step
@@ -161,13 +170,15 @@ void ParamShards::shard_frozen() {
   gather(units_[0], false);  // for good
 }
 
+int64_t ParamShards::train_whole(const Unit& u) const { return by_owner_ ? u.train_numel : u.train_per * group_.size(); }
+
+int64_t ParamShards::frozen_words(const Unit& u) const { return by_owner_ ? u.frozen_per : u.frozen_per * group_.size(); }
+
 void ParamShards::make_storages(Unit& u) {
-  const int world = group_.size();
-  const int64_t train_bytes = u.train_per * world * 4;
-  u.train = released_storage(train_bytes, device_);
-  u.grad = released_storage(train_bytes, device_);
-  u.frozen = released_storage(u.frozen_per * world * 4, device_);
-  u.frozen_piece = Tensor::zeros({u.frozen_per}, DType::i32, device_);
+  u.train = released(train_whole(u) * 4, device_);
+  u.grad = released(train_whole(u) * 4, device_);
+  u.frozen = released(frozen_words(u) * 4, device_);
+  if (!by_owner_) u.frozen_piece = Tensor::zeros({u.frozen_per}, DType::i32, device_);
 }
 
 void ParamShards::repoint(Unit& u) {
@@ -231,11 +242,10 @@ void ParamShards::start_load() {
 }
 
 void ParamShards::fill_for_load(Unit& u) {
-  const int64_t world = group_.size();
   if (u.train_per > 0) u.train->refill();
   if (u.frozen_per > 0) u.frozen->refill();
-  if (u.train_per > 0) Tensor(u.train, {u.train_per * world}, DType::f32).fill(0.0);
-  if (u.frozen_per > 0) Tensor(u.frozen, {u.frozen_per * world}, DType::i32).fill(0.0);  // the padding
+  if (u.train_per > 0) Tensor(u.train, {train_whole(u)}, DType::f32).fill(0.0);
+  if (u.frozen_per > 0) Tensor(u.frozen, {frozen_words(u)}, DType::i32).fill(0.0);  // the padding
   for (Param& p : u.params) {
     if (!p.initial.defined()) continue;
     Tensor(*p.tensor).copy_from(p.initial);  // the view of the unit's storage
@@ -252,6 +262,7 @@ int64_t ParamShards::unit_of(const Tensor& t) const {
 }
 
 void ParamShards::cut_to_piece(Unit& u) {
+  if (by_owner_) return keep_owned(u);
   const int64_t rank = group_.rank(), world = group_.size();
   if (u.frozen_per > 0)
     u.frozen_piece.copy_from(Tensor(u.frozen, {u.frozen_per * world}, DType::i32)
@@ -304,6 +315,7 @@ void ParamShards::before_step() {
 }
 
 void ParamShards::after_step() {
+  send_borrowed();
   if (!keep_whole_) return;
   autograd::NoGradGuard no_grad;
   for (Unit& u : units_) {  // every rank's stepped pieces, a unit at a time, into the whole parameters
@@ -317,6 +329,7 @@ void ParamShards::after_step() {
 }
 
 void ParamShards::gather(Unit& u, bool grads, bool frozen) {
+  if (by_owner_) return gather_from_owner(u, frozen);  // (no gradients: training gathers nothing)
   if (keep_whole_) {  // the parameters are whole already: only the gradient buffer comes
     if (grads && u.train_per > 0) {
       u.grad->refill();
@@ -345,7 +358,7 @@ void ParamShards::gather(Unit& u, bool grads, bool frozen) {
 }
 
 void ParamShards::release(Unit& u) {
-  if (!keep_whole_) {  // keep_whole: the parameters stay (the gradient buffer goes in reduce())
+  if (by_owner_ ? !resident(u) : !keep_whole_) {  // keep_whole: the parameters stay (the gradient buffer goes in reduce())
     u.train->release();
     u.frozen->release();
   }
@@ -376,7 +389,9 @@ ParamShards::Unit* ParamShards::layer_unit(int64_t layer) {
 }
 
 void ParamShards::before_forward(int64_t layer) {
-  if (layer == models::CausalLM::kHeadLayer) return;
+  // Owners: a stage's training forwards run only what it holds; a whole-model scope's forwards
+  // run every unit on every rank, gathering from the owners.
+  if (layer == models::CausalLM::kHeadLayer || (by_owner_ && scopes_ == 0)) return;
   Unit* p = layer_unit(layer);
   if (!p) return;
   Unit& u = *p;
@@ -386,6 +401,7 @@ void ParamShards::before_forward(int64_t layer) {
 }
 
 void ParamShards::after_forward(int64_t layer) {
+  if (by_owner_ && scopes_ == 0) return;
   if (layer == models::CausalLM::kHeadLayer) {
     // The loss will read the head in backward after all: its gradient buffer now, weights kept.
     if (!head_eager_) return;
@@ -404,6 +420,7 @@ void ParamShards::after_forward(int64_t layer) {
 }
 
 void ParamShards::before_backward(int64_t layer) {
+  if (by_owner_) return;  // the owner's gradients are the shard's
   if (layer == models::CausalLM::kHeadLayer) {
     // Backward starts at an eager-gradient loss, which holds its own dW and reads no weight:
     // the head's weights go and its gradient buffer comes (not both at once).
@@ -425,6 +442,7 @@ void ParamShards::before_backward(int64_t layer) {
 }
 
 void ParamShards::after_backward(int64_t layer) {
+  if (by_owner_) return;
   Unit* p = layer_unit(layer);
   if (!p) return;
   Unit& u = *p;
@@ -434,6 +452,7 @@ void ParamShards::after_backward(int64_t layer) {
 }
 
 void ParamShards::begin_micro(bool stand_in, bool eager_head, bool head) {
+  if (by_owner_) return;
   stand_in_ = stand_in;
   Unit& root = units_[0];
   if (root.gathered) release(root);
@@ -447,6 +466,7 @@ void ParamShards::begin_micro(bool stand_in, bool eager_head, bool head) {
 }
 
 void ParamShards::end_micro() {
+  if (by_owner_) return;
   for (size_t i = units_.size(); i-- > 1;) {
     Unit& u = units_[i];
     if (static_cast<int64_t>(i) == head_unit_) continue;  // reduced with the root, below
@@ -485,7 +505,8 @@ bool ParamShards::all_finite() {
 
 int64_t ParamShards::kept_bytes() const {
   int64_t n = 0;
-  for (const Unit& u : units_) n += u.train_per * 4 + u.frozen_per * 4;
+  for (const Unit& u : units_)
+    if (!by_owner_ || resident(u)) n += u.train_per * 4 + u.frozen_per * 4;
   return n;
 }
 
@@ -512,6 +533,17 @@ std::string ParamShards::describe() const {
   }
   const int64_t layers = layers_end_ - 1;
   const auto mib = mib_text;
+  if (by_owner_) {
+    int64_t owned = 0;
+    for (size_t i = 1; i < static_cast<size_t>(layers_end_); ++i) owned += units_[i].owner == group_.rank();
+    return UNILLM_MSG("this stage holds ", owned, " of the ", layers, " layers",
+                      units_[0].owner == group_.rank() ? ", the final norm and the head" : "",
+                      embedding_unit_ > 0 && units_[static_cast<size_t>(embedding_unit_)].owner == group_.rank()
+                          ? ", the embedding" : "",
+                      borrowed_by_first_ && group_.rank() == 0 ? ", a copy of the tied embedding" : "", ": ",
+                      mib(kept_bytes()), " of ", mib(whole), " MiB of parameters; evaluation and saving have each "
+                      "other unit (at most ", mib(largest), " MiB) broadcast by its stage");
+  }
   return UNILLM_MSG(layers, " layer units", embedding_unit_ > 0 ? ", an embedding unit" : "",
                     head_unit_ > 0 ? ", a head unit" : "", " and a root unit (",
                     mib(units_[0].train_numel * 4 + units_[0].frozen_bytes),

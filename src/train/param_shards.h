@@ -22,6 +22,17 @@
 // them out of the arena, after_step all-gathers the stepped pieces into it a unit at a time and
 // lets the copy go), so between steps a rank holds the whole parameters, 1/W of the gradients
 // plus the units backward is in, and 1/W of the optimizer state.
+//
+// Owners (pipeline stages holding only their own layers): the group is a pipeline's stages and
+// each unit belongs whole to the stage that runs it (a layer to its stage, the embedding to the
+// first, the root unit and the head to the last; a tied embedding is also borrowed, whole, by the
+// first stage). An owned unit's trainable parameters and gradients are views of the shard itself
+// (this rank's pieces are its owned units, whole), its frozen parameters stay resident; a foreign
+// unit holds no memory. Training's hooks do nothing (a stage runs only what it owns); inside the
+// whole-model scopes (Whole, Root, Streamed) a gather is the owner's broadcast, so evaluation and
+// saving work as under stage 3. The borrowed embedding's gradient goes to its owner before the
+// gradients are reduced (before_reduce) and the stepped rows come back after the step. Loading
+// (begin_load, before_copy, loaded) reads each unit whole and keeps it only where it is owned.
 #pragma once
 
 #include <memory>
@@ -44,6 +55,13 @@ class ParamShards {
   // whole until shard().
   ParamShards(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena& arena,
               dist::ProcessGroup& group, bool keep_whole = false);
+  // Owners: layer i's unit belongs to rank layer_owner[i] of `group`, the embedding to rank 0, the
+  // root and head units to the last rank; a tied embedding is borrowed by rank 0 too.
+  struct Owners {
+    std::vector<int> layer_owner;
+  };
+  ParamShards(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena& arena,
+              dist::ProcessGroup& group, const Owners& owners);
   // A model whose every parameter is frozen (a reference copy): shard_frozen() shards it.
   ParamShards(nn::Module& frozen_model, bool tied_embedding, dist::ProcessGroup& group);
   ParamShards(const ParamShards&) = delete;
@@ -58,8 +76,13 @@ class ParamShards {
   // arena stays.
   void shard(ParamArena& arena, ParamArena& shard);
   bool keeps_whole() const { return keep_whole_; }
+  bool by_owner() const { return by_owner_; }
+  // Owners: the borrowed embedding's gradient added into its owner's (point to point between the
+  // first and the last stage); before the gradients are summed over the stage's replicas.
+  void before_reduce();
   // Around the optimizer's step (keep_whole; nothing to do otherwise): the shard's parameters
   // made from the arena, then every rank's stepped pieces all-gathered into it (a collective).
+  // Owners: after_step sends the stepped borrowed embedding back to the first stage.
   void before_step();
   void after_step();
   // The frozen model's shard(): every unit kept as this rank's piece, the root unit gathered for
@@ -182,12 +205,25 @@ class ParamShards {
     std::shared_ptr<Storage> train, grad, frozen;  // whole buffers, memory only while gathered
     Tensor frozen_piece;  // [frozen_per] i32: this rank's bytes
     bool gathered = false, with_grads = false, forward = false;
+    int owner = -1;  // owners: the rank holding it (-1: every rank holds pieces)
+    bool borrowed = false;  // owners: a copy resident on this non-owner rank (the tied embedding)
     int open = 0;  // backwards between before_backward and the reduction
   };
   void layout(const std::vector<nn::Module*>& modules, bool tied_embedding, const ParamArena* arena);
+  void assign_owners(const Owners& owners, bool tied_embedding);
+  bool resident(const Unit& u) const { return u.owner == group_.rank() || u.borrowed; }
+  void shard_by_owner(ParamArena& arena, ParamArena& shard);
+  void gather_from_owner(Unit& u, bool frozen);
+  Tensor owned_train(const Unit& u) const;
+  void send_borrowed();  // owners, after the step: the stepped tied embedding to the first stage
+  static std::shared_ptr<Storage> released(int64_t bytes, Device device);  // no memory until refill()  // the owner's whole trainable unit: a range of the shard
   void gather(Unit& u, bool grads, bool frozen = true);
   void keep_pieces(Unit& u);  // this rank's bytes of the unit's frozen parameters, and the views
   void make_storages(Unit& u);  // the unit's (released) storages
+  int64_t train_whole(const Unit& u) const;  // elements of the unit's whole trainable buffer (padded)
+  int64_t frozen_words(const Unit& u) const;  // i32 words of its whole frozen buffer (padded)
+  void keep_owned(Unit& u);  // owners' cut_to_piece: an owned unit's trainable values into the shard
+  void point_at_shard(Unit& u);  // an owned unit's trainable parameters made views of the shard
   void repoint(Unit& u);  // the unit's parameters made views of its storages
   void start_load();  // every unit re-pointed to its (released) storages, the root filled
   void fill_for_load(Unit& u);  // memory for a unit about to be read: zeros and the initial values
@@ -213,6 +249,9 @@ class ParamShards {
   bool sharded_ = false;
   bool stand_in_ = false;
   bool keep_whole_ = false;
+  bool by_owner_ = false;
+  bool borrowed_by_first_ = false;  // owners: the head unit is the tied embedding, which rank 0 borrows
+  int scopes_ = 0;  // owners: whole-model scopes open (their hooks communicate only inside one)
   ParamArena* arena_ = nullptr;  // keep_whole: the whole parameters
 };
 

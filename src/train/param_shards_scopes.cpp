@@ -6,6 +6,7 @@ namespace unillm::train {
 
 ParamShards::Whole::Whole(ParamShards* s, bool trainable_only) : s_(s) {
   if (!s_) return;
+  ++s_->scopes_;
   UNILLM_CHECK(!trainable_only || s_->whole_ == 0, "[zero3] a trainable-only Whole scope inside another");
   if (s_->whole_++ > 0) return;
   for (Unit& u : s_->units_)
@@ -13,13 +14,17 @@ ParamShards::Whole::Whole(ParamShards* s, bool trainable_only) : s_(s) {
 }
 
 ParamShards::Whole::~Whole() {
-  if (!s_ || --s_->whole_ > 0) return;
+  if (!s_) return;
+  --s_->scopes_;
+  if (--s_->whole_ > 0) return;
   for (size_t i = 0; i < s_->units_.size(); ++i)
     if (s_->units_[i].gathered && !(i == 0 && s_->frozen_model_)) s_->release(s_->units_[i]);
 }
 
 ParamShards::Root::Root(ParamShards* s) : s_(s) {
-  if (!s_ || s_->units_[0].gathered) return;
+  if (!s_) return;
+  ++s_->scopes_;
+  if (s_->units_[0].gathered) return;
   s_->gather(s_->units_[0], false);
   if (s_->head_unit_ > 0 && !s_->units_[static_cast<size_t>(s_->head_unit_)].gathered)
     s_->gather(s_->units_[static_cast<size_t>(s_->head_unit_)], false);
@@ -27,6 +32,8 @@ ParamShards::Root::Root(ParamShards* s) : s_(s) {
 }
 
 ParamShards::Root::~Root() {
+  if (!s_) return;
+  --s_->scopes_;
   if (!gathered_) return;
   if (s_->units_[0].gathered) s_->release(s_->units_[0]);
   if (s_->head_unit_ > 0 && s_->units_[static_cast<size_t>(s_->head_unit_)].gathered)
@@ -37,6 +44,7 @@ ParamShards::Streamed::Streamed(ParamShards* s, bool writer) : s_(s), writer_(wr
   if (!s_) return;
   UNILLM_CHECK(s_->whole_ == 0 && !s_->frozen_model_, "[zero3] streamed saving inside a whole-model scope");
   UNILLM_CHECK(writer == (s_->group_.rank() == 0), "[zero3] the streamed writer is not rank 0 of the group");
+  ++s_->scopes_;
   if (!s_->units_[0].gathered) {
     s_->gather(s_->units_[0], false);
     root_ = true;
@@ -64,7 +72,7 @@ void ParamShards::Streamed::read(const Tensor& t) {
   for (size_t i = 1; i < s_->units_.size(); ++i) {
     const Unit& u = s_->units_[i];
     if (st != u.train.get() && st != u.frozen.get()) continue;
-    if (static_cast<int64_t>(i) == held_) return;
+    if (static_cast<int64_t>(i) == held_ || (s_->by_owner_ && s_->resident(u))) return;  // (an owner's own)
     Tensor msg = Tensor::empty({1}, DType::i32);
     msg.data<int32_t>()[0] = static_cast<int32_t>(i);
     s_->group_.broadcast(msg, 0);
@@ -86,6 +94,7 @@ ParamShards::Streamed::~Streamed() {
     }
   }
   if (root_ && s_->units_[0].gathered) s_->release(s_->units_[0]);
+  --s_->scopes_;
 }
 
 }  // namespace unillm::train

@@ -24,6 +24,14 @@ double loss_head_layers(const models::ModelConfig& c) {
   return layer > 0 ? static_cast<double>(c.vocab_size) * static_cast<double>(c.hidden_size) / layer : 0.0;
 }
 
+std::vector<int> pipeline_layer_owners(const models::ModelConfig& model, int pp, int v) {
+  const auto layers = pipeline_layers(model.num_layers, pp, v, loss_head_layers(model));
+  std::vector<int> owner(static_cast<size_t>(model.num_layers), 0);
+  for (size_t g = 0; g < layers.size(); ++g)
+    for (int64_t l = layers[g].first; l < layers[g].second; ++l) owner[static_cast<size_t>(l)] = static_cast<int>(g) % pp;
+  return owner;
+}
+
 Pipeline::Pipeline(dist::ProcessGroup& group, int v, const models::ModelConfig& model)
     : group_(group),
       pp_(group.size()),
@@ -123,7 +131,9 @@ std::vector<double> Pipeline::run(models::CausalLM& model, const std::vector<Mic
         Tensor dy = recv(n, (g + 1) % pp_, tag(false, g));
         // The whole forward's totals, before the routers' backward reads them.
         if (l.balance) recv_totals(*l.balance, (g + 1) % pp_, totals_tag(false, g));
-        autograd::backward(l.output, dy);
+        // (The first stage's output needs no gradient when nothing in it trains: freeze's later
+        // layers, a frozen embedding.)
+        if (l.output.grad_fn() || l.output.requires_grad()) autograd::backward(l.output, dy);
       }
       if (g > 0) {
         Tensor dx = l.input.grad();

@@ -2,9 +2,10 @@
 // into stages over the ranks of a pipeline group, micro-batches run through them in the order of
 // pipeline_schedule.h, activations sent forward and their gradients back with point-to-point
 // messages. Each rank runs only its stages' layers (the embedding on the first, the final norm
-// and the stage's loss on the last); the gradients of the layers a rank does not run stay zero,
-// so summing the gradient arena over the processes (as data parallelism does) completes every
-// parameter's gradient and every process keeps the whole model up to date.
+// and the stage's loss on the last). Where it can, a rank holds only those layers' weights
+// (ParamShards by owner, Run::setup_owned_layers); elsewhere it holds the whole model, the
+// gradients of the layers it does not run stay zero, and summing the gradient arena over the
+// processes (as data parallelism does) completes every parameter's gradient.
 #pragma once
 
 #include <functional>
@@ -22,6 +23,9 @@ namespace unillm::train {
 // The loss head's cost (lm_head GEMM) in decoder layers' worth, by weight count: V·C over a
 // layer's attention and MLP projections (stories15M: 9 layers' worth; Llama-2-7B: 0.6).
 double loss_head_layers(const models::ModelConfig& c);
+
+// Which rank of a pp-rank pipeline runs each decoder layer (virtual stage g on rank g mod pp).
+std::vector<int> pipeline_layer_owners(const models::ModelConfig& model, int pp, int v);
 
 class Pipeline {
  public:

@@ -147,13 +147,20 @@ void Run::load(const std::string& from) {
   // Stage 2 shards the gradients through the same units where stage 3 could shard the parameters
   // (ParamShards' keep_whole: each layer's gradients reduce-scattered as backward leaves it, the
   // parameters whole); elsewhere the arena's whole gradients are reduce-scattered after backward.
-  const bool zero2_units = a_.do_train && a_.zero_stage == 2 && world_size() > 1 && zero3_fallback().empty();
-  const std::string whole_load = zero3 ? policy_whole_load_reason(from) : "";
-  const bool streamed = zero3 && whole_load.empty();
+  // Pipeline stages hold only their own layers where they can (ParamShards by owner): the arena
+  // has no whole gradient buffer either (each stage's gradients are views of its shard).
+  const bool owned = stages_own_layers();
+  const bool zero2_units = a_.do_train && a_.zero_stage == 2 && world_size() > 1 && zero3_fallback().empty() && !owned;
+  const std::string whole_load = zero3 || owned ? policy_whole_load_reason(from) : "";
+  const bool streamed = (zero3 || owned) && whole_load.empty();
   const std::string weights_dir = from.empty() || lora ? model_dir_ : from;
   if (zero3)
     say(streamed ? "ZeRO stage 3: the model is read straight into this process's shards, one layer whole at a time"
                  : "ZeRO stage 3: the model loads whole on every process before it is sharded (" + whole_load + ")");
+  if (owned)
+    say(streamed ? "pipeline parallel: each stage keeps only its own layers as the model is read, one layer whole at a time"
+                 : "pipeline parallel: the model loads whole on every process before each stage keeps its own layers (" +
+                       whole_load + ")");
   if (a_.train_from_scratch && (from.empty() || lora)) {
     // The architecture from config.json and HF's initialisation from `seed`; no weights are read.
     // A LoRA resume rebuilds the same random base from the same seed.
@@ -203,12 +210,12 @@ void Run::load(const std::string& from) {
   if (const std::string note = oft_adjustment_note(*model_, a_); !note.empty()) say(note);
   if (low != DType::f32) cast_frozen_matrices(*model_, low);
   // A reference copy loads after the policy is sharded, and is sharded itself (prepare_stage).
-  const bool prepare_later = zero3 && !stage_->prepare_changes_trainables();
+  const bool prepare_later = (zero3 || (owned && streamed)) && !stage_->prepare_changes_trainables();
   if (!prepare_later) prepare_stage(from);  // a reference model, a value head
   if (!a_.do_train) return;  // evaluation only: no arena, no optimizer state
   std::vector<nn::Module*> trainable{&model_->module()};
   for (nn::Module* m : stage_->extra_modules()) trainable.push_back(m);
-  arena_ = std::make_unique<ParamArena>(trainable, /*with_grads=*/!zero3 && !zero2_units, /*lazy=*/streamed);
+  arena_ = std::make_unique<ParamArena>(trainable, /*with_grads=*/!zero3 && !zero2_units && !owned, /*lazy=*/streamed);
   if (arena_->numel() == 0)
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": finetuning_type ", a_.finetuning_type,
                  " leaves no trainable parameter (check the freeze_* / lora_* keys)");
@@ -223,11 +230,41 @@ void Run::load(const std::string& from) {
   // Stage 3 where it cannot shard the parameters runs as stage 2, said here (the memory plan then
   // counts whole parameters on each process).
   const int64_t stage = zero3 ? 3 : std::min<int64_t>(a_.zero_stage, 2);
-  if (a_.zero_stage == 3 && world_size() > 1 && !zero3)
+  if (a_.zero_stage == 3 && world_size() > 1 && !zero3 && owned)
+    say("ZeRO stage 3 from " + a_.zero_from + ": the parameters are not sharded further " + zero3_fallback() +
+        ": each stage holds only its own layers' weights, gradients and optimizer state");
+  else if (a_.zero_stage == 3 && world_size() > 1 && !zero3)
     say("ZeRO stage 3 from " + a_.zero_from + ": the parameters are not sharded " + zero3_fallback() +
         "; this run shards the optimizer state and gradients as stage 2 does, and each process holds the whole "
         "model (the memory plan counts it)");
-  if (zero3 || zero2_units) {
+  if (model_mesh_ && a_.pipeline_degree > 1 && !owned && !zero3)
+    say("pipeline parallel: every stage holds the whole model " + own_layers_fallback());
+  // The policy into ParamShards' units, between copying this rank's pieces and making the
+  // optimizer state: read straight into them, or cut from the whole model (the whole arena goes);
+  // then a reference copy loads beside the pieces alone.
+  auto place = [&](ParamArena& shard) {
+    ParamShards* s = shards_.get();
+    if (streamed) {
+      s->begin_load(*arena_, shard);
+      models::LoadOptions read = lo;
+      read.before_copy = [s](const Tensor& t) { s->before_copy(t); };
+      models::read_weights(*model_, weights_dir, read);
+      s->loaded();
+    } else {
+      s->shard(*arena_, shard);
+    }
+    model_->set_layer_hooks({[s](int64_t l) { s->before_forward(l); }, [s](int64_t l) { s->after_forward(l); },
+                             [s](int64_t l) { s->before_backward(l); }});
+    model_->set_layer_backward_hook([s](int64_t l) { s->after_backward(l); });
+  };
+  auto prepare_placed = [&] {
+    if (!prepare_later) return;
+    const ParamShards::Root root(shards_.get());  // a precomputed reference's pass reads the policy as evaluation does
+    prepare_stage(from);
+  };
+  if (owned) {
+    setup_owned_layers(trainable, oc, place, prepare_placed);
+  } else if (zero3 || zero2_units) {
     // PaddleNLP's sharding_parallel_degree (HF fsdp's hybrid_shard: a host's processes) below the
     // process count: each sharding group gathers its own units, and the groups' shards are summed
     // across them at each step (the replicas hold the same pieces).
@@ -238,23 +275,8 @@ void Run::load(const std::string& from) {
     const bool pipeline_stages = model_mesh_ && a_.pipeline_degree > 1;
     shards_ = std::make_unique<ParamShards>(trainable, model_->config().tie_word_embeddings, *arena_, *group,
                                             /*keep_whole=*/zero2_units);
-    // Between copying this rank's pieces and making the optimizer state: the whole arena goes, and
-    // a reference copy loads beside the pieces alone.
     auto sharded = [&](ParamArena& shard) {
-      if (streamed) {
-        shards_->begin_load(*arena_, shard);
-        models::LoadOptions read = lo;
-        ParamShards* s = shards_.get();
-        read.before_copy = [s](const Tensor& t) { s->before_copy(t); };
-        models::read_weights(*model_, weights_dir, read);
-        shards_->loaded();
-      } else {
-        shards_->shard(*arena_, shard);
-      }
-      ParamShards* s = shards_.get();
-      model_->set_layer_hooks({[s](int64_t l) { s->before_forward(l); }, [s](int64_t l) { s->after_forward(l); },
-                               [s](int64_t l) { s->before_backward(l); }});
-      model_->set_layer_backward_hook([s](int64_t l) { s->after_backward(l); });
+      place(shard);
       const std::string groups =
           replicas ? UNILLM_MSG(" (sharding groups of ", group->size(), ", ", replicas->size(), " replicas",
                                 pipeline_stages ? ", one per stage, which split the optimizer state by range" : "", ")")
@@ -266,10 +288,7 @@ void Run::load(const std::string& from) {
       else
         say("ZeRO stage 3 from " + a_.zero_from + ": parameters, gradients and optimizer state sharded over " +
             std::to_string(group->size()) + " processes in " + shards_->describe() + groups);
-      if (prepare_later) {  // a precomputed reference's pass reads the policy as evaluation does
-        const ParamShards::Root root(shards_.get());
-        prepare_stage(from);
-      }
+      prepare_placed();
     };
     opt_ = std::make_unique<ZeroOptimizer>(*arena_, *group, shards_->pieces(),
                                            [&oc](ParamArena& shard) { return make_optimizer(shard, oc); }, sharded,
@@ -337,7 +356,7 @@ void Run::prepare_stage(const std::string& from) {
       return out;
     };
   };
-  if (shards_ && !shards_->keeps_whole()) ctx.shard_frozen_over = shard_groups(true).first;  // (ZeRO-2: whole)
+  if (shards_ && !shards_->keeps_whole() && !shards_->by_owner()) ctx.shard_frozen_over = shard_groups(true).first;  // (ZeRO-2: whole)
   if (world_size() > 1) {
     ctx.eval_rank = world_rank();
     ctx.eval_exchange = exchange_over(*h_.dp);

@@ -1,6 +1,7 @@
 // The run's memory plan: built once the data (and so the micro-batch shape) is known and before
 // any weight is allocated, printed, checked against the limit the CLI found, and compared with
 // the measured peak at the end.
+#include <algorithm>
 #include <filesystem>
 
 #include "core/device.h"
@@ -33,6 +34,23 @@ int64_t longest_row(const data::TokenizedDataset& d) {
 
 }  // namespace
 
+void Run::plan_owned_layers(MemoryPlanInputs& in) const {
+  const models::ModelConfig& c = in.model;
+  const int pp = model_mesh_->shape().pp, rank = model_mesh_->coord().pp;
+  const std::vector<int> owners = pipeline_layer_owners(c, pp, static_cast<int>(a_.virtual_pp_degree));
+  const auto mine = static_cast<int64_t>(std::count(owners.begin(), owners.end(), rank));
+  const int64_t vc = c.vocab_size * c.hidden_size, L = std::max<int64_t>(1, c.num_layers);
+  const int64_t layer = std::max<int64_t>(0, in.params.base - vc * (c.tie_word_embeddings ? 1 : 2) - c.hidden_size) / L;
+  // (a tied embedding is the last stage's, and the first stage holds a copy)
+  const int64_t held = mine * layer + (rank == 0 ? vc : 0) + (rank == pp - 1 ? (c.tie_word_embeddings ? vc : vc + c.hidden_size) : 0) -
+                       (rank == 0 && rank == pp - 1 && c.tie_word_embeddings ? vc : 0);
+  in.owned_weights = std::min(1.0, static_cast<double>(held) / static_cast<double>(std::max<int64_t>(1, in.params.base)));
+  // Adapters and freeze's layers train inside the layers; full fine-tuning trains what is held.
+  const bool outside = in.params.embed_trainable || in.params.lm_head_trainable || in.params.final_norm_trainable;
+  in.owned_trainable = outside ? in.owned_weights : static_cast<double>(mine) / static_cast<double>(L);
+  in.largest_unit = std::max(layer, vc);
+}
+
 void Run::plan_memory_and_check(const std::string& from) {
   MemoryPlanInputs in;
   // A full-model checkpoint is loaded from `from`; its config is the base's.
@@ -60,18 +78,27 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.baseline_bytes = read_process_memory().rss;
   in.threads = num_threads();
   in.optimizer = optimizer_config(a_).kind;
-  if (a_.zero_stage > 0)  // over the sharding group (PaddleNLP's degree)
+  // Pipeline stages holding their own layers split their state over the stage's replicas.
+  const bool owned = stages_own_layers();
+  if (owned && a_.zero_stage > 0)
+    in.zero_shards = model_mesh_->shape().dp;
+  else if (a_.zero_stage > 0)  // over the sharding group (PaddleNLP's degree)
     in.zero_shards = sharding_degree() > 1 ? sharding_degree() : sharding_degree() == 1 ? 1 : world_size();
   // ZeRO-2 and -3 through ParamShards' units (Run::load): over Run::shard_groups' group.
   const int64_t unit_group = model_mesh_ && a_.pipeline_degree > 1 ? model_mesh_->shape().dp
                              : sharding_degree() > 1                ? sharding_degree()
                                                                     : world_size();
-  if (a_.zero_stage == 2 && world_size() > 1 && zero3_fallback().empty()) in.grad_shards = unit_group;
+  if (a_.zero_stage == 2 && world_size() > 1 && zero3_fallback().empty() && !owned) in.grad_shards = unit_group;
   // Beside pipeline stages the units' optimizer state is split by range over the stages too
   // (Run::load's split_state), and a checkpoint gathers the part's whole state.
   if ((a_.zero_stage == 2 || a_.zero_stage == 3) && world_size() > 1 && zero3_fallback().empty() && model_mesh_ &&
-      a_.pipeline_degree > 1)
+      a_.pipeline_degree > 1 && !owned)
     in.state_gathered_at_save = model_mesh_->shape().pp;
+  if (owned) {
+    if (a_.zero_stage > 0) in.state_gathered_at_save = model_mesh_->shape().dp;  // a save gathers the stage's state
+    plan_owned_layers(in);
+    in.policy_loaded_whole = !policy_whole_load_reason(from).empty();
+  }
   if (a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty()) {
     in.param_shards = unit_group;
     in.policy_loaded_whole = !policy_whole_load_reason(from).empty();

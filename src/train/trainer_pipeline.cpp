@@ -1,12 +1,15 @@
 // Pipeline parallelism in a training run (train/pipeline.h): the pp × dp mesh, the pipeline over
-// the loaded model, and a step's micro-batches through it. Everything after the micro-batches —
-// summing gradients over the processes, clipping, the optimizer, evaluation, checkpoints — is the
-// data-parallel path's: the processes a stage does not run hold zero gradients for its layers.
+// the loaded model, the stages' own layers (ParamShards by owner), and a step's micro-batches
+// through it. Everything after the micro-batches — summing gradients, clipping, the optimizer,
+// evaluation, checkpoints — is stage 3's path over the stages' shards where they hold their own
+// layers, and the data-parallel path's elsewhere (the processes a stage does not run hold zero
+// gradients for its layers).
 #include <algorithm>
 #include <cmath>
 
 #include "dist/gather_strings.h"
 #include "train/trainer_run.h"
+#include "train/zero.h"
 
 namespace unillm::train::detail {
 
@@ -26,15 +29,19 @@ void Run::setup_model_mesh() {
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": ", degrees, " does not divide the ", world,
                  " processes (run it under mpirun -np N or unillm launch --nproc N with N a multiple of ", pp * tp, ")");
   }
-  // PaddleNLP's sharding_parallel_degree counts the processes that share one model-parallel
-  // shard's optimizer state. Every process here holds the whole model, so ZeRO shards the state
-  // over all of them (each keeps 1/world of it, what tp · pp · sharding ranks each keep there).
-  if (a_.sharding_degree > 1 && a_.sharding_degree != world)
-    say(UNILLM_MSG("sharding_parallel_degree ", a_.sharding_degree, " under ", pp > 1 ? "pipeline" : "tensor",
-                   " parallelism: every process holds the whole model, so ZeRO shards the optimizer state over all ",
-                   world, " processes"));
   model_mesh_ = std::make_unique<dist::DeviceMesh>(
       *h_.dp, dist::mesh_shape(static_cast<int>(world), static_cast<int>(tp), static_cast<int>(pp), 1));
+  // PaddleNLP's sharding_parallel_degree counts the processes that share one model-parallel
+  // shard's optimizer state. Stages holding their own layers split theirs over the stage's
+  // replicas; elsewhere every process holds the whole model, so ZeRO shards the state over all of
+  // them (each keeps 1/world of it, what tp · pp · sharding ranks each keep there).
+  if (a_.sharding_degree > 1 && a_.sharding_degree != world)
+    say(stages_own_layers()
+            ? UNILLM_MSG("sharding_parallel_degree ", a_.sharding_degree, " under pipeline parallelism: each stage "
+                         "holds its own layers and splits their optimizer state over its ", world / pp, " data-parallel replicas")
+            : UNILLM_MSG("sharding_parallel_degree ", a_.sharding_degree, " under ", pp > 1 ? "pipeline" : "tensor",
+                         " parallelism: every process holds the whole model, so ZeRO shards the optimizer state over all ",
+                         world, " processes"));
 }
 
 void Run::setup_pipeline() {
@@ -46,12 +53,45 @@ void Run::setup_pipeline() {
                      : std::string(" (1F1B)"),
                  ", ", dp_size(), " data-parallel replica", dp_size() > 1 ? "s" : "",
                  "; each process runs its stage's layers and ",
-                 shards_ && !shards_->keeps_whole() ? UNILLM_MSG("keeps 1/", dp_size(), " of every weight (ZeRO-3 among the stage's replicas; "
+                 shards_ && shards_->by_owner()
+                     ? std::string("holds only its own layers' weights, gradients and optimizer state (their gradients "
+                                   "summed over the stage's replicas); ")
+                 : shards_ && !shards_->keeps_whole() ? UNILLM_MSG("keeps 1/", dp_size(), " of every weight (ZeRO-3 among the stage's replicas; "
                                       "the stages' gradient shards are summed, zero where a stage does not run a layer); ")
                          : std::string("holds the whole model (the gradients of the layers it does not run are zero "
                                        "and are summed over the processes, so every process keeps every weight); "),
                  "each step's order of forwards (F) and backwards (B) per micro-batch:\n",
                  pipeline_->describe(static_cast<int>(a_.gradient_accumulation_steps))));
+}
+
+void Run::setup_owned_layers(const std::vector<nn::Module*>& trainable, const OptimizerConfig& oc,
+                             const std::function<void(ParamArena& shard)>& place,
+                             const std::function<void()>& placed) {
+  // The pipeline group is the sharding group, each unit whole on its stage; a stage's replicas
+  // (the dp group) sum its gradients and, under ZeRO-1/2, split its optimizer state by range.
+  dist::ProcessGroup& pp = model_mesh_->pp();
+  dist::ProcessGroup* replicas = dp_size() > 1 ? &model_mesh_->dp() : nullptr;
+  shard_replicas_ = replicas;
+  ParamShards::Owners owners;
+  owners.layer_owner = pipeline_layer_owners(model_->config(), static_cast<int>(a_.pipeline_degree),
+                                             static_cast<int>(a_.virtual_pp_degree));
+  shards_ = std::make_unique<ParamShards>(trainable, model_->config().tie_word_embeddings, *arena_, pp, owners);
+  const bool split = a_.zero_stage > 0 && replicas;
+  auto sharded = [&](ParamArena& shard) {
+    place(shard);
+    std::string zero;
+    if (split)
+      zero = UNILLM_MSG("; ZeRO stage ", a_.zero_stage, " from ", a_.zero_from, ": the stage's optimizer state split over its ",
+                        replicas->size(), " data-parallel replicas");
+    else if (a_.zero_stage > 0)
+      zero = UNILLM_MSG("; ZeRO stage ", a_.zero_stage, " from ", a_.zero_from, ": nothing more to split (one "
+                        "replica per stage, which keeps only its own layers' optimizer state)");
+    say("pipeline parallel: " + shards_->describe() + zero);
+    placed();
+  };
+  opt_ = std::make_unique<ZeroOptimizer>(*arena_, pp, shards_->pieces(),
+                                         [&oc](ParamArena& shard) { return make_optimizer(shard, oc); }, sharded,
+                                         replicas, split);
 }
 
 std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& group, const MicroOptions& mo,
@@ -76,7 +116,7 @@ std::pair<double, double> Run::pipeline_micros(const std::vector<data::Batch>& g
   // seeded with zero, so every gradient it adds is zero; result dropped) so that all run as many.
   const size_t real = micros.size();
   const auto most_micros = static_cast<size_t>((group.size() + dp - 1) / dp);
-  if (expert_parallel() || shards_)
+  if (expert_parallel() || (shards_ && !shards_->by_owner()))
     while (micros.size() < most_micros) {
       Pipeline::Micro m;
       m.dropout_seed = step_seed;

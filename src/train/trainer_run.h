@@ -121,6 +121,15 @@ class Run {
   // Why ZeRO stage 3 with several processes runs as stage 2 here ("" when it shards the
   // parameters: train/param_shards.h).
   std::string zero3_fallback() const;
+  // Pipeline stages holding only their own layers (ParamShards by owner): "" where they do, else
+  // why every stage holds the whole model (trainer_zero.cpp). Not asked outside pipeline runs.
+  std::string own_layers_fallback() const;
+  bool stages_own_layers() const;
+  // load()'s arena, shards and optimizer for stages holding only their own layers.
+  // place: the policy into the shards, as ZeroOptimizer's before_state; then `placed`.
+  void setup_owned_layers(const std::vector<nn::Module*>& trainable, const OptimizerConfig& oc,
+                          const std::function<void(ParamArena& shard)>& place, const std::function<void()>& placed);
+  void plan_owned_layers(MemoryPlanInputs& in) const;  // the memory plan's shares for them
   // Why a ZeRO-3 policy is loaded whole on every process and then sharded ("" when it loads
   // straight into its shards, one layer whole at a time: ParamShards::begin_load): something
   // reads or rewrites whole weights between loading and sharding.

@@ -175,6 +175,7 @@ double Run::train_step() {
     loss_sum = l.data<double>()[0];
     aux_sum = l.data<double>()[1];
     if (zero) {
+      if (shards_) shards_->before_reduce();  // stages owning their layers: the tied embedding's two parts
       zero->reduce_gradients(buckets_ != nullptr);
     } else if (!buckets_) {
       Tensor g = arena_->grad_tensor();

@@ -4,6 +4,7 @@
 #include "train/finetune.h"
 #include "train/trainer_run.h"
 #include "train/vocab.h"
+#include "train/zero.h"
 
 namespace unillm::train::detail {
 
@@ -23,6 +24,25 @@ std::string Run::zero3_fallback() const {
   if (a_.finetuning_type == "oft") return "with OFT (its rotations are built from whole parameters)";
   if (a_.quantization_bit > 0) return "with QLoRA (the quantised base is not a parameter)";
   return "";
+}
+
+std::string Run::own_layers_fallback() const {
+  if (model_mesh_->shape().tp > 1)
+    return "beside tensor or context parallelism (a stage's weights are whole on each of its tensor-parallel ranks)";
+  if (a_.expert_degree > 1) return "beside expert parallelism";
+  if (a_.use_dora) return "with DoRA (its magnitude reads whole weights outside the layer's backward)";
+  if (a_.finetuning_type == "oft") return "with OFT (its rotations are built from whole parameters)";
+  if (a_.quantization_bit > 0) return "with QLoRA (the quantised base is not a parameter)";
+  if (const std::string kind = optimizer_config(a_).kind; !zero_shardable(kind))
+    return "with optimizer " + kind + " (its update reads whole matrices; AdamW and SGD are split by stage)";
+  return "";
+}
+
+bool Run::stages_own_layers() const {
+  // ZeRO-3 where it shards (each stage's replicas share pieces of every layer) keeps its layout.
+  if (!a_.do_train || !model_mesh_ || a_.pipeline_degree == 1) return false;
+  if (a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty()) return false;
+  return own_layers_fallback().empty();
 }
 
 std::string Run::policy_whole_load_reason(const std::string& from) const {

@@ -3,7 +3,8 @@
 // virtual stages), with and without recompute, with ZeRO stage 2, alone and beside data
 // parallelism, full and LoRA (with dropout), give one process's run with the same micro-batches
 // — losses, gradient norms, evaluation and final weights within 1e-5 — and its checkpoints
-// resume under one process; the preference stages and SFT's ASFT loss run as stages too.
+// resume under one process; the preference stages and SFT's ASFT loss run as stages too. Each
+// stage holds only its own layers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_compare_util.h"
+#include "tiny_qwen_util.h"
 
 namespace unillm {
 namespace {
@@ -55,10 +57,16 @@ TEST(Pipeline, StagesGiveOneProcessesRun) {
              " pipeline_parallel_degree=2 disable_gradient_checkpointing=true output_dir=" + dir +
              "/norecompute");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  // ZeRO stage 2 over both processes: the optimizer state divided, gradients reduce-scattered.
+  // Each stage holds only its own layers (the first a copy of the tied embedding too, whose
+  // gradient goes to the last stage and whose stepped rows come back): with one replica per stage
+  // ZeRO stage 2 has nothing more to split.
+  EXPECT_NE(pp.err.find("pipeline parallel: this stage holds 3 of the 5 layers, a copy of the tied embedding: "),
+            std::string::npos)
+      << pp.err;
   auto z2 = train(2, kFull + ga + " pipeline_parallel_degree=2 sharding=stage2 output_dir=" + dir + "/z2");
   ASSERT_EQ(z2.exit_code, 0) << z2.err;
-  EXPECT_NE(z2.err.find("ZeRO stage 2: this process keeps the optimizer state of elements"), std::string::npos)
+  EXPECT_NE(z2.err.find(": nothing more to split (one replica per stage, which keeps only its own layers' optimizer state)"),
+            std::string::npos)
       << z2.err;
   for (const std::string run : {"pp", "vpp", "norecompute", "z2"}) {
     expect_runs_close(dir + "/one", dir + "/" + run, run);
@@ -67,6 +75,53 @@ TEST(Pipeline, StagesGiveOneProcessesRun) {
         testing::layout_tol(1e-5))
         << run;
   }
+}
+
+// Each stage holds only its own layers, read straight from the checkpoint (one layer whole at a
+// time): an untied Qwen3 (its embedding on the first stage, its lm_head on the last) under pp 2,
+// and pp 2 × dp 2 with the stage's optimizer state split over its replicas (ZeRO-1), gives one
+// process's losses, gradient norms, evaluations (every layer broadcast by its stage), checkpoint
+// (weights written a unit at a time, optimizer state in one process's layout) and final weights.
+TEST(Pipeline, StagesHoldOnlyTheirOwnLayers) {
+  const std::string dir = testing::temp_dir("pipe_owned");
+  const std::string model = testing::tiny_qwen(dir, "qwen3", 16);
+  const std::string full = kSft + " finetuning_type=full learning_rate=1e-3" + kShort + " model_name_or_path=" + model +
+                           " output_dir=" + dir;
+  auto one = train(1, full + "/one gradient_accumulation_steps=4");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto pp = train(2, full + "/pp gradient_accumulation_steps=4 pipeline_parallel_degree=2");
+  ASSERT_EQ(pp.exit_code, 0) << pp.err;
+  auto four = train(4, full + "/four gradient_accumulation_steps=2 pipeline_parallel_degree=2 sharding=stage1");
+  ASSERT_EQ(four.exit_code, 0) << four.err;
+  for (const auto* r : {&pp, &four}) {
+    EXPECT_NE(r->err.find("each stage keeps only its own layers as the model is read, one layer whole at a time"),
+              std::string::npos)
+        << r->err;
+    EXPECT_NE(r->err.find("pipeline parallel: this stage holds 1 of the 2 layers, the embedding: "), std::string::npos)
+        << r->err;
+  }
+  EXPECT_NE(four.err.find("the stage's optimizer state split over its 2 data-parallel replicas"), std::string::npos)
+      << four.err;
+  for (const std::string run : {"pp", "four"}) {
+    expect_runs_close(dir + "/one", dir + "/" + run, run);
+    for (const std::string f : {"/model.safetensors", "/checkpoint-4/model.safetensors"})
+      EXPECT_LE(max_weight_diff(dir + "/one" + f, dir + "/" + run + f), testing::layout_tol(1e-5)) << run << f;
+    EXPECT_LE(max_weight_diff(dir + "/one/checkpoint-4/optimizer.safetensors",
+                              dir + "/" + run + "/checkpoint-4/optimizer.safetensors"),
+              testing::layout_tol(1e-6))
+        << run;
+  }
+  // Freeze training only the last layer: nothing on the first stage trains (its backward is
+  // skipped, where it once failed on an output that needs no gradient).
+  const std::string freeze = kSft + " finetuning_type=freeze freeze_trainable_layers=1 learning_rate=1e-3" + kShort +
+                             " gradient_accumulation_steps=4 model_name_or_path=" + model + " output_dir=" + dir;
+  auto fone = train(1, freeze + "/freeze_one");
+  ASSERT_EQ(fone.exit_code, 0) << fone.err;
+  auto fpp = train(2, freeze + "/freeze_pp pipeline_parallel_degree=2");
+  ASSERT_EQ(fpp.exit_code, 0) << fpp.err;
+  expect_runs_close(dir + "/freeze_one", dir + "/freeze_pp", "freeze pp2");
+  EXPECT_LE(max_weight_diff(dir + "/freeze_one/model.safetensors", dir + "/freeze_pp/model.safetensors"),
+            testing::layout_tol(1e-5));
 }
 
 TEST(Pipeline, BesideDataParallelAndWithLora) {

@@ -246,7 +246,7 @@ TEST(Zero3, ShardingGroupsReplicatedAcrossDataParallel) {
 // summed once a step and the stages split the optimizer state by range; the epoch's last step
 // leaves a replica short, which runs a stand-in. One process's run, full and LoRA, and a resume
 // in the same layout reads each stage's range of the state back. With one replica per stage
-// there is nothing to shard among: stage 2, said.
+// there is nothing to shard among: each stage holds only its own layers, said.
 TEST(Zero3, UnderPipelineStagesShardsAmongEachStagesReplicas) {
   const std::string dir = testing::temp_dir("zero3_pp");
   const std::string layout = " pipeline_parallel_degree=2 gradient_accumulation_steps=2" + kZ3;
@@ -259,25 +259,22 @@ TEST(Zero3, UnderPipelineStagesShardsAmongEachStagesReplicas) {
   auto pp2 = train(2, kSft + " finetuning_type=full" + kShort + " max_steps=1 save_strategy=no pipeline_parallel_degree=2" +
                           kZ3 + " output_dir=" + dir + "/pp2");
   ASSERT_EQ(pp2.exit_code, 0) << pp2.err;
-  EXPECT_NE(pp2.err.find("the parameters are not sharded under pipeline parallelism with one data-parallel replica"),
+  EXPECT_NE(pp2.err.find("the parameters are not sharded further under pipeline parallelism with one data-parallel "
+                         "replica per stage: each stage holds only its own layers"),
             std::string::npos)
       << pp2.err;
 }
 
-// Stage 2 runs through the same units with the parameters kept whole (ParamShards' keep_whole),
-// here beside pipeline stages (pp 2 × dp 2): each stage's replicas reduce-scatter each layer's
-// gradients as backward leaves it, the stages split the optimizer state by range, and the shard's
-// parameters exist only around the step. One process's run, full and LoRA, and a resume in the
-// same layout.
-TEST(Zero3, StageTwoRunsThroughTheUnitsBesidePipelineStages) {
+// Stage 2 beside pipeline stages (pp 2 × dp 2): each stage holds only its own layers (ParamShards
+// by owner) and its two replicas split that stage's optimizer state by range. One process's run,
+// full and LoRA, and a resume in the same layout.
+TEST(Zero3, StageTwoBesidePipelineStagesSplitsEachStagesState) {
   const std::string dir = testing::temp_dir("zero2_pp");
   const std::string layout = " pipeline_parallel_degree=2 gradient_accumulation_steps=2 sharding=stage2";
   expect_four_processes_are_one(
       dir, "pp", layout,
-      {"gradients and optimizer state sharded over 2 processes, each layer's gradients reduce-scattered as backward "
-       "leaves it",
-       "; the parameters stay whole (sharding groups of 2, 2 replicas, one per stage, which split the optimizer state "
-       "by range)"});
+      {"pipeline parallel: this stage holds 3 of the 5 layers",
+       ": the stage's optimizer state split over its 2 data-parallel replicas"});
   testing::expect_resumes_under(dir, kSft + " finetuning_type=full" + kShort, "full_pp",
                                 {{"full_pp_resumed", 4, "/full_pp/checkpoint-4", layout}}, 5);
 }

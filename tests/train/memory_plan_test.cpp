@@ -194,6 +194,25 @@ TEST(MemoryPlan, PipelineStagesHoldTheirLayersInFlight) {
   EXPECT_EQ(plan_memory(first).weights, plan_memory(inputs(a, false)).weights);  // the whole model on each
 }
 
+// Stages holding only their own layers (ParamShards by owner): their share of the weights plus one
+// other unit broadcast at a time, their share of the gradients and state; read straight into
+// them, the load holds those and one tensor's pages instead of the whole model.
+TEST(MemoryPlan, StagesOwningTheirLayersHoldTheirShare) {
+  TrainArgs a;
+  a.finetuning_type = "full";
+  const MemoryPlanInputs whole = inputs(a, false);
+  MemoryPlanInputs in = whole;
+  in.owned_weights = 0.5, in.owned_trainable = 0.25, in.largest_unit = 100;
+  const MemoryPlan w = plan_memory(whole), p = plan_memory(in);
+  EXPECT_EQ(p.weights, (w.weights + 1) / 2 + 400);
+  EXPECT_EQ(p.gradients, (w.gradients + 3) / 4);
+  EXPECT_EQ(p.optimizer, (w.optimizer + 3) / 4);
+  EXPECT_EQ(p.load_peak, p.baseline + p.weights + p.gradients + in.largest_tensor_bytes);
+  EXPECT_LT(p.load_peak, w.load_peak);
+  in.policy_loaded_whole = true;  // (train_from_scratch, a grown vocabulary, …): the whole model first
+  EXPECT_EQ(plan_memory(in).load_peak, w.load_peak);
+}
+
 // The reward model's head scores one hidden state per row: no cross-entropy buffers, and the
 // stage says so through Stage::plan_memory.
 TEST(MemoryPlan, RewardModelRunsNoLmHeadLoss) {
