@@ -113,7 +113,13 @@ void ParamShards::gather_from_owner(Unit& u, bool frozen) {
 }
 
 void ParamShards::before_reduce() {
-  if (!by_owner_ || head_unit_ < 0) return;
+  if (!by_owner_) return;
+  // Tensor parallelism's replicated parameters: only tensor-parallel rank 0's gradient counts.
+  for (Unit& u : units_)
+    if (resident(u))
+      for (const Param& p : u.params)
+        if (p.drop_grad) p.tensor->grad().fill(0.0);
+  if (head_unit_ < 0) return;
   Unit& h = units_[static_cast<size_t>(head_unit_)];
   const int last = group_.size() - 1;
   if (h.train_numel == 0 || !borrowed_by_first_ || !(h.borrowed || h.owner == group_.rank())) return;

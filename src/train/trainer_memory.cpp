@@ -80,8 +80,10 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.optimizer = optimizer_config(a_).kind;
   // Pipeline stages holding their own layers split their state over the stage's replicas.
   const bool owned = stages_own_layers();
+  // (a stage's processes: its dp × tp ranks)
+  const int64_t stage_processes = model_mesh_ ? world_size() / model_mesh_->shape().pp : 1;
   if (owned && a_.zero_stage > 0)
-    in.zero_shards = model_mesh_->shape().dp;
+    in.zero_shards = stage_processes;
   else if (a_.zero_stage > 0)  // over the sharding group (PaddleNLP's degree)
     in.zero_shards = sharding_degree() > 1 ? sharding_degree() : sharding_degree() == 1 ? 1 : world_size();
   // ZeRO-2 and -3 through ParamShards' units (Run::load): over Run::shard_groups' group.
@@ -95,7 +97,7 @@ void Run::plan_memory_and_check(const std::string& from) {
       a_.pipeline_degree > 1 && !owned)
     in.state_gathered_at_save = model_mesh_->shape().pp;
   if (owned) {
-    if (a_.zero_stage > 0) in.state_gathered_at_save = model_mesh_->shape().dp;  // a save gathers the stage's state
+    if (a_.zero_stage > 0) in.state_gathered_at_save = stage_processes;  // a save gathers the stage's state
     plan_owned_layers(in);
     in.policy_loaded_whole = !policy_whole_load_reason(from).empty();
   }

@@ -68,9 +68,12 @@ void Run::setup_owned_layers(const std::vector<nn::Module*>& trainable, const Op
                              const std::function<void(ParamArena& shard)>& place,
                              const std::function<void()>& placed) {
   // The pipeline group is the sharding group, each unit whole on its stage; a stage's replicas
-  // (the dp group) sum its gradients and, under ZeRO-1/2, split its optimizer state by range.
+  // (its data-parallel and tensor/context-parallel processes, each holding the stage's layers
+  // whole) sum its gradients and, under ZeRO-1/2, split its optimizer state by range.
   dist::ProcessGroup& pp = model_mesh_->pp();
-  dist::ProcessGroup* replicas = dp_size() > 1 ? &model_mesh_->dp() : nullptr;
+  if (model_mesh_->shape().tp > 1)  // (every process calls split)
+    stage_group_ = model_mesh_->world().split(model_mesh_->coord().pp, static_cast<int>(world_rank()));
+  dist::ProcessGroup* replicas = stage_group_ ? stage_group_.get() : dp_size() > 1 ? &model_mesh_->dp() : nullptr;
   shard_replicas_ = replicas;
   ParamShards::Owners owners;
   owners.layer_owner = pipeline_layer_owners(model_->config(), static_cast<int>(a_.pipeline_degree),
@@ -82,7 +85,7 @@ void Run::setup_owned_layers(const std::vector<nn::Module*>& trainable, const Op
     std::string zero;
     if (split)
       zero = UNILLM_MSG("; ZeRO stage ", a_.zero_stage, " from ", a_.zero_from, ": the stage's optimizer state split over its ",
-                        replicas->size(), " data-parallel replicas");
+                        replicas->size(), stage_group_ ? " processes" : " data-parallel replicas");
     else if (a_.zero_stage > 0)
       zero = UNILLM_MSG("; ZeRO stage ", a_.zero_stage, " from ", a_.zero_from, ": nothing more to split (one "
                         "replica per stage, which keeps only its own layers' optimizer state)");

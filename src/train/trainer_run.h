@@ -209,6 +209,9 @@ class Run {
   dist::ProcessGroup* shard_replicas_ = nullptr;  // shard_groups()
   // Pipeline or tensor parallelism: the pp × dp × tp mesh (tp fastest).
   std::unique_ptr<dist::DeviceMesh> model_mesh_;
+  // Stages holding their own layers beside tensor/context parallelism: the processes of this
+  // process's stage (its dp × tp ranks), which sum the stage's gradients (setup_owned_layers).
+  std::unique_ptr<dist::ProcessGroup> stage_group_;
   // Tensor parallelism (trainer_tensor_parallel.cpp): the mesh's tp group as the model sees it,
   // and the trainable parameters every rank of it computes whole (their gradients counted once:
   // from tp rank 0).

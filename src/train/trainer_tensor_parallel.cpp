@@ -142,7 +142,9 @@ void Run::setup_tensor_parallel() {
                  vp ? "; the lm_head is split by vocabulary rows, with a parallel cross-entropy (tensor_parallel_output)"
                  : sp ? ""
                       : "; so is the lm_head",
-                 shards_ && !shards_->keeps_whole() ? UNILLM_MSG("; every process gathers each whole layer just in time from ZeRO-3's shards (tensor-parallel rank ", tp_rank(), ")")
+                 shards_ && shards_->by_owner()
+                     ? UNILLM_MSG("; each process holds its pipeline stage's layers whole (tensor-parallel rank ", tp_rank(), ")")
+                 : shards_ && !shards_->keeps_whole() ? UNILLM_MSG("; every process gathers each whole layer just in time from ZeRO-3's shards (tensor-parallel rank ", tp_rank(), ")")
                          : UNILLM_MSG("; every process holds the whole model (tensor-parallel rank ", tp_rank(), ")")));
 }
 

@@ -27,8 +27,6 @@ std::string Run::zero3_fallback() const {
 }
 
 std::string Run::own_layers_fallback() const {
-  if (model_mesh_->shape().tp > 1)
-    return "beside tensor or context parallelism (a stage's weights are whole on each of its tensor-parallel ranks)";
   if (a_.expert_degree > 1) return "beside expert parallelism";
   if (a_.use_dora) return "with DoRA (its magnitude reads whole weights outside the layer's backward)";
   if (a_.finetuning_type == "oft") return "with OFT (its rotations are built from whole parameters)";

@@ -127,7 +127,8 @@ TEST(TensorParallel, BesideDataAndPipelineParallel) {
   auto tpdp = train(4, kFull + " gradient_accumulation_steps=2 tensor_parallel_degree=2 output_dir=" + dir + "/tpdp");
   ASSERT_EQ(tpdp.exit_code, 0) << tpdp.err;
   EXPECT_NE(tpdp.err.find("data parallel: 2 replicas"), std::string::npos) << tpdp.err;
-  // tp 2 × pp 2: each stage's layers split over a tensor-parallel pair.
+  // tp 2 × pp 2: each stage's layers split over a tensor-parallel pair, each of which holds only
+  // its stage's layers (their gradients summed over the stage's processes).
   // (tensor_parallel_output: the last stage's loss takes the lm_head whole, said at start.)
   auto tppp = train(4, kFull + " gradient_accumulation_steps=4 tensor_parallel_degree=2 pipeline_parallel_degree=2 "
                                "tensor_parallel_output=true output_dir=" + dir + "/tppp");
@@ -136,6 +137,9 @@ TEST(TensorParallel, BesideDataAndPipelineParallel) {
             std::string::npos)
       << tppp.err;
   EXPECT_NE(tppp.err.find("pipeline parallel: 2 stages (1F1B), 1 data-parallel replica"), std::string::npos)
+      << tppp.err;
+  EXPECT_NE(tppp.err.find("pipeline parallel: this stage holds 3 of the 5 layers, a copy of the tied embedding"),
+            std::string::npos)
       << tppp.err;
   // tp 4 with sequence parallelism (5 layers' heads 8 / kv 4 / MLP 172 split 4 ways).
   auto sp4 = train(4, kFull + " gradient_accumulation_steps=4 tensor_parallel_degree=4 sequence_parallel=true "
