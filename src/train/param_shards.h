@@ -214,9 +214,9 @@ class ParamShards {
   bool resident(const Unit& u) const { return u.owner == group_.rank() || u.borrowed; }
   void shard_by_owner(ParamArena& arena, ParamArena& shard);
   void gather_from_owner(Unit& u, bool frozen);
-  Tensor owned_train(const Unit& u) const;
+  Tensor owned_train(const Unit& u) const;  // the owner's whole trainable unit: a range of the shard
   void send_borrowed();  // owners, after the step: the stepped tied embedding to the first stage
-  static std::shared_ptr<Storage> released(int64_t bytes, Device device);  // no memory until refill()  // the owner's whole trainable unit: a range of the shard
+  static std::shared_ptr<Storage> released(int64_t bytes, Device device);  // no memory until refill()
   void gather(Unit& u, bool grads, bool frozen = true);
   void keep_pieces(Unit& u);  // this rank's bytes of the unit's frozen parameters, and the views
   void make_storages(Unit& u);  // the unit's (released) storages

@@ -38,7 +38,8 @@ void Run::setup_model_mesh() {
   if (a_.sharding_degree > 1 && a_.sharding_degree != world)
     say(stages_own_layers()
             ? UNILLM_MSG("sharding_parallel_degree ", a_.sharding_degree, " under pipeline parallelism: each stage "
-                         "holds its own layers and splits their optimizer state over its ", world / pp, " data-parallel replicas")
+                         "holds its own layers, and ZeRO splits their optimizer state over the stage's ", world / pp,
+                         " processes (its data-parallel and tensor-parallel ranks)")
             : UNILLM_MSG("sharding_parallel_degree ", a_.sharding_degree, " under ", pp > 1 ? "pipeline" : "tensor",
                          " parallelism: every process holds the whole model, so ZeRO shards the optimizer state over all ",
                          world, " processes"));
