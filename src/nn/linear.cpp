@@ -42,6 +42,7 @@ int64_t FusedLinear::part_begin(size_t i) const {
 
 Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse use, const TensorParallel* tp) const {
   if (tp && split_ != TpSplit::kNone && tp->active()) return forward_split(x, lora, use, *tp);  // nn/linear_tp.cpp
+  check_whole("a forward of the whole layer");
   if (observer_) observer_(x);
   if (oft_active(lora)) return forward_with_oft(x, *lora, use);  // nn/oft.cpp
   std::vector<ops::LoraAdapterInput> adapters;
@@ -89,6 +90,7 @@ Tensor FusedLinear::forward(const Tensor& x, const LoraRun* lora, ops::OutputUse
 }
 
 void FusedLinear::set_quantized(ops::QuantizedWeight q) {
+  check_whole("quantising it");
   if (!lora_.empty())
     UNILLM_THROW(ConfigError, "[nn] cannot quantise a linear layer with LoRA adapters attached (merge them first)");
   q.check("linear layer " + (parts_.empty() ? std::string("?") : parts_[0].name));
@@ -111,6 +113,7 @@ ops::LoraAdapterInput FusedLinear::adapter_input(const LoraWeights& w) const {
 }
 
 void FusedLinear::add_magnitude(const std::string& name, LoraWeights& w) {
+  check_whole("DoRA's magnitude");
   // PEFT's init: m = ‖W + s·B·A‖ per output row (B = 0 here, so ‖W‖); over a quantised base, W
   // is what the codes stand for.
   autograd::NoGradGuard no_grad;
@@ -172,6 +175,7 @@ LoraWeights* FusedLinear::lora(const std::string& name) {
 }
 
 void FusedLinear::add_product(const LoraWeights& w, const Tensor& a, const Tensor& b, double sign) {
+  check_whole("adding an adapter's product into it");
   autograd::NoGradGuard no_grad;
   const Tensor a64 = a.to(Device{}).to(DType::f64).contiguous();  // [P·r, in]
   const Tensor b64 = b.to(Device{}).to(DType::f64).contiguous();  // [Σ out_p, r]
@@ -195,6 +199,7 @@ void FusedLinear::add_product(const LoraWeights& w, const Tensor& a, const Tenso
 }
 
 void FusedLinear::pissa_init(const std::string& name, int64_t niter, uint64_t seed) {
+  check_whole("PiSSA's initialisation");
   LoraWeights* w = lora(name);
   UNILLM_CHECK(w != nullptr, "[nn] pissa_init: no adapter '", name, "'");
   if (qweight_.defined())
@@ -238,6 +243,7 @@ void FusedLinear::remove_lora(const std::string& name) {
 }
 
 void FusedLinear::merge_lora(const std::string& name) {
+  check_whole("merging an adapter");
   const LoraWeights* w = lora(name);
   UNILLM_CHECK(w != nullptr, "[nn] merge_lora: no adapter '", name, "'");
   if (w->oft_r.defined()) return merge_oft(name);  // nn/oft.cpp

@@ -50,6 +50,26 @@ class FusedLinear : public Module {
   // The tensors whose gradient on a rank is that rank's own share (its block of the weight and
   // bias, its adapters' A and B): appended to out. Nothing for a layer without a split.
   void split_tensors(std::vector<const Tensor*>& out) const;
+  // Tensor parallelism keeping only this rank's block of a frozen split weight (nn/linear_blocks.cpp,
+  // train/tp_blocks.h): the block forward_split multiplies (column-parallel: each part's rows of
+  // the rank; row-parallel: its input columns) is copied out and the weight re-pointed to a
+  // storage of its own that holds no memory, so forward_split multiplies the block and a whole
+  // forward is refused (naming the layer). gather_whole() — a collective over `group` — gives the
+  // weight memory again and fills it from every rank's block; release_whole() cuts the block from
+  // it again (whatever a phase wrote into it) and lets the memory go. Both do nothing when the
+  // weight already is / is not whole. ConfigError for a trainable, quantised or unsplit weight.
+  void hold_block(Collective& group);
+  bool holds_block() const { return block_.defined(); }
+  // Expert parallelism: a frozen weight of an expert another process runs, held as nothing (the
+  // weight re-pointed to a storage of its own that holds no memory, as hold_block's) until
+  // refill_whole() gives it memory again for the caller to fill (train broadcasts it from its
+  // runner); release_whole() lets it go again. ConfigError for a trainable or quantised weight.
+  void hold_nothing();
+  void refill_whole();
+  bool whole_in_memory() const;  // the whole weight holds memory (always, without a block)
+  void gather_whole();
+  void release_whole();
+  const Tensor& block() const { return block_; }
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   const Tensor& weight() const { return weight_; }
@@ -101,6 +121,13 @@ class FusedLinear : public Module {
   // forward under tensor parallelism (nn/linear_tp.cpp).
   Tensor forward_split(const Tensor& x, const LoraRun* lora, ops::OutputUse use, const TensorParallel& tp) const;
   TpSplit split_ = TpSplit::kNone;
+  // hold_block: the rank's block and the group it was cut for; cut_block: the block of weight_.
+  Tensor block_;
+  Collective* block_group_ = nullptr;
+  bool holds_nothing_ = false;
+  void release_storage();  // weight_ re-pointed to a storage of its own that holds no memory
+  Tensor cut_block(int size, int rank) const;
+  void check_whole(const char* what) const;  // throws when weight_ holds no memory
   // OFT (nn/oft.cpp): whether the call applies an OFT adapter this layer holds, the forward then,
   // its op input, and the merge.
   bool oft_active(const LoraRun* run) const;

@@ -2,7 +2,8 @@
 // rows [r·out_p/n, (r+1)·out_p/n) of every part p (so a fused QKV gives its q, k and v heads),
 // LoRA's B split the same way and A whole. Row-parallel: rank r multiplies input columns
 // [r·in/n, (r+1)·in/n) (A split the same way, B whole), the group sums the partial outputs, and
-// the bias is added by rank 0 alone (once in the sum).
+// the bias is added by rank 0 alone (once in the sum). A weight held as its block (hold_block) is
+// that block already.
 #include "nn/linear.h"
 
 #include "ops/lora_linear.h"
@@ -43,6 +44,9 @@ void FusedLinear::split_tensors(std::vector<const Tensor*>& out) const {
 
 Tensor FusedLinear::forward_split(const Tensor& x, const LoraRun* lora, ops::OutputUse use, const TensorParallel& tp) const {
   const int n = tp.group->size(), r = tp.group->rank();
+  if (block_.defined() && (n != block_group_->size() || r != block_group_->rank()))
+    UNILLM_THROW(ShapeError, "[nn] ", parts_[0].name, ": its block was cut for rank ", block_group_->rank(), " of ",
+                 block_group_->size(), ", the call splits it for rank ", r, " of ", n);
   std::vector<ops::LoraAdapterInput> adapters;
   auto adapter = [&](size_t i) -> const LoraWeights* {
     if (!lora) return nullptr;
@@ -77,7 +81,7 @@ Tensor FusedLinear::forward_split(const Tensor& x, const LoraRun* lora, ops::Out
       adapters.push_back(std::move(in));
     }
     const Tensor xr = tp_enter(x, tp);
-    const Tensor wr = ops::take_rows(weight_, rows);
+    const Tensor wr = block_.defined() ? block_ : ops::take_rows(weight_, rows);
     const Tensor br = bias_.defined() ? ops::take_rows(bias_, rows) : Tensor();
     return adapters.empty() ? ops::linear(xr, wr, br, use) : ops::lora_linear(xr, wr, br, adapters, use);
   }
@@ -98,7 +102,7 @@ Tensor FusedLinear::forward_split(const Tensor& x, const LoraRun* lora, ops::Out
     }
     adapters.push_back(std::move(in));
   }
-  const Tensor wc = ops::take_cols(weight_, c0, c1);
+  const Tensor wc = block_.defined() ? block_ : ops::take_cols(weight_, c0, c1);
   // Row-parallel input comes from this rank's column-parallel layers (the gathered tokens under
   // sequence parallelism).
   const Tensor bias = r == 0 ? bias_ : Tensor();

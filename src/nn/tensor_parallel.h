@@ -5,8 +5,8 @@
 // which nn knows only as "sum / gather / reduce-scatter these tensors over the group" (train
 // adapts dist's process group).
 //
-// Every process holds the whole weight; a rank computes with its block of it (ops::take_rows /
-// take_cols), so the weight's gradient is non-zero only in that block and summing gradients over
+// Every process holds the whole weight (a frozen one may be held as the rank's block alone:
+// FusedLinear::hold_block); a rank computes with its block of it (ops::take_rows / take_cols), so the weight's gradient is non-zero only in that block and summing gradients over
 // the processes gives one process's. Without sequence parallelism the parameters every rank
 // computes whole (norms, the embedding, the lm_head) get the same full gradient on every rank of
 // the group (CausalLM::tensor_parallel_tensors lists the others).

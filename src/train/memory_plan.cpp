@@ -195,6 +195,13 @@ ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a) 
     const Group& g = groups[i];
     s.base += g.numel;
     (trains[i] ? s.trainable : s.frozen) += g.numel;
+    // A sparse layer's routed experts are expert parallelism's to split, not tensor parallelism's.
+    const bool routed = g.names[0].find(".mlp.experts.") != std::string::npos;
+    const bool dense_projection = (g.kind == Kind::kQkv || g.kind == Kind::kO || g.kind == Kind::kGateUp ||
+                                   g.kind == Kind::kDown) && !routed &&
+                                  g.names[0].find(".mlp.shared_expert.") == std::string::npos;
+    if (!trains[i] && dense_projection) s.frozen_split += g.numel;
+    if (!trains[i] && routed) s.frozen_experts += g.numel;
     const int64_t rows = projection_rows(c, g.kind);
     if (!trains[i] && a.quantization_bit > 0 && a.adapter_tuning() && rows > 0) {
       s.quantized += g.numel;
@@ -347,6 +354,17 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     p.optimizer += 4 * d.V * d.C *
                    ((ps.embed_trainable ? 1 : 0) + (ps.lm_head_trainable && !c.tie_word_embeddings ? 1 : 0));
   p.optimizer = (p.optimizer + in.zero_shards - 1) / in.zero_shards;  // ZeRO: this process's range
+  // Tensor parallelism's blocks of the frozen split weights: the rest is gathered only while
+  // evaluating or saving (below).
+  const int64_t tp_gathered = in.tp_frozen_blocks > 1
+                                  ? ps.frozen_split * in.frozen_weight_bytes / in.tp_frozen_blocks * (in.tp_frozen_blocks - 1)
+                                  : 0;
+  // Expert parallelism's frozen experts: each process keeps its own experts' (the others'
+  // broadcast by their runners while evaluating or saving, below).
+  const int64_t experts_gathered =
+      in.expert_shares > 1 ? ps.frozen_experts * in.frozen_weight_bytes / in.expert_shares * (in.expert_shares - 1) : 0;
+  p.frozen_weights -= tp_gathered + experts_gathered;
+  p.weights -= tp_gathered + experts_gathered;
   if (in.owned_weights < 1) {  // a pipeline stage's own layers, and one other unit at a time
     auto share = [](int64_t bytes, double f) { return static_cast<int64_t>(std::ceil(static_cast<double>(bytes) * f)); };
     p.weights = share(p.weights, in.owned_weights) + in.largest_unit * 4;
@@ -460,6 +478,10 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     p.train_peak = p.baseline + p.runtime + unit_state + working + p.allocator_cache;
     const int64_t stepping = p.weights + share + p.optimizer + p.reference + share + units;
     p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + stepping + stepping / 8);
+  }
+  if (tp_gathered + experts_gathered > 0) {  // evaluation and saving hold the whole frozen weights (and no training activations)
+    const int64_t whole = p.weights + tp_gathered + experts_gathered + p.gradients + p.optimizer + p.reference;
+    p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + whole + whole / 8);
   }
   if (in.param_shards > 1) {
     // ZeRO-3: pieces of every unit plus the root unit (lm_head, final norm; the embedding too when

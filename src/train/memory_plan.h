@@ -30,6 +30,8 @@ struct LayerParams {
 struct ParamSummary {
   int64_t trainable = 0;  // elements: f32 in the arena, each with an f32 gradient and 2 moments
   int64_t frozen = 0;     // elements left in the model's storage
+  int64_t frozen_split = 0;  // of them, the decoder's dense projections (what tensor parallelism splits)
+  int64_t frozen_experts = 0;  // of them, the sparse layers' routed experts (what expert parallelism splits)
   int64_t base = 0;       // elements of the base model (what loading allocates)
   // QLoRA (quantization_bit): frozen decoder projection elements held quantised (part of
   // frozen) and the bytes they take then (codes + block scales, ops::QuantizedWeight::bytes).
@@ -115,7 +117,7 @@ struct MemoryPlanInputs {
   // parallelism the residual stream and norms run on its 1/degree of the token rows, the MLP on
   // its group's (degree / mlp_degree shards); `lm_head` when the lm_head is split by vocabulary
   // rows (tensor_parallel_output). Weights, gradients and optimizer state stay whole (every
-  // process holds the model). Tensor parallelism: mlp_degree = degree; context: 1; both: T.
+  // process holds the model; but see tp_frozen_blocks). Tensor parallelism: mlp_degree = degree; context: 1; both: T.
   struct TensorSplit {
     int64_t degree = 1;
     bool sequence = false;
@@ -123,6 +125,14 @@ struct MemoryPlanInputs {
     bool lm_head = false;
   };
   TensorSplit tensor_split;
+  // Tensor parallelism holding the frozen split weights as blocks (train/tp_blocks.h): each process
+  // keeps 1/tp_frozen_blocks of ParamSummary::frozen_split between evaluations and saves, which
+  // gather them whole (the model is loaded whole first). 1: held whole.
+  int64_t tp_frozen_blocks = 1;
+  // Expert parallelism holding only this process's experts' frozen weights (train/expert_shares.h):
+  // each keeps 1/expert_shares of ParamSummary::frozen_experts between evaluations and saves, which
+  // have the others broadcast to it. 1: every expert held.
+  int64_t expert_shares = 1;
 };
 
 struct MemoryPlan {

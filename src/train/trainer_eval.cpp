@@ -244,6 +244,8 @@ void Run::log_eval(const std::string& prefix, const EvalResult& r, double runtim
 void Run::run_eval() {
   // ZeRO-3: the root unit for the evaluation, each layer gathered around its forward.
   const ParamShards::Root root(shards_.get());
+  const TpBlocks::Whole blocks(tp_blocks_.get());  // tensor parallelism's blocks: evaluation runs whole
+  const ExpertShares::Whole experts(expert_shares_.get());  // (its token accuracy runs every expert)
   // Token accuracy (pt/sft) runs when it decides the best checkpoint; a stage may report its own.
   const bool accuracy = stage_->token_loss() && best_metric_target().first == "accuracy";
   if (eval_splits_.empty()) {
@@ -324,6 +326,8 @@ void Run::load_best_at_end() {
   say("loading the best checkpoint " + best + " (eval " + a_.metric_for_best_model + " " +
       std::to_string(*state_.best_metric) + ")");
   opt_.reset();
+  tp_blocks_.reset();  // the reloaded model is whole
+  expert_shares_.reset();
   shards_.reset();
   arena_.reset();
   model_.reset();

@@ -119,7 +119,11 @@ void Run::plan_memory_and_check(const std::string& from) {
     ts.sequence = a_.context_degree > 1 || a_.sequence_parallel;
     ts.mlp_degree = a_.tensor_degree;
     ts.lm_head = splits_lm_head(in.model.tie_word_embeddings && in.params.lm_head_trainable);
+    if (a_.tensor_degree > 1 && tp_blocks_fallback().empty() && in.param_shards == 1)  // Run::setup_tp_blocks
+      in.tp_frozen_blocks = a_.tensor_degree;
   }
+  if (a_.expert_degree > 1 && !a_.use_badam && in.param_shards == 1)  // Run::holds_own_experts_only
+    in.expert_shares = a_.expert_degree;
   const MemoryPlanInputs base = in;  // before the stage adds its own (a reference model)
   const int64_t limit = h_.memory_limit;
   std::string stage_advice;

@@ -35,7 +35,10 @@ void Run::setup_model_mesh() {
   // shard's optimizer state. Stages holding their own layers split theirs over the stage's
   // replicas; elsewhere every process holds the whole model, so ZeRO shards the state over all of
   // them (each keeps 1/world of it, what tp · pp · sharding ranks each keep there).
-  if (a_.sharding_degree > 1 && a_.sharding_degree != world)
+  if (a_.sharding_degree > 1 && a_.sharding_degree != world && a_.zero_stage == 0)
+    say(UNILLM_MSG("sharding_parallel_degree ", a_.sharding_degree, " without `sharding` (stage1, stage2 or stage3): "
+                   "nothing is sharded"));
+  else if (a_.sharding_degree > 1 && a_.sharding_degree != world)
     say(stages_own_layers()
             ? UNILLM_MSG("sharding_parallel_degree ", a_.sharding_degree, " under pipeline parallelism: each stage "
                          "holds its own layers, and ZeRO splits their optimizer state over the stage's ", world / pp,

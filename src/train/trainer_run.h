@@ -27,6 +27,8 @@
 #include "train/stages/stage.h"
 #include "train/trainer.h"
 #include "train/trainer_log.h"
+#include "train/tp_blocks.h"
+#include "train/expert_shares.h"
 
 namespace unillm::train::detail {
 
@@ -76,6 +78,8 @@ class Run {
    private:
     std::optional<ParamShards::Whole> whole_;
     std::optional<ParamShards::Streamed> streamed_;
+    std::optional<TpBlocks::Whole> blocks_;
+    std::optional<ExpertShares::Whole> experts_;
   };
   // enable_jit_checkpoint: every process agrees (one allreduce) whether any was asked to stop;
   // then this step is checkpointed (unless it just was) and the run ends interrupted.
@@ -218,6 +222,12 @@ class Run {
   std::unique_ptr<nn::Collective> tp_group_;
   std::vector<const Tensor*> tp_replicated_;
   void setup_tensor_parallel();
+  // Frozen split weights held as this process's blocks (train/tp_blocks.h) where nothing else
+  // owns the parameters' layout (null otherwise, or when nothing split is frozen);
+  // tp_blocks_fallback() says why they stay whole ("" where blocks apply).
+  std::unique_ptr<TpBlocks> tp_blocks_;
+  std::string tp_blocks_fallback() const;
+  void setup_tp_blocks();
   // tensor_parallel_output's split of the lm_head: pt and sft's token loss, no pipeline stages,
   // and not a trained embedding tied to it without sequence parallelism (whose lookup gradient
   // each process computes whole).
@@ -233,6 +243,10 @@ class Run {
   std::unique_ptr<dist::ProcessGroup> ep_process_group_;
   std::unique_ptr<nn::Collective> ep_group_;
   void setup_expert_parallel();
+  // The other processes' experts' frozen weights let go (train/expert_shares.h) where nothing else
+  // lays the parameters out (null otherwise, or when no expert weight is frozen).
+  std::unique_ptr<ExpertShares> expert_shares_;
+  bool holds_own_experts_only() const;
   bool expert_parallel() const { return ep_group_ != nullptr; }
   int64_t tp_rank() const { return model_mesh_ ? model_mesh_->coord().tp : 0; }
   // Each rank of a tensor-parallel group computes the same loss; rank 0's alone is counted (under

@@ -339,6 +339,10 @@ void Run::maybe_eval_and_save() {
 // only the trainable buffers; a full model is written a unit at a time; anything else (an adapter
 // run that also writes base weights: a grown vocabulary, PiSSA's conversion) gathers every unit.
 Run::SaveScope::SaveScope(Run& run) {
+  // Tensor parallelism's blocks of frozen weights and expert parallelism's others' experts, where
+  // they are written (not an adapter's trainable-only dir).
+  if (run.tp_blocks_ && !run.checkpoint_is_trainable_only()) blocks_.emplace(run.tp_blocks_.get());
+  if (run.expert_shares_ && !run.checkpoint_is_trainable_only()) experts_.emplace(run.expert_shares_.get());
   ParamShards* s = run.shards_.get();
   if (!s) return;
   if (run.a_.adapter_tuning())
@@ -432,6 +436,8 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   check_weights_finite(a_.output_dir);
   if (loss_predict()) {
     const ParamShards::Root root(shards_.get());  // ZeRO-3: predict gathers as evaluation does
+    const TpBlocks::Whole blocks(tp_blocks_.get());
+    const ExpertShares::Whole experts(expert_shares_.get());
     predict();
   }
   state_.rng = rng_.state();

@@ -1,6 +1,7 @@
 // Tensor parallelism in a training run (nn/tensor_parallel.h): the mesh's tp group handed to the
 // model as a Collective, and the one correction the gradient sum needs. Every process holds the
-// whole model; a rank's split layers write only their blocks of the weights' gradients (zeros
+// whole model (but for frozen split weights, held as its blocks where nothing else lays the
+// parameters out: setup_tp_blocks, train/tp_blocks.h); a rank's split layers write only their blocks of the weights' gradients (zeros
 // elsewhere), while the parameters every rank of the group computes whole — norms, embedding,
 // lm_head, a value head — get the same gradient on each. Rank 0 of the group keeps those and the
 // others drop them, so the data-parallel path's sum over all processes (allreduce or ZeRO's
@@ -11,6 +12,7 @@
 // the data-parallel processes, and each process's gradients are already the share the sum
 // expects (its experts' over the group's tokens, everything else over its own).
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "train/trainer_run.h"
@@ -32,6 +34,12 @@ class GroupCollective : public nn::Collective {
  private:
   dist::ProcessGroup& g_;
 };
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(bytes) / 1048576.0);
+  return buf;
+}
 
 }  // namespace
 
@@ -135,6 +143,7 @@ void Run::setup_tensor_parallel() {
       if (!sp && p.tensor->requires_grad() && !split.count(p.tensor)) tp_replicated_.push_back(p.tensor);
   // ZeRO-3 reduces each unit's gradients as backward leaves it: the drop happens there.
   if (shards_ && !counts_loss()) shards_->drop_gradients_of(tp_replicated_);
+  setup_tp_blocks();
   say(UNILLM_MSG("tensor parallel: ", a_.tensor_degree, " processes split each layer's attention heads (q/k/v "
                  "column-parallel, o_proj row-parallel) and MLP rows (gate/up column-, down_proj row-parallel); ",
                  sp ? "sequence parallel: each runs the embedding, norms and loss on its share of the tokens"
@@ -145,7 +154,26 @@ void Run::setup_tensor_parallel() {
                  shards_ && shards_->by_owner()
                      ? UNILLM_MSG("; each process holds its pipeline stage's layers whole (tensor-parallel rank ", tp_rank(), ")")
                  : shards_ && !shards_->keeps_whole() ? UNILLM_MSG("; every process gathers each whole layer just in time from ZeRO-3's shards (tensor-parallel rank ", tp_rank(), ")")
-                         : UNILLM_MSG("; every process holds the whole model (tensor-parallel rank ", tp_rank(), ")")));
+                 : tp_blocks_ ? UNILLM_MSG("; every process holds the trainable weights whole and only its blocks of the ",
+                                           tp_blocks_->layers(), " frozen split weights: ", mib(tp_blocks_->kept_bytes()),
+                                           " of ", mib(tp_blocks_->whole_bytes()), " MiB (evaluation and saving gather "
+                                           "them whole for their duration; tensor-parallel rank ", tp_rank(), ")")
+                         : UNILLM_MSG("; every process holds the whole model (tensor-parallel rank ", tp_rank(), ")",
+                                      tp_blocks_fallback().empty() ? "" : " — " + tp_blocks_fallback())));
+}
+
+std::string Run::tp_blocks_fallback() const {
+  if (a_.context_degree > 1) return "context parallelism splits the attention over another group than the MLPs";
+  if (a_.pipeline_degree > 1) return "the pipeline stages' layouts hold the layers";
+  if (a_.use_badam) return "BAdam changes which layers train as it goes";
+  return "";
+}
+
+void Run::setup_tp_blocks() {
+  // ZeRO-3's units (or pipeline stages' owners) lay the parameters out already.
+  if (!tp_blocks_fallback().empty() || !tp_group_ || (shards_ && !shards_->keeps_whole())) return;
+  auto blocks = std::make_unique<TpBlocks>(model_->module(), *tp_group_);
+  if (!blocks->empty()) tp_blocks_ = std::move(blocks);
 }
 
 void Run::setup_expert_parallel() {
@@ -173,10 +201,23 @@ void Run::setup_expert_parallel() {
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": expert_parallel_degree ", ep, ": ", e.what());
   }
   const int64_t experts = model_->config().num_experts;
+  if (holds_own_experts_only()) {
+    auto shares = std::make_unique<ExpertShares>(model_->module(), experts, *ep_process_group_);
+    if (!shares->empty()) expert_shares_ = std::move(shares);
+  }
   say(UNILLM_MSG("expert parallel: groups of ", ep, " data-parallel processes; this one (rank ",
                  ep_group_->rank(), " of its group) runs experts ", ep_group_->rank() * experts / ep, "-",
                  (ep_group_->rank() + 1) * experts / ep - 1, " of each sparse layer for the group's tokens, "
-                 "routes its own and holds every expert's weights"));
+                 "routes its own and holds ",
+                 expert_shares_ ? UNILLM_MSG("only its own experts' frozen weights: ", mib(expert_shares_->kept_bytes()),
+                                             " of ", mib(expert_shares_->whole_bytes()), " MiB (evaluation and saving "
+                                             "have the others broadcast by their runners for their duration)")
+                                : std::string("every expert's weights")));
+}
+
+bool Run::holds_own_experts_only() const {
+  // ZeRO-3's units lay the parameters out already; BAdam changes which layers train as it goes.
+  return a_.expert_degree > 1 && !a_.use_badam && !(shards_ && !shards_->keeps_whole());
 }
 
 void Run::drop_replicated_grads(int64_t lo, int64_t hi) {

@@ -256,6 +256,8 @@ TEST(Moe, ExpertParallelismEqualsOneProcess) {
   ASSERT_EQ(ldp.exit_code, 0) << ldp.err;
   auto lep = testing::train_processes(2, lora + " output_dir=" + dir + "/lora_ep expert_parallel_degree=2");
   ASSERT_EQ(lep.exit_code, 0) << lep.err;
+  // The frozen experts' base: each process holds its own 4 experts' of each sparse layer's 8.
+  EXPECT_NE(lep.err.find("holds only its own experts' frozen weights"), std::string::npos) << lep.err;
   testing::expect_runs_close(dir + "/lora_dp", dir + "/lora_ep", "qwen2_moe LoRA ep2");
   EXPECT_LE(testing::max_weight_diff(dir + "/lora_dp/adapter_model.safetensors", dir + "/lora_ep/adapter_model.safetensors"),
             testing::layout_tol(1e-5));
@@ -272,6 +274,29 @@ TEST(Moe, ExpertParallelismEqualsOneProcess) {
   testing::expect_runs_close(dir + "/pp_one", dir + "/pp_ep", "qwen3_moe pp2 × ep2");
   EXPECT_LE(testing::max_weight_diff(dir + "/pp_one/model.safetensors", dir + "/pp_ep/model.safetensors"),
             testing::layout_tol(1e-5));
+}
+
+// Expert parallelism holds only its own experts' frozen weights (train/expert_shares.h): under
+// freeze tuning (the first two layers frozen: the first is sparse) each of two processes keeps
+// its experts' weights of that layer's, and the evaluations, checkpoints and final model, which
+// have the others broadcast by their runners, are plain data parallelism's. (LLaMA-Factory's name
+// rule trains layer 2 as every name holding ".2.", so layer 0's expert 2 trains too: 7 frozen
+// experts, 3 of them run by process 0.)
+TEST(Moe, ExpertParallelismHoldsOnlyItsOwnFrozenExperts) {
+  const std::string dir = testing::temp_dir("moe_ep_frozen");
+  const std::string freeze = kSft + kShort + " save_strategy=steps save_steps=3 eval_steps=3 finetuning_type=freeze "
+                             "freeze_trainable_layers=1 model_name_or_path=" + tiny_moe(dir, "qwen3_moe");
+  auto dp = testing::train_processes(2, freeze + " output_dir=" + dir + "/dp");
+  ASSERT_EQ(dp.exit_code, 0) << dp.err;
+  auto ep = testing::train_processes(2, freeze + " expert_parallel_degree=2 output_dir=" + dir + "/ep");
+  ASSERT_EQ(ep.exit_code, 0) << ep.err;
+  // Layer 0's frozen experts: 7 × (gate/up 64 × 64 + down 64 × 32) f32 = 0.16 MiB, 3 of them 0.07.
+  EXPECT_NE(ep.err.find("holds only its own experts' frozen weights: 0.07 of 0.16 MiB"), std::string::npos) << ep.err;
+  testing::expect_runs_close(dir + "/dp", dir + "/ep", "qwen3_moe freeze ep2");
+  for (const std::string sub : {"", "/checkpoint-3"})
+    EXPECT_LE(testing::max_weight_diff(dir + "/dp" + sub + "/model.safetensors", dir + "/ep" + sub + "/model.safetensors"),
+              testing::layout_tol(1e-5))
+        << sub;
 }
 
 // Context parallelism (tests/cli/context_parallel_test.cpp): the sparse layers run whole on each

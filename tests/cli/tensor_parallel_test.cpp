@@ -3,8 +3,8 @@
 // with the same micro-batches — losses, gradient norms, evaluation and final weights within
 // 1e-5 — with and without recompute, with sequence parallelism (tp 2 and 4), with ZeRO, beside
 // data and pipeline parallelism (4 processes), for LoRA with dropout, on tiny Qwen2 (q/k/v biases, tied embeddings) and Qwen3
-// (q/k norms) models and for the preference stages; its checkpoints resume under data
-// parallelism and under one process.
+// (q/k norms) models and for the preference stages, with frozen split weights held as each
+// process's blocks; its checkpoints resume under data parallelism and under one process.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -153,6 +153,34 @@ TEST(TensorParallel, BesideDataAndPipelineParallel) {
     expect_runs_close(dir + "/one", dir + "/" + run, run);
     expect_same_weights(dir + "/one", dir + "/" + run);
   }
+}
+
+// Frozen split weights held as blocks (train/tp_blocks.h): under freeze tuning (stories260K's first
+// three layers frozen) each process keeps only its blocks of their projections, and the run —
+// evaluations, checkpoints, the best checkpoint reloaded and the final model, all of which
+// gather them whole — is one process's. LoRA keeps blocks of its whole base (its runs are compared
+// with one process's in LoraWithDropoutAndQwenModels and by the PaddleNLP scripts).
+TEST(TensorParallel, FrozenSplitWeightsHeldAsBlocks) {
+  const std::string dir = testing::temp_dir("tp_blocks");
+  const std::string freeze = kSft + kShort +
+                             " finetuning_type=freeze freeze_trainable_layers=2 gradient_accumulation_steps=2 "
+                             "load_best_model_at_end=true metric_for_best_model=eval_loss";
+  auto one = train(1, freeze + " output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto tp = train(2, freeze + " tensor_parallel_degree=2 output_dir=" + dir + "/tp");
+  ASSERT_EQ(tp.exit_code, 0) << tp.err;
+  EXPECT_NE(tp.err.find("every process holds the trainable weights whole and only its blocks of the 12 frozen split "
+                        "weights: 0.26 of 0.52 MiB"),
+            std::string::npos)
+      << tp.err;
+  EXPECT_NE(tp.err.find("loading the best checkpoint"), std::string::npos) << tp.err;
+  expect_runs_close(dir + "/one", dir + "/tp", "freeze tp2");
+  expect_same_weights(dir + "/one", dir + "/tp");
+  expect_same_weights(dir + "/one/checkpoint-4", dir + "/tp/checkpoint-4");
+  auto lora = train(2, kSft + kShort + " max_steps=1 save_strategy=no tensor_parallel_degree=2 output_dir=" + dir +
+                           "/lora");
+  ASSERT_EQ(lora.exit_code, 0) << lora.err;
+  EXPECT_NE(lora.err.find("only its blocks of the 20 frozen split weights"), std::string::npos) << lora.err;
 }
 
 std::string tiny_model(const std::string& work, const std::string& model_type) {

@@ -4,7 +4,7 @@
 // rank's output and input gradient equal the whole layer's (their rows of it under sequence
 // parallelism, uneven shares included), and the ranks' parameter gradients sum to the whole
 // layer's (each rank's non-zero only in its block, or a partial sum); plus the split checks'
-// messages.
+// messages; and frozen weights held as each rank's block.
 #include "nn/tensor_parallel.h"
 
 #include <gtest/gtest.h>
@@ -131,6 +131,28 @@ Result run(MLP& mlp, Collective* group, bool sequence = false) {
   return r;
 }
 
+// Every rank's output and input gradient are the whole layer's (their rows under sequence
+// parallelism: 6 tokens over 4 ranks are 1, 2, 1, 2 rows), and the ranks' parameter gradients sum
+// to the whole layer's (each non-zero only in its block, or a partial sum; rank 0 alone adds a
+// row-parallel bias).
+void expect_ranks_give_the_whole(const Result& whole, const std::vector<Result>& ranks, bool sequence) {
+  const auto size = static_cast<int64_t>(ranks.size());
+  for (int64_t r = 0; r < size; ++r) {
+    const Result& got = ranks[static_cast<size_t>(r)];
+    const int64_t lo = sequence ? r * 6 / size : 0, hi = sequence ? (r + 1) * 6 / size : 6;
+    testing::expect_close(got.y, whole.y.slice(0, lo, hi).contiguous(), 1e-5, 1e-5);
+    testing::expect_close(got.dx, whole.dx.slice(0, lo, hi).contiguous(), 1e-5, 1e-5);
+  }
+  ASSERT_EQ(ranks[0].grads.size(), whole.grads.size());
+  for (size_t i = 0; i < whole.grads.size(); ++i) {
+    if (!whole.grads[i].defined()) continue;  // a frozen weight
+    Tensor sum = Tensor::zeros(whole.grads[i].shape(), DType::f32);
+    for (const Result& got : ranks)
+      if (got.grads[i].defined()) sum = ops::add(sum, got.grads[i]);
+    testing::expect_close(sum, whole.grads[i], 1e-5, 1e-5);
+  }
+}
+
 TEST(TensorParallel, SplitMlpWithLoraGivesTheWholeLayer) {
   testing::init_cpu();
   auto whole_mlp = make_mlp();
@@ -147,20 +169,74 @@ TEST(TensorParallel, SplitMlpWithLoraGivesTheWholeLayer) {
         ranks[static_cast<size_t>(r)] = run(*mlps[static_cast<size_t>(r)], &c, sequence);
       });
     for (auto& t : threads) t.join();
-    for (int r = 0; r < size; ++r) {
-      const Result& got = ranks[static_cast<size_t>(r)];
-      // Sequence parallelism: 6 tokens over 4 ranks are 1, 2, 1, 2 rows.
-      const int64_t lo = sequence ? r * 6 / size : 0, hi = sequence ? (r + 1) * 6 / size : 6;
-      testing::expect_close(got.y, whole.y.slice(0, lo, hi).contiguous(), 1e-5, 1e-5);
-      testing::expect_close(got.dx, whole.dx.slice(0, lo, hi).contiguous(), 1e-5, 1e-5);
-    }
-    ASSERT_EQ(ranks[0].grads.size(), whole.grads.size());
-    for (size_t i = 0; i < whole.grads.size(); ++i) {
-      Tensor sum = Tensor::zeros(whole.grads[i].shape(), DType::f32);
-      for (const Result& got : ranks)
-        if (got.grads[i].defined()) sum = ops::add(sum, got.grads[i]);
-      testing::expect_close(sum, whole.grads[i], 1e-5, 1e-5);
-    }
+    expect_ranks_give_the_whole(whole, ranks, sequence);
+  }
+}
+
+// Frozen split weights held as blocks (FusedLinear::hold_block, train/tp_blocks.h): each rank
+// keeps only the block it multiplies (gate/up's two parts' rows, down_proj's columns), the whole
+// weights then hold no memory, and the split layer still gives the whole layer's output, input
+// gradient and adapter gradients; a whole forward is refused naming the layer; gather_whole
+// brings back every rank's weights exactly, and release_whole lets them go again.
+TEST(TensorParallel, FrozenWeightsHeldAsBlocksGiveTheWholeLayer) {
+  testing::init_cpu();
+  auto frozen_mlp = [] {
+    auto mlp = make_mlp();
+    mlp->for_each_module("", [](const std::string&, Module& m) {
+      if (auto* f = dynamic_cast<FusedLinear*>(&m)) const_cast<Tensor&>(f->weight()).set_requires_grad(false);
+    });
+    return mlp;
+  };
+  auto linears = [](MLP& mlp) {
+    std::vector<FusedLinear*> out;
+    mlp.for_each_module("", [&](const std::string&, Module& m) {
+      if (auto* f = dynamic_cast<FusedLinear*>(&m)) out.push_back(f);
+    });
+    return out;
+  };
+  auto whole_mlp = frozen_mlp();
+  const Result whole = run(*whole_mlp, nullptr);
+  for (const auto& [size, sequence] : std::vector<std::pair<int, bool>>{{2, false}, {4, true}}) {
+    ThreadGroup group(size);
+    std::vector<std::unique_ptr<MLP>> mlps;
+    for (int r = 0; r < size; ++r) mlps.push_back(frozen_mlp());
+    std::vector<Result> ranks(static_cast<size_t>(size));
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r)
+      threads.emplace_back([&, r] {
+        ThreadCollective c(group, r);
+        MLP& mlp = *mlps[static_cast<size_t>(r)];
+        for (FusedLinear* f : linears(mlp)) {
+          const int64_t bytes = static_cast<int64_t>(f->weight().nbytes());
+          f->hold_block(c);
+          EXPECT_TRUE(f->holds_block());
+          EXPECT_FALSE(f->whole_in_memory());
+          EXPECT_EQ(static_cast<int64_t>(f->block().nbytes()) * size, bytes);
+        }
+        ranks[static_cast<size_t>(r)] = run(mlp, &c, sequence);
+        try {
+          run(mlp, nullptr);
+        } catch (const NotImplemented& e) {
+          errors[static_cast<size_t>(r)] = e.what();
+        }
+        for (FusedLinear* f : linears(mlp)) f->gather_whole();
+        auto original = linears(*whole_mlp);
+        auto mine = linears(mlp);
+        for (size_t i = 0; i < mine.size(); ++i) {
+          EXPECT_TRUE(mine[i]->whole_in_memory());
+          testing::expect_close(mine[i]->weight(), original[i]->weight(), 0, 0);
+          mine[i]->release_whole();
+          EXPECT_FALSE(mine[i]->whole_in_memory());
+        }
+      });
+    for (auto& t : threads) t.join();
+    expect_ranks_give_the_whole(whole, ranks, sequence);
+    for (int r = 0; r < size; ++r)
+      EXPECT_NE(errors[static_cast<size_t>(r)].find("gate_proj: a forward of the whole layer reads the whole weight, "
+                                                    "but this process holds only its tensor-parallel block"),
+                std::string::npos)
+          << errors[static_cast<size_t>(r)];
   }
 }
 

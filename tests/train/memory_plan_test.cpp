@@ -293,6 +293,33 @@ TEST(MemoryPlan, LoraByHand) {
   EXPECT_EQ(p.backward_transient, 1440);          // no weight gradient
 }
 
+// Tensor parallelism holding the frozen split weights as blocks (train/tp_blocks.h): each process
+// keeps 1/T of the decoder's frozen projections (q/k/v, o, gate/up, down) between evaluations and
+// saves, which gather them whole beside the state (and no training activations).
+TEST(MemoryPlan, TensorParallelKeepsBlocksOfFrozenSplitWeights) {
+  TrainArgs a;
+  a.finetuning_type = "lora";
+  a.lora_rank = 2;
+  a.lora_target = {"q_proj", "v_proj"};
+  MemoryPlanInputs in = inputs(a, false);
+  // Per layer: q/k/v 16·8, o 8·8, gate_up 32·8, down 8·16.
+  EXPECT_EQ(in.params.frozen_split, 2 * (128 + 64 + 256 + 128));
+  in.tensor_split.degree = in.tensor_split.mlp_degree = 2;
+  const MemoryPlan whole = plan_memory(in);
+  in.tp_frozen_blocks = 2;
+  const MemoryPlan p = plan_memory(in);
+  EXPECT_EQ(p.weights, whole.weights - 1152 * 4 / 2);
+  EXPECT_EQ(p.frozen_weights, whole.frozen_weights - 1152 * 4 / 2);
+  EXPECT_EQ(p.activations_no_recompute, whole.activations_no_recompute);
+  const int64_t gathered = p.weights + 1152 * 4 / 2 + p.gradients + p.optimizer;
+  EXPECT_GE(p.train_peak, gathered + gathered / 8);
+  EXPECT_LT(p.train_peak, whole.train_peak);  // the steps' activations outweigh the gathered weights here
+  // Freeze tuning: only the frozen layers' projections (the last layer trains).
+  a.finetuning_type = "freeze";
+  a.freeze_trainable_layers = 1;
+  EXPECT_EQ(summarize_params(tiny(), a).frozen_split, 128 + 64 + 256 + 128);
+}
+
 // A mixture of experts (qwen2_moe: 4 experts, a shared expert, a dense middle layer): the plan's
 // parameter counts are the built model's — every expert, both routers — in full fine-tuning and
 // for LoRA on "all" (experts, shared expert, routers and attention).
@@ -336,6 +363,19 @@ TEST(MemoryPlan, MixtureOfExpertsCountsTheModelsParameters) {
     return in;
   }());
   EXPECT_GT(moe.activations_no_recompute, plan_memory(inputs(a, false)).activations_no_recompute);
+  // LoRA's frozen base: the routed experts' projections (2 sparse layers × 4 experts × (gate/up
+  // 12 · 8 + down 8 · 6)) are expert parallelism's, the dense projections (attention in every
+  // layer, the middle layer's MLP) tensor parallelism's; the shared expert neither's.
+  const ParamSummary lora = summarize_params(c, a);
+  EXPECT_EQ(lora.frozen_experts, 2 * 4 * (96 + 48));
+  EXPECT_EQ(lora.frozen_split, 3 * (128 + 64) + (256 + 128));
+  // Expert parallelism over 2 processes keeps half of the experts' between evaluations.
+  MemoryPlanInputs in = inputs(a, false);
+  in.model = c;
+  in.params = lora;
+  const MemoryPlan all = plan_memory(in);
+  in.expert_shares = 2;
+  EXPECT_EQ(plan_memory(in).weights, all.weights - 2 * 4 * (96 + 48) * 4 / 2);
 }
 
 TEST(MemoryPlan, FreezeLastLayerKeepsNothingBelowIt) {
