@@ -24,7 +24,8 @@ Tensor FusedLinear::cut_block(int size, int rank) const {
 void FusedLinear::hold_block(Collective& group) {
   const std::string name = parts_.empty() ? std::string("?") : parts_[0].name;
   if (split_ == TpSplit::kNone || !weight_.defined() || weight_.requires_grad())
-    UNILLM_THROW(ConfigError, "[nn] ", name, ": only a frozen weight of a split layer can be held as its block");
+    UNILLM_THROW(ConfigError, "[nn] ", name,
+                 ": only a frozen weight of a split layer can be held as its block");
   if (block_.defined()) return;
   check_split(group.size());
   {
@@ -45,7 +46,8 @@ void FusedLinear::release_storage() {
 void FusedLinear::hold_nothing() {
   const std::string name = parts_.empty() ? std::string("?") : parts_[0].name;
   if (!weight_.defined() || weight_.requires_grad() || block_.defined())
-    UNILLM_THROW(ConfigError, "[nn] ", name, ": only a frozen, whole weight can be held as nothing");
+    UNILLM_THROW(ConfigError, "[nn] ", name,
+                 ": only a frozen, whole weight can be held as nothing");
   if (holds_nothing_) return;
   holds_nothing_ = true;
   release_storage();
@@ -61,14 +63,17 @@ bool FusedLinear::whole_in_memory() const {
 
 void FusedLinear::check_whole(const char* what) const {
   if (whole_in_memory()) return;
-  UNILLM_THROW(NotImplemented, "[nn] ", parts_.empty() ? std::string("?") : parts_[0].name, ": ", what,
-               " reads the whole weight, but this process holds only its tensor-parallel block of it (the "
-               "phase must gather it first)");
+  UNILLM_THROW(NotImplemented, "[nn] ", parts_.empty() ? std::string("?") : parts_[0].name, ": ",
+               what, " reads the whole weight, but this process holds ",
+               holds_nothing_ ? "none of it (an expert another process runs)"
+                              : "only its tensor-parallel block of it",
+               " (the phase must gather it first)");
 }
 
 void FusedLinear::gather_whole() {
   if (whole_in_memory()) return;
-  UNILLM_CHECK(block_.defined(), "[nn] gather_whole of a weight held as nothing (refill_whole is its caller's)");
+  UNILLM_CHECK(block_.defined(),
+               "[nn] gather_whole of a weight held as nothing (refill_whole is its caller's)");
   Collective& g = *block_group_;
   const int n = g.size();
   Tensor all = Tensor::empty({n * block_.size(0), block_.size(1)}, block_.dtype(), block_.device());

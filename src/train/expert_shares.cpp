@@ -7,13 +7,16 @@
 
 namespace unillm::train {
 
-ExpertShares::ExpertShares(nn::Module& model, int64_t experts, dist::ProcessGroup& group) : group_(group) {
+ExpertShares::ExpertShares(nn::Module& model, int64_t experts, dist::ProcessGroup& group)
+    : group_(group) {
   const int64_t per = experts / group.size();
-  UNILLM_CHECK(per > 0 && experts % group.size() == 0, "[train] ", experts, " experts over ", group.size(), " processes");
+  UNILLM_CHECK(per > 0 && experts % group.size() == 0, "[train] ", experts, " experts over ",
+               group.size(), " processes");
   model.for_each_module("", [&](const std::string& prefix, nn::Module& m) {
     auto* l = dynamic_cast<nn::FusedLinear*>(&m);
     const size_t at = prefix.find(".mlp.experts.");
-    if (!l || at == std::string::npos || l->is_quantized() || !l->weight().defined() || l->weight().requires_grad())
+    if (!l || at == std::string::npos || l->is_quantized() || !l->weight().defined() ||
+        l->weight().requires_grad())
       return;
     const int64_t e = std::stoll(prefix.substr(at + 13));
     const int runner = static_cast<int>(e / per);

@@ -1,12 +1,12 @@
 // Tensor parallelism in a training run (nn/tensor_parallel.h): the mesh's tp group handed to the
 // model as a Collective, and the one correction the gradient sum needs. Every process holds the
 // whole model (but for frozen split weights, held as its blocks where nothing else lays the
-// parameters out: setup_tp_blocks, train/tp_blocks.h); a rank's split layers write only their blocks of the weights' gradients (zeros
-// elsewhere), while the parameters every rank of the group computes whole — norms, embedding,
-// lm_head, a value head — get the same gradient on each. Rank 0 of the group keeps those and the
-// others drop them, so the data-parallel path's sum over all processes (allreduce or ZeRO's
-// reduce-scatter) gives one process's gradients, and clipping, the optimizers, checkpoints and
-// resume need nothing else.
+// parameters out: setup_tp_blocks, train/tp_blocks.h); a rank's split layers write only their
+// blocks of the weights' gradients (zeros elsewhere), while the parameters every rank of the
+// group computes whole — norms, embedding, lm_head, a value head — get the same gradient on
+// each. Rank 0 of the group keeps those and the others drop them, so the data-parallel path's
+// sum over all processes (allreduce or ZeRO's reduce-scatter) gives one process's gradients, and
+// clipping, the optimizers, checkpoints and resume need nothing else.
 //
 // Expert parallelism (nn/expert_parallel.h) needs no correction at all: its groups are cut from
 // the data-parallel processes, and each process's gradients are already the share the sum
@@ -163,9 +163,9 @@ void Run::setup_tensor_parallel() {
 }
 
 std::string Run::tp_blocks_fallback() const {
-  if (a_.context_degree > 1) return "context parallelism splits the attention over another group than the MLPs";
-  if (a_.pipeline_degree > 1) return "the pipeline stages' layouts hold the layers";
-  if (a_.use_badam) return "BAdam changes which layers train as it goes";
+  if (a_.context_degree > 1) return "frozen split weights stay whole beside context parallelism";
+  if (a_.pipeline_degree > 1) return "frozen split weights stay whole beside pipeline stages";
+  if (a_.use_badam) return "frozen split weights stay whole under BAdam, which changes which layers train";
   return "";
 }
 
