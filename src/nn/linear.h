@@ -55,11 +55,12 @@ class FusedLinear : public Module {
   // the rank; row-parallel: its input columns) is copied out and the weight re-pointed to a
   // storage of its own that holds no memory, so forward_split multiplies the block and a whole
   // forward is refused (naming the layer). gather_whole() — a collective over `group` — gives the
-  // weight memory again and fills it from every rank's block; release_whole() cuts the block from
-  // it again (whatever a phase wrote into it) and lets the memory go. Both do nothing when the
+  // weight memory again and fills it from every rank's block, letting the block go (a whole-model
+  // phase holds the whole weight alone); release_whole() cuts the block from it again (whatever a
+  // phase wrote into it) and lets the memory go. Both do nothing when the
   // weight already is / is not whole. ConfigError for a trainable, quantised or unsplit weight.
   void hold_block(Collective& group);
-  bool holds_block() const { return block_.defined(); }
+  bool holds_block() const { return block_group_ != nullptr; }
   // Expert parallelism: a frozen weight of an expert another process runs, held as nothing (the
   // weight re-pointed to a storage of its own that holds no memory, as hold_block's) until
   // refill_whole() gives it memory again for the caller to fill (train broadcasts it from its
@@ -69,7 +70,7 @@ class FusedLinear : public Module {
   bool whole_in_memory() const;  // the whole weight holds memory (always, without a block)
   void gather_whole();
   void release_whole();
-  const Tensor& block() const { return block_; }
+  const Tensor& block() const { return block_; }  // undefined while gathered whole
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   const Tensor& weight() const { return weight_; }

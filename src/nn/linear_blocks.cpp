@@ -26,7 +26,7 @@ void FusedLinear::hold_block(Collective& group) {
   if (split_ == TpSplit::kNone || !weight_.defined() || weight_.requires_grad())
     UNILLM_THROW(ConfigError, "[nn] ", name,
                  ": only a frozen weight of a split layer can be held as its block");
-  if (block_.defined()) return;
+  if (block_group_) return;
   check_split(group.size());
   {
     autograd::NoGradGuard no_grad;
@@ -45,7 +45,7 @@ void FusedLinear::release_storage() {
 
 void FusedLinear::hold_nothing() {
   const std::string name = parts_.empty() ? std::string("?") : parts_[0].name;
-  if (!weight_.defined() || weight_.requires_grad() || block_.defined())
+  if (!weight_.defined() || weight_.requires_grad() || block_group_)
     UNILLM_THROW(ConfigError, "[nn] ", name,
                  ": only a frozen, whole weight can be held as nothing");
   if (holds_nothing_) return;
@@ -72,7 +72,7 @@ void FusedLinear::check_whole(const char* what) const {
 
 void FusedLinear::gather_whole() {
   if (whole_in_memory()) return;
-  UNILLM_CHECK(block_.defined(),
+  UNILLM_CHECK(block_group_ && block_.defined(),
                "[nn] gather_whole of a weight held as nothing (refill_whole is its caller's)");
   Collective& g = *block_group_;
   const int n = g.size();
@@ -96,18 +96,22 @@ void FusedLinear::gather_whole() {
         local += hi - lo;
       }
     }
-    return;
+  } else {
+    const int64_t cols = in_ / n;  // rank q's block: columns [q·cols, (q+1)·cols) of every row
+    for (int q = 0; q < n; ++q)
+      for (int64_t i = 0; i < out_; ++i) copy(i * in_ + q * cols, (q * out_ + i) * cols, cols);
   }
-  const int64_t cols = in_ / n;  // rank q's block: columns [q·cols, (q+1)·cols) of every row
-  for (int q = 0; q < n; ++q)
-    for (int64_t i = 0; i < out_; ++i) copy(i * in_ + q * cols, (q * out_ + i) * cols, cols);
+  // While the weight is whole the block is not needed (nothing splits in a whole-model phase):
+  // letting it go keeps such a phase at the whole weight's size, as before blocks. release_whole
+  // cuts it again.
+  block_ = Tensor();
 }
 
 void FusedLinear::release_whole() {
-  if ((!block_.defined() && !holds_nothing_) || !whole_in_memory()) return;
-  if (block_.defined()) {
+  if ((!block_group_ && !holds_nothing_) || !whole_in_memory()) return;
+  if (block_group_) {
     autograd::NoGradGuard no_grad;
-    block_.copy_from(cut_block(block_group_->size(), block_group_->rank()));
+    block_ = cut_block(block_group_->size(), block_group_->rank());
   }
   weight_.storage()->release();
 }

@@ -44,7 +44,7 @@ void FusedLinear::split_tensors(std::vector<const Tensor*>& out) const {
 
 Tensor FusedLinear::forward_split(const Tensor& x, const LoraRun* lora, ops::OutputUse use, const TensorParallel& tp) const {
   const int n = tp.group->size(), r = tp.group->rank();
-  if (block_.defined() && (n != block_group_->size() || r != block_group_->rank()))
+  if (block_group_ && (n != block_group_->size() || r != block_group_->rank()))
     UNILLM_THROW(ShapeError, "[nn] ", parts_[0].name, ": its block was cut for rank ", block_group_->rank(), " of ",
                  block_group_->size(), ", the call splits it for rank ", r, " of ", n);
   std::vector<ops::LoraAdapterInput> adapters;

@@ -177,7 +177,8 @@ TEST(TensorParallel, SplitMlpWithLoraGivesTheWholeLayer) {
 // keeps only the block it multiplies (gate/up's two parts' rows, down_proj's columns), the whole
 // weights then hold no memory, and the split layer still gives the whole layer's output, input
 // gradient and adapter gradients; a whole forward is refused naming the layer; gather_whole
-// brings back every rank's weights exactly, and release_whole lets them go again.
+// brings back every rank's weights exactly (the block let go meanwhile), and release_whole cuts
+// the block again and lets the whole go.
 TEST(TensorParallel, FrozenWeightsHeldAsBlocksGiveTheWholeLayer) {
   testing::init_cpu();
   auto frozen_mlp = [] {
@@ -225,9 +226,11 @@ TEST(TensorParallel, FrozenWeightsHeldAsBlocksGiveTheWholeLayer) {
         auto mine = linears(mlp);
         for (size_t i = 0; i < mine.size(); ++i) {
           EXPECT_TRUE(mine[i]->whole_in_memory());
+          EXPECT_FALSE(mine[i]->block().defined());  // a whole-model phase holds the whole alone
           testing::expect_close(mine[i]->weight(), original[i]->weight(), 0, 0);
           mine[i]->release_whole();
           EXPECT_FALSE(mine[i]->whole_in_memory());
+          EXPECT_TRUE(mine[i]->block().defined());
         }
       });
     for (auto& t : threads) t.join();
