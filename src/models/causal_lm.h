@@ -36,7 +36,8 @@ struct LoadOptions {
   // Changes the config read from config.json before the model is built (keeping its raw_json in
   // step, which save_pretrained writes): LLaMA-Factory's rope_scaling (train/rope_scaling.h).
   std::function<void(ModelConfig&)> adjust_config;
-  // Loading straight into where the weights will live (ZeRO-3's shards of a frozen model): the
+  // Loading straight into where the weights will live (ZeRO-3's shards of a frozen model, or
+  // storage given memory only as it is read: tensor parallelism's blocks cut as read): the
   // model is built lazy (its matrices without memory), on_built runs before any weight is read
   // (it may re-point the parameters), and before_copy with each parameter (a view of it) just
   // before its values are copied in, in the model's parameter order.
@@ -208,6 +209,15 @@ class CausalLM {
   // the split weights and their adapters, the q/k norms); every other trainable parameter gets
   // the same whole gradient on each rank of the group.
   virtual std::vector<const Tensor*> tensor_parallel_tensors() const { return {}; }
+  // Each linear a training forward splits under the current set_tensor_parallel, with the group
+  // it is split over: every projection's under tensor parallelism; under context parallelism the
+  // attention's over the whole group and the MLPs' over mlp_group (none alone: they run whole).
+  // A frozen one may be held as its block for that group (train/tp_blocks.h).
+  struct SplitLinear {
+    nn::FusedLinear* linear;
+    nn::Collective* group;
+  };
+  virtual std::vector<SplitLinear> split_linears() { return {}; }
   // Mixture-of-depths models (models/mixture_of_depths.h): the training forwards counted so far,
   // which set the routed layers' capacity; a checkpoint keeps it so a resumed run routes as the
   // uninterrupted one. 0 for other models.

@@ -125,6 +125,17 @@ void DecoderLayer::split_tensors(std::vector<const Tensor*>& out) const {
   if (mlp_) mlp_->split_tensors(out);
 }
 
+void DecoderLayer::split_linears(std::vector<CausalLM::SplitLinear>& out, nn::Collective* attention,
+                                 nn::Collective* mlp) {
+  std::vector<nn::FusedLinear*> linears;
+  attn_.split_linears(linears);
+  for (nn::FusedLinear* l : linears) out.push_back({l, attention});
+  if (!mlp_ || !mlp) return;  // a sparse layer's experts are never split by tensor parallelism
+  linears.clear();
+  mlp_->split_linears(linears);
+  for (nn::FusedLinear* l : linears) out.push_back({l, mlp});
+}
+
 namespace {
 bool any_requires_grad(nn::Module& m) {
   for (auto& p : m.parameters())
@@ -422,6 +433,14 @@ std::vector<const Tensor*> Llama::tensor_parallel_tensors() const {
   std::vector<const Tensor*> out;
   for (const auto& l : layers_) l->split_tensors(out);
   if (vp_) out.push_back(&lm_head());  // each rank's vocabulary rows
+  return out;
+}
+
+std::vector<CausalLM::SplitLinear> Llama::split_linears() {
+  std::vector<SplitLinear> out;
+  if (!tp_) return out;
+  nn::Collective* mlp = ap_ ? mlp_tp_ : tp_;  // context parallelism: the MLPs over their own group, or whole
+  for (auto& l : layers_) l->split_linears(out, tp_, mlp);
   return out;
 }
 

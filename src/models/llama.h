@@ -46,6 +46,8 @@ class DecoderLayer : public nn::Module {
   // experts do not split evenly).
   bool check_experts_split(int size) const;
   void split_tensors(std::vector<const Tensor*>& out) const;
+  // Its split linears with their groups (CausalLM::split_linears; mlp nullptr: the MLP runs whole).
+  void split_linears(std::vector<CausalLM::SplitLinear>& out, nn::Collective* attention, nn::Collective* mlp);
   // A mixture-of-depths layer (ModelConfig::mod_layer): its router, [1, C] and [1] f32.
   bool is_mod() const { return router_w_.defined(); }
   const Tensor& router_weight() const { return router_w_; }
@@ -84,6 +86,7 @@ class Llama : public CausalLM, public nn::Module {
                            bool attention_only = false, nn::Collective* mlp_group = nullptr) override;
   void set_expert_parallel(nn::Collective* group) override;
   std::vector<const Tensor*> tensor_parallel_tensors() const override;
+  std::vector<SplitLinear> split_linears() override;
   int64_t mod_calls() const override { return mod_calls_; }
   void set_mod_calls(int64_t calls) override;
   int64_t train_rows(const TrainBatch& batch) const override;

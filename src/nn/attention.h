@@ -100,6 +100,8 @@ class Attention : public Module {
   // The tensors whose gradient is a rank's own share (nn/linear.h), and the q/k norms' weights
   // (each rank's heads add their part of the gradient).
   void split_tensors(std::vector<const Tensor*>& out) const;
+  // The linears tensor parallelism splits (q/k/v column-, o_proj row-parallel).
+  void split_linears(std::vector<FusedLinear*>& out) { out.insert(out.end(), {&qkv_, &o_proj_}); }
 
  private:
   AttentionConfig c_;

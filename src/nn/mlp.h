@@ -15,6 +15,8 @@ class MLP : public Module {
                  ops::OutputUse use = ops::OutputUse::kValue, const TensorParallel* tp = nullptr) const;
   void check_split(int size) const;
   void split_tensors(std::vector<const Tensor*>& out) const;
+  // The linears tensor parallelism splits (gate/up column-, down_proj row-parallel).
+  void split_linears(std::vector<FusedLinear*>& out) { out.insert(out.end(), {&gate_up_, &down_}); }
 
  private:
   FusedLinear gate_up_;

@@ -7,24 +7,30 @@
 
 namespace unillm::train {
 
-ExpertShares::ExpertShares(nn::Module& model, int64_t experts, dist::ProcessGroup& group)
-    : group_(group) {
-  const int64_t per = experts / group.size();
-  UNILLM_CHECK(per > 0 && experts % group.size() == 0, "[train] ", experts, " experts over ",
-               group.size(), " processes");
+std::vector<std::pair<nn::FusedLinear*, int>> ExpertShares::runners(nn::Module& model,
+                                                                    int64_t experts, int size) {
+  const int64_t per = experts / size;
+  UNILLM_CHECK(per > 0 && experts % size == 0, "[train] ", experts, " experts over ", size,
+               " processes");
+  std::vector<std::pair<nn::FusedLinear*, int>> out;
   model.for_each_module("", [&](const std::string& prefix, nn::Module& m) {
     auto* l = dynamic_cast<nn::FusedLinear*>(&m);
     const size_t at = prefix.find(".mlp.experts.");
-    if (!l || at == std::string::npos || l->is_quantized() || !l->weight().defined() ||
-        l->weight().requires_grad())
-      return;
-    const int64_t e = std::stoll(prefix.substr(at + 13));
-    const int runner = static_cast<int>(e / per);
-    held_.push_back({l, runner});
-    if (runner == group_.rank()) return;
-    l->hold_nothing();
-    ++foreign_;
+    if (l && at != std::string::npos)
+      out.emplace_back(l, static_cast<int>(std::stoll(prefix.substr(at + 13)) / per));
   });
+  return out;
+}
+
+ExpertShares::ExpertShares(nn::Module& model, int64_t experts, dist::ProcessGroup& group)
+    : group_(group) {
+  for (const auto& [l, runner] : runners(model, experts, group.size())) {
+    if (l->is_quantized() || !l->weight().defined() || l->weight().requires_grad()) continue;
+    held_.push_back({l, runner});
+    if (runner == group_.rank()) continue;
+    l->hold_nothing();  // (nothing to do where the load let it go already)
+    ++foreign_;
+  }
 }
 
 int64_t ExpertShares::kept_bytes() const {

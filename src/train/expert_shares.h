@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "dist/process_group.h"
@@ -19,6 +20,10 @@ class ExpertShares {
   // The frozen weights of `model`'s routed experts ("….mlp.experts.<e>."), expert e run by rank
   // e / (experts / size) of `group` (nn::ep_experts); the other ranks' are let go here.
   ExpertShares(nn::Module& model, int64_t experts, dist::ProcessGroup& group);
+  // Each routed expert's linear in `model` with the rank of a group of `size` that runs it (the
+  // rule above; what a load that drops the others' as it reads them needs before any group exists).
+  static std::vector<std::pair<nn::FusedLinear*, int>> runners(nn::Module& model, int64_t experts,
+                                                               int size);
   ExpertShares(const ExpertShares&) = delete;
   ExpertShares& operator=(const ExpertShares&) = delete;
   bool empty() const { return foreign_ == 0; }

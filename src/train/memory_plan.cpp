@@ -201,6 +201,7 @@ ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a) 
                                    g.kind == Kind::kDown) && !routed &&
                                   g.names[0].find(".mlp.shared_expert.") == std::string::npos;
     if (!trains[i] && dense_projection) s.frozen_split += g.numel;
+    if (!trains[i] && dense_projection && (g.kind == Kind::kGateUp || g.kind == Kind::kDown)) s.frozen_split_mlp += g.numel;
     if (!trains[i] && routed) s.frozen_experts += g.numel;
     const int64_t rows = projection_rows(c, g.kind);
     if (!trains[i] && a.quantization_bit > 0 && a.adapter_tuning() && rows > 0) {
@@ -356,9 +357,11 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   p.optimizer = (p.optimizer + in.zero_shards - 1) / in.zero_shards;  // ZeRO: this process's range
   // Tensor parallelism's blocks of the frozen split weights: the rest is gathered only while
   // evaluating or saving (below).
-  const int64_t tp_gathered = in.tp_frozen_blocks > 1
-                                  ? ps.frozen_split * in.frozen_weight_bytes / in.tp_frozen_blocks * (in.tp_frozen_blocks - 1)
-                                  : 0;
+  auto all_but_block = [&](int64_t elements, int64_t blocks) {
+    return elements * in.frozen_weight_bytes / blocks * (blocks - 1);
+  };
+  const int64_t tp_gathered = all_but_block(ps.frozen_split - ps.frozen_split_mlp, in.tp_frozen_blocks.attention) +
+                              all_but_block(ps.frozen_split_mlp, in.tp_frozen_blocks.mlp);
   // Expert parallelism's frozen experts: each process keeps its own experts' (the others'
   // broadcast by their runners while evaluating or saving, below).
   const int64_t experts_gathered =
@@ -479,7 +482,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     const int64_t stepping = p.weights + share + p.optimizer + p.reference + share + units;
     p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + stepping + stepping / 8);
   }
-  if (tp_gathered + experts_gathered > 0) {  // evaluation and saving hold the whole frozen weights (and no training activations)
+  if (tp_gathered + experts_gathered > 0 && in.frozen_gathered) {  // evaluation and saving hold the whole frozen weights (and no training activations)
     const int64_t whole = p.weights + tp_gathered + experts_gathered + p.gradients + p.optimizer + p.reference;
     p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + whole + whole / 8);
   }
@@ -518,7 +521,8 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   // builds f32 first) while one tensor's file pages are resident; the arena then holds the old
   // and the packed copy of the trainable tensors plus the gradients.
   const int64_t frozen_bytes = in.frozen_loaded_f32 ? 4 : in.frozen_weight_bytes;
-  const int64_t built = (ps.base - ps.frozen) * 4 + ps.frozen * frozen_bytes;
+  const int64_t built = (ps.base - ps.frozen) * 4 + ps.frozen * frozen_bytes -
+                        (in.frozen_cut_on_load ? tp_gathered + experts_gathered - in.largest_tensor_bytes : 0);  // (a linear whole as it is cut)
   // (ZeRO-3's arena has no whole gradient buffer: its gradients live in its units; ZeRO-2's units
   // add the shard's pieces and their gradients.)
   const int64_t packing = in.grad_shards > 1 ? ps.trainable * 4 + 2 * ((ps.trainable + in.grad_shards - 1) / in.grad_shards * 4)

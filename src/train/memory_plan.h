@@ -31,6 +31,7 @@ struct ParamSummary {
   int64_t trainable = 0;  // elements: f32 in the arena, each with an f32 gradient and 2 moments
   int64_t frozen = 0;     // elements left in the model's storage
   int64_t frozen_split = 0;  // of them, the decoder's dense projections (what tensor parallelism splits)
+  int64_t frozen_split_mlp = 0;  // of those, the dense MLPs' (what context parallelism splits only beside tp)
   int64_t frozen_experts = 0;  // of them, the sparse layers' routed experts (what expert parallelism splits)
   int64_t base = 0;       // elements of the base model (what loading allocates)
   // QLoRA (quantization_bit): frozen decoder projection elements held quantised (part of
@@ -125,10 +126,22 @@ struct MemoryPlanInputs {
     bool lm_head = false;
   };
   TensorSplit tensor_split;
-  // Tensor parallelism holding the frozen split weights as blocks (train/tp_blocks.h): each process
-  // keeps 1/tp_frozen_blocks of ParamSummary::frozen_split between evaluations and saves, which
-  // gather them whole (the model is loaded whole first). 1: held whole.
-  int64_t tp_frozen_blocks = 1;
+  // Tensor or context parallelism holding the frozen split weights as blocks (train/tp_blocks.h):
+  // each process keeps 1/attention of the attention's part of ParamSummary::frozen_split and 1/mlp
+  // of the MLPs' (frozen_split_mlp) between evaluations and saves, which gather them whole (the
+  // model is loaded whole first). 1: held whole. Tensor parallelism: both T; context: cp·T and T
+  // (1 without tensor parallelism: the MLPs run whole).
+  struct FrozenBlocks {
+    int64_t attention = 1;
+    int64_t mlp = 1;
+  };
+  FrozenBlocks tp_frozen_blocks;
+  // Whether a phase holds those weights whole (evaluation, predict, reloading the best checkpoint,
+  // saving frozen weights); a LoRA run that only trains and saves its adapter never does.
+  bool frozen_gathered = true;
+  // The blocks (and expert_shares) are cut as the model is read (LoRA's base: Run::cut_on_load),
+  // so loading never holds the whole of those weights, only one linear whole at a time.
+  bool frozen_cut_on_load = false;
   // Expert parallelism holding only this process's experts' frozen weights (train/expert_shares.h):
   // each keeps 1/expert_shares of ParamSummary::frozen_experts between evaluations and saves, which
   // have the others broadcast to it. 1: every expert held.

@@ -3,15 +3,14 @@
 
 namespace unillm::train {
 
-TpBlocks::TpBlocks(nn::Module& model, nn::Collective& group) {
-  model.for_each_module("", [&](const std::string&, nn::Module& m) {
-    auto* l = dynamic_cast<nn::FusedLinear*>(&m);
-    if (!l || l->split() == nn::TpSplit::kNone || l->is_quantized() || !l->weight().defined() ||
-        l->weight().requires_grad())
-      return;
-    l->hold_block(group);
+TpBlocks::TpBlocks(const std::vector<models::CausalLM::SplitLinear>& split) {
+  for (const auto& [l, group] : split) {
+    if (!group || group->size() == 1 || l->split() == nn::TpSplit::kNone || l->is_quantized() ||
+        !l->weight().defined() || l->weight().requires_grad())
+      continue;
+    l->hold_block(*group);
     layers_.push_back(l);
-  });
+  }
 }
 
 int64_t TpBlocks::kept_bytes() const {

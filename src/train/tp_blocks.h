@@ -1,7 +1,8 @@
 // Tensor parallelism's frozen split weights held as blocks (docs/ARCHITECTURE.md, "Frozen split
-// weights held as blocks"): under plain tensor parallelism a frozen weight of a split layer — the
-// base of LoRA, a frozen layer of freeze tuning — is only ever multiplied by this process's block
-// of it in training, so each process keeps that block alone (nn::FusedLinear::hold_block). The
+// weights held as blocks"): under tensor or context parallelism a frozen weight of a split layer —
+// the base of LoRA, a frozen layer of freeze tuning — is only ever multiplied by this process's
+// block of it in training, so each process keeps that block alone (nn::FusedLinear::hold_block),
+// cut for the group the model splits that layer over (models::CausalLM::split_linears). The
 // phases that read weights whole (evaluation, predict, saving frozen weights) gather them for
 // their duration (Whole) and let them go after.
 #pragma once
@@ -10,14 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "models/causal_lm.h"
 #include "nn/linear.h"
 
 namespace unillm::train {
 
 class TpBlocks {
  public:
-  // Every split layer of `model` with a frozen weight, cut to its block for `group`.
-  TpBlocks(nn::Module& model, nn::Collective& group);
+  // Every one of `split` with a frozen (dense) weight, cut to its block for its group.
+  explicit TpBlocks(const std::vector<models::CausalLM::SplitLinear>& split);
   TpBlocks(const TpBlocks&) = delete;
   TpBlocks& operator=(const TpBlocks&) = delete;
   bool empty() const { return layers_.empty(); }

@@ -161,6 +161,7 @@ void Run::load(const std::string& from) {
     say(streamed ? "pipeline parallel: each stage keeps only its own layers as the model is read, one layer whole at a time"
                  : "pipeline parallel: the model loads whole on every process before each stage keeps its own layers (" +
                        whole_load + ")");
+  blocks_read_whole_ = blocks_on_load_fallback(from);
   if (a_.train_from_scratch && (from.empty() || lora)) {
     // The architecture from config.json and HF's initialisation from `seed`; no weights are read.
     // A LoRA resume rebuilds the same random base from the same seed.
@@ -175,6 +176,9 @@ void Run::load(const std::string& from) {
     model_ = models::build_for_load(weights_dir, lo);  // read by the ZeroOptimizer's before_state below
   } else {
     if (a_.quantization_bit > 0 && lora) lo.on_linear_loaded = qlora_load_hook(a_);
+    // LoRA's base cut as it is read: tensor or context parallelism's blocks, others' experts
+    if (cuts_blocks_on_load(from) || drops_experts_on_load(from))
+      cut_on_load(lo, cuts_blocks_on_load(from), drops_experts_on_load(from));
     model_ = models::load_causal_lm(weights_dir, lo);
   }
   if (model_->config().mixture_of_depths) {

@@ -10,6 +10,7 @@
 #include "io/checkpoint.h"
 #include "train/finetune.h"
 #include "train/trainer_run.h"
+#include "train/vocab.h"
 
 namespace unillm::train::detail {
 
@@ -119,11 +120,18 @@ void Run::plan_memory_and_check(const std::string& from) {
     ts.sequence = a_.context_degree > 1 || a_.sequence_parallel;
     ts.mlp_degree = a_.tensor_degree;
     ts.lm_head = splits_lm_head(in.model.tie_word_embeddings && in.params.lm_head_trainable);
-    if (a_.tensor_degree > 1 && tp_blocks_fallback().empty() && in.param_shards == 1)  // Run::setup_tp_blocks
-      in.tp_frozen_blocks = a_.tensor_degree;
+    if (tp_blocks_fallback().empty() && in.param_shards == 1) {  // Run::setup_tp_blocks
+      in.tp_frozen_blocks = {ts.degree, ts.mlp_degree};
+      in.frozen_cut_on_load = cuts_blocks_on_load(from);
+    }
   }
-  if (a_.expert_degree > 1 && !a_.use_badam && in.param_shards == 1)  // Run::holds_own_experts_only
+  // The phases that gather them (Run::SaveScope writes frozen weights unless checkpoint_is_trainable_only).
+  const bool saves_frozen = !a_.adapter_tuning() || a_.pissa_convert || wants_resize(a_);
+  in.frozen_gathered = (a_.do_eval && eval_.num_rows() > 0) || a_.do_predict || a_.load_best_model_at_end || saves_frozen;
+  if (a_.expert_degree > 1 && !a_.use_badam && in.param_shards == 1) {  // Run::holds_own_experts_only
     in.expert_shares = a_.expert_degree;
+    in.frozen_cut_on_load = in.frozen_cut_on_load || drops_experts_on_load(from);
+  }
   const MemoryPlanInputs base = in;  // before the stage adds its own (a reference model)
   const int64_t limit = h_.memory_limit;
   std::string stage_advice;

@@ -228,6 +228,22 @@ class Run {
   std::unique_ptr<TpBlocks> tp_blocks_;
   std::string tp_blocks_fallback() const;
   void setup_tp_blocks();
+  // The start-up line's clause on what each process of the group holds (blocks, or why whole).
+  std::string held_weights() const;
+  // The tp axis's groups (tp_group_, and mlp_group_ under context × tensor parallelism), made
+  // once; split_model hands them to a model as setup_tensor_parallel does.
+  void make_tp_groups();
+  void split_model(models::CausalLM& m);
+  // Where the frozen split weights are cut to their blocks as the model is read (LoRA's base),
+  // so no process holds the whole model even while loading: blocks_on_load_fallback says why
+  // not ("" where it applies, given tp_blocks_fallback() is ""); cut_on_load sets the load's
+  // hooks.
+  std::string blocks_on_load_fallback(const std::string& from) const;
+  bool cuts_blocks_on_load(const std::string& from) const;
+  // The same for expert parallelism's other processes' frozen experts (let go as read).
+  bool drops_experts_on_load(const std::string& from) const;
+  void cut_on_load(models::LoadOptions& lo, bool blocks, bool experts);
+  std::string blocks_read_whole_;  // why the model was read whole before being cut ("": cut as read)
   // tensor_parallel_output's split of the lm_head: pt and sft's token loss, no pipeline stages,
   // and not a trained embedding tied to it without sequence parallelism (whose lookup gradient
   // each process computes whole).

@@ -1,8 +1,9 @@
 // Tensor parallelism in a training run (nn/tensor_parallel.h): the mesh's tp group handed to the
 // model as a Collective, and the one correction the gradient sum needs. Every process holds the
 // whole model (but for frozen split weights, held as its blocks where nothing else lays the
-// parameters out: setup_tp_blocks, train/tp_blocks.h); a rank's split layers write only their
-// blocks of the weights' gradients (zeros elsewhere), while the parameters every rank of the
+// parameters out, under context parallelism too: setup_tp_blocks, train/tp_blocks.h; LoRA's base
+// is cut as it is read, cut_blocks_on_load); a rank's split layers write only their blocks of the
+// weights' gradients (zeros elsewhere), while the parameters every rank of the
 // group computes whole — norms, embedding, lm_head, a value head — get the same gradient on
 // each. Rank 0 of the group keeps those and the others drop them, so the data-parallel path's
 // sum over all processes (allreduce or ZeRO's reduce-scatter) gives one process's gradients, and
@@ -13,6 +14,8 @@
 // expects (its experts' over the group's tokens, everything else over its own).
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <set>
 
 #include "train/trainer_run.h"
@@ -43,6 +46,93 @@ std::string mib(int64_t bytes) {
 
 }  // namespace
 
+void Run::make_tp_groups() {
+  if (tp_group_) return;  // made already for loading (cut_blocks_on_load)
+  // The mesh's tp axis: tensor parallelism's group, or context parallelism's T · cp processes,
+  // consecutive runs of T (a context shard's tensor-parallel processes) splitting each attention's
+  // heads together with the other runs and the MLPs within the run.
+  dist::ProcessGroup& axis = model_mesh_->tp();
+  tp_group_ = std::make_unique<GroupCollective>(axis);
+  const int64_t t = a_.tensor_degree;
+  if (a_.context_degree > 1 && t > 1) {
+    mlp_process_group_ = axis.split(static_cast<int>(axis.rank() / t), static_cast<int>(axis.rank() % t));
+    mlp_group_ = std::make_unique<GroupCollective>(*mlp_process_group_);
+  }
+}
+
+void Run::split_model(models::CausalLM& m) {
+  if (a_.context_degree > 1)
+    m.set_tensor_parallel(tp_group_.get(), /*sequence_parallel=*/true, /*vocab_parallel=*/false,
+                          /*attention_only=*/true, mlp_group_.get());
+  else
+    m.set_tensor_parallel(tp_group_.get(), a_.sequence_parallel);
+}
+
+std::string Run::blocks_on_load_fallback(const std::string& from) const {
+  if (a_.finetuning_type != "lora") return "only LoRA's base is known to be frozen before the model is read";
+  if (a_.quantization_bit > 0) return "QLoRA quantises the base as it is read";
+  if (a_.zero_stage >= 2) return "ZeRO-2 and 3 build their units from the whole weights";
+  if (const std::string why = policy_whole_load_reason(from); !why.empty()) return why;
+  if (a_.use_dora) return "DoRA's magnitudes read the whole base weights";
+  if (a_.use_llama_pro) return "LLaMA-Pro copies base layers";
+  if (!a_.mixture_of_depths.empty()) return "mixture_of_depths";
+  if (!a_.additional_target.empty() || !a_.adapter_name_or_path.empty())
+    return "modules_to_save (additional_target, or an adapter that names them) train whole weights";
+  if (a_.ref_mode == "precompute") return "the reference log-probs are precomputed with the whole model";
+  return "";
+}
+
+bool Run::cuts_blocks_on_load(const std::string& from) const {
+  return a_.do_train && model_mesh_ && (a_.tensor_degree > 1 || a_.context_degree > 1) && tp_blocks_fallback().empty() &&
+         blocks_on_load_fallback(from).empty();
+}
+
+bool Run::drops_experts_on_load(const std::string& from) const {
+  return a_.do_train && a_.expert_degree > 1 && holds_own_experts_only() && h_.dp && blocks_on_load_fallback(from).empty();
+}
+
+void Run::cut_on_load(models::LoadOptions& lo, bool blocks, bool experts) {
+  if (blocks) make_tp_groups();
+  // What each linear becomes as soon as it is read, decided once the model is built and before a
+  // weight is read: its block for the group the model splits it over (the model is handed the
+  // groups, asked, and returned to one process's forward until setup_tensor_parallel), or nothing
+  // (an expert another process of the expert group runs: ExpertShares's rule, the group's rank
+  // from the data-parallel rank, as setup_expert_parallel cuts the groups).
+  auto cut = std::make_shared<std::map<nn::FusedLinear*, nn::Collective*>>();  // nullptr: held as nothing
+  lo.on_built = [this, cut, blocks, experts](models::CausalLM& m) {
+    if (blocks) {
+      try {
+        split_model(m);
+        for (const auto& [l, g] : m.split_linears())
+          if (g && g->size() > 1) (*cut)[l] = g;
+      } catch (const ConfigError&) {
+        // said, naming the keys, by setup_tensor_parallel
+      }
+      m.set_tensor_parallel(nullptr);
+    }
+    const dist::ProcessGroup& data = model_mesh_ ? model_mesh_->dp() : *h_.dp;
+    const int64_t ep = a_.expert_degree, n = m.config().num_experts;
+    if (experts && n > 0 && n % ep == 0 && data.size() % ep == 0)  // (else refused by setup_expert_parallel)
+      for (const auto& [l, runner] : ExpertShares::runners(m.module(), n, static_cast<int>(ep)))
+        if (runner != data.rank() % ep) (*cut)[l] = nullptr;
+  };
+  // Built without memory, each tensor given its storage's as it is read (a fused linear's whole),
+  // so only the tensors read so far and kept, and the linear being read, ever hold any.
+  lo.lazy = true;
+  lo.before_copy = [](const Tensor& t) {
+    if (!t.storage()->holds_memory()) t.storage()->refill();
+  };
+  lo.on_linear_loaded = [cut](nn::FusedLinear& l) {
+    const auto it = cut->find(&l);
+    if (it == cut->end()) return;
+    for (const nn::ParamRef& p : l.parameters()) p.tensor->set_requires_grad(false);  // LoRA's base (prepare_lora)
+    if (it->second)
+      l.hold_block(*it->second);
+    else
+      l.hold_nothing();
+  };
+}
+
 void Run::setup_context_parallel() {
   const int64_t cp = a_.context_degree;
   if (!stage_->model_token_loss())
@@ -58,35 +148,38 @@ void Run::setup_context_parallel() {
                  "couples them all; train without moe_aux_loss_coef / output_router_logits, or without context "
                  "parallelism");
   if (a_.tensor_parallel_output) say("tensor_parallel_output: context parallelism keeps the lm_head whole");
-  // The mesh's tp axis holds T · cp processes: consecutive runs of T (a context shard's
-  // tensor-parallel processes) split each attention's heads together with the other runs, and
-  // the MLPs within the run.
   const int64_t t = a_.tensor_degree;
-  dist::ProcessGroup& axis = model_mesh_->tp();
-  tp_group_ = std::make_unique<GroupCollective>(axis);
-  if (t > 1) {
-    mlp_process_group_ = axis.split(static_cast<int>(axis.rank() / t), static_cast<int>(axis.rank() % t));
-    mlp_group_ = std::make_unique<GroupCollective>(*mlp_process_group_);
-  }
+  make_tp_groups();
   try {
-    model_->set_tensor_parallel(tp_group_.get(), /*sequence_parallel=*/true, /*vocab_parallel=*/false,
-                                /*attention_only=*/true, mlp_group_.get());
+    split_model(*model_);
   } catch (const ConfigError& e) {
     UNILLM_THROW(ConfigError, "[train] ", a_.config_path, ": context_parallel_degree ", cp,
                  t > 1 ? UNILLM_MSG(" × tensor_parallel_degree ", t) : std::string(), ": ", e.what());
   }
+  setup_tp_blocks();
   if (t == 1) {
     say(UNILLM_MSG("context parallel: ", cp, " processes split each micro-batch's tokens (embedding, norms, MLPs and "
                    "loss on their share) and each attention's heads (every head over the whole sequence: "
                    "DeepSpeed-Ulysses's layout, exchanged by all-gather and reduce-scatter; context-parallel rank ",
-                   tp_rank(), ")"));
+                   tp_rank(), "); ", held_weights()));
     return;
   }
   say(UNILLM_MSG("context parallel: ", cp, " × tensor parallel: ", t, ": ", cp * t, " processes split each "
                  "micro-batch's tokens (embedding, norms and loss on their share) and each attention's heads (every "
                  "head over the whole sequence); each run of ", t, " splits its context shard's MLPs by rows "
                  "(gate/up column-, down_proj row-parallel); context-parallel rank ", tp_rank() / t,
-                 ", tensor-parallel rank ", tp_rank() % t, "; every process holds the whole model"));
+                 ", tensor-parallel rank ", tp_rank() % t, "; ", held_weights()));
+}
+
+std::string Run::held_weights() const {
+  if (tp_blocks_)
+    return UNILLM_MSG("every process holds the trainable weights whole and only its blocks of the ", tp_blocks_->layers(),
+                      " frozen split weights: ", mib(tp_blocks_->kept_bytes()), " of ", mib(tp_blocks_->whole_bytes()),
+                      " MiB (", blocks_read_whole_.empty() ? "cut as the model was read; " : "",
+                      "evaluation and saving gather them whole for their duration",
+                      blocks_read_whole_.empty() ? "" : "; the model was read whole first: " + blocks_read_whole_, ")");
+  const std::string why = tp_blocks_fallback();
+  return "every process holds the whole model" + (why.empty() ? std::string() : " — " + why);
 }
 
 bool Run::splits_lm_head(bool tied_trained_embedding) const {
@@ -122,7 +215,7 @@ void Run::setup_tensor_parallel() {
                                    "computes the lm_head whole (set sequence_parallel to split it)")
                      : "tensor_parallel_output: stage " + a_.stage + "'s loss reads the whole lm_head; each process "
                        "computes it whole (pt and sft's token loss splits it)");
-  tp_group_ = std::make_unique<GroupCollective>(model_mesh_->tp());
+  make_tp_groups();
   try {
     model_->set_tensor_parallel(tp_group_.get(), sp, vp);
   } catch (const ConfigError& e) {
@@ -154,16 +247,10 @@ void Run::setup_tensor_parallel() {
                  shards_ && shards_->by_owner()
                      ? UNILLM_MSG("; each process holds its pipeline stage's layers whole (tensor-parallel rank ", tp_rank(), ")")
                  : shards_ && !shards_->keeps_whole() ? UNILLM_MSG("; every process gathers each whole layer just in time from ZeRO-3's shards (tensor-parallel rank ", tp_rank(), ")")
-                 : tp_blocks_ ? UNILLM_MSG("; every process holds the trainable weights whole and only its blocks of the ",
-                                           tp_blocks_->layers(), " frozen split weights: ", mib(tp_blocks_->kept_bytes()),
-                                           " of ", mib(tp_blocks_->whole_bytes()), " MiB (evaluation and saving gather "
-                                           "them whole for their duration; tensor-parallel rank ", tp_rank(), ")")
-                         : UNILLM_MSG("; every process holds the whole model (tensor-parallel rank ", tp_rank(), ")",
-                                      tp_blocks_fallback().empty() ? "" : " — " + tp_blocks_fallback())));
+                 : UNILLM_MSG("; ", held_weights(), " (tensor-parallel rank ", tp_rank(), ")")));
 }
 
 std::string Run::tp_blocks_fallback() const {
-  if (a_.context_degree > 1) return "frozen split weights stay whole beside context parallelism";
   if (a_.pipeline_degree > 1) return "frozen split weights stay whole beside pipeline stages";
   if (a_.use_badam) return "frozen split weights stay whole under BAdam, which changes which layers train";
   return "";
@@ -172,7 +259,7 @@ std::string Run::tp_blocks_fallback() const {
 void Run::setup_tp_blocks() {
   // ZeRO-3's units (or pipeline stages' owners) lay the parameters out already.
   if (!tp_blocks_fallback().empty() || !tp_group_ || (shards_ && !shards_->keeps_whole())) return;
-  auto blocks = std::make_unique<TpBlocks>(model_->module(), *tp_group_);
+  auto blocks = std::make_unique<TpBlocks>(model_->split_linears());
   if (!blocks->empty()) tp_blocks_ = std::move(blocks);
 }
 
@@ -210,8 +297,10 @@ void Run::setup_expert_parallel() {
                  (ep_group_->rank() + 1) * experts / ep - 1, " of each sparse layer for the group's tokens, "
                  "routes its own and holds ",
                  expert_shares_ ? UNILLM_MSG("only its own experts' frozen weights: ", mib(expert_shares_->kept_bytes()),
-                                             " of ", mib(expert_shares_->whole_bytes()), " MiB (evaluation and saving "
-                                             "have the others broadcast by their runners for their duration)")
+                                             " of ", mib(expert_shares_->whole_bytes()), " MiB (",
+                                             blocks_read_whole_.empty() ? "the others' let go as the model was read; " : "",
+                                             "evaluation and saving have the others broadcast by their runners for "
+                                             "their duration)")
                                 : std::string("every expert's weights")));
 }
 

@@ -136,6 +136,33 @@ TEST(ContextParallel, BesideTensorAndPipelineParallelismGivesOneProcessesRun) {
   expect_lora_layout_is_one_process(dir, ga, layout, "lora cp2 × tp2 × pp2", 8);
 }
 
+// Frozen split weights held as blocks (train/tp_blocks.h) beside context parallelism: the
+// attention's over all the processes (their heads), the MLPs' whole under cp alone (they run
+// whole on a process's rows) or over a context shard's tensor-parallel pair under cp 2 × tp 2.
+// Freeze tuning with evaluation, checkpoints and the best checkpoint reloaded — the phases that
+// gather the blocks whole — gives one process's run.
+TEST(ContextParallel, FrozenSplitWeightsHeldAsBlocks) {
+  const std::string dir = testing::temp_dir("cp_blocks");
+  const std::string freeze = testing::kStoriesSft + testing::kStoriesShort +
+                             " finetuning_type=freeze freeze_trainable_layers=2 gradient_accumulation_steps=2 "
+                             "load_best_model_at_end=true metric_for_best_model=eval_loss";
+  auto one = train_processes(1, freeze + " output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  for (const auto& [np, layout, line] : std::vector<std::tuple<int, std::string, std::string>>{
+           {2, "context_parallel_degree=2", "only its blocks of the 6 frozen split weights: 0.07 of 0.14 MiB"},
+           {4, "context_parallel_degree=2 tensor_parallel_degree=2",
+            "only its blocks of the 12 frozen split weights: 0.22 of 0.52 MiB"}}) {
+    const std::string out = dir + "/" + std::to_string(np);
+    auto split = train_processes(np, freeze + " " + layout + " output_dir=" + out);
+    ASSERT_EQ(split.exit_code, 0) << split.err;
+    EXPECT_NE(split.err.find(line), std::string::npos) << split.err;
+    EXPECT_NE(split.err.find("loading the best checkpoint"), std::string::npos) << split.err;
+    testing::expect_runs_close(dir + "/one", out, layout);
+    expect_weights_within(dir + "/one", out, "model.safetensors", 1e-5);
+    expect_weights_within(dir + "/one/checkpoint-4", out + "/checkpoint-4", "model.safetensors", 1e-5);
+  }
+}
+
 TEST(ContextParallel, LoraAndQwenModels) {
   const std::string dir = testing::temp_dir("cp_lora_qwen");
   // With adapter dropout: the MLPs' masks are drawn for their rows of the whole batch.
@@ -145,6 +172,7 @@ TEST(ContextParallel, LoraAndQwenModels) {
   auto lcp = train_processes(2, lora + " context_parallel_degree=2 output_dir=" + dir + "/lcp");
   ASSERT_EQ(lcp.exit_code, 0) << lcp.err;
   testing::expect_runs_close(dir + "/lone", dir + "/lcp", "lora cp2");
+  EXPECT_NE(lcp.err.find("only its blocks of the 10 frozen split weights"), std::string::npos) << lcp.err;
   // Adam turns f32 rounding of a fresh adapter's near-zero gradients into steps of up to ~lr (as
   // under tensor parallelism, tests/cli/tensor_parallel_test.cpp).
   expect_weights_within(dir + "/lone", dir + "/lcp", "adapter_model.safetensors", 5e-5);

@@ -306,7 +306,8 @@ TEST(MemoryPlan, TensorParallelKeepsBlocksOfFrozenSplitWeights) {
   EXPECT_EQ(in.params.frozen_split, 2 * (128 + 64 + 256 + 128));
   in.tensor_split.degree = in.tensor_split.mlp_degree = 2;
   const MemoryPlan whole = plan_memory(in);
-  in.tp_frozen_blocks = 2;
+  EXPECT_EQ(in.params.frozen_split_mlp, 2 * (256 + 128));
+  in.tp_frozen_blocks = {2, 2};
   const MemoryPlan p = plan_memory(in);
   EXPECT_EQ(p.weights, whole.weights - 1152 * 4 / 2);
   EXPECT_EQ(p.frozen_weights, whole.frozen_weights - 1152 * 4 / 2);
@@ -314,10 +315,20 @@ TEST(MemoryPlan, TensorParallelKeepsBlocksOfFrozenSplitWeights) {
   const int64_t gathered = p.weights + 1152 * 4 / 2 + p.gradients + p.optimizer;
   EXPECT_GE(p.train_peak, gathered + gathered / 8);
   EXPECT_LT(p.train_peak, whole.train_peak);  // the steps' activations outweigh the gathered weights here
+  // A run with no phase that gathers them (LoRA without evaluation, saving its adapter only).
+  in.frozen_gathered = false;
+  EXPECT_LE(plan_memory(in).train_peak, p.train_peak);
+  // Context parallelism alone: only the attention's blocks (cp 2), the MLPs whole; beside tp 2
+  // (4 processes) the attention's over all 4, the MLPs' over the 2 of a context shard.
+  in.tp_frozen_blocks = {2, 1};
+  EXPECT_EQ(plan_memory(in).frozen_weights, whole.frozen_weights - 2 * (128 + 64) * 4 / 2);
+  in.tp_frozen_blocks = {4, 2};
+  EXPECT_EQ(plan_memory(in).frozen_weights, whole.frozen_weights - 2 * (128 + 64) * 4 * 3 / 4 - 2 * (256 + 128) * 4 / 2);
   // Freeze tuning: only the frozen layers' projections (the last layer trains).
   a.finetuning_type = "freeze";
   a.freeze_trainable_layers = 1;
   EXPECT_EQ(summarize_params(tiny(), a).frozen_split, 128 + 64 + 256 + 128);
+  EXPECT_EQ(summarize_params(tiny(), a).frozen_split_mlp, 256 + 128);
 }
 
 // A mixture of experts (qwen2_moe: 4 experts, a shared expert, a dense middle layer): the plan's
