@@ -171,6 +171,7 @@ class CausalLM {
     std::function<void(int64_t)> before_forward, after_forward, before_backward;
   };
   void set_layer_hooks(LayerHooks hooks) { layer_hooks_ = std::move(hooks); }
+  const LayerHooks& layer_hooks() const { return layer_hooks_; }
 
   // Tensor parallelism (nn/tensor_parallel.h): the group the training forwards (loss,
   // hidden_states, hidden_states_range) split their attention and MLP over — each rank its share
@@ -216,6 +217,7 @@ class CausalLM {
   struct SplitLinear {
     nn::FusedLinear* linear;
     nn::Collective* group;
+    int64_t layer;  // the decoder layer it is in (LayerHooks's index)
   };
   virtual std::vector<SplitLinear> split_linears() { return {}; }
   // Mixture-of-depths models (models/mixture_of_depths.h): the training forwards counted so far,

@@ -42,7 +42,8 @@ nn::AttentionConfig attention_config(const ModelConfig& c, nn::ParamPlacement wd
 DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t index, nn::ParamPlacement wd)
     : input_norm_(c.hidden_size, c.rms_norm_eps, wd.device),
       post_attn_norm_(c.hidden_size, c.rms_norm_eps, wd.device),
-      attn_(attention_config(c, wd)) {
+      attn_(attention_config(c, wd)),
+      index_(index) {
   auto add_module = [&](const std::string& name, nn::Module* m) {
     if (c.mod_layer(index))
       block_.register_module(name, m);
@@ -129,11 +130,11 @@ void DecoderLayer::split_linears(std::vector<CausalLM::SplitLinear>& out, nn::Co
                                  nn::Collective* mlp) {
   std::vector<nn::FusedLinear*> linears;
   attn_.split_linears(linears);
-  for (nn::FusedLinear* l : linears) out.push_back({l, attention});
+  for (nn::FusedLinear* l : linears) out.push_back({l, attention, index_});
   if (!mlp_ || !mlp) return;  // a sparse layer's experts are never split by tensor parallelism
   linears.clear();
   mlp_->split_linears(linears);
-  for (nn::FusedLinear* l : linears) out.push_back({l, mlp});
+  for (nn::FusedLinear* l : linears) out.push_back({l, mlp, index_});
 }
 
 namespace {

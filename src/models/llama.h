@@ -62,6 +62,7 @@ class DecoderLayer : public nn::Module {
   // One of the two, registered as "mlp": the dense MLP, or a sparse layer's experts (nn/moe.h).
   std::unique_ptr<nn::MLP> mlp_;
   std::unique_ptr<nn::SparseMoE> moe_;
+  int64_t index_;  // in the model
   Tensor feed_forward(const Tensor& h, const nn::AttentionInputs& in, ops::OutputUse use,
                       const nn::TensorParallel* tp) const;
 };

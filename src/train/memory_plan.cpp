@@ -200,7 +200,10 @@ ParamSummary summarize_params(const models::ModelConfig& c, const TrainArgs& a) 
     const bool dense_projection = (g.kind == Kind::kQkv || g.kind == Kind::kO || g.kind == Kind::kGateUp ||
                                    g.kind == Kind::kDown) && !routed &&
                                   g.names[0].find(".mlp.shared_expert.") == std::string::npos;
-    if (!trains[i] && dense_projection) s.frozen_split += g.numel;
+    if (!trains[i] && dense_projection) {
+      s.frozen_split += g.numel;
+      s.largest_frozen_split = std::max(s.largest_frozen_split, g.numel);
+    }
     if (!trains[i] && dense_projection && (g.kind == Kind::kGateUp || g.kind == Kind::kDown)) s.frozen_split_mlp += g.numel;
     if (!trains[i] && routed) s.frozen_experts += g.numel;
     const int64_t rows = projection_rows(c, g.kind);
@@ -482,10 +485,18 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     const int64_t stepping = p.weights + share + p.optimizer + p.reference + share + units;
     p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + stepping + stepping / 8);
   }
-  if (tp_gathered + experts_gathered > 0 && in.frozen_gathered) {  // evaluation and saving hold the whole frozen weights (and no training activations)
-    const int64_t whole = p.weights + tp_gathered + experts_gathered + p.gradients + p.optimizer + p.reference;
-    p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + whole + whole / 8);
-  }
+  // Saving frozen weights and reloading the best checkpoint hold the whole frozen weights;
+  // evaluation and predict the blocks, one layer's whole (TpBlocks::PerLayer) and, while a
+  // projection is gathered, its blocks from every process (the largest's), and every expert's
+  // (ExpertShares::Whole). Neither holds training activations.
+  auto gathered_phase = [&](int64_t gathered) {
+    const int64_t held = p.weights + gathered + p.gradients + p.optimizer + p.reference;
+    p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + held + held / 8);
+  };
+  if (tp_gathered + experts_gathered > 0 && in.frozen_gathered) gathered_phase(tp_gathered + experts_gathered);
+  if (tp_gathered + experts_gathered > 0 && in.frozen_evaluated)
+    gathered_phase((tp_gathered + n_layers - 1) / n_layers + (tp_gathered > 0 ? ps.largest_frozen_split * in.frozen_weight_bytes : 0) +
+                   experts_gathered);
   if (in.param_shards > 1) {
     // ZeRO-3: pieces of every unit plus the root unit (lm_head, final norm; the embedding too when
     // tied) and one layer or the untied embedding's unit gathered, with their gradient buffers;

@@ -32,6 +32,7 @@ struct ParamSummary {
   int64_t frozen = 0;     // elements left in the model's storage
   int64_t frozen_split = 0;  // of them, the decoder's dense projections (what tensor parallelism splits)
   int64_t frozen_split_mlp = 0;  // of those, the dense MLPs' (what context parallelism splits only beside tp)
+  int64_t largest_frozen_split = 0;  // elements of the largest of those (fused: q/k/v, gate/up)
   int64_t frozen_experts = 0;  // of them, the sparse layers' routed experts (what expert parallelism splits)
   int64_t base = 0;       // elements of the base model (what loading allocates)
   // QLoRA (quantization_bit): frozen decoder projection elements held quantised (part of
@@ -136,9 +137,12 @@ struct MemoryPlanInputs {
     int64_t mlp = 1;
   };
   FrozenBlocks tp_frozen_blocks;
-  // Whether a phase holds those weights whole (evaluation, predict, reloading the best checkpoint,
-  // saving frozen weights); a LoRA run that only trains and saves its adapter never does.
+  // Whether a phase holds those weights whole (reloading the best checkpoint, saving frozen
+  // weights); a LoRA run that only trains and saves its adapter never does. frozen_evaluated:
+  // evaluation or predict runs, which holds the blocks and one layer's weights whole (and every
+  // expert's).
   bool frozen_gathered = true;
+  bool frozen_evaluated = true;
   // The blocks (and expert_shares) are cut as the model is read (LoRA's base: Run::cut_on_load),
   // so loading never holds the whole of those weights, only one linear whole at a time.
   bool frozen_cut_on_load = false;

@@ -3,8 +3,9 @@
 // the base of LoRA, a frozen layer of freeze tuning — is only ever multiplied by this process's
 // block of it in training, so each process keeps that block alone (nn::FusedLinear::hold_block),
 // cut for the group the model splits that layer over (models::CausalLM::split_linears). The
-// phases that read weights whole (evaluation, predict, saving frozen weights) gather them for
-// their duration (Whole) and let them go after.
+// phases that read weights whole gather them: evaluation and predict one decoder layer at a time
+// around its forward (PerLayer), saving frozen weights and reloading the best checkpoint all of
+// them for their duration (Whole).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,25 @@ class TpBlocks {
   int64_t kept_bytes() const;
   int64_t whole_bytes() const;
 
+  // While the scope is open, each forward through the model's layers gathers a layer's blocked
+  // weights whole just before the layer runs and lets them go after (the model's LayerHooks,
+  // chained before the hooks it had, which come back when the scope ends): a whole-model
+  // forward (evaluation's) holds the blocks and one layer whole. Each gather is a collective over
+  // the weight's group, so every process of it must run the same forwards (Run::evaluate's
+  // stand-ins). Inside a Whole scope it does nothing. null: nothing to do.
+  class PerLayer {
+   public:
+    PerLayer(TpBlocks* b, models::CausalLM& model);
+    ~PerLayer();
+    PerLayer(const PerLayer&) = delete;
+    PerLayer& operator=(const PerLayer&) = delete;
+
+   private:
+    TpBlocks* b_;
+    models::CausalLM& model_;
+    models::CausalLM::LayerHooks before_;
+  };
+
   // Every blocked weight gathered whole (a collective over the group) for the scope; when it
   // ends each is cut to its block again (from whatever the scope left in it) and released. Nests.
   // null: nothing to do.
@@ -43,8 +63,12 @@ class TpBlocks {
   };
 
  private:
+  void gather_layer(int64_t layer);
+  void release_layer(int64_t layer);
+
   std::vector<nn::FusedLinear*> layers_;
-  int depth_ = 0;  // open Whole scopes
+  std::vector<int64_t> layer_of_;  // each one's decoder layer
+  int depth_ = 0;                  // open Whole scopes
 };
 
 }  // namespace unillm::train

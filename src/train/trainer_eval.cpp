@@ -77,15 +77,15 @@ std::pair<int64_t, int64_t> routed_accuracy(models::CausalLM& model, const data:
   return {right, scored};
 }
 
-}  // namespace
+// The sequences token accuracy runs, one at a time through its own KV cache: each row of two
+// tokens or more, or each of its packed segments when they are kept apart.
+struct AccuracySequence {
+  const int32_t *ids, *labels, *positions;
+  int64_t n, label_end;
+};
 
-std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const data::Batch& b) {
-  if (model.config().mixture_of_depths) return routed_accuracy(model, b);
-  int64_t right = 0, scored = 0;
-  auto add = [&](std::pair<int64_t, int64_t> c) {
-    right += c.first;
-    scored += c.second;
-  };
+std::vector<AccuracySequence> accuracy_sequences(const data::Batch& b) {
+  std::vector<AccuracySequence> out;
   for (int64_t r = 0; r < b.rows; ++r) {
     const int64_t n = b.lengths[r], at = r * b.seq_len;
     if (n < 2) continue;
@@ -93,7 +93,7 @@ std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const
     const int32_t* labels = b.labels.data() + at;
     const int32_t* positions = b.position_ids.empty() ? nullptr : b.position_ids.data() + at;
     if (b.segment_ids.empty()) {  // one sequence (packing without neat: attention crosses samples)
-      add(sequence_accuracy(model, ids, labels, positions, n, n));
+      out.push_back({ids, labels, positions, n, n});
       continue;
     }
     // Packed samples kept apart (neat_packing, zero_padding): each segment is its own sequence,
@@ -104,11 +104,41 @@ std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const
     for (int64_t s = 0; s < n;) {
       int64_t e = s + 1;
       while (e < n && seg[e] == seg[s]) ++e;
-      if (seg[s] != 0) add(sequence_accuracy(model, ids + s, labels + s, positions ? positions + s : nullptr, e - s, n - s));
+      if (seg[s] != 0) out.push_back({ids + s, labels + s, positions ? positions + s : nullptr, e - s, n - s});
       s = e;
     }
   }
+  return out;
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const data::Batch& b) {
+  if (model.config().mixture_of_depths) return routed_accuracy(model, b);
+  int64_t right = 0, scored = 0;
+  for (const AccuracySequence& q : accuracy_sequences(b)) {
+    const auto [r, s] = sequence_accuracy(model, q.ids, q.labels, q.positions, q.n, q.label_end);
+    right += r;
+    scored += s;
+  }
   return {right, scored};
+}
+
+int64_t token_accuracy_forwards(const models::ModelConfig& c, const data::Batch& b) {
+  if (c.mixture_of_depths) return 1;
+  const int64_t chunk = logit_chunk(c);
+  int64_t n = 0;
+  for (const AccuracySequence& q : accuracy_sequences(b)) n += (q.n + chunk - 1) / chunk;
+  return n;
+}
+
+void token_accuracy_stand_ins(models::CausalLM& model, int64_t forwards) {
+  UNILLM_CHECK(forwards == 0 || !model.config().mixture_of_depths,
+               "[train] a mixture-of-depths model's token accuracy runs one forward per batch");
+  for (int64_t i = 0; i < forwards; ++i) {
+    models::KvCaches cache = models::KvCaches::allocate(model.config(), 1, 1, DType::f32, model.device());
+    model.forward(models::single_sequence_batch({0}, 0, {0}, 1, false), cache);
+  }
 }
 
 // Several processes split the batches (batch i on process i mod dp); the parts come back to every
@@ -137,21 +167,39 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
     const int64_t e = first + i * eo.batch_size;
     return data::make_batch(ds, data::group_rows(ds, e, std::min(examples - e, eo.batch_size)), eo);
   };
-  for (int64_t i = world_rank(); i < batches; i += world_size()) {
+  // Under ZeRO-3 (ZeRO-2's units hold their parameters whole: their gathers communicate nothing),
+  // tensor parallelism's blocks (TpBlocks::PerLayer) and expert parallelism every forward
+  // communicates, so every process runs as many as the others: token accuracy's forwards (one
+  // per sequence and chunk) are topped up to the round's most, which every process counts from
+  // the batches (all of them are known to each).
+  const bool gathers = (shards_ && !shards_->keeps_whole()) || tp_blocks_;
+  const bool lockstep = world_size() > 1 && (gathers || expert_parallel());
+  const int64_t W = world_size();
+  std::vector<int64_t> round_forwards;  // round r: batches r·W … r·W + W − 1
+  if (lockstep && accuracy) {
+    round_forwards.assign(static_cast<size_t>((batches + W - 1) / W), 0);
+    for (int64_t i = 0; i < batches; ++i) {
+      int64_t& m = round_forwards[static_cast<size_t>(i / W)];
+      m = std::max(m, token_accuracy_forwards(model_->config(), batch(i)));
+    }
+  }
+  for (int64_t i = world_rank(); i < batches; i += W) {
     data::Batch b = batch(i);
     parts[static_cast<size_t>(i)] = stage_->eval_batch(*model_, b);
-    if (accuracy) acc[static_cast<size_t>(i)] = token_accuracy_counts(*model_, b);
+    if (!accuracy) continue;
+    acc[static_cast<size_t>(i)] = token_accuracy_counts(*model_, b);
+    if (lockstep)
+      token_accuracy_stand_ins(*model_, round_forwards[static_cast<size_t>(i / W)] -
+                                            token_accuracy_forwards(model_->config(), b));
   }
   // A process with one batch fewer sits the last round out (a stage exchanging per round takes
-  // part). Under ZeRO-3 it evaluates the first batch again as a stand-in instead, its result
-  // dropped: every process's forwards gather the same units in the same order. (ZeRO-2's units
-  // hold their parameters whole: their gathers communicate nothing.)
-  const bool gathers = shards_ && !shards_->keeps_whole();
-  if (world_size() > 1 && world_rank() >= batches % world_size() && batches % world_size() != 0) {
-    if (gathers || expert_parallel()) {  // expert parallelism: every forward communicates too
+  // part). Where forwards communicate it evaluates the first batch again as a stand-in instead,
+  // its result dropped, and runs the round's accuracy forwards as stand-ins.
+  if (W > 1 && world_rank() >= batches % W && batches % W != 0) {
+    if (lockstep) {
       data::Batch b = batch(0);
       stage_->eval_batch(*model_, b, /*stand_in=*/true);
-      if (accuracy) token_accuracy_counts(*model_, b);
+      if (accuracy) token_accuracy_stand_ins(*model_, round_forwards.back());
     } else {
       stage_->idle_round(/*evaluation=*/true);
     }
@@ -244,7 +292,8 @@ void Run::log_eval(const std::string& prefix, const EvalResult& r, double runtim
 void Run::run_eval() {
   // ZeRO-3: the root unit for the evaluation, each layer gathered around its forward.
   const ParamShards::Root root(shards_.get());
-  const TpBlocks::Whole blocks(tp_blocks_.get());  // tensor parallelism's blocks: evaluation runs whole
+  // Tensor parallelism's blocks: evaluation runs whole, each layer gathered around its forward.
+  const TpBlocks::PerLayer blocks(tp_blocks_.get(), *model_);
   const ExpertShares::Whole experts(expert_shares_.get());  // (its token accuracy runs every expert)
   // Token accuracy (pt/sft) runs when it decides the best checkpoint; a stage may report its own.
   const bool accuracy = stage_->token_loss() && best_metric_target().first == "accuracy";

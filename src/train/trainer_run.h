@@ -43,6 +43,12 @@ int64_t real_tokens(const data::Batch& b);
 // ids): each row runs the model's inference forward over one KV cache, a chunk of positions at a
 // time (at most 64 MiB of logits).
 std::pair<int64_t, int64_t> token_accuracy_counts(models::CausalLM& model, const data::Batch& b);
+// How many forwards token_accuracy_counts runs for b; and `forwards` one-token forwards whose
+// results are dropped. Where every forward communicates (ZeRO-3's per-layer gathers, expert
+// parallelism), each process of an evaluation round tops its batch's count up with stand-ins to
+// the round's largest, so every process runs the same number of forwards.
+int64_t token_accuracy_forwards(const models::ModelConfig& c, const data::Batch& b);
+void token_accuracy_stand_ins(models::CausalLM& model, int64_t forwards);
 
 // One evaluation: the loss (weighted by the stage's units: tokens or pairs), token accuracy when
 // asked (else -1), and the stage's metrics as means over the evaluation batches.

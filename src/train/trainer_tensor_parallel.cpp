@@ -103,8 +103,8 @@ void Run::cut_on_load(models::LoadOptions& lo, bool blocks, bool experts) {
     if (blocks) {
       try {
         split_model(m);
-        for (const auto& [l, g] : m.split_linears())
-          if (g && g->size() > 1) (*cut)[l] = g;
+        for (const models::CausalLM::SplitLinear& s : m.split_linears())
+          if (s.group && s.group->size() > 1) (*cut)[s.linear] = s.group;
       } catch (const ConfigError&) {
         // said, naming the keys, by setup_tensor_parallel
       }
@@ -176,7 +176,7 @@ std::string Run::held_weights() const {
     return UNILLM_MSG("every process holds the trainable weights whole and only its blocks of the ", tp_blocks_->layers(),
                       " frozen split weights: ", mib(tp_blocks_->kept_bytes()), " of ", mib(tp_blocks_->whole_bytes()),
                       " MiB (", blocks_read_whole_.empty() ? "cut as the model was read; " : "",
-                      "evaluation and saving gather them whole for their duration",
+                      "evaluation gathers them a layer at a time around its forward, saving whole for its duration",
                       blocks_read_whole_.empty() ? "" : "; the model was read whole first: " + blocks_read_whole_, ")");
   const std::string why = tp_blocks_fallback();
   return "every process holds the whole model" + (why.empty() ? std::string() : " — " + why);

@@ -158,8 +158,8 @@ TEST(TensorParallel, BesideDataAndPipelineParallel) {
 
 // Frozen split weights held as blocks (train/tp_blocks.h): under freeze tuning (stories260K's first
 // three layers frozen) each process keeps only its blocks of their projections, and the run —
-// evaluations, checkpoints, the best checkpoint reloaded and the final model, all of which
-// gather them whole — is one process's. LoRA keeps blocks of its whole base (its runs are compared
+// evaluations (which gather them a layer at a time), checkpoints, the best checkpoint reloaded and
+// the final model (which gather them whole) — is one process's. LoRA keeps blocks of its whole base (its runs are compared
 // with one process's in LoraWithDropoutAndQwenModels and by the PaddleNLP scripts).
 TEST(TensorParallel, FrozenSplitWeightsHeldAsBlocks) {
   const std::string dir = testing::temp_dir("tp_blocks");
@@ -199,8 +199,10 @@ double allocator_peak_mib(const std::string& err) {
 // tuning, which must read the model before it knows what is frozen, cuts after loading and peaks
 // above the whole model. The memory plan, which counts no whole-weight phase for a run that
 // neither evaluates nor saves frozen weights, is within ±15% of the measured peak.
-TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
-  const std::string dir = testing::temp_dir("tp_blocks_on_load");
+// A random Llama whose weights are most of its memory: 4 layers of width 512 and MLP 2048, 64 MiB
+// of f32 projections, 66 MiB with the embedding and lm_head.
+constexpr double kLargeLlamaMib = 66.0;
+std::string large_llama(const std::string& dir) {
   const nlohmann::json c = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 512},
                             {"intermediate_size", 2048}, {"num_hidden_layers", 4}, {"num_attention_heads", 8},
                             {"num_key_value_heads", 8}, {"vocab_size", 520}, {"max_position_embeddings", 512},
@@ -209,11 +211,16 @@ TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
   io::write_file_atomic(dir + "/llama.json", c.dump());
   auto init = testing::run_unillm("init --config " + dir + "/llama.json --out " + dir + "/llama --tokenizer " +
                                   testing::shell_quote(testing::source_path("assets/stories260K")));
-  ASSERT_EQ(init.exit_code, 0) << init.err;
+  EXPECT_EQ(init.exit_code, 0) << init.err;
+  return dir + "/llama";
+}
+
+TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
+  const std::string dir = testing::temp_dir("tp_blocks_on_load");
   const std::string args = kSft + " max_steps=2 logging_steps=1 max_samples=64 per_device_train_batch_size=1 "
                                   "cutoff_len=64 eval_strategy=no save_strategy=no plot_loss=false --quiet "
-                                  "model_name_or_path=" + dir + "/llama";
-  const double model_mib = 66.0;
+                                  "model_name_or_path=" + large_llama(dir);
+  const double model_mib = kLargeLlamaMib;
   auto one = train(1, args + " output_dir=" + dir + "/one");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   auto tp = train(2, args + " tensor_parallel_degree=2 output_dir=" + dir + "/tp");
@@ -233,6 +240,40 @@ TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
   EXPECT_NE(freeze.err.find("the model was read whole first: only LoRA's base is known to be frozen"), std::string::npos)
       << freeze.err;
   EXPECT_GE(allocator_peak_mib(freeze.err), model_mib) << freeze.err;
+}
+
+// Evaluation gathers the blocks one layer at a time around its forward (TpBlocks::PerLayer), so
+// with an evaluation every step the peak stays below the model's size (it gathered the whole
+// model before: at least 66 MiB). Token accuracy's forwards, one per eval row,
+// keep every process's gathers in step: 7 rows in batches of 2 leave process 1 a batch of one
+// row beside process 0's two (a stand-in forward), then a stand-in batch. Losses and accuracies
+// are one process's.
+TEST(TensorParallel, EvaluationGathersTheBlocksALayerAtATime) {
+  const std::string dir = testing::temp_dir("tp_blocks_eval");
+  const std::string args = kSft + " max_steps=2 logging_steps=1 max_samples=64 per_device_train_batch_size=1 "
+                                  "cutoff_len=64 eval_strategy=steps eval_steps=1 val_size=7 "
+                                  "per_device_eval_batch_size=2 metric_for_best_model=accuracy save_strategy=no "
+                                  "plot_loss=false --quiet model_name_or_path=" + large_llama(dir);
+  auto one = train(1, args + " output_dir=" + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto tp = train(2, args + " tensor_parallel_degree=2 output_dir=" + dir + "/tp");
+  ASSERT_EQ(tp.exit_code, 0) << tp.err;
+  expect_runs_close(dir + "/one", dir + "/tp", "lora tp2 with evaluations");
+  std::vector<double> acc_one, acc_tp;
+  for (const auto& j : testing::log_lines(dir + "/one"))
+    if (j.contains("eval_accuracy")) acc_one.push_back(j["eval_accuracy"].get<double>());
+  for (const auto& j : testing::log_lines(dir + "/tp"))
+    if (j.contains("eval_accuracy")) acc_tp.push_back(j["eval_accuracy"].get<double>());
+  ASSERT_EQ(acc_one.size(), 3u);  // steps 0 (the yaml's eval_on_start), 1 and 2
+  EXPECT_EQ(acc_one, acc_tp);
+  // Gathering the whole model needs its 64 MiB of projections alone; a layer at a time holds the
+  // blocks (32), one layer's other half (8), the largest projection's gather buffer (gate/up, 8)
+  // and what training holds beside the blocks (11): 59 measured.
+  EXPECT_LT(allocator_peak_mib(tp.err), 0.95 * kLargeLlamaMib) << tp.err;
+  EXPECT_NE(tp.err.find("evaluation gathers them a layer at a time around its forward"), std::string::npos) << tp.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(tp.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << tp.err;
+  EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << tp.err;
 }
 
 std::string tiny_model(const std::string& work, const std::string& model_type) {

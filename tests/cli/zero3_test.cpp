@@ -171,6 +171,29 @@ TEST(Zero3, DpoFullShardsItsReferenceAndEvaluatesPerLayer) {
   }
 }
 
+// Token accuracy (metric_for_best_model accuracy) runs one forward per sequence, and each forward
+// gathers every layer: 7 eval rows in batches of 2 give process 0 rows 2 + 2 and process 1 rows
+// 2 + 1, so the second tops its last batch up with a stand-in forward (Run::evaluate). Without it
+// the processes' gathers fall out of step (an MPI error or a crash).
+TEST(Zero3, TokenAccuracyOfUnevenBatchesKeepsTheGathersInStep) {
+  const std::string dir = testing::temp_dir("zero3_accuracy");
+  const std::string args = kSft + " max_steps=2 logging_steps=1 eval_strategy=steps eval_steps=2 val_size=7 "
+                           "per_device_eval_batch_size=2 metric_for_best_model=accuracy max_samples=64 "
+                           "per_device_train_batch_size=4 save_strategy=no --quiet output_dir=" + dir;
+  auto one = train(1, args + "/one gradient_accumulation_steps=2");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto z3 = train(2, args + "/z3" + kZ3);
+  ASSERT_EQ(z3.exit_code, 0) << z3.err;
+  expect_runs_close(dir + "/one", dir + "/z3", "lora accuracy");
+  std::vector<double> acc_one, acc_z3;
+  for (const auto& j : testing::log_lines(dir + "/one"))
+    if (j.contains("eval_accuracy")) acc_one.push_back(j["eval_accuracy"].get<double>());
+  for (const auto& j : testing::log_lines(dir + "/z3"))
+    if (j.contains("eval_accuracy")) acc_z3.push_back(j["eval_accuracy"].get<double>());
+  ASSERT_EQ(acc_one.size(), 2u);  // at steps 0 (the yaml's eval_on_start) and 2
+  EXPECT_EQ(acc_one, acc_z3);
+}
+
 // A model of more trainable elements than one window of the written optimizer state
 // (ZeroOptimizer::kStateWindow): the checkpoint's state is assembled a window at a time, stage 2's
 // ranges and stage 3's pieces cut across the window's edge, and the file is plain data

@@ -294,8 +294,8 @@ TEST(MemoryPlan, LoraByHand) {
 }
 
 // Tensor parallelism holding the frozen split weights as blocks (train/tp_blocks.h): each process
-// keeps 1/T of the decoder's frozen projections (q/k/v, o, gate/up, down) between evaluations and
-// saves, which gather them whole beside the state (and no training activations).
+// keeps 1/T of the decoder's frozen projections (q/k/v, o, gate/up, down); saves gather them whole
+// beside the state (and no training activations), evaluation a layer at a time.
 TEST(MemoryPlan, TensorParallelKeepsBlocksOfFrozenSplitWeights) {
   TrainArgs a;
   a.finetuning_type = "lora";
@@ -315,9 +315,17 @@ TEST(MemoryPlan, TensorParallelKeepsBlocksOfFrozenSplitWeights) {
   const int64_t gathered = p.weights + 1152 * 4 / 2 + p.gradients + p.optimizer;
   EXPECT_GE(p.train_peak, gathered + gathered / 8);
   EXPECT_LT(p.train_peak, whole.train_peak);  // the steps' activations outweigh the gathered weights here
-  // A run with no phase that gathers them (LoRA without evaluation, saving its adapter only).
+  // Evaluation alone gathers them a layer at a time (TpBlocks::PerLayer): the blocks, one of the
+  // 2 layers' other halves and the largest projection's gathered blocks (gate/up's 256).
+  EXPECT_EQ(in.params.largest_frozen_split, 256);
   in.frozen_gathered = false;
-  EXPECT_LE(plan_memory(in).train_peak, p.train_peak);
+  const MemoryPlan eval = plan_memory(in);
+  const int64_t one_layer = p.weights + 1152 * 4 / 2 / 2 + 256 * 4 + p.gradients + p.optimizer;
+  EXPECT_GE(eval.train_peak, one_layer + one_layer / 8);
+  EXPECT_LE(eval.train_peak, p.train_peak);
+  // A run with no phase that gathers them (LoRA without evaluation, saving its adapter only).
+  in.frozen_evaluated = false;
+  EXPECT_LE(plan_memory(in).train_peak, eval.train_peak);
   // Context parallelism alone: only the attention's blocks (cp 2), the MLPs whole; beside tp 2
   // (4 processes) the attention's over all 4, the MLPs' over the 2 of a context shard.
   in.tp_frozen_blocks = {2, 1};

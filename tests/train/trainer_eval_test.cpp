@@ -69,5 +69,21 @@ TEST(TrainerEval, TokenAccuracyInChunksOfPositions) {
   EXPECT_EQ(model.lengths, (std::vector<int64_t>{2, 2, 1, 2, 1}));
 }
 
+// token_accuracy_forwards counts token_accuracy_counts's forward calls (rows, then chunks), and
+// the stand-ins are that many one-token forwards: what keeps processes whose forwards
+// communicate in step.
+TEST(TrainerEval, TokenAccuracyForwardsCountsItsCallsAndStandInsRunThem) {
+  testing::init_cpu();
+  for (const int64_t vocab : {int64_t{0}, int64_t{8} << 20}) {
+    FakeLM model;
+    model.cfg.vocab_size = vocab;
+    detail::token_accuracy_counts(model, two_rows());
+    EXPECT_EQ(detail::token_accuracy_forwards(model.cfg, two_rows()), static_cast<int64_t>(model.lengths.size()));
+    model.lengths.clear();
+    detail::token_accuracy_stand_ins(model, 3);
+    EXPECT_EQ(model.lengths, (std::vector<int64_t>{1, 1, 1}));
+  }
+}
+
 }  // namespace
 }  // namespace unillm::train
