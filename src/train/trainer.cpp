@@ -176,9 +176,9 @@ void Run::load(const std::string& from) {
     model_ = models::build_for_load(weights_dir, lo);  // read by the ZeroOptimizer's before_state below
   } else {
     if (a_.quantization_bit > 0 && lora) lo.on_linear_loaded = qlora_load_hook(a_);
-    // LoRA's base cut as it is read: tensor or context parallelism's blocks, others' experts
-    if (cuts_blocks_on_load(from) || drops_experts_on_load(from))
-      cut_on_load(lo, cuts_blocks_on_load(from), drops_experts_on_load(from));
+    // Frozen weights cut as they are read: tensor or context parallelism's blocks, others' experts
+    const bool blocks = cuts_blocks_on_load(from), experts = drops_experts_on_load(from);
+    if (blocks || experts) cut_on_load(lo, blocks, experts);
     model_ = models::load_causal_lm(weights_dir, lo);
   }
   if (model_->config().mixture_of_depths) {
