@@ -96,22 +96,29 @@ bool freeze_selects(const std::vector<std::string>& patterns, const std::string&
                      [&](const std::string& p) { return hf_name.find(p) != std::string::npos; });
 }
 
-FreezeResult apply_freeze(CausalLM& model, const FreezeConfig& c) {
+std::vector<FreezeDecision> freeze_decisions(CausalLM& model, const FreezeConfig& c,
+                                             std::vector<std::string>* patterns) {
   std::vector<std::string> names;
   for (const auto& [n, _] : model.named_parameters()) names.push_back(n);
-  FreezeResult res;
-  res.patterns = freeze_patterns(names, model.config().num_layers, c);
-  std::vector<std::pair<nn::ParamRef, bool>> decisions;
+  const std::vector<std::string> selected = freeze_patterns(names, model.config().num_layers, c);
+  std::vector<FreezeDecision> decisions;
   for (auto& ref : model.module().parameters()) {
     if (!ref.adapter.empty()) continue;
     std::vector<std::string> on, off;
-    for (const auto& n : ref.hf_names) (freeze_selects(res.patterns, n) ? on : off).push_back(n);
+    for (const auto& n : ref.hf_names) (freeze_selects(selected, n) ? on : off).push_back(n);
     if (!on.empty() && !off.empty())
       UNILLM_THROW(ConfigError, "[freeze] the rules select ", on.front(), " but not ", off.front(),
                    ", which share one fused tensor here; train or freeze them together");
-    decisions.emplace_back(ref, !on.empty());
+    decisions.push_back({ref, !on.empty()});
   }
-  for (auto& [ref, trainable] : decisions) {
+  if (patterns) *patterns = selected;
+  return decisions;
+}
+
+FreezeResult apply_freeze(CausalLM& model, const FreezeConfig& c) {
+  FreezeResult res;
+  const std::vector<FreezeDecision> decisions = freeze_decisions(model, c, &res.patterns);
+  for (const auto& [ref, trainable] : decisions) {
     Tensor& t = *ref.tensor;
     res.total_elements += t.numel();
     if (!trainable) {

@@ -39,6 +39,17 @@ struct FreezeResult {
   int64_t trainable_elements = 0, total_elements = 0;
 };
 
+// Whether each base real tensor of the model trains under c (all its HF names selected), from
+// the names alone, so it may be asked of a model built without memory before a weight is read
+// (train's cut-as-read blocks); ConfigError when the rules would split a fused tensor (names
+// disagree). patterns: freeze_patterns's, when asked.
+struct FreezeDecision {
+  nn::ParamRef ref;
+  bool trainable;
+};
+std::vector<FreezeDecision> freeze_decisions(CausalLM& model, const FreezeConfig& c,
+                                             std::vector<std::string>* patterns = nullptr);
+
 // Sets requires_grad on every base real tensor of the model (adapter weights are untouched):
 // trainable iff all its HF names are selected; ConfigError when the rules would split a fused
 // tensor (names disagree). Trainable tensors are converted to f32 when upcast_trainable.

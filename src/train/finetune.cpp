@@ -187,12 +187,7 @@ void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::
                                       ? ratio_trains(p.hf_names)
                                       : !layer_prefix(p.hf_names.at(0)).empty());
   } else if (a.finetuning_type == "freeze") {
-    models::FreezeConfig fc;
-    fc.llama_pro = a.use_llama_pro;
-    fc.trainable_layers = a.freeze_trainable_layers;
-    fc.trainable_modules = a.freeze_trainable_modules;
-    fc.extra_modules = a.freeze_extra_modules;
-    models::apply_freeze(model, fc);
+    models::apply_freeze(model, freeze_config(a));
   } else if (a.adapter_tuning()) {  // lora or oft; quantised base: QLoRA / QOFT
     if (a.quantization_bit > 0) quantize_base_for_qlora(model, a);
     prepare_lora(model, a, resume_dir);
@@ -200,6 +195,15 @@ void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::
     UNILLM_THROW(NotImplemented, "[train] finetuning_type '", a.finetuning_type,
                  "' is not implemented");
   }
+}
+
+models::FreezeConfig freeze_config(const TrainArgs& a) {
+  models::FreezeConfig fc;
+  fc.llama_pro = a.use_llama_pro;
+  fc.trainable_layers = a.freeze_trainable_layers;
+  fc.trainable_modules = a.freeze_trainable_modules;
+  fc.extra_modules = a.freeze_extra_modules;
+  return fc;
 }
 
 std::string oft_adjustment_note(models::CausalLM& model, const TrainArgs& a) {

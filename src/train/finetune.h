@@ -7,6 +7,7 @@
 
 #include "io/safetensors_writer.h"
 #include "models/causal_lm.h"
+#include "models/freeze.h"
 #include "train/args.h"
 
 namespace unillm::train {
@@ -19,6 +20,10 @@ inline constexpr const char* kTrainAdapter = "default";
 // with create_new_adapter) or creates a new adapter; resume_dir (a checkpoint dir, or "") then
 // supplies the adapter weights. Throws ConfigError naming the bad key or file.
 void prepare_finetuning(models::CausalLM& model, const TrainArgs& a, const std::string& resume_dir);
+
+// freeze tuning's rules from the args (freeze_trainable_layers / _modules, freeze_extra_modules,
+// use_llama_pro).
+models::FreezeConfig freeze_config(const TrainArgs& a);
 
 // OFT: a line saying which layers got another block size than oft_rank / oft_block_size asked
 // for (PEFT's adjust_oft_parameters, nn::oft_blocks, which PEFT logs as a warning); "" when none.

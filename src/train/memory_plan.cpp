@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "models/freeze.h"
 #include "nn/lora.h"
+#include "train/finetune.h"
 #include "train/optimizer.h"
 
 namespace unillm::train {
@@ -83,12 +84,7 @@ std::vector<bool> base_trainable(const std::vector<Group>& groups, const models:
   if (a.finetuning_type != "freeze") return t;
   std::vector<std::string> names;
   for (const auto& g : groups) names.insert(names.end(), g.names.begin(), g.names.end());
-  models::FreezeConfig fc;
-  fc.trainable_layers = a.freeze_trainable_layers;
-  fc.trainable_modules = a.freeze_trainable_modules;
-  fc.extra_modules = a.freeze_extra_modules;
-  fc.llama_pro = a.use_llama_pro;
-  const auto patterns = models::freeze_patterns(names, c.num_layers, fc);
+  const auto patterns = models::freeze_patterns(names, c.num_layers, freeze_config(a));
   for (size_t i = 0; i < groups.size(); ++i)
     t[i] = std::all_of(groups[i].names.begin(), groups[i].names.end(),
                        [&](const std::string& n) { return models::freeze_selects(patterns, n); });
@@ -485,7 +481,8 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     const int64_t stepping = p.weights + share + p.optimizer + p.reference + share + units;
     p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + stepping + stepping / 8);
   }
-  // Saving frozen weights and reloading the best checkpoint hold the whole frozen weights;
+  // Saving frozen weights into an adapter dir and reloading the best checkpoint hold the whole
+  // frozen weights; writing a model dir one of them whole, beside its gathered blocks;
   // evaluation and predict the blocks, one layer's whole (TpBlocks::PerLayer) and, while a
   // projection is gathered, its blocks from every process (the largest's), and every expert's
   // (ExpertShares::Whole). Neither holds training activations.
@@ -494,9 +491,10 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + held + held / 8);
   };
   if (tp_gathered + experts_gathered > 0 && in.frozen_gathered) gathered_phase(tp_gathered + experts_gathered);
+  const int64_t largest_gathered = tp_gathered > 0 ? ps.largest_frozen_split * in.frozen_weight_bytes : 0;
   if (tp_gathered + experts_gathered > 0 && in.frozen_evaluated)
-    gathered_phase((tp_gathered + n_layers - 1) / n_layers + (tp_gathered > 0 ? ps.largest_frozen_split * in.frozen_weight_bytes : 0) +
-                   experts_gathered);
+    gathered_phase((tp_gathered + n_layers - 1) / n_layers + largest_gathered + experts_gathered);
+  if (tp_gathered + experts_gathered > 0 && in.frozen_streamed) gathered_phase(2 * largest_gathered + experts_gathered);
   if (in.param_shards > 1) {
     // ZeRO-3: pieces of every unit plus the root unit (lm_head, final norm; the embedding too when
     // tied) and one layer or the untied embedding's unit gathered, with their gradient buffers;

@@ -143,6 +143,9 @@ struct MemoryPlanInputs {
   // expert's).
   bool frozen_gathered = true;
   bool frozen_evaluated = true;
+  // Saving writes them a weight at a time (TpBlocks::Streamed: a model dir): the largest whole,
+  // beside every process's blocks of it (and every expert's whole).
+  bool frozen_streamed = false;
   // The blocks (and expert_shares) are cut as the model is read (LoRA's base: Run::cut_on_load),
   // so loading never holds the whole of those weights, only one linear whole at a time.
   bool frozen_cut_on_load = false;

@@ -4,14 +4,15 @@
 // block of it in training, so each process keeps that block alone (nn::FusedLinear::hold_block),
 // cut for the group the model splits that layer over (models::CausalLM::split_linears). The
 // phases that read weights whole gather them: evaluation and predict one decoder layer at a time
-// around its forward (PerLayer), saving frozen weights and reloading the best checkpoint all of
-// them for their duration (Whole).
+// around its forward (PerLayer), writing a model dir one weight at a time (Streamed), writing
+// frozen weights into an adapter dir all of them for its duration (Whole).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "dist/process_group.h"
 #include "models/causal_lm.h"
 #include "nn/linear.h"
 
@@ -46,6 +47,29 @@ class TpBlocks {
     TpBlocks* b_;
     models::CausalLM& model_;
     models::CausalLM::LayerHooks before_;
+  };
+
+  // A model dir written by one process (Run::SaveScope), one blocked weight whole at a time: as
+  // the writer (rank 0 of `requests`, the tp axis's group) is about to write a tensor of one
+  // (read), it broadcasts that weight's index over `requests`, and every process of it gathers
+  // the weight (a collective over the weight's own group), letting the one before go. The others
+  // serve in the constructor until the writer's end (-1, from its destructor, also when its
+  // write failed). Not inside a Whole scope.
+  class Streamed {
+   public:
+    Streamed(TpBlocks* b, dist::ProcessGroup& requests, bool writer);
+    ~Streamed();
+    Streamed(const Streamed&) = delete;
+    Streamed& operator=(const Streamed&) = delete;
+    void read(const Tensor& t);
+
+   private:
+    void request(int64_t i);
+    void hold(int64_t i);
+    TpBlocks* b_;
+    dist::ProcessGroup& requests_;
+    bool writer_;
+    int64_t held_ = -1;
   };
 
   // Every blocked weight gathered whole (a collective over the group) for the scope; when it

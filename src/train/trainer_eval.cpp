@@ -380,6 +380,7 @@ void Run::load_best_at_end() {
   shards_.reset();
   arena_.reset();
   model_.reset();
+  reloading_best_ = true;  // read whole, not cut as read
   load(best);
   if (eval_enabled_) run_eval();  // the results then describe the weights written
 }

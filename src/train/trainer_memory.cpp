@@ -127,7 +127,8 @@ void Run::plan_memory_and_check(const std::string& from) {
   }
   // The phases that gather them (Run::SaveScope writes frozen weights unless checkpoint_is_trainable_only).
   const bool saves_frozen = !a_.adapter_tuning() || a_.pissa_convert || wants_resize(a_);
-  in.frozen_gathered = a_.load_best_model_at_end || saves_frozen;
+  in.frozen_gathered = a_.load_best_model_at_end || (saves_frozen && !streams_blocks_on_save());
+  in.frozen_streamed = saves_frozen && streams_blocks_on_save();
   in.frozen_evaluated = (a_.do_eval && eval_.num_rows() > 0) || a_.do_predict;
   if (a_.expert_degree > 1 && !a_.use_badam && in.param_shards == 1) {  // Run::holds_own_experts_only
     in.expert_shares = a_.expert_degree;

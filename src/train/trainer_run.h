@@ -74,6 +74,10 @@ class Run {
   // auto_find_batch_size: the batch size the memory plan fits (see trainer_memory.cpp).
   void rebuild_loader();
   bool checkpoint_is_trainable_only() const;
+  // Whether saving writes tensor parallelism's blocked weights a weight at a time
+  // (TpBlocks::Streamed: a model dir, with no ZeRO-2/3 units' own streaming beside) or gathers
+  // them all for its duration (TpBlocks::Whole).
+  bool streams_blocks_on_save() const { return !a_.adapter_tuning() && a_.zero_stage < 2; }
   // ZeRO-3 while the model is written (trainer_steps.cpp): on the writer, what save_trained's
   // before_read asks for; on the others, the same gathers, served from the constructor.
   class SaveScope {
@@ -85,6 +89,7 @@ class Run {
     std::optional<ParamShards::Whole> whole_;
     std::optional<ParamShards::Streamed> streamed_;
     std::optional<TpBlocks::Whole> blocks_;
+    std::optional<TpBlocks::Streamed> streamed_blocks_;
     std::optional<ExpertShares::Whole> experts_;
   };
   // enable_jit_checkpoint: every process agrees (one allreduce) whether any was asked to stop;
@@ -250,6 +255,8 @@ class Run {
   bool drops_experts_on_load(const std::string& from) const;
   void cut_on_load(models::LoadOptions& lo, bool blocks, bool experts);
   std::string blocks_read_whole_;  // why the model was read whole before being cut ("": cut as read)
+  // load_best_at_end's reload: the model is read whole (its blocks and expert shares are not made again).
+  bool reloading_best_ = false;
   // tensor_parallel_output's split of the lm_head: pt and sft's token loss, no pipeline stages,
   // and not a trained embedding tied to it without sequence parallelism (whose lookup gradient
   // each process computes whole).

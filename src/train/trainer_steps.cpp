@@ -341,7 +341,18 @@ void Run::maybe_eval_and_save() {
 Run::SaveScope::SaveScope(Run& run) {
   // Tensor parallelism's blocks of frozen weights and expert parallelism's others' experts, where
   // they are written (not an adapter's trainable-only dir).
-  if (run.tp_blocks_ && !run.checkpoint_is_trainable_only()) blocks_.emplace(run.tp_blocks_.get());
+  // A model dir (freeze tuning's) is written a weight at a time, its blocks gathered as it comes
+  // to them by the writer's tp group (the others are not asked); an adapter dir that holds
+  // frozen weights (PiSSA's conversion, a grown vocabulary) is not read through before_read.
+  if (run.tp_blocks_ && !run.checkpoint_is_trainable_only()) {
+    if (run.streams_blocks_on_save()) {
+      const dist::MeshCoord& c = run.model_mesh_->coord();
+      if (c.pp == 0 && c.dp == 0 && c.sharding == 0)  // world rank 0's
+        streamed_blocks_.emplace(run.tp_blocks_.get(), run.model_mesh_->tp(), run.writer());
+    } else {
+      blocks_.emplace(run.tp_blocks_.get());
+    }
+  }
   if (run.expert_shares_ && !run.checkpoint_is_trainable_only()) experts_.emplace(run.expert_shares_.get());
   ParamShards* s = run.shards_.get();
   if (!s) return;
@@ -352,6 +363,10 @@ Run::SaveScope::SaveScope(Run& run) {
 }
 
 io::BeforeRead Run::SaveScope::before_read() {
+  if (streamed_blocks_) {
+    TpBlocks::Streamed* st = &*streamed_blocks_;
+    return [st](const Tensor& t) { st->read(t); };
+  }
   if (!streamed_) return {};
   ParamShards::Streamed* st = &*streamed_;
   return [st](const Tensor& t) { st->read(t); };

@@ -18,6 +18,7 @@
 #include <memory>
 #include <set>
 
+#include "train/finetune.h"
 #include "train/trainer_run.h"
 
 namespace unillm::train::detail {
@@ -69,7 +70,8 @@ void Run::split_model(models::CausalLM& m) {
 }
 
 std::string Run::blocks_on_load_fallback(const std::string& from) const {
-  if (a_.finetuning_type != "lora") return "only LoRA's base is known to be frozen before the model is read";
+  if (a_.finetuning_type != "lora" && a_.finetuning_type != "freeze")
+    return "only LoRA's base and freeze tuning's frozen layers are known to be frozen before the model is read";
   if (a_.quantization_bit > 0) return "QLoRA quantises the base as it is read";
   if (a_.zero_stage >= 2) return "ZeRO-2 and 3 build their units from the whole weights";
   if (const std::string why = policy_whole_load_reason(from); !why.empty()) return why;
@@ -83,12 +85,14 @@ std::string Run::blocks_on_load_fallback(const std::string& from) const {
 }
 
 bool Run::cuts_blocks_on_load(const std::string& from) const {
-  return a_.do_train && model_mesh_ && (a_.tensor_degree > 1 || a_.context_degree > 1) && tp_blocks_fallback().empty() &&
+  return a_.do_train && !reloading_best_ && model_mesh_ && (a_.tensor_degree > 1 || a_.context_degree > 1) &&
+         tp_blocks_fallback().empty() &&
          blocks_on_load_fallback(from).empty();
 }
 
 bool Run::drops_experts_on_load(const std::string& from) const {
-  return a_.do_train && a_.expert_degree > 1 && holds_own_experts_only() && h_.dp && blocks_on_load_fallback(from).empty();
+  return a_.do_train && !reloading_best_ && a_.expert_degree > 1 && holds_own_experts_only() && h_.dp &&
+         blocks_on_load_fallback(from).empty();
 }
 
 void Run::cut_on_load(models::LoadOptions& lo, bool blocks, bool experts) {
@@ -100,11 +104,17 @@ void Run::cut_on_load(models::LoadOptions& lo, bool blocks, bool experts) {
   // from the data-parallel rank, as setup_expert_parallel cuts the groups).
   auto cut = std::make_shared<std::map<nn::FusedLinear*, nn::Collective*>>();  // nullptr: held as nothing
   lo.on_built = [this, cut, blocks, experts](models::CausalLM& m) {
+    // Freeze tuning's rules are names (models::freeze_decisions): its frozen weights are known
+    // before they are read, and only those are cut; LoRA's whole base is frozen.
+    std::set<const Tensor*> trains;
+    if (a_.finetuning_type == "freeze")
+      for (const models::FreezeDecision& d : models::freeze_decisions(m, freeze_config(a_)))
+        if (d.trainable) trains.insert(d.ref.tensor);
     if (blocks) {
       try {
         split_model(m);
         for (const models::CausalLM::SplitLinear& s : m.split_linears())
-          if (s.group && s.group->size() > 1) (*cut)[s.linear] = s.group;
+          if (s.group && s.group->size() > 1 && !trains.count(&s.linear->weight())) (*cut)[s.linear] = s.group;
       } catch (const ConfigError&) {
         // said, naming the keys, by setup_tensor_parallel
       }
@@ -114,7 +124,7 @@ void Run::cut_on_load(models::LoadOptions& lo, bool blocks, bool experts) {
     const int64_t ep = a_.expert_degree, n = m.config().num_experts;
     if (experts && n > 0 && n % ep == 0 && data.size() % ep == 0)  // (else refused by setup_expert_parallel)
       for (const auto& [l, runner] : ExpertShares::runners(m.module(), n, static_cast<int>(ep)))
-        if (runner != data.rank() % ep) (*cut)[l] = nullptr;
+        if (runner != data.rank() % ep && !trains.count(&l->weight())) (*cut)[l] = nullptr;
   };
   // Built without memory, each tensor given its storage's as it is read (a fused linear's whole),
   // so only the tensors read so far and kept, and the linear being read, ever hold any.
@@ -125,7 +135,8 @@ void Run::cut_on_load(models::LoadOptions& lo, bool blocks, bool experts) {
   lo.on_linear_loaded = [cut](nn::FusedLinear& l) {
     const auto it = cut->find(&l);
     if (it == cut->end()) return;
-    for (const nn::ParamRef& p : l.parameters()) p.tensor->set_requires_grad(false);  // LoRA's base (prepare_lora)
+    // LoRA's base (prepare_lora) or a frozen layer's (apply_freeze, which decides its bias too).
+    for (const nn::ParamRef& p : l.parameters()) p.tensor->set_requires_grad(false);
     if (it->second)
       l.hold_block(*it->second);
     else
@@ -176,7 +187,10 @@ std::string Run::held_weights() const {
     return UNILLM_MSG("every process holds the trainable weights whole and only its blocks of the ", tp_blocks_->layers(),
                       " frozen split weights: ", mib(tp_blocks_->kept_bytes()), " of ", mib(tp_blocks_->whole_bytes()),
                       " MiB (", blocks_read_whole_.empty() ? "cut as the model was read; " : "",
-                      "evaluation gathers them a layer at a time around its forward, saving whole for its duration",
+                      "evaluation gathers them a layer at a time around its forward, ",
+                      checkpoint_is_trainable_only() ? "saving an adapter reads none of them"
+                      : streams_blocks_on_save()     ? "saving a weight at a time"
+                                                     : "saving whole for its duration",
                       blocks_read_whole_.empty() ? "" : "; the model was read whole first: " + blocks_read_whole_, ")");
   const std::string why = tp_blocks_fallback();
   return "every process holds the whole model" + (why.empty() ? std::string() : " — " + why);

@@ -158,9 +158,10 @@ TEST(TensorParallel, BesideDataAndPipelineParallel) {
 
 // Frozen split weights held as blocks (train/tp_blocks.h): under freeze tuning (stories260K's first
 // three layers frozen) each process keeps only its blocks of their projections, and the run —
-// evaluations (which gather them a layer at a time), checkpoints, the best checkpoint reloaded and
-// the final model (which gather them whole) — is one process's. LoRA keeps blocks of its whole base (its runs are compared
-// with one process's in LoraWithDropoutAndQwenModels and by the PaddleNLP scripts).
+// evaluations (which gather them a layer at a time), checkpoints and the final model (written a
+// weight at a time), the best checkpoint reloaded (whole) — is one process's. LoRA keeps blocks
+// of its whole base (its runs are compared with one process's in LoraWithDropoutAndQwenModels and
+// by the PaddleNLP scripts; here with the best checkpoint reloaded).
 TEST(TensorParallel, FrozenSplitWeightsHeldAsBlocks) {
   const std::string dir = testing::temp_dir("tp_blocks");
   const std::string freeze = kSft + kShort +
@@ -178,10 +179,19 @@ TEST(TensorParallel, FrozenSplitWeightsHeldAsBlocks) {
   expect_runs_close(dir + "/one", dir + "/tp", "freeze tp2");
   expect_same_weights(dir + "/one", dir + "/tp");
   expect_same_weights(dir + "/one/checkpoint-4", dir + "/tp/checkpoint-4");
-  auto lora = train(2, kSft + kShort + " max_steps=1 save_strategy=no tensor_parallel_degree=2 output_dir=" + dir +
-                           "/lora");
-  ASSERT_EQ(lora.exit_code, 0) << lora.err;
-  EXPECT_NE(lora.err.find("only its blocks of the 20 frozen split weights"), std::string::npos) << lora.err;
+  // LoRA, its base cut as read, reloading the best checkpoint: the reload reads the model whole
+  // (its blocks are not made again), and the evaluation after it and the final adapter are one
+  // process's.
+  const std::string lora = kSft + kShort + " gradient_accumulation_steps=2 load_best_model_at_end=true "
+                                           "metric_for_best_model=eval_loss";
+  auto lone = train(1, lora + " output_dir=" + dir + "/lone");
+  ASSERT_EQ(lone.exit_code, 0) << lone.err;
+  auto ltp = train(2, lora + " tensor_parallel_degree=2 output_dir=" + dir + "/ltp");
+  ASSERT_EQ(ltp.exit_code, 0) << ltp.err;
+  EXPECT_NE(ltp.err.find("only its blocks of the 20 frozen split weights"), std::string::npos) << ltp.err;
+  EXPECT_NE(ltp.err.find("loading the best checkpoint"), std::string::npos) << ltp.err;
+  expect_runs_close(dir + "/lone", dir + "/ltp", "lora tp2, best checkpoint reloaded");
+  expect_same_weights(dir + "/lone", dir + "/ltp", "adapter_model.safetensors", 5e-5);
 }
 
 // The run's allocator peak (loading included) from its "memory: … allocator peak N MiB" line.
@@ -196,8 +206,8 @@ double allocator_peak_mib(const std::string& err) {
 // lm_head; micro-batches of 64 tokens), the run's allocator peak under tp 2, loading included,
 // stays well below the model's size (its blocks, one linear whole while it is cut, the step):
 // measured 43 MiB, where cutting after a whole load peaked at 74 and one process at 76. Freeze
-// tuning, which must read the model before it knows what is frozen, cuts after loading and peaks
-// above the whole model. The memory plan, which counts no whole-weight phase for a run that
+// tuning's frozen layers are cut as read too; where the model must be read whole first, the peak
+// is above the whole model. The memory plan, which counts no whole-weight phase for a run that
 // neither evaluates nor saves frozen weights, is within ±15% of the measured peak.
 // A random Llama whose weights are most of its memory: 4 layers of width 512 and MLP 2048, 64 MiB
 // of f32 projections, 66 MiB with the embedding and lm_head.
@@ -234,12 +244,38 @@ TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(tp.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << tp.err;
   EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << tp.err;
-  auto freeze = train(2, args + " finetuning_type=freeze freeze_trainable_layers=1 tensor_parallel_degree=2 output_dir=" +
-                             dir + "/freeze");
-  ASSERT_EQ(freeze.exit_code, 0) << freeze.err;
-  EXPECT_NE(freeze.err.find("the model was read whole first: only LoRA's base is known to be frozen"), std::string::npos)
-      << freeze.err;
-  EXPECT_GE(allocator_peak_mib(freeze.err), model_mib) << freeze.err;
+  // Freeze tuning's rules are names, so its frozen layers are cut as read too (here every
+  // projection: only the last layer's input norm trains), and its checkpoints, a model dir, are
+  // written a weight at a time (TpBlocks::Streamed): the peak, checkpoints included, stays below
+  // the model's (measured 50 MiB; 76 when the load and the saves held the whole model).
+  const std::string freeze = args + " finetuning_type=freeze freeze_trainable_layers=1 "
+                                    "freeze_trainable_modules=input_layernorm save_strategy=steps save_steps=1";
+  auto fone = train(1, freeze + " output_dir=" + dir + "/fone");
+  ASSERT_EQ(fone.exit_code, 0) << fone.err;
+  auto ftp = train(2, freeze + " tensor_parallel_degree=2 output_dir=" + dir + "/ftp");
+  ASSERT_EQ(ftp.exit_code, 0) << ftp.err;
+  EXPECT_NE(ftp.err.find("only its blocks of the 16 frozen split weights: 32.00 of 64.00 MiB (cut as the model was "
+                         "read; evaluation gathers them a layer at a time around its forward, saving a weight at a "
+                         "time)"),
+            std::string::npos)
+      << ftp.err;
+  expect_runs_close(dir + "/fone", dir + "/ftp", "freeze tp2, cut as read");
+  for (const std::string sub : {"/checkpoint-1/", "/"})
+    EXPECT_LE(testing::max_weight_diff(dir + "/fone" + sub + "model.safetensors", dir + "/ftp" + sub + "model.safetensors"),
+              testing::layout_tol(1e-5))
+        << sub;
+  EXPECT_LT(allocator_peak_mib(ftp.err), 0.85 * model_mib) << ftp.err;
+  ASSERT_TRUE(std::regex_search(ftp.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << ftp.err;
+  EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << ftp.err;
+  // Freeze tuning under bf16 casts its frozen matrices after loading, so it reads the model whole
+  // first: the line says why, and the load holds all of it.
+  auto whole = train(2, args + " finetuning_type=freeze freeze_trainable_layers=1 freeze_trainable_modules=input_layernorm "
+                               "bf16=true tensor_parallel_degree=2 output_dir=" + dir + "/whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_NE(whole.err.find("the model was read whole first: the frozen matrices are cast to bf16 after loading"),
+            std::string::npos)
+      << whole.err;
+  EXPECT_GE(allocator_peak_mib(whole.err), model_mib) << whole.err;
 }
 
 // Evaluation gathers the blocks one layer at a time around its forward (TpBlocks::PerLayer), so
