@@ -295,11 +295,8 @@ TEST(TensorParallel, EvaluationGathersTheBlocksALayerAtATime) {
   auto tp = train(2, args + " tensor_parallel_degree=2 output_dir=" + dir + "/tp");
   ASSERT_EQ(tp.exit_code, 0) << tp.err;
   expect_runs_close(dir + "/one", dir + "/tp", "lora tp2 with evaluations");
-  std::vector<double> acc_one, acc_tp;
-  for (const auto& j : testing::log_lines(dir + "/one"))
-    if (j.contains("eval_accuracy")) acc_one.push_back(j["eval_accuracy"].get<double>());
-  for (const auto& j : testing::log_lines(dir + "/tp"))
-    if (j.contains("eval_accuracy")) acc_tp.push_back(j["eval_accuracy"].get<double>());
+  const std::vector<double> acc_one = testing::logged_values(dir + "/one", "eval_accuracy");
+  const std::vector<double> acc_tp = testing::logged_values(dir + "/tp", "eval_accuracy");
   ASSERT_EQ(acc_one.size(), 3u);  // steps 0 (the yaml's eval_on_start), 1 and 2
   EXPECT_EQ(acc_one, acc_tp);
   // Gathering the whole model needs its 64 MiB of projections alone; a layer at a time holds the

@@ -26,6 +26,14 @@ inline std::vector<double> train_losses(const std::string& out) {
   return l;
 }
 
+// The value of `key` on every line that has it, in order (e.g. eval_accuracy).
+inline std::vector<double> logged_values(const std::string& out, const std::string& key) {
+  std::vector<double> v;
+  for (auto& line : log_lines(out))
+    if (line.contains(key)) v.push_back(line[key].get<double>());
+  return v;
+}
+
 // The training lines (those with a "loss") of a run's trainer_log.jsonl, whole.
 inline std::vector<nlohmann::json> train_lines(const std::string& out) {
   std::vector<nlohmann::json> l;

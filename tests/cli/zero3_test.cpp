@@ -185,11 +185,8 @@ TEST(Zero3, TokenAccuracyOfUnevenBatchesKeepsTheGathersInStep) {
   auto z3 = train(2, args + "/z3" + kZ3);
   ASSERT_EQ(z3.exit_code, 0) << z3.err;
   expect_runs_close(dir + "/one", dir + "/z3", "lora accuracy");
-  std::vector<double> acc_one, acc_z3;
-  for (const auto& j : testing::log_lines(dir + "/one"))
-    if (j.contains("eval_accuracy")) acc_one.push_back(j["eval_accuracy"].get<double>());
-  for (const auto& j : testing::log_lines(dir + "/z3"))
-    if (j.contains("eval_accuracy")) acc_z3.push_back(j["eval_accuracy"].get<double>());
+  const std::vector<double> acc_one = testing::logged_values(dir + "/one", "eval_accuracy");
+  const std::vector<double> acc_z3 = testing::logged_values(dir + "/z3", "eval_accuracy");
   ASSERT_EQ(acc_one.size(), 2u);  // at steps 0 (the yaml's eval_on_start) and 2
   EXPECT_EQ(acc_one, acc_z3);
 }
