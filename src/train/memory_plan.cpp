@@ -483,17 +483,20 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   }
   // Saving frozen weights into an adapter dir and reloading the best checkpoint hold the whole
   // frozen weights; writing a model dir one of them whole, beside its gathered blocks;
-  // evaluation and predict the blocks, one layer's whole (TpBlocks::PerLayer) and, while a
-  // projection is gathered, its blocks from every process (the largest's), and every expert's
-  // (ExpertShares::Whole). Neither holds training activations.
+  // evaluation and predict of whole forwards the blocks, one layer's whole (TpBlocks::PerLayer)
+  // and, while a projection is gathered, its blocks from every process (the largest's);
+  // evaluation of token accuracy every expert's (ExpertShares::Whole). Neither holds training
+  // activations.
   auto gathered_phase = [&](int64_t gathered) {
     const int64_t held = p.weights + gathered + p.gradients + p.optimizer + p.reference;
     p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + held + held / 8);
   };
   if (tp_gathered + experts_gathered > 0 && in.frozen_gathered) gathered_phase(tp_gathered + experts_gathered);
   const int64_t largest_gathered = tp_gathered > 0 ? ps.largest_frozen_split * in.frozen_weight_bytes : 0;
-  if (tp_gathered + experts_gathered > 0 && in.frozen_evaluated)
-    gathered_phase((tp_gathered + n_layers - 1) / n_layers + largest_gathered + experts_gathered);
+  const int64_t evaluated =
+      (in.frozen_evaluated && tp_gathered > 0 ? (tp_gathered + n_layers - 1) / n_layers + largest_gathered : 0) +
+      (in.experts_evaluated ? experts_gathered : 0);
+  if (evaluated > 0) gathered_phase(evaluated);
   if (tp_gathered + experts_gathered > 0 && in.frozen_streamed) gathered_phase(2 * largest_gathered + experts_gathered);
   if (in.param_shards > 1) {
     // ZeRO-3: pieces of every unit plus the root unit (lm_head, final norm; the embedding too when

@@ -139,10 +139,13 @@ struct MemoryPlanInputs {
   FrozenBlocks tp_frozen_blocks;
   // Whether a phase holds those weights whole (reloading the best checkpoint, saving frozen
   // weights); a LoRA run that only trains and saves its adapter never does. frozen_evaluated:
-  // evaluation or predict runs, which holds the blocks and one layer's weights whole (and every
-  // expert's).
+  // evaluation or predict runs whole forwards, which hold the blocks and one layer's weights
+  // whole; evaluation of split forwards (Run::evaluates_split) holds the blocks alone.
   bool frozen_gathered = true;
   bool frozen_evaluated = true;
+  // Expert parallelism's evaluation has every expert broadcast (token accuracy's inference
+  // forwards run them all); its loss runs expert-parallel forwards.
+  bool experts_evaluated = true;
   // Saving writes them a weight at a time (TpBlocks::Streamed: a model dir): the largest whole,
   // beside every process's blocks of it (and every expert's whole).
   bool frozen_streamed = false;

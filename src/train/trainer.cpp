@@ -349,23 +349,26 @@ void Run::prepare_stage(const std::string& from) {
   ctx.dp_size = dp_size();
   // A stage's per-round values (BCO's batch rewards) through one allgather: training rounds over
   // the data-parallel replicas (under tensor parallelism those of this tp rank, whose peers run
-  // the same micro-batch), evaluation rounds over every process (each evaluates alone).
+  // the same micro-batch), evaluation rounds over every process where each evaluates alone, and
+  // as training's where evaluation runs split forwards (evaluating_split_).
   auto exchange_over = [](dist::ProcessGroup& group) -> PrepareContext::Exchange {
     return [&group](std::optional<double> mine) {
-      std::vector<std::optional<double>> out;
+      PrepareContext::Round out;
+      out.mine = group.rank();
       for (const std::string& text : dist::allgather_strings(group, nlohmann::json(mine ? nlohmann::json(*mine) : nlohmann::json()).dump())) {
         const nlohmann::json v = nlohmann::json::parse(text);
-        out.push_back(v.is_null() ? std::nullopt : std::optional<double>(v.get<double>()));
+        out.values.push_back(v.is_null() ? std::nullopt : std::optional<double>(v.get<double>()));
       }
       return out;
     };
   };
   if (shards_ && !shards_->keeps_whole() && !shards_->by_owner()) ctx.shard_frozen_over = shard_groups(true).first;  // (ZeRO-2: whole)
   if (world_size() > 1) {
-    ctx.eval_rank = world_rank();
-    ctx.eval_exchange = exchange_over(*h_.dp);
-    ctx.rank = dp_rank();
-    if (dp_size() > 1) ctx.exchange = exchange_over(model_mesh_ ? model_mesh_->dp() : *h_.dp);
+    dist::ProcessGroup& replicas = model_mesh_ ? model_mesh_->dp() : *h_.dp;
+    ctx.eval_exchange = [this, whole = exchange_over(*h_.dp), split = exchange_over(replicas)](std::optional<double> v) {
+      return evaluating_split_ ? split(v) : whole(v);
+    };
+    if (dp_size() > 1) ctx.exchange = exchange_over(replicas);
   }
   stage_->prepare(*model_, ctx);
 }

@@ -141,12 +141,25 @@ void token_accuracy_stand_ins(models::CausalLM& model, int64_t forwards) {
   }
 }
 
+bool Run::evaluates_split(bool accuracy) const {
+  return a_.tensor_degree > 1 && a_.context_degree <= 1 && a_.pipeline_degree <= 1 && a_.expert_degree <= 1 &&
+         !accuracy;
+}
+
+bool Run::evaluates_accuracy() const { return stage_->token_loss() && best_metric_target().first == "accuracy"; }
+
 // Several processes split the batches (batch i on process i mod dp); the parts come back to every
-// process and are added in batch order, so the result is one process's bit for bit.
+// process and are added in batch order, so the result is one process's bit for bit. Under tensor
+// parallelism (evaluates_split) the processes of a tp group evaluate the same batches with
+// training's split forwards, each multiplying its blocks, and the replicas split the batches; the
+// loss is then one process's within the rounding of the split sums.
 EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_t first, int64_t end) {
   autograd::NoGradGuard no_grad;
-  // Tensor parallelism is for training: every process holds the whole model, so each evaluates
-  // its batches alone (no tp peer computes the same batch).
+  const bool split = evaluates_split(accuracy) && model_->tensor_parallel();
+  // Otherwise every process evaluates its batches alone with whole forwards (no tp peer computes
+  // the same batch): the model's split switched off for the evaluation, and tensor parallelism's
+  // blocks gathered a layer at a time around each forward (token accuracy's forwards are
+  // inference's, which never split).
   struct WholeLayers {
     models::CausalLM& m;
     nn::Collective* tp;
@@ -155,7 +168,13 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
     ~WholeLayers() { m.set_tensor_parallel(tp, sp, vp, ap, mlp); }
   } whole{*model_, model_->tensor_parallel(), model_->sequence_parallel(), model_->vocab_parallel(),
           model_->attention_only_parallel(), model_->mlp_tensor_parallel()};
-  model_->set_tensor_parallel(nullptr);
+  if (!split) model_->set_tensor_parallel(nullptr);
+  evaluating_split_ = split;  // (a stage's evaluation rounds are the tp groups')
+  struct Splitting {
+    bool& flag;
+    ~Splitting() { flag = false; }
+  } splitting{evaluating_split_};
+  const TpBlocks::PerLayer blocks(split ? nullptr : tp_blocks_.get(), *model_);
   data::LoaderOptions eo = loader_opts_;
   eo.batch_size = a_.per_device_eval_batch_size;
   const int64_t examples = end < 0 ? ds.num_rows() / ds.group : end;
@@ -167,14 +186,19 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
     const int64_t e = first + i * eo.batch_size;
     return data::make_batch(ds, data::group_rows(ds, e, std::min(examples - e, eo.batch_size)), eo);
   };
+  // The evaluating replicas: every process, or under split forwards each tp group (the mesh's
+  // fastest axis, so a group's processes are consecutive ranks).
+  const int64_t T = split ? model_->tensor_parallel()->size() : 1;
+  const int64_t W = world_size() / T, me = world_rank() / T;
+  UNILLM_CHECK(!split || world_rank() % T == tp_rank(), "[train] tensor parallelism's group is not the mesh's fastest axis");
   // Under ZeRO-3 (ZeRO-2's units hold their parameters whole: their gathers communicate nothing),
-  // tensor parallelism's blocks (TpBlocks::PerLayer) and expert parallelism every forward
-  // communicates, so every process runs as many as the others: token accuracy's forwards (one
-  // per sequence and chunk) are topped up to the round's most, which every process counts from
-  // the batches (all of them are known to each).
-  const bool gathers = (shards_ && !shards_->keeps_whole()) || tp_blocks_;
-  const bool lockstep = world_size() > 1 && (gathers || expert_parallel());
-  const int64_t W = world_size();
+  // tensor parallelism's blocks gathered per layer (TpBlocks::PerLayer) and expert parallelism
+  // every forward communicates, so every replica runs as many as the others: token accuracy's
+  // forwards (one per sequence and chunk) are topped up to the round's most, which every process
+  // counts from the batches (all of them are known to each). A tp group's split forwards
+  // communicate within the group, whose processes run the same batches.
+  const bool gathers = (shards_ && !shards_->keeps_whole()) || (tp_blocks_ && !split);
+  const bool lockstep = W > 1 && (gathers || expert_parallel());
   std::vector<int64_t> round_forwards;  // round r: batches r·W … r·W + W − 1
   if (lockstep && accuracy) {
     round_forwards.assign(static_cast<size_t>((batches + W - 1) / W), 0);
@@ -183,7 +207,7 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
       m = std::max(m, token_accuracy_forwards(model_->config(), batch(i)));
     }
   }
-  for (int64_t i = world_rank(); i < batches; i += W) {
+  for (int64_t i = me; i < batches; i += W) {
     data::Batch b = batch(i);
     parts[static_cast<size_t>(i)] = stage_->eval_batch(*model_, b);
     if (!accuracy) continue;
@@ -192,10 +216,10 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
       token_accuracy_stand_ins(*model_, round_forwards[static_cast<size_t>(i / W)] -
                                             token_accuracy_forwards(model_->config(), b));
   }
-  // A process with one batch fewer sits the last round out (a stage exchanging per round takes
+  // A replica with one batch fewer sits the last round out (a stage exchanging per round takes
   // part). Where forwards communicate it evaluates the first batch again as a stand-in instead,
   // its result dropped, and runs the round's accuracy forwards as stand-ins.
-  if (W > 1 && world_rank() >= batches % W && batches % W != 0) {
+  if (W > 1 && me >= batches % W && batches % W != 0) {
     if (lockstep) {
       data::Batch b = batch(0);
       stage_->eval_batch(*model_, b, /*stand_in=*/true);
@@ -204,7 +228,9 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
       stage_->idle_round(/*evaluation=*/true);
     }
   }
-  if (world_size() > 1) gather_eval_parts(parts, acc);
+  // Split forwards: the parts of the processes that count the loss (a group's first, or under
+  // sequence parallelism each, for its tokens).
+  if (world_size() > 1) gather_eval_parts(parts, acc, me, W, !split || counts_loss());
   double loss_sum = 0;
   int64_t items = 0, right = 0, scored = 0;
   std::vector<std::tuple<std::string, double, int64_t>> metrics;
@@ -235,10 +261,13 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
   return res;
 }
 
-// Every process's evaluated batches to every process (doubles as JSON round-trip exactly).
-void Run::gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc) {
+// Every process's evaluated batches (first, first + stride, …) to every process (doubles as JSON
+// round-trip exactly). Parts of one batch from several processes (sequence parallelism's shares
+// of its tokens) are added in rank order.
+void Run::gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc,
+                            int64_t first, int64_t stride, bool contributes) {
   nlohmann::json mine = nlohmann::json::array();
-  for (size_t i = static_cast<size_t>(world_rank()); i < parts.size(); i += static_cast<size_t>(world_size())) {
+  for (size_t i = static_cast<size_t>(first); contributes && i < parts.size(); i += static_cast<size_t>(stride)) {
     if (!std::isfinite(parts[i].loss_sum))  // JSON has no NaN; the error ends every process
       UNILLM_THROW(NumericError, "[train] evaluation after step ", state_.global_step, ": the eval loss of batch ", i,
                    " is ", std::isnan(parts[i].loss_sum) ? "NaN" : "inf",
@@ -248,6 +277,9 @@ void Run::gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<
     for (const auto& x : parts[i].sums) s.push_back({x.name, x.sum, x.count});
     mine.push_back({i, parts[i].loss_sum, parts[i].count, m, s, acc[i].first, acc[i].second});
   }
+  std::vector<EvalPart> all(parts.size());
+  std::vector<std::pair<int64_t, int64_t>> all_acc(acc.size(), {0, 0});
+  std::vector<bool> seen(parts.size(), false);
   for (const std::string& text : dist::allgather_strings(*h_.dp, mine.dump())) {
     for (const auto& e : nlohmann::json::parse(text)) {
       const auto i = e[0].get<size_t>();
@@ -256,10 +288,23 @@ void Run::gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<
       p.count = e[2].get<int64_t>();
       for (const auto& m : e[3]) p.metrics.emplace_back(m[0].get<std::string>(), m[1].get<double>());
       for (const auto& x : e[4]) p.sums.push_back({x[0].get<std::string>(), x[1].get<double>(), x[2].get<double>()});
-      parts[i] = std::move(p);
-      acc[i] = {e[5].get<int64_t>(), e[6].get<int64_t>()};
+      const std::pair<int64_t, int64_t> a{e[5].get<int64_t>(), e[6].get<int64_t>()};
+      if (seen[i]) {  // another share of the batch's tokens: only the token loss is split so
+        UNILLM_CHECK(p.metrics.empty() && p.sums.empty() && all[i].metrics.empty() && all[i].sums.empty(),
+                     "[train] evaluation batch ", i, " has a stage's metrics from several processes");
+        all[i].loss_sum += p.loss_sum;
+        all[i].count += p.count;
+        all_acc[i].first += a.first;
+        all_acc[i].second += a.second;
+        continue;
+      }
+      seen[i] = true;
+      all[i] = std::move(p);
+      all_acc[i] = a;
     }
   }
+  parts = std::move(all);
+  acc = std::move(all_acc);
 }
 
 nlohmann::json Run::eval_keys(const std::string& prefix, const EvalResult& r) const {
@@ -292,11 +337,11 @@ void Run::log_eval(const std::string& prefix, const EvalResult& r, double runtim
 void Run::run_eval() {
   // ZeRO-3: the root unit for the evaluation, each layer gathered around its forward.
   const ParamShards::Root root(shards_.get());
-  // Tensor parallelism's blocks: evaluation runs whole, each layer gathered around its forward.
-  const TpBlocks::PerLayer blocks(tp_blocks_.get(), *model_);
-  const ExpertShares::Whole experts(expert_shares_.get());  // (its token accuracy runs every expert)
   // Token accuracy (pt/sft) runs when it decides the best checkpoint; a stage may report its own.
-  const bool accuracy = stage_->token_loss() && best_metric_target().first == "accuracy";
+  const bool accuracy = evaluates_accuracy();
+  // Expert parallelism: the loss's forwards are training's, each process's experts serving the
+  // group's tokens; token accuracy's are inference's, which run every expert here.
+  const ExpertShares::Whole experts(accuracy ? expert_shares_.get() : nullptr);
   if (eval_splits_.empty()) {
     const auto t0 = Clock::now();
     last_eval_ = evaluate(eval_, accuracy);

@@ -129,7 +129,10 @@ void Run::plan_memory_and_check(const std::string& from) {
   const bool saves_frozen = !a_.adapter_tuning() || a_.pissa_convert || wants_resize(a_);
   in.frozen_gathered = a_.load_best_model_at_end || (saves_frozen && !streams_blocks_on_save());
   in.frozen_streamed = saves_frozen && streams_blocks_on_save();
-  in.frozen_evaluated = (a_.do_eval && eval_.num_rows() > 0) || a_.do_predict;
+  // Evaluation and predict gather them a layer at a time unless they run split forwards.
+  in.frozen_evaluated = (a_.do_eval && eval_.num_rows() > 0 && !evaluates_split(evaluates_accuracy())) ||
+                        (loss_predict() && !evaluates_split(false));
+  in.experts_evaluated = a_.do_eval && eval_.num_rows() > 0 && evaluates_accuracy();
   if (a_.expert_degree > 1 && !a_.use_badam && in.param_shards == 1) {  // Run::holds_own_experts_only
     in.expert_shares = a_.expert_degree;
     in.frozen_cut_on_load = in.frozen_cut_on_load || drops_experts_on_load(from);

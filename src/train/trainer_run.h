@@ -158,7 +158,8 @@ class Run {
   // Whether this process's sharding group is the checkpoint writer's (the one that serves its
   // ZeRO-3 gathers and sends its optimizer state; the other groups hold the same parts).
   bool in_writer_group() const { return !shard_replicas_ || shard_replicas_->rank() == 0; }
-  void gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc);
+  void gather_eval_parts(std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc,
+                         int64_t first, int64_t stride, bool contributes);
   bool writer() const { return world_rank() == 0; }
   // Pipeline and tensor parallelism (trainer_pipeline.cpp): the mesh (collective, before anything
   // is loaded), the pipeline once the model is, and a step's micro-batches through it.
@@ -174,6 +175,14 @@ class Run {
   [[noreturn]] void stop_non_finite(const std::string& what, double value) const;
   // Throws NumericError when the trainable weights hold NaN/inf; dir: what would be written.
   void check_weights_finite(const std::string& dir) const;
+  // Whether evaluation (and do_predict's loss) runs training's split forwards, a tp group's
+  // processes evaluating the same batches together: under tensor parallelism without context,
+  // pipeline or expert parallelism, where token accuracy (inference forwards, never split) is not
+  // asked for; elsewhere each process runs whole forwards, tensor parallelism's blocks gathered a
+  // layer at a time (TpBlocks::PerLayer).
+  bool evaluates_split(bool accuracy) const;
+  // Whether the evaluation computes token accuracy (it decides the best checkpoint).
+  bool evaluates_accuracy() const;
   // The examples [first, end) of ds (end -1: to the last).
   EvalResult evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_t first = 0, int64_t end = -1);
   // An evaluation's figures as logged and written: PREFIX_loss (_perplexity, _accuracy, the
@@ -200,6 +209,7 @@ class Run {
   TrainResult evaluate_only();
   EvalResult last_eval_{-1, -1, {}};
   int64_t last_eval_step_ = -1;
+  bool evaluating_split_ = false;  // inside an evaluation of split forwards (evaluate)
   bool stop_early_ = false;  // HF's EarlyStoppingCallback ran out of patience (run_eval)
   // The last evaluation's metric_for_best_model, if it had one.
   std::optional<double> eval_metric();

@@ -451,8 +451,6 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   check_weights_finite(a_.output_dir);
   if (loss_predict()) {
     const ParamShards::Root root(shards_.get());  // ZeRO-3: predict gathers as evaluation does
-    const TpBlocks::PerLayer blocks(tp_blocks_.get(), *model_);
-    const ExpertShares::Whole experts(expert_shares_.get());
     predict();
   }
   state_.rng = rng_.state();

@@ -187,7 +187,8 @@ std::string Run::held_weights() const {
     return UNILLM_MSG("every process holds the trainable weights whole and only its blocks of the ", tp_blocks_->layers(),
                       " frozen split weights: ", mib(tp_blocks_->kept_bytes()), " of ", mib(tp_blocks_->whole_bytes()),
                       " MiB (", blocks_read_whole_.empty() ? "cut as the model was read; " : "",
-                      "evaluation gathers them a layer at a time around its forward, ",
+                      evaluates_split(evaluates_accuracy()) ? "evaluation runs split forwards as training does, "
+                                                            : "evaluation gathers them a layer at a time around its forward, ",
                       checkpoint_is_trainable_only() ? "saving an adapter reads none of them"
                       : streams_blocks_on_save()     ? "saving a weight at a time"
                                                      : "saving whole for its duration",
@@ -313,8 +314,9 @@ void Run::setup_expert_parallel() {
                  expert_shares_ ? UNILLM_MSG("only its own experts' frozen weights: ", mib(expert_shares_->kept_bytes()),
                                              " of ", mib(expert_shares_->whole_bytes()), " MiB (",
                                              blocks_read_whole_.empty() ? "the others' let go as the model was read; " : "",
-                                             "evaluation and saving have the others broadcast by their runners for "
-                                             "their duration)")
+                                             evaluates_accuracy() ? "evaluation (its token accuracy) and saving have"
+                                                                  : "evaluation runs expert-parallel forwards; saving has",
+                                             " the others broadcast by their runners for their duration)")
                                 : std::string("every expert's weights")));
 }
 

@@ -255,8 +255,7 @@ TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
   auto ftp = train(2, freeze + " tensor_parallel_degree=2 output_dir=" + dir + "/ftp");
   ASSERT_EQ(ftp.exit_code, 0) << ftp.err;
   EXPECT_NE(ftp.err.find("only its blocks of the 16 frozen split weights: 32.00 of 64.00 MiB (cut as the model was "
-                         "read; evaluation gathers them a layer at a time around its forward, saving a weight at a "
-                         "time)"),
+                         "read; evaluation runs split forwards as training does, saving a weight at a time)"),
             std::string::npos)
       << ftp.err;
   expect_runs_close(dir + "/fone", dir + "/ftp", "freeze tp2, cut as read");
@@ -369,8 +368,8 @@ TEST(TensorParallel, PreferenceStages) {
            {"dpo_full", "examples/train_lora/stories260K_lora_dpo.yaml finetuning_type=full", 5e-5},
            {"dpo_lora", "examples/train_lora/stories260K_lora_dpo.yaml", 5e-5},
            {"kto_lora", "examples/train_lora/stories260K_lora_kto.yaml", 1e-5},
-           // BCO's running baseline: tp peers apply the same rewards; evaluation rounds (every
-           // process alone) exchange them over both processes.
+           // BCO's running baseline: tp peers apply the same rewards, in training and in
+           // evaluation, whose split forwards run the same batches on both processes.
            {"dpo_bco", "examples/train_lora/stories260K_lora_dpo.yaml pref_bco_weight=0.5 val_size=0.25"
                        " eval_strategy=steps eval_steps=2 per_device_eval_batch_size=2", 5e-5}}) {
     // DPO's gradient is a sigmoid of differences of sequence log-probability sums: the row-parallel

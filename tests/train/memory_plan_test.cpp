@@ -394,7 +394,23 @@ TEST(MemoryPlan, MixtureOfExpertsCountsTheModelsParameters) {
   in.params = lora;
   const MemoryPlan all = plan_memory(in);
   in.expert_shares = 2;
-  EXPECT_EQ(plan_memory(in).weights, all.weights - 2 * 4 * (96 + 48) * 4 / 2);
+  const MemoryPlan shared = plan_memory(in);
+  EXPECT_EQ(shared.weights, all.weights - 2 * 4 * (96 + 48) * 4 / 2);
+  // Only token accuracy's evaluation has every expert broadcast (ExpertShares::Whole): the others'
+  // half beside the state. Its loss runs expert-parallel forwards, which hold none of them. (Wide
+  // experts and one token, so that the experts outweigh the steps' working memory.)
+  models::ModelConfig wide = c;
+  wide.moe_intermediate_size = 4096;
+  in.model = wide;
+  in.params = summarize_params(wide, a);
+  in.rows = in.seq_len = 1;
+  in.frozen_gathered = in.frozen_streamed = false;
+  const MemoryPlan accuracy = plan_memory(in);
+  const int64_t others = in.params.frozen_experts * 4 / 2;
+  const int64_t held = accuracy.weights + others + accuracy.gradients + accuracy.optimizer;
+  EXPECT_GE(accuracy.train_peak, accuracy.baseline + accuracy.runtime + held + held / 8);
+  in.experts_evaluated = false;
+  EXPECT_LT(plan_memory(in).train_peak, accuracy.train_peak);
 }
 
 TEST(MemoryPlan, FreezeLastLayerKeepsNothingBelowIt) {

@@ -78,9 +78,7 @@ class DpoStage : public Stage {
     if (pref_loss_uses_reference(cfg_.loss)) ref_ = make_reference(kind_, a_, model, ctx);
     if (pref_loss_uses_bco(cfg_) && !ctx.resume_dir.empty()) load_bco(ctx.resume_dir);
     exchange_ = ctx.exchange;
-    rank_ = ctx.rank;
     eval_exchange_ = ctx.eval_exchange;
-    eval_rank_ = ctx.eval_rank;
   }
 
   void save_extra(const std::string& dir, bool checkpoint) const override {
@@ -198,12 +196,11 @@ class DpoStage : public Stage {
       in.bco_delta = bco_.mean;
       return;
     }
-    const std::vector<std::optional<double>> round = exchange(stand_in ? std::nullopt : std::optional<double>(mine));
-    const int64_t me = evaluation ? eval_rank_ : rank_;
-    for (size_t r = 0; r < round.size(); ++r) {
-      if (!round[r]) continue;
-      bco_.update(*round[r]);
-      if (static_cast<int64_t>(r) == me) in.bco_delta = bco_.mean;
+    const PrepareContext::Round round = exchange(stand_in ? std::nullopt : std::optional<double>(mine));
+    for (size_t r = 0; r < round.values.size(); ++r) {
+      if (!round.values[r]) continue;
+      bco_.update(*round.values[r]);
+      if (static_cast<int64_t>(r) == round.mine) in.bco_delta = bco_.mean;
     }
     if (stand_in) in.bco_delta = bco_.mean;  // (its result is dropped)
   }
@@ -211,7 +208,7 @@ class DpoStage : public Stage {
   void idle_round(bool evaluation) override {
     const auto& exchange = evaluation ? eval_exchange_ : exchange_;
     if (!pref_loss_uses_bco(cfg_) || !exchange) return;
-    for (const auto& v : exchange(std::nullopt))
+    for (const auto& v : exchange(std::nullopt).values)
       if (v) bco_.update(*v);
   }
 
@@ -341,8 +338,6 @@ class DpoStage : public Stage {
   std::unique_ptr<Reference> ref_;
   BcoRunning bco_;
   PrepareContext::Exchange exchange_, eval_exchange_;
-  int64_t eval_rank_ = 0;
-  int64_t rank_ = 0;  // this process's place in the exchange's rank order
   int64_t rows_ = 0;  // train + eval rows (a precomputed table's size)
   std::unique_ptr<data::ChatTemplate> template_;
   bool v1_ = false;  // a LLaMA-Factory v1 config (`stage=dpo`)

@@ -101,22 +101,26 @@ struct PrepareContext {
   const data::TokenizedDataset* eval = nullptr;
   data::LoaderOptions loader;  // pad id (and batch size) of the run's batches
   std::function<void(const std::string&)> say;
-  // Data parallelism: one value from every process of the group, in rank order (a process
-  // without a micro-batch in this round gives none); null with one process. Rounds are the
-  // micro-batches that the data-parallel replicas run side by side, rank r holding the round's
-  // r-th of the group, so rank order is the order one process would run them in (under tensor
-  // parallelism the group is the replicas of this tp rank: tp peers run the same micro-batch).
-  using Exchange = std::function<std::vector<std::optional<double>>(std::optional<double>)>;
+  // Data parallelism: one value from every replica, in rank order (a replica without a
+  // micro-batch in this round gives none), and this process's place in that order (its
+  // replica's); null with one process. Rounds are the micro-batches that the data-parallel
+  // replicas run side by side, replica r holding the round's r-th, so rank order is the order one
+  // process would run them in (under tensor parallelism a replica is a tp group, whose processes
+  // run the same micro-batch: each gets the group's value once).
+  struct Round {
+    std::vector<std::optional<double>> values;
+    int64_t mine = 0;
+  };
+  using Exchange = std::function<Round(std::optional<double>)>;
   // ZeRO-3: a frozen model the stage loads (a reference copy) is sharded over these processes as
   // the policy is (train/param_shards.h). Null: it stays whole.
   dist::ProcessGroup* shard_frozen_over = nullptr;
   Exchange exchange;
-  int64_t rank = 0;  // this process's place in the exchange's rank order
   int64_t dp_size = 1;  // the data-parallel replicas (a step's group is their micro-batches)
-  // The same over evaluation rounds, which every process runs alone with the whole model (so
-  // the group is every process, even under tensor parallelism).
+  // The same over evaluation rounds, whose replicas are every process where each evaluates alone
+  // with whole forwards, and the tp groups where evaluation runs split forwards
+  // (Run::evaluates_split).
   Exchange eval_exchange;
-  int64_t eval_rank = 0;
 };
 
 class Stage {
