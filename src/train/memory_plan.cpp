@@ -530,10 +530,12 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + saving + saving / 8);
   }
   // Loading builds the base model (f32, or frozen_weight_bytes; freeze under mixed precision
-  // builds f32 first) while one tensor's file pages are resident; the arena then holds the old
-  // and the packed copy of the trainable tensors plus the gradients.
+  // builds f32 first, but casts a frozen split weight it cuts as it reads it) while one tensor's
+  // file pages are resident; the arena then holds the old and the packed copy of the trainable
+  // tensors plus the gradients.
   const int64_t frozen_bytes = in.frozen_loaded_f32 ? 4 : in.frozen_weight_bytes;
-  const int64_t built = (ps.base - ps.frozen) * 4 + ps.frozen * frozen_bytes -
+  const int64_t cast_as_read = in.frozen_cut_on_load && in.frozen_loaded_f32 ? ps.frozen_split * (4 - in.frozen_weight_bytes) : 0;
+  const int64_t built = (ps.base - ps.frozen) * 4 + ps.frozen * frozen_bytes - cast_as_read -
                         (in.frozen_cut_on_load ? tp_gathered + experts_gathered - in.largest_tensor_bytes : 0);  // (a linear whole as it is cut)
   // (ZeRO-3's arena has no whole gradient buffer: its gradients live in its units; ZeRO-2's units
   // add the shard's pieces and their gradients.)

@@ -148,7 +148,9 @@ class Run {
   // Why a ZeRO-3 policy is loaded whole on every process and then sharded ("" when it loads
   // straight into its shards, one layer whole at a time: ParamShards::begin_load): something
   // reads or rewrites whole weights between loading and sharding.
-  std::string policy_whole_load_reason(const std::string& from) const;
+  // casts_as_read: the load casts each frozen linear it cuts to the mixed-precision dtype as it
+  // reads it (cut_on_load), so that cast is no reason.
+  std::string policy_whole_load_reason(const std::string& from, bool casts_as_read = false) const;
   int64_t sharding_degree() const { return model_mesh_ && a_.sharding_degree > 1 ? -1 : a_.sharding_degree; }
   // ZeRO's sharding group and the group of the ranks holding this rank's part in the other
   // sharding groups (null when one group spans every process): sharding_degree() below the

@@ -18,6 +18,7 @@
 #include <memory>
 #include <set>
 
+#include "ops/cast.h"
 #include "train/finetune.h"
 #include "train/trainer_run.h"
 
@@ -74,7 +75,7 @@ std::string Run::blocks_on_load_fallback(const std::string& from) const {
     return "only LoRA's base and freeze tuning's frozen layers are known to be frozen before the model is read";
   if (a_.quantization_bit > 0) return "QLoRA quantises the base as it is read";
   if (a_.zero_stage >= 2) return "ZeRO-2 and 3 build their units from the whole weights";
-  if (const std::string why = policy_whole_load_reason(from); !why.empty()) return why;
+  if (const std::string why = policy_whole_load_reason(from, /*casts_as_read=*/true); !why.empty()) return why;
   if (a_.use_dora) return "DoRA's magnitudes read the whole base weights";
   if (a_.use_llama_pro) return "LLaMA-Pro copies base layers";
   if (!a_.mixture_of_depths.empty()) return "mixture_of_depths";
@@ -132,11 +133,19 @@ void Run::cut_on_load(models::LoadOptions& lo, bool blocks, bool experts) {
   lo.before_copy = [](const Tensor& t) {
     if (!t.storage()->holds_memory()) t.storage()->refill();
   };
-  lo.on_linear_loaded = [cut](nn::FusedLinear& l) {
+  // Freeze tuning under mixed precision reads f32 and casts the frozen matrices after loading
+  // (cast_frozen_matrices); a linear cut here is cast first, as its block would be after (LoRA's
+  // base is read in that dtype already).
+  const DType low = a_.adapter_tuning() ? DType::f32 : low_precision_dtype(a_);
+  lo.on_linear_loaded = [cut, low](nn::FusedLinear& l) {
     const auto it = cut->find(&l);
     if (it == cut->end()) return;
     // LoRA's base (prepare_lora) or a frozen layer's (apply_freeze, which decides its bias too).
-    for (const nn::ParamRef& p : l.parameters()) p.tensor->set_requires_grad(false);
+    for (const nn::ParamRef& p : l.parameters()) {
+      p.tensor->set_requires_grad(false);
+      if (it->second && low != DType::f32 && p.tensor->ndim() >= 2 && p.tensor->dtype() == DType::f32)
+        *p.tensor = ops::cast(*p.tensor, low);
+    }
     if (it->second)
       l.hold_block(*it->second);
     else

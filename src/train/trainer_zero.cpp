@@ -43,14 +43,15 @@ bool Run::stages_own_layers() const {
   return own_layers_fallback().empty();
 }
 
-std::string Run::policy_whole_load_reason(const std::string& from) const {
+std::string Run::policy_whole_load_reason(const std::string& from, bool casts_as_read) const {
   const bool lora = a_.adapter_tuning();
   if (a_.train_from_scratch && (from.empty() || lora)) return "train_from_scratch initialises every weight";
   if (wants_resize(a_) && (from.empty() || lora)) return "resize_vocab grows the embedding from its rows' mean";
   if (lora && a_.pissa_init) return "PiSSA initialises the adapter from the base weights";
   if (lora && a_.adapter_name_or_path.size() > (a_.create_new_adapter ? 0U : 1U))
     return "adapter_name_or_path's adapters are merged into the base";
-  if (low_precision_dtype(a_) != DType::f32 && !lora && (a_.finetuning_type == "freeze" || a_.use_badam))
+  if (low_precision_dtype(a_) != DType::f32 && !lora && (a_.finetuning_type == "freeze" || a_.use_badam) &&
+      !casts_as_read)
     return "the frozen matrices are cast to " + std::string(dtype_name(low_precision_dtype(a_))) + " after loading";
   if (models::read_inference_plan(from.empty() || lora ? model_dir_ : from)) return "an inference bundle";
   return "";

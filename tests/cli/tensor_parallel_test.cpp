@@ -266,32 +266,64 @@ TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
   EXPECT_LT(allocator_peak_mib(ftp.err), 0.85 * model_mib) << ftp.err;
   ASSERT_TRUE(std::regex_search(ftp.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << ftp.err;
   EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << ftp.err;
-  // Freeze tuning under bf16 casts its frozen matrices after loading, so it reads the model whole
-  // first: the line says why, and the load holds all of it.
-  auto whole = train(2, args + " finetuning_type=freeze freeze_trainable_layers=1 freeze_trainable_modules=input_layernorm "
-                               "bf16=true tensor_parallel_degree=2 output_dir=" + dir + "/whole");
+  // Under bf16 freeze tuning keeps its frozen matrices in bf16: a linear cut as read is cast
+  // first, so each process holds half the blocks' bytes (16 of 32 MiB) and the load never holds
+  // the whole model; the run is one process's bf16 run.
+  const std::string bf16 = args + " finetuning_type=freeze freeze_trainable_layers=1 "
+                                  "freeze_trainable_modules=input_layernorm bf16=true";
+  auto bone = train(1, bf16 + " output_dir=" + dir + "/bone");
+  ASSERT_EQ(bone.exit_code, 0) << bone.err;
+  auto btp = train(2, bf16 + " tensor_parallel_degree=2 output_dir=" + dir + "/btp");
+  ASSERT_EQ(btp.exit_code, 0) << btp.err;
+  EXPECT_NE(btp.err.find("only its blocks of the 16 frozen split weights: 16.00 of 32.00 MiB (cut as the model was read"),
+            std::string::npos)
+      << btp.err;
+  expect_runs_close(dir + "/bone", dir + "/btp", "bf16 freeze tp2, cut as read");
+  EXPECT_LT(allocator_peak_mib(btp.err), 0.5 * model_mib) << btp.err;
+  ASSERT_TRUE(std::regex_search(btp.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << btp.err;
+  EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << btp.err;
+  // Where the model must be read whole first (modules_to_save: LoRA trains a whole copy of the
+  // embedding), the line says why, and the load holds all of it.
+  auto whole = train(2, args + " additional_target=embed_tokens tensor_parallel_degree=2 output_dir=" + dir + "/whole");
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  EXPECT_NE(whole.err.find("the model was read whole first: the frozen matrices are cast to bf16 after loading"),
+  EXPECT_NE(whole.err.find("the model was read whole first: modules_to_save (additional_target, or an adapter that "
+                           "names them) train whole weights"),
             std::string::npos)
       << whole.err;
   EXPECT_GE(allocator_peak_mib(whole.err), model_mib) << whole.err;
 }
 
-// Evaluation gathers the blocks one layer at a time around its forward (TpBlocks::PerLayer), so
-// with an evaluation every step the peak stays below the model's size (it gathered the whole
-// model before: at least 66 MiB). Token accuracy's forwards, one per eval row,
-// keep every process's gathers in step: 7 rows in batches of 2 leave process 1 a batch of one
-// row beside process 0's two (a stand-in forward), then a stand-in batch. Losses and accuracies
-// are one process's.
-TEST(TensorParallel, EvaluationGathersTheBlocksALayerAtATime) {
+// Evaluation of the loss runs training's split forwards (Run::evaluates_split): the two
+// processes evaluate the same batches together, each multiplying its blocks, so the peak is
+// training's. Token accuracy's forwards are inference's, which never split: with it, evaluation
+// gathers the blocks one layer at a time around its forward (TpBlocks::PerLayer), so with an
+// evaluation every step the peak stays below the model's size (it gathered the whole model
+// before: at least 66 MiB). Token accuracy's forwards, one per eval row, keep every process's
+// gathers in step: 7 rows in batches of 2 leave process 1 a batch of one row beside process 0's
+// two (a stand-in forward), then a stand-in batch. Losses and accuracies are one process's.
+TEST(TensorParallel, EvaluationRunsSplitForwardsOrGathersALayerAtATime) {
   const std::string dir = testing::temp_dir("tp_blocks_eval");
   const std::string args = kSft + " max_steps=2 logging_steps=1 max_samples=64 per_device_train_batch_size=1 "
                                   "cutoff_len=64 eval_strategy=steps eval_steps=1 val_size=7 "
-                                  "per_device_eval_batch_size=2 metric_for_best_model=accuracy save_strategy=no "
+                                  "per_device_eval_batch_size=2 save_strategy=no "
                                   "plot_loss=false --quiet model_name_or_path=" + large_llama(dir);
-  auto one = train(1, args + " output_dir=" + dir + "/one");
+  const std::string accuracy = " metric_for_best_model=accuracy";
+  auto one = train(1, args + accuracy + " output_dir=" + dir + "/one");
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  auto tp = train(2, args + " tensor_parallel_degree=2 output_dir=" + dir + "/tp");
+  auto split = train(2, args + " tensor_parallel_degree=2 output_dir=" + dir + "/split");
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  expect_runs_close(dir + "/one", dir + "/split", "lora tp2 with evaluations of split forwards");
+  EXPECT_NE(split.err.find("evaluation runs split forwards as training does"), std::string::npos) << split.err;
+  // The training steps' peak (43 MiB measured) is the run's: 44 measured (59 gathering a layer at
+  // a time, 82 whole).
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(split.err, m, std::regex(R"(allocator peak ([0-9]+) MiB, in the training steps ([0-9]+) MiB)")))
+      << split.err;
+  EXPECT_LE(std::stod(m[1]), std::stod(m[2]) + 4) << split.err;
+  ASSERT_TRUE(std::regex_search(split.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << split.err;
+  EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << split.err;
+
+  auto tp = train(2, args + accuracy + " tensor_parallel_degree=2 output_dir=" + dir + "/tp");
   ASSERT_EQ(tp.exit_code, 0) << tp.err;
   expect_runs_close(dir + "/one", dir + "/tp", "lora tp2 with evaluations");
   const std::vector<double> acc_one = testing::logged_values(dir + "/one", "eval_accuracy");
@@ -303,7 +335,6 @@ TEST(TensorParallel, EvaluationGathersTheBlocksALayerAtATime) {
   // and what training holds beside the blocks (11): 59 measured.
   EXPECT_LT(allocator_peak_mib(tp.err), 0.95 * kLargeLlamaMib) << tp.err;
   EXPECT_NE(tp.err.find("evaluation gathers them a layer at a time around its forward"), std::string::npos) << tp.err;
-  std::smatch m;
   ASSERT_TRUE(std::regex_search(tp.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << tp.err;
   EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << tp.err;
 }
