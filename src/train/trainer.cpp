@@ -561,8 +561,11 @@ TrainResult Run::go() {
     }
     say(line);
   }
+  // The memory line after the final save, predict and the best checkpoint's reload, which the
+  // plan counts too.
+  TrainResult r = finish(loss_sum, state_.global_step - first);
   report_memory();
-  return finish(loss_sum, state_.global_step - first);
+  return r;
 }
 
 }  // namespace detail
