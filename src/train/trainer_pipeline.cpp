@@ -64,6 +64,9 @@ void Run::setup_pipeline() {
                                       "the stages' gradient shards are summed, zero where a stage does not run a layer); ")
                          : std::string("holds the whole model (the gradients of the layers it does not run are zero "
                                        "and are summed over the processes, so every process keeps every weight); "),
+                 evaluates_through_pipeline(evaluates_accuracy())
+                     ? "evaluation runs forward only through the stages; "
+                     : "evaluation runs whole forwards on every process; ",
                  "each step's order of forwards (F) and backwards (B) per micro-batch:\n",
                  pipeline_->describe(static_cast<int>(a_.gradient_accumulation_steps))));
 }

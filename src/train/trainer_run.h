@@ -183,6 +183,13 @@ class Run {
   // asked for; elsewhere each process runs whole forwards, tensor parallelism's blocks gathered a
   // layer at a time (TpBlocks::PerLayer).
   bool evaluates_split(bool accuracy) const;
+  // Whether evaluation (and do_predict's loss) runs forward-only through the pipeline's stages,
+  // each replica's batches, the last stage computing each batch's part from its hidden states
+  // (Stage::evaluates_from_hidden): under pipeline parallelism where nothing gathers layers for
+  // a whole forward (stage 3's pieces over a stage's replicas) or communicates per forward
+  // (expert parallelism), and no token accuracy. Elsewhere each process runs whole forwards (stages
+  // owning their layers broadcast each foreign layer around its forward).
+  bool evaluates_through_pipeline(bool accuracy) const;
   // Whether the evaluation computes token accuracy (it decides the best checkpoint).
   bool evaluates_accuracy() const;
   // The examples [first, end) of ds (end -1: to the last).

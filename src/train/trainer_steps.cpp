@@ -449,10 +449,7 @@ TrainResult Run::finish(double train_loss_sum, int64_t steps_this_run) {
   const double runtime = since(start_);
   load_best_at_end();
   check_weights_finite(a_.output_dir);
-  if (loss_predict()) {
-    const ParamShards::Root root(shards_.get());  // ZeRO-3: predict gathers as evaluation does
-    predict();
-  }
+  if (loss_predict()) predict();
   state_.rng = rng_.state();
   state_.elapsed_seconds = runtime;
   TrainResult r;

@@ -46,6 +46,9 @@ TEST(Pipeline, StagesGiveOneProcessesRun) {
   EXPECT_NE(pp.err.find("stage 1: layers [3, 5) + norm, lm_head, loss; F0 B0 F1 B1 F2 B2 F3 B3"),
             std::string::npos)
       << pp.err;
+  // Evaluation runs forward only through the stages, the last computing the loss: activations
+  // move between the stages, not weights.
+  EXPECT_NE(pp.err.find("evaluation runs forward only through the stages"), std::string::npos) << pp.err;
   auto vpp = train(
       2, kFull + ga + " pipeline_parallel_degree=2 virtual_pp_degree=2 output_dir=" + dir + "/vpp");
   ASSERT_EQ(vpp.exit_code, 0) << vpp.err;
@@ -111,6 +114,18 @@ TEST(Pipeline, StagesHoldOnlyTheirOwnLayers) {
               testing::layout_tol(1e-6))
         << run;
   }
+  // Token accuracy's forwards are inference's, whole: with it each process evaluates its batches
+  // with whole forwards, each stage broadcasting its layers around them; one process's figures.
+  auto aone = train(1, full + "/acc_one gradient_accumulation_steps=4 metric_for_best_model=accuracy");
+  ASSERT_EQ(aone.exit_code, 0) << aone.err;
+  auto app = train(2, full + "/acc_pp gradient_accumulation_steps=4 pipeline_parallel_degree=2 "
+                             "metric_for_best_model=accuracy");
+  ASSERT_EQ(app.exit_code, 0) << app.err;
+  EXPECT_NE(app.err.find("evaluation runs whole forwards on every process"), std::string::npos) << app.err;
+  expect_runs_close(dir + "/acc_one", dir + "/acc_pp", "pp2 with token accuracy");
+  const std::vector<double> acc = testing::logged_values(dir + "/acc_one", "eval_accuracy");
+  EXPECT_EQ(acc.size(), 3u);  // steps 0, 4 and 8
+  EXPECT_EQ(acc, testing::logged_values(dir + "/acc_pp", "eval_accuracy"));
   // Freeze training only the last layer: nothing on the first stage trains (its backward is
   // skipped, where it once failed on an output that needs no gradient).
   const std::string freeze = kSft + " finetuning_type=freeze freeze_trainable_layers=1 learning_rate=1e-3" + kShort +

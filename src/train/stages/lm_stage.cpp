@@ -135,6 +135,16 @@ class LmStage : public Stage {
     return {sum, out.count, {}, {}};
   }
 
+  // The plain token loss (eval_batch's model.loss) from a pipeline's final hidden states; a loss
+  // variant or the load-balancing loss (whose sums travel beside the activations) needs more.
+  bool evaluates_from_hidden(const models::CausalLM& model) const override {
+    return model_token_loss() && router_aux_loss_coef(model) <= 0;
+  }
+  EvalPart eval_from_hidden(models::CausalLM& model, const Tensor& x, const models::TrainBatch& tb) override {
+    const models::LossResult out = loss_from_hidden(model, x, tb, 0, Tensor());
+    return {out.loss_sum.item_flat(0), out.count, {}, {}};
+  }
+
   // Pipeline parallelism: NEFTune and S²-Attn as train_micro sets them; ASFT's reference hidden
   // states come from a forward-only pass through the stages before the step's pipeline.
   models::TrainBatch pipeline_batch(models::CausalLM& model, const data::Batch& b, const Rng& micro,

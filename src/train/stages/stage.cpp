@@ -125,6 +125,10 @@ models::TrainBatch Stage::pipeline_batch(models::CausalLM&, const data::Batch& b
   return to_train_batch(b);
 }
 
+EvalPart Stage::eval_from_hidden(models::CausalLM&, const Tensor&, const models::TrainBatch&) {
+  UNILLM_THROW(NotImplemented, "[train] stage ", name(), " cannot evaluate from the pipeline's hidden states");
+}
+
 Stage::PipelineHead Stage::pipeline_head(models::CausalLM&, const Tensor&, int, const data::Batch&,
                                          const models::TrainBatch&, const MicroOptions&) {
   UNILLM_THROW(NotImplemented, "[train] stage ", name(), " cannot run as pipeline stages");

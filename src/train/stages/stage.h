@@ -191,6 +191,11 @@ class Stage {
   // step with the other processes (its result is dropped; a stage exchanging per round takes
   // part with nothing, as in idle_round).
   virtual EvalPart eval_batch(models::CausalLM& model, const data::Batch& b, bool stand_in = false) = 0;
+  // Evaluation through pipeline stages (Run::evaluate): whether a batch's evaluation is a function
+  // of the policy's final hidden states of to_train_batch(b) alone, and that function, run on the
+  // last stage. Elsewhere every process evaluates whole batches with eval_batch.
+  virtual bool evaluates_from_hidden(const models::CausalLM& model) const { return false; }
+  virtual EvalPart eval_from_hidden(models::CausalLM& model, const Tensor& hidden, const models::TrainBatch& tb);
   // Data parallelism: this process has no micro-batch (evaluation: no eval batch) in a round the
   // others run; a stage that exchanges per round (PrepareContext::exchange, eval_exchange) takes
   // part with nothing.
