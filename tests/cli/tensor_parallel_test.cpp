@@ -194,6 +194,13 @@ TEST(TensorParallel, FrozenSplitWeightsHeldAsBlocks) {
   expect_same_weights(dir + "/lone", dir + "/ltp", "adapter_model.safetensors", 5e-5);
 }
 
+// The run's "memory: … measured/predicted R" line: the plan within ±15% of the measured peak.
+void expect_plan_within_15_percent(const testing::CliResult& r) {
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << r.err;
+  EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << r.err;
+}
+
 // The run's allocator peak (loading included) from its "memory: … allocator peak N MiB" line.
 double allocator_peak_mib(const std::string& err) {
   std::smatch m;
@@ -213,16 +220,7 @@ double allocator_peak_mib(const std::string& err) {
 // of f32 projections, 66 MiB with the embedding and lm_head.
 constexpr double kLargeLlamaMib = 66.0;
 std::string large_llama(const std::string& dir) {
-  const nlohmann::json c = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 512},
-                            {"intermediate_size", 2048}, {"num_hidden_layers", 4}, {"num_attention_heads", 8},
-                            {"num_key_value_heads", 8}, {"vocab_size", 520}, {"max_position_embeddings", 512},
-                            {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", false}, {"bos_token_id", 1},
-                            {"eos_token_id", 2}, {"initializer_range", 0.02}};
-  io::write_file_atomic(dir + "/llama.json", c.dump());
-  auto init = testing::run_unillm("init --config " + dir + "/llama.json --out " + dir + "/llama --tokenizer " +
-                                  testing::shell_quote(testing::source_path("assets/stories260K")));
-  EXPECT_EQ(init.exit_code, 0) << init.err;
-  return dir + "/llama";
+  return testing::init_random_model(dir, "llama", testing::llama_config(512, 2048, 4, 8, 520, 512, false));
 }
 
 TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
@@ -241,9 +239,7 @@ TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
   expect_runs_close(dir + "/one", dir + "/tp", "lora tp2, cut as read");
   EXPECT_GE(allocator_peak_mib(one.err), model_mib) << one.err;
   EXPECT_LT(allocator_peak_mib(tp.err), 0.8 * model_mib) << tp.err;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(tp.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << tp.err;
-  EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << tp.err;
+  expect_plan_within_15_percent(tp);
   // Freeze tuning's rules are names, so its frozen layers are cut as read too (here every
   // projection: only the last layer's input norm trains), and its checkpoints, a model dir, are
   // written a weight at a time (TpBlocks::Streamed): the peak, checkpoints included, stays below
@@ -264,8 +260,7 @@ TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
               testing::layout_tol(1e-5))
         << sub;
   EXPECT_LT(allocator_peak_mib(ftp.err), 0.85 * model_mib) << ftp.err;
-  ASSERT_TRUE(std::regex_search(ftp.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << ftp.err;
-  EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << ftp.err;
+  expect_plan_within_15_percent(ftp);
   // Under bf16 freeze tuning keeps its frozen matrices in bf16: a linear cut as read is cast
   // first, so each process holds half the blocks' bytes (16 of 32 MiB) and the load never holds
   // the whole model; the run is one process's bf16 run.
@@ -280,8 +275,7 @@ TEST(TensorParallel, LoraBaseCutToBlocksAsItIsRead) {
       << btp.err;
   expect_runs_close(dir + "/bone", dir + "/btp", "bf16 freeze tp2, cut as read");
   EXPECT_LT(allocator_peak_mib(btp.err), 0.5 * model_mib) << btp.err;
-  ASSERT_TRUE(std::regex_search(btp.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << btp.err;
-  EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << btp.err;
+  expect_plan_within_15_percent(btp);
   // Where the model must be read whole first (modules_to_save: LoRA trains a whole copy of the
   // embedding), the line says why, and the load holds all of it.
   auto whole = train(2, args + " additional_target=embed_tokens tensor_parallel_degree=2 output_dir=" + dir + "/whole");
@@ -320,8 +314,7 @@ TEST(TensorParallel, EvaluationRunsSplitForwardsOrGathersALayerAtATime) {
   ASSERT_TRUE(std::regex_search(split.err, m, std::regex(R"(allocator peak ([0-9]+) MiB, in the training steps ([0-9]+) MiB)")))
       << split.err;
   EXPECT_LE(std::stod(m[1]), std::stod(m[2]) + 4) << split.err;
-  ASSERT_TRUE(std::regex_search(split.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << split.err;
-  EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << split.err;
+  expect_plan_within_15_percent(split);
 
   auto tp = train(2, args + accuracy + " tensor_parallel_degree=2 output_dir=" + dir + "/tp");
   ASSERT_EQ(tp.exit_code, 0) << tp.err;
@@ -335,8 +328,7 @@ TEST(TensorParallel, EvaluationRunsSplitForwardsOrGathersALayerAtATime) {
   // and what training holds beside the blocks (11): 59 measured.
   EXPECT_LT(allocator_peak_mib(tp.err), 0.95 * kLargeLlamaMib) << tp.err;
   EXPECT_NE(tp.err.find("evaluation gathers them a layer at a time around its forward"), std::string::npos) << tp.err;
-  ASSERT_TRUE(std::regex_search(tp.err, m, std::regex(R"(measured/predicted ([0-9.]+))"))) << tp.err;
-  EXPECT_NEAR(std::stod(m[1]), 1.0, 0.15) << tp.err;
+  expect_plan_within_15_percent(tp);
 }
 
 std::string tiny_model(const std::string& work, const std::string& model_type) {

@@ -197,16 +197,8 @@ TEST(Zero3, TokenAccuracyOfUnevenBatchesKeepsTheGathersInStep) {
 // parallelism's (whose state is whole on each process).
 TEST(Zero3, OptimizerStateIsWrittenAWindowAtATime) {
   const std::string dir = testing::temp_dir("zero3_window");
-  const nlohmann::json c = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 256},
-                            {"intermediate_size", 704}, {"num_hidden_layers", 6}, {"num_attention_heads", 4},
-                            {"num_key_value_heads", 4}, {"vocab_size", 512}, {"max_position_embeddings", 256},
-                            {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", true}, {"bos_token_id", 1},
-                            {"eos_token_id", 2}, {"initializer_range", 0.02}};
-  io::write_file_atomic(dir + "/model.json", c.dump());
-  auto init = testing::run_unillm("init --config " + dir + "/model.json --out " + dir + "/model --tokenizer " +
-                                  testing::shell_quote(testing::source_path("assets/stories260K")));
-  ASSERT_EQ(init.exit_code, 0) << init.err;
-  const std::string args = kSft + " finetuning_type=full model_name_or_path=" + dir + "/model cutoff_len=64"
+  const std::string model = testing::init_random_model(dir, "model", testing::llama_config(256, 704, 6, 4, 512, 256, true));
+  const std::string args = kSft + " finetuning_type=full model_name_or_path=" + model + " cutoff_len=64"
                                   " max_steps=2 save_steps=2 logging_steps=1 max_samples=8 per_device_train_batch_size=2"
                                   " --quiet output_dir=" + dir;
   auto plain = train(2, args + "/plain");
