@@ -142,7 +142,7 @@ void token_accuracy_stand_ins(models::CausalLM& model, int64_t forwards) {
 }
 
 bool Run::evaluates_split(bool accuracy) const {
-  return a_.tensor_degree > 1 && a_.context_degree <= 1 && a_.pipeline_degree <= 1 && a_.expert_degree <= 1 &&
+  return (a_.tensor_degree > 1 || a_.context_degree > 1) && a_.pipeline_degree <= 1 && a_.expert_degree <= 1 &&
          !accuracy;
 }
 

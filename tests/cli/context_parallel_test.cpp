@@ -139,8 +139,8 @@ TEST(ContextParallel, BesideTensorAndPipelineParallelismGivesOneProcessesRun) {
 // Frozen split weights held as blocks (train/tp_blocks.h) beside context parallelism: the
 // attention's over all the processes (their heads), the MLPs' whole under cp alone (they run
 // whole on a process's rows) or over a context shard's tensor-parallel pair under cp 2 × tp 2.
-// Freeze tuning with evaluation, checkpoints and the best checkpoint reloaded — the phases that
-// gather the blocks whole — gives one process's run.
+// Freeze tuning with evaluation (split forwards, multiplying the blocks), checkpoints and the best
+// checkpoint reloaded (the phases that gather the blocks whole) gives one process's run.
 TEST(ContextParallel, FrozenSplitWeightsHeldAsBlocks) {
   const std::string dir = testing::temp_dir("cp_blocks");
   const std::string freeze = testing::kStoriesSft + testing::kStoriesShort +
@@ -156,6 +156,7 @@ TEST(ContextParallel, FrozenSplitWeightsHeldAsBlocks) {
     auto split = train_processes(np, freeze + " " + layout + " output_dir=" + out);
     ASSERT_EQ(split.exit_code, 0) << split.err;
     EXPECT_NE(split.err.find(line), std::string::npos) << split.err;
+    EXPECT_NE(split.err.find("evaluation runs split forwards as training does"), std::string::npos) << split.err;
     EXPECT_NE(split.err.find("loading the best checkpoint"), std::string::npos) << split.err;
     testing::expect_runs_close(dir + "/one", out, layout);
     expect_weights_within(dir + "/one", out, "model.safetensors", 1e-5);

@@ -119,8 +119,9 @@ TEST(PaddleNlpLlama, PretrainArgumentsAnnealTheLearningRate) {
 
 // The official pretrain file under two processes as it is (tensor_parallel_degree 2, its
 // `sharding: stage2`: ZeRO stage 2; in f32), and with tensor_parallel_degree 1 as data parallelism
-// (twice the processes' accumulation): both give the run of one process, and do_predict's test
-// loss split over the processes gives one process's.
+// (twice the processes' accumulation), and with sep_parallel_degree 2 (context parallelism): each
+// gives the run of one process, and do_predict's test loss split over the processes gives one
+// process's.
 TEST(PaddleNlpLlama, PretrainArgumentsUnderTwoProcessesShardAndPredict) {
   const PretrainSetup s = pretrain_setup("paddle_dp2");
   const std::string args = " model_name_or_path=" + s.model + " tokenizer_name_or_path=" + s.tok +
@@ -150,7 +151,16 @@ TEST(PaddleNlpLlama, PretrainArgumentsUnderTwoProcessesShardAndPredict) {
                          " tensor_parallel_degree=1 gradient_accumulation_steps=4 bf16=false output_dir=" + s.dir +
                          "/onef");
   ASSERT_EQ(onef.exit_code, 0) << onef.err;
-  for (const auto& [ref, run] : std::vector<std::pair<std::string, std::string>>{{"one", "two"}, {"onef", "tp2"}}) {
+  // PaddleNLP's context parallelism (sep_parallel_degree): the test loss from split forwards too.
+  auto cp = testing::run_shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader "
+                               "timeout -k 5 240 mpirun --oversubscribe --bind-to none -np 2 " +
+                               std::string(UNILLM_BINARY_DIR) + "/unillm train " + official("pretrain_argument.json") +
+                               args + " tensor_parallel_degree=1 sep_parallel_degree=2 gradient_accumulation_steps=4 "
+                               "bf16=false output_dir=" + s.dir + "/cp2");
+  ASSERT_EQ(cp.exit_code, 0) << cp.err;
+  EXPECT_NE(cp.err.find("context parallel: 2 processes"), std::string::npos) << cp.err;
+  for (const auto& [ref, run] :
+       std::vector<std::pair<std::string, std::string>>{{"one", "two"}, {"onef", "tp2"}, {"onef", "cp2"}}) {
     const auto a = lines_with(s.dir + "/" + ref, "loss"), b = lines_with(s.dir + "/" + run, "loss");
     ASSERT_EQ(a.size(), 3u);
     ASSERT_EQ(b.size(), a.size()) << run;
