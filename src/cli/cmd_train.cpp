@@ -78,6 +78,7 @@ void print_plan_json(const train::MemoryPlan& p, const train::TrainerHooks& h) {
                             {"activations", p.activations()}, {"activations_recompute", p.activations_recompute},
                             {"activations_no_recompute", p.activations_no_recompute},
                             {"loss_transient", p.loss_transient}, {"backward_transient", p.backward_transient},
+                            {"eval_transient", p.eval_transient},
                             {"runtime", p.runtime}, {"allocator_cache", p.allocator_cache},
                             {"baseline", p.baseline}, {"reference", p.reference}, {"load_peak", p.load_peak},
                             {"train_peak", p.train_peak}, {"peak", p.peak}, {"recompute", p.recompute},

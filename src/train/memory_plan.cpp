@@ -322,6 +322,21 @@ int64_t rerun_saved(const Dims& d, const LayerParams& lp, bool qk_norm, int64_t 
   return std::max(attn, mlp) + d.R * d.C * d.e;
 }
 
+// One evaluation forward without gradients at its widest (nothing is kept for backward): the
+// residual stream's tensors a decoder layer has alive (its input's sum and delta, the attention's
+// sum and normed rows, the MLP's), beside the attention's q/k/v, roped q and k, its output and
+// f32 lse, or the MLP's gathered input, gate/up and SwiGLU's output; or, at the end, the final
+// norm's rows and one chunk of the loss's logits (no gradient buffers). A split layer adds its
+// collectives' buffers, about three [N, C] (measured: the entered or gathered input, the
+// row-parallel partial sum and its reduced rows).
+int64_t eval_forward(const Dims& d, bool loss, int64_t chunk) {
+  const int64_t stream = 6 * d.R * d.C * d.e + (d.T > 1 ? 3 * d.N * d.C * d.e : 0);
+  const int64_t attn = d.N * d.e * (d.C + (d.q + 2 * d.kv) + (d.q + d.kv) + d.q) + d.N * d.H * 4;
+  const int64_t mlp = d.Nm * d.e * (d.C + 3 * d.F);
+  const int64_t tail = loss ? 2 * d.R * d.C * d.e + d.Nl * d.C * d.e + chunk * (d.V + d.C) * 4 : 0;
+  return std::max(stream + std::max(attn, mlp), tail);
+}
+
 // The MLP width the activation terms count per token. A sparse layer (nn/moe.cpp) runs k experts
 // of moe_intermediate_size per token and keeps, besides, the token's k gathered inputs and k
 // outputs (split and concatenated copies, [N·k, C] each) and the router's [N, E]: counted as
@@ -496,7 +511,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   const int64_t evaluated =
       (in.frozen_evaluated && tp_gathered > 0 ? (tp_gathered + n_layers - 1) / n_layers + largest_gathered : 0) +
       (in.experts_evaluated ? experts_gathered : 0);
-  if (evaluated > 0) gathered_phase(evaluated);
+  if (evaluated > 0 && in.eval_rows == 0) gathered_phase(evaluated);
   if (tp_gathered + experts_gathered > 0 && in.frozen_streamed) gathered_phase(2 * largest_gathered + experts_gathered);
   if (in.param_shards > 1) {
     // ZeRO-3: pieces of every unit plus the root unit (lm_head, final norm; the embedding too when
@@ -523,6 +538,20 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     p.train_peak = p.baseline + p.runtime + sharded_state + working + p.allocator_cache;
     if (in.saves_whole_model)
       p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + whole_weights + p.gradients + p.optimizer + p.reference);
+  }
+  // Evaluation: the state (gradients stay allocated), what its forwards gather, and one batch's
+  // forward at its widest.
+  if (in.eval_rows > 0) {
+    MemoryPlanInputs ev = in;
+    ev.rows = in.eval_rows;
+    ev.seq_len = in.eval_seq_len;
+    if (!in.eval_split) ev.tensor_split = {};
+    const Dims de = make_dims(ev, activation_ffn(c));
+    const int64_t ev_chunk = std::min(de.Nl, std::max<int64_t>(1, (int64_t{32} << 20) / (de.V * 4)));
+    p.eval_transient = eval_forward(de, in.pipeline_loss && in.lm_head_loss, ev_chunk) +
+                       in.eval_in_flight * de.R * de.C * de.e;
+    const int64_t held = p.weights + p.gradients + p.optimizer + p.reference + evaluated + p.eval_transient;
+    p.train_peak = std::max(p.train_peak, p.baseline + p.runtime + held + held / 8);
   }
   if (in.state_gathered_at_save > 1) {  // saving, between steps: no activations; the part's state
     // gathered beside the process's own range of it

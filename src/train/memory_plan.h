@@ -156,6 +156,14 @@ struct MemoryPlanInputs {
   // each keeps 1/expert_shares of ParamSummary::frozen_experts between evaluations and saves, which
   // have the others broadcast to it. 1: every expert held.
   int64_t expert_shares = 1;
+  // Evaluation and do_predict's loss (Run::evaluate): forwards without gradients over a batch of
+  // eval_rows rows (per_device_eval_batch_size examples of eval_group rows each) padded to
+  // eval_seq_len, beside the run's state; split as training's where eval_split
+  // (Run::evaluates_split), whole otherwise. Through pipeline stages each stage also holds up to
+  // eval_in_flight batches' final activations (a pass's). 0 rows: neither runs.
+  int64_t eval_rows = 0, eval_seq_len = 1, eval_group = 1;
+  bool eval_split = false;
+  int64_t eval_in_flight = 0;
 };
 
 struct MemoryPlan {
@@ -167,6 +175,7 @@ struct MemoryPlan {
   int64_t activations_recompute = 0, activations_no_recompute = 0;  // saved by one micro-batch
   int64_t loss_transient = 0;  // end of forward: CE chunk buffers, eager dx and dW of the lm_head
   int64_t backward_transient = 0;  // one layer's backward (its re-run too, with recompute)
+  int64_t eval_transient = 0;  // an evaluation batch's forward at its widest (no gradients)
   int64_t runtime = 0;   // BLAS / OpenMP per-thread buffers
   int64_t allocator_cache = 0;  // freed large blocks the CPU allocator may keep (<= 1/8 of the peak)
   int64_t baseline = 0;

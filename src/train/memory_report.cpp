@@ -43,6 +43,7 @@ std::string format_plan(const MemoryPlan& p) {
   row("activations, recompute off", p.activations_no_recompute, p.recompute ? "" : "  <- this run");
   row("loss (CE buffers, lm_head dW)", p.loss_transient);
   row("one layer's backward", p.backward_transient);
+  if (p.eval_transient > 0) row("evaluation forward", p.eval_transient);
   row("process baseline + BLAS", p.baseline + p.runtime);
   row("allocator cache (<= 1/8)", p.allocator_cache);
   row("loading peak", p.load_peak);
@@ -62,6 +63,12 @@ struct Knob {
 std::vector<Knob> knobs(const MemoryPlanInputs& base, const TrainArgs& a) {
   std::vector<Knob> k;
   MemoryPlanInputs in = base;
+  // A smaller evaluation batch changes no training figure.
+  for (int64_t b = base.eval_rows / std::max<int64_t>(1, base.eval_group) / 2; b >= 1; b /= 2) {
+    MemoryPlanInputs r = base;
+    r.eval_rows = b * base.eval_group;
+    k.push_back({"per_device_eval_batch_size: " + std::to_string(b), r});
+  }
   if (!in.recompute) {
     in.recompute = true;
     k.push_back({"disable_gradient_checkpointing: false (recompute on)", in});

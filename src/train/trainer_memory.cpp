@@ -3,6 +3,7 @@
 // the measured peak at the end.
 #include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "core/device.h"
 #include "core/parallel.h"
@@ -133,6 +134,26 @@ void Run::plan_memory_and_check(const std::string& from) {
   in.frozen_evaluated = (a_.do_eval && eval_.num_rows() > 0 && !evaluates_split(evaluates_accuracy())) ||
                         (loss_predict() && !evaluates_split(false));
   in.experts_evaluated = a_.do_eval && eval_.num_rows() > 0 && evaluates_accuracy();
+  // Their batches: per_device_eval_batch_size examples padded to the longest row (of either set),
+  // split as training's only where both run split forwards.
+  const bool evaluates = a_.do_eval && eval_.num_rows() > 0, predicts = loss_predict() && test_.num_rows() > 0;
+  for (const auto& [on, set, split] : {std::tuple{evaluates, &eval_, evaluates_split(evaluates_accuracy())},
+                                       std::tuple{predicts, &test_, evaluates_split(false)}}) {
+    if (!on) continue;
+    const int64_t rows = std::max<int64_t>(1, std::min(a_.per_device_eval_batch_size, set->num_rows() / set->group)) * set->group;
+    in.eval_split = (in.eval_rows == 0 || in.eval_split) && split;
+    in.eval_rows = std::max(in.eval_rows, rows);
+    in.eval_seq_len = std::max(in.eval_seq_len, longest_row(*set));
+    in.eval_group = set->group;
+  }
+  // Through pipeline stages a pass holds up to 2·pp batches' final activations in flight (at most
+  // the evaluation's batches).
+  if (in.eval_rows > 0 && model_mesh_ && a_.pipeline_degree > 1) {
+    const int64_t examples = std::max(evaluates ? eval_.num_rows() / eval_.group : 0,
+                                      predicts ? test_.num_rows() / test_.group : 0);
+    const int64_t batches = (examples + a_.per_device_eval_batch_size - 1) / a_.per_device_eval_batch_size;
+    in.eval_in_flight = std::min(2 * a_.pipeline_degree, batches);
+  }
   if (a_.expert_degree > 1 && !a_.use_badam && in.param_shards == 1) {  // Run::holds_own_experts_only
     in.expert_shares = a_.expert_degree;
     in.frozen_cut_on_load = in.frozen_cut_on_load || drops_experts_on_load(from);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_compare_util.h"
+#include "tiny_qwen_util.h"
 #include "support/expect.h"
 #include "support/run_cli.h"
 
@@ -133,6 +134,30 @@ double planned_peak(const std::string& cfg, const std::string& keys) {
   std::smatch m;
   EXPECT_TRUE(std::regex_search(r.out, m, std::regex(R"("peak":([0-9]+))"))) << r.out;
   return m.empty() ? 0 : std::stod(m[1]);
+}
+
+// Evaluation in batches far wider than the training micro-batch (16 rows of 256 tokens against
+// 1) is the run's peak: the plan counts its forward (a layer's tensors, without gradients) beside
+// the state, within ±15% of the measured peak, and a limit between the two batch sizes' plans is
+// met by the advice to evaluate in smaller batches. A random 2-layer Llama of hidden 512, so that
+// the evaluation's tensors are large blocks (smaller ones stay in glibc's heap, whose resident
+// size is not the allocator's to bound).
+TEST(MemoryPlan, EvaluationBatchWithin15PercentOfMeasured) {
+  const std::string dir = testing::temp_dir("memplan-eval");
+  const std::string model =
+      testing::init_random_model(dir, "llama", testing::llama_config(512, 2048, 2, 8, 520, 512, false));
+  const std::string cfg = write_config(dir, "finetuning_type: lora\nval_size: 0.2\neval_strategy: steps\neval_steps: 1\n") +
+                          " model_name_or_path=" + model + " cutoff_len=256 max_samples=2000 per_device_train_batch_size=1 max_steps=2";
+  auto r = train_with_limit(cfg + " per_device_eval_batch_size=16", "off");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NEAR(measured_over_predicted(r.err), 1.0, 0.15) << r.err;
+  const double one = planned_peak(cfg, "per_device_eval_batch_size=1");
+  const double sixteen = planned_peak(cfg, "per_device_eval_batch_size=16");
+  ASSERT_GT(sixteen - one, 100e6);  // 16 × 256 tokens' forward, about 150 MiB
+  const std::string limit = std::to_string(static_cast<int64_t>((one + sixteen) / 2 / 1024)) + "K";
+  auto refused = train_with_limit(cfg + " per_device_eval_batch_size=16", limit);
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_NE(refused.err.find("set per_device_eval_batch_size: "), std::string::npos) << refused.err;
 }
 
 // auto_find_batch_size (HF's, accelerate's rule: int(0.9 × the batch size) until one runs): with

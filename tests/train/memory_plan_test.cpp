@@ -443,6 +443,45 @@ TEST(MemoryPlan, AdviceNamesAKnobThatFits) {
   EXPECT_NE(format_plan(p).find("<- this run"), std::string::npos);
 }
 
+// Evaluation is a phase of its own: one no-grad forward of an evaluation batch beside the state,
+// counted by hand for 4 rows × 3 tokens (N 12, e 4): the layer's residual stream 6·N·C·e 2304,
+// beside the wider of the attention's N·e·(C + q+2kv + q+kv + q) + N·H·4 = 2208 and the MLP's
+// N·e·(C + 3F) = 2688; the loss's tail (2·N·C + N·C)·e + chunk·(V + C)·4 = 3072 is narrower.
+TEST(MemoryPlan, EvaluationForwardIsAPhaseOfItsOwn) {
+  TrainArgs a;
+  a.finetuning_type = "full";
+  MemoryPlanInputs in = inputs(a, true);
+  const MemoryPlan none = plan_memory(in);
+  EXPECT_EQ(none.eval_transient, 0);
+  in.eval_rows = 4;
+  in.eval_seq_len = 3;
+  const MemoryPlan small = plan_memory(in);
+  EXPECT_EQ(small.eval_transient, 2304 + 2688);
+  const int64_t held = small.weights + small.gradients + small.optimizer + small.eval_transient;
+  EXPECT_EQ(small.train_peak, std::max(none.train_peak, small.baseline + small.runtime + held + held / 8));
+  // A batch far wider than the training micro-batch is the run's peak, and the advice is a smaller
+  // evaluation batch (which changes no training figure) before anything else.
+  in.eval_rows = 512;
+  in.eval_seq_len = 64;
+  const MemoryPlan big = plan_memory(in);
+  EXPECT_GT(big.peak, 4 * none.peak);
+  const int64_t big_held = big.weights + big.gradients + big.optimizer + big.eval_transient;
+  EXPECT_EQ(big.train_peak, big.baseline + big.runtime + big_held + big_held / 8);
+  const std::string adv = memory_fit_advice(in, a, big.peak - 1);
+  EXPECT_NE(adv.find("set per_device_eval_batch_size: 256"), std::string::npos) << adv;
+  EXPECT_NE(format_plan(big).find("evaluation forward"), std::string::npos);
+  // Split as training's (tensor parallelism with sequence parallelism): each process's share.
+  in.tensor_split = {2, true, 2, false};
+  const int64_t whole = plan_memory(in).eval_transient;
+  in.eval_split = true;
+  EXPECT_LT(plan_memory(in).eval_transient, whole);
+  // Through pipeline stages: the pass's final activations in flight, [N, C] each.
+  in.eval_split = false;
+  in.tensor_split = {};
+  in.eval_in_flight = 4;
+  EXPECT_EQ(plan_memory(in).eval_transient, big.eval_transient + 4 * 512 * 64 * 8 * 4);
+}
+
 TEST(MemoryPlan, ParsesSizes) {
   EXPECT_EQ(parse_memory_size("2G", "x"), int64_t{2} << 30);
   EXPECT_EQ(parse_memory_size("1536M", "x"), int64_t{1536} << 20);
