@@ -155,7 +155,7 @@ bool Run::evaluates_accuracy() const { return stage_->token_loss() && best_metri
 
 // Several processes split the batches (batch i on process i mod dp); the parts come back to every
 // process and are added in batch order, so the result is one process's bit for bit. Under tensor
-// parallelism (evaluates_split) the processes of a tp group evaluate the same batches with
+// or context parallelism (evaluates_split) the processes of a tp group evaluate the same batches with
 // training's split forwards, each multiplying its blocks, and the replicas split the batches; the
 // loss is then one process's within the rounding of the split sums.
 EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_t first, int64_t end) {
@@ -191,78 +191,14 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
   std::vector<EvalPart> parts(static_cast<size_t>(batches));
   std::vector<std::pair<int64_t, int64_t>> acc(static_cast<size_t>(batches), {0, 0});
   // Dataset order; the rows of an example (a pair) stay in one batch, laid out as the loader's.
-  auto batch = [&](int64_t i) {
+  const EvalBatches batch = [&](int64_t i) {
     const int64_t e = first + i * eo.batch_size;
     return data::make_batch(ds, data::group_rows(ds, e, std::min(examples - e, eo.batch_size)), eo);
   };
-  if (piped) {
-    // Each replica's pipeline runs its batches (batch i on replica i mod dp) forward only, the
-    // last stage computing each one's part from its final hidden states. A pass waits for its
-    // sends, so passes of 2·pp batches bound the final activations in flight (one [N, C] each,
-    // less than a training micro-batch keeps per layer) while the stages overlap on all but
-    // pp − 1 of a pass's slots.
-    const int64_t W = dp_size(), me = dp_rank();
-    std::vector<int64_t> mine;
-    for (int64_t i = me; i < batches; i += W) mine.push_back(i);
-    const auto pass = static_cast<size_t>(2 * pipeline_->stages());
-    for (size_t s = 0; s < mine.size(); s += pass) {
-      std::vector<models::TrainBatch> tbs;
-      for (size_t k = s; k < std::min(mine.size(), s + pass); ++k) tbs.push_back(to_train_batch(batch(mine[k])));
-      pipeline_->forward_only(*model_, tbs, [&](int j, const Tensor& x) {
-        parts[static_cast<size_t>(mine[s + static_cast<size_t>(j)])] =
-            stage_->eval_from_hidden(*model_, x, tbs[static_cast<size_t>(j)]);
-      });
-    }
-    // The last stage's parts (a tp group's first, or under sequence parallelism each, for its
-    // tokens).
-    if (world_size() > 1) gather_eval_parts(parts, acc, me, W, pipeline_->holds_loss() && counts_loss());
-  } else {
-    // The evaluating replicas: every process, or under split forwards each tp group (the mesh's
-    // fastest axis, so a group's processes are consecutive ranks).
-    const int64_t T = split ? model_->tensor_parallel()->size() : 1;
-    const int64_t W = world_size() / T, me = world_rank() / T;
-    UNILLM_CHECK(!split || world_rank() % T == tp_rank(), "[train] tensor parallelism's group is not the mesh's fastest axis");
-    // Under ZeRO-3 (ZeRO-2's units hold their parameters whole: their gathers communicate nothing),
-    // tensor parallelism's blocks gathered per layer (TpBlocks::PerLayer) and expert parallelism
-    // every forward communicates, so every replica runs as many as the others: token accuracy's
-    // forwards (one per sequence and chunk) are topped up to the round's most, which every process
-    // counts from the batches (all of them are known to each). A tp group's split forwards
-    // communicate within the group, whose processes run the same batches.
-    const bool gathers = (shards_ && !shards_->keeps_whole()) || (tp_blocks_ && !split);
-    const bool lockstep = W > 1 && (gathers || expert_parallel());
-    std::vector<int64_t> round_forwards;  // round r: batches r·W … r·W + W − 1
-    if (lockstep && accuracy) {
-      round_forwards.assign(static_cast<size_t>((batches + W - 1) / W), 0);
-      for (int64_t i = 0; i < batches; ++i) {
-        int64_t& m = round_forwards[static_cast<size_t>(i / W)];
-        m = std::max(m, token_accuracy_forwards(model_->config(), batch(i)));
-      }
-    }
-    for (int64_t i = me; i < batches; i += W) {
-      data::Batch b = batch(i);
-      parts[static_cast<size_t>(i)] = stage_->eval_batch(*model_, b);
-      if (!accuracy) continue;
-      acc[static_cast<size_t>(i)] = token_accuracy_counts(*model_, b);
-      if (lockstep)
-        token_accuracy_stand_ins(*model_, round_forwards[static_cast<size_t>(i / W)] -
-                                              token_accuracy_forwards(model_->config(), b));
-    }
-    // A replica with one batch fewer sits the last round out (a stage exchanging per round takes
-    // part). Where forwards communicate it evaluates the first batch again as a stand-in instead,
-    // its result dropped, and runs the round's accuracy forwards as stand-ins.
-    if (W > 1 && me >= batches % W && batches % W != 0) {
-      if (lockstep) {
-        data::Batch b = batch(0);
-        stage_->eval_batch(*model_, b, /*stand_in=*/true);
-        if (accuracy) token_accuracy_stand_ins(*model_, round_forwards.back());
-      } else {
-        stage_->idle_round(/*evaluation=*/true);
-      }
-    }
-    // Split forwards: the parts of the processes that count the loss (a group's first, or under
-    // sequence parallelism each, for its tokens).
-    if (world_size() > 1) gather_eval_parts(parts, acc, me, W, !split || counts_loss());
-  }
+  if (piped)
+    evaluate_through_pipeline(batches, batch, parts, acc);
+  else
+    evaluate_batches(batches, batch, accuracy, split, parts, acc);
   double loss_sum = 0;
   int64_t items = 0, right = 0, scored = 0;
   std::vector<std::tuple<std::string, double, int64_t>> metrics;
@@ -291,6 +227,81 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
       res.metrics.emplace_back(name, v);
   }
   return res;
+}
+
+// Each replica's pipeline runs its batches (batch i on replica i mod dp) forward only, the last
+// stage computing each one's part from its final hidden states. A pass waits for its sends, so
+// passes of 2·pp batches bound the final activations in flight (one [N, C] each, less than a
+// training micro-batch keeps per layer) while the stages overlap on all but pp − 1 of a pass's
+// slots.
+void Run::evaluate_through_pipeline(int64_t batches, const EvalBatches& batch, std::vector<EvalPart>& parts,
+                                    std::vector<std::pair<int64_t, int64_t>>& acc) {
+  const int64_t W = dp_size(), me = dp_rank();
+  std::vector<int64_t> mine;
+  for (int64_t i = me; i < batches; i += W) mine.push_back(i);
+  const auto pass = static_cast<size_t>(2 * pipeline_->stages());
+  for (size_t s = 0; s < mine.size(); s += pass) {
+    std::vector<models::TrainBatch> tbs;
+    for (size_t k = s; k < std::min(mine.size(), s + pass); ++k) tbs.push_back(to_train_batch(batch(mine[k])));
+    pipeline_->forward_only(*model_, tbs, [&](int j, const Tensor& x) {
+      parts[static_cast<size_t>(mine[s + static_cast<size_t>(j)])] =
+          stage_->eval_from_hidden(*model_, x, tbs[static_cast<size_t>(j)]);
+    });
+  }
+  // The last stage's parts (a tp group's first, or under sequence parallelism each, for its
+  // tokens).
+  if (world_size() > 1) gather_eval_parts(parts, acc, me, W, pipeline_->holds_loss() && counts_loss());
+}
+
+// Each evaluating replica runs its batches (batch i on replica i mod W) with the model's forwards:
+// every process alone, or under split forwards each tp group together.
+void Run::evaluate_batches(int64_t batches, const EvalBatches& batch, bool accuracy, bool split,
+                           std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc) {
+  // The evaluating replicas: every process, or under split forwards each tp group (the mesh's
+  // fastest axis, so a group's processes are consecutive ranks).
+  const int64_t T = split ? model_->tensor_parallel()->size() : 1;
+  const int64_t W = world_size() / T, me = world_rank() / T;
+  UNILLM_CHECK(!split || world_rank() % T == tp_rank(), "[train] tensor parallelism's group is not the mesh's fastest axis");
+  // Under ZeRO-3 (ZeRO-2's units hold their parameters whole: their gathers communicate nothing),
+  // tensor parallelism's blocks gathered per layer (TpBlocks::PerLayer) and expert parallelism
+  // every forward communicates, so every replica runs as many as the others: token accuracy's
+  // forwards (one per sequence and chunk) are topped up to the round's most, which every process
+  // counts from the batches (all of them are known to each). A tp group's split forwards
+  // communicate within the group, whose processes run the same batches.
+  const bool gathers = (shards_ && !shards_->keeps_whole()) || (tp_blocks_ && !split);
+  const bool lockstep = W > 1 && (gathers || expert_parallel());
+  std::vector<int64_t> round_forwards;  // round r: batches r·W … r·W + W − 1
+  if (lockstep && accuracy) {
+    round_forwards.assign(static_cast<size_t>((batches + W - 1) / W), 0);
+    for (int64_t i = 0; i < batches; ++i) {
+      int64_t& m = round_forwards[static_cast<size_t>(i / W)];
+      m = std::max(m, token_accuracy_forwards(model_->config(), batch(i)));
+    }
+  }
+  for (int64_t i = me; i < batches; i += W) {
+    data::Batch b = batch(i);
+    parts[static_cast<size_t>(i)] = stage_->eval_batch(*model_, b);
+    if (!accuracy) continue;
+    acc[static_cast<size_t>(i)] = token_accuracy_counts(*model_, b);
+    if (lockstep)
+      token_accuracy_stand_ins(*model_, round_forwards[static_cast<size_t>(i / W)] -
+                                            token_accuracy_forwards(model_->config(), b));
+  }
+  // A replica with one batch fewer sits the last round out (a stage exchanging per round takes
+  // part). Where forwards communicate it evaluates the first batch again as a stand-in instead,
+  // its result dropped, and runs the round's accuracy forwards as stand-ins.
+  if (W > 1 && me >= batches % W && batches % W != 0) {
+    if (lockstep) {
+      data::Batch b = batch(0);
+      stage_->eval_batch(*model_, b, /*stand_in=*/true);
+      if (accuracy) token_accuracy_stand_ins(*model_, round_forwards.back());
+    } else {
+      stage_->idle_round(/*evaluation=*/true);
+    }
+  }
+  // Split forwards: the parts of the processes that count the loss (a group's first, or under
+  // sequence parallelism each, for its tokens).
+  if (world_size() > 1) gather_eval_parts(parts, acc, me, W, !split || counts_loss());
 }
 
 // Every process's evaluated batches (first, first + stride, …) to every process (doubles as JSON

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -178,10 +179,10 @@ class Run {
   // Throws NumericError when the trainable weights hold NaN/inf; dir: what would be written.
   void check_weights_finite(const std::string& dir) const;
   // Whether evaluation (and do_predict's loss) runs training's split forwards, a tp group's
-  // processes evaluating the same batches together: under tensor parallelism without context,
-  // pipeline or expert parallelism, where token accuracy (inference forwards, never split) is not
-  // asked for; elsewhere each process runs whole forwards, tensor parallelism's blocks gathered a
-  // layer at a time (TpBlocks::PerLayer).
+  // processes (under context parallelism the cp·T group's) evaluating the same batches together:
+  // under tensor or context parallelism without pipeline or expert parallelism, where token
+  // accuracy (inference forwards, never split) is not asked for; elsewhere each process runs whole
+  // forwards, tensor parallelism's blocks gathered a layer at a time (TpBlocks::PerLayer).
   bool evaluates_split(bool accuracy) const;
   // Whether evaluation (and do_predict's loss) runs forward-only through the pipeline's stages,
   // each replica's batches, the last stage computing each batch's part from its hidden states
@@ -194,6 +195,13 @@ class Run {
   bool evaluates_accuracy() const;
   // The examples [first, end) of ds (end -1: to the last).
   EvalResult evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_t first = 0, int64_t end = -1);
+  // Evaluation batch i of the dataset (evaluate's), and the two ways its batches are run, each
+  // filling the parts of every batch on every process (trainer_eval.cpp).
+  using EvalBatches = std::function<data::Batch(int64_t)>;
+  void evaluate_through_pipeline(int64_t batches, const EvalBatches& batch, std::vector<EvalPart>& parts,
+                                 std::vector<std::pair<int64_t, int64_t>>& acc);
+  void evaluate_batches(int64_t batches, const EvalBatches& batch, bool accuracy, bool split,
+                        std::vector<EvalPart>& parts, std::vector<std::pair<int64_t, int64_t>>& acc);
   // An evaluation's figures as logged and written: PREFIX_loss (_perplexity, _accuracy, the
   // stage's metrics), PREFIX "eval" or "eval_<name>" per dataset.
   nlohmann::json eval_keys(const std::string& prefix, const EvalResult& r) const;
