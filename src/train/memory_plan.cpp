@@ -469,13 +469,19 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   }
   p.baseline = in.baseline_bytes;
   p.reference = in.reference_weights * in.reference_weight_bytes + in.reference_logps_rows * 8;
+  const int64_t reference_whole = p.reference;
+  if (in.reference_owned && in.owned_weights < 1 && in.reference_weights > 0)
+    p.reference = static_cast<int64_t>(std::ceil(static_cast<double>(in.reference_weights * in.reference_weight_bytes) *
+                                                 in.owned_weights)) +
+                  in.largest_unit * in.reference_weight_bytes + in.reference_logps_rows * 8;
   const int64_t state = p.weights + p.gradients + p.optimizer + p.reference;
   const int64_t working = std::max(p.activations() + std::max(p.loss_transient, p.backward_transient), embed_bwd);
   // The CPU allocator caches freed blocks >= 1 MiB up to 1/8 of their live peak beyond it
   // (core/cpu_allocator.h); counted whole, as an upper bound.
   p.allocator_cache = (state + working) / 8;
   p.train_peak = p.baseline + p.runtime + state + working + p.allocator_cache;
-  int64_t reference_load = p.reference;  // what loading the reference adds at its peak
+  // What loading the reference adds at its peak.
+  int64_t reference_load = in.reference_owned && in.reference_loaded_whole ? reference_whole : p.reference;
   int64_t sharded_before_reference = 0;   // ZeRO-3: the policy's pieces when the reference loads
   const int64_t n_layers = std::max<int64_t>(1, static_cast<int64_t>(ps.layers.size()));
   // ZeRO's units gathered at a time out of `whole` bytes: the root, and a layer or the embedding.

@@ -73,6 +73,10 @@ struct MemoryPlanInputs {
   // ZeRO-3 loads a reference copy straight into its shards (one layer whole at a time) unless
   // something changes it once loaded (merged adapters, quantisation): then it is whole first.
   bool reference_loaded_whole = false;
+  // Pipeline stages holding their own layers (owned_weights < 1): a frozen copy keeps the stage's
+  // share too (evaluation has each other unit broadcast), loaded straight into it unless
+  // reference_loaded_whole.
+  bool reference_owned = false;
   // SFT's use_asft_loss: the loss also holds the reference's hidden states [N, C] and one chunk
   // of its logits beside the policy's (ops/asft_cross_entropy.h).
   bool asft_reference_logits = false;

@@ -165,6 +165,7 @@ void ParamShards::shard(ParamArena& arena, ParamArena& shard) {
 
 void ParamShards::shard_frozen() {
   UNILLM_CHECK(!sharded_ && frozen_model_, "[zero3] shard_frozen of a model with an arena");
+  if (by_owner_) return shard_frozen_by_owner();
   for (Unit& u : units_) keep_pieces(u);
   sharded_ = true;
   gather(units_[0], false);  // for good
@@ -298,7 +299,8 @@ void ParamShards::loaded() {
     finish_unit(static_cast<int64_t>(i));
   }
   cut_to_piece(units_[0]);
-  if (!frozen_model_) release(units_[0]);  // a frozen model keeps its root unit gathered
+  // A frozen model keeps its root unit gathered (by owner: on its stages, as every unit).
+  if (!frozen_model_ || by_owner_) release(units_[0]);
   loading_ = -1;
   sharded_ = true;
 }

@@ -64,6 +64,10 @@ class ParamShards {
               dist::ProcessGroup& group, const Owners& owners);
   // A model whose every parameter is frozen (a reference copy): shard_frozen() shards it.
   ParamShards(nn::Module& frozen_model, bool tied_embedding, dist::ProcessGroup& group);
+  // The same by owner (a reference copy beside pipeline stages holding their own layers): each
+  // unit whole on its stage, a tied embedding (in the root unit, the last stage's) resident on the
+  // first stage too, which looks it up.
+  ParamShards(nn::Module& frozen_model, bool tied_embedding, dist::ProcessGroup& group, const Owners& owners);
   ParamShards(const ParamShards&) = delete;
   ParamShards& operator=(const ParamShards&) = delete;
 
@@ -87,6 +91,8 @@ class ParamShards {
   void after_step();
   // The frozen model's shard(): every unit kept as this rank's piece, the root unit gathered for
   // good (the reference's lm_head and final norm are read outside the layers, by ASFT's loss).
+  // By owner: each stage keeps its own units whole (the root unit is the last stage's, which runs
+  // the reference's loss), the others hold no memory.
   void shard_frozen();
   // The same, loaded straight into the shards (models::LoadOptions' on_built, before_copy, then
   // loaded): the parameters are re-pointed to their units' storages before any weight is read;
@@ -213,6 +219,7 @@ class ParamShards {
   void assign_owners(const Owners& owners, bool tied_embedding);
   bool resident(const Unit& u) const { return u.owner == group_.rank() || u.borrowed; }
   void shard_by_owner(ParamArena& arena, ParamArena& shard);
+  void shard_frozen_by_owner();  // shard_frozen() of a frozen model by owner
   void gather_from_owner(Unit& u, bool frozen);
   Tensor owned_train(const Unit& u) const;  // the owner's whole trainable unit: a range of the shard
   void send_borrowed();  // owners, after the step: the stepped tied embedding to the first stage

@@ -19,6 +19,31 @@ ParamShards::ParamShards(const std::vector<nn::Module*>& modules, bool tied_embe
   assign_owners(owners, tied_embedding);
 }
 
+ParamShards::ParamShards(nn::Module& frozen_model, bool tied_embedding, dist::ProcessGroup& group,
+                         const Owners& owners)
+    : ParamShards(frozen_model, tied_embedding, group) {
+  by_owner_ = true;
+  assign_owners(owners, tied_embedding);
+  // A frozen model has no head unit: its tied embedding is in the root unit, which the first
+  // stage's lookup reads too.
+  units_[0].borrowed = tied_embedding && group_.rank() == 0 && group_.size() > 1;
+  borrowed_by_first_ = tied_embedding && group_.size() > 1;  // (said in describe(); nothing trains)
+}
+
+void ParamShards::shard_frozen_by_owner() {
+  for (Unit& u : units_) {
+    make_storages(u);
+    if (resident(u) && u.frozen_per > 0) {  // the frozen bytes stay, packed once
+      u.frozen->refill();
+      for (const Param& p : u.params)
+        Tensor(u.frozen, p.tensor->shape(), p.tensor->dtype(), p.at / static_cast<int64_t>(dtype_size(p.tensor->dtype())))
+            .copy_from(*p.tensor);
+    }
+    repoint(u);  // the whole parameters go; a foreign unit holds no memory
+  }
+  sharded_ = true;
+}
+
 void ParamShards::assign_owners(const Owners& owners, bool tied_embedding) {
   const int last = group_.size() - 1;
   UNILLM_CHECK(static_cast<int64_t>(owners.layer_owner.size()) >= layers_end_ - 1,

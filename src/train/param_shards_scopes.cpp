@@ -18,7 +18,7 @@ ParamShards::Whole::~Whole() {
   --s_->scopes_;
   if (--s_->whole_ > 0) return;
   for (size_t i = 0; i < s_->units_.size(); ++i)
-    if (s_->units_[i].gathered && !(i == 0 && s_->frozen_model_)) s_->release(s_->units_[i]);
+    if (s_->units_[i].gathered && !(i == 0 && s_->frozen_model_ && !s_->by_owner_)) s_->release(s_->units_[i]);
 }
 
 ParamShards::Root::Root(ParamShards* s) : s_(s) {

@@ -363,6 +363,13 @@ void Run::prepare_stage(const std::string& from) {
     };
   };
   if (shards_ && !shards_->keeps_whole() && !shards_->by_owner()) ctx.shard_frozen_over = shard_groups(true).first;  // (ZeRO-2: whole)
+  if (stages_own_layers()) {  // a reference copy keeps the stage's layers, as the policy
+    ctx.shard_frozen_over = &model_mesh_->pp();
+    ctx.frozen_layer_owners = pipeline_layer_owners(model_->config(), static_cast<int>(a_.pipeline_degree),
+                                                    static_cast<int>(a_.virtual_pp_degree));
+  }
+  frozen_shards_.clear();  // (a stage prepared again drops its models)
+  ctx.frozen_sharded = [this](ParamShards* s) { frozen_shards_.push_back(s); };
   if (world_size() > 1) {
     dist::ProcessGroup& replicas = model_mesh_ ? model_mesh_->dp() : *h_.dp;
     ctx.eval_exchange = [this, whole = exchange_over(*h_.dp), split = exchange_over(replicas)](std::optional<double> v) {

@@ -178,6 +178,10 @@ EvalResult Run::evaluate(const data::TokenizedDataset& ds, bool accuracy, int64_
   // ZeRO-3 and stages holding their own layers: the root unit for the evaluation, each layer
   // gathered around its forward (through the pipeline, every stage runs its own).
   const ParamShards::Root root(piped ? nullptr : shards_.get());
+  // A reference copy kept by owner: its foreign layers broadcast around their forwards too.
+  std::vector<std::unique_ptr<ParamShards::Root>> frozen_roots;
+  for (ParamShards* s : frozen_shards_)
+    if (!piped && s->by_owner()) frozen_roots.push_back(std::make_unique<ParamShards::Root>(s));
   evaluating_split_ = split;  // (a stage's evaluation rounds are the tp groups')
   struct Splitting {
     bool& flag;

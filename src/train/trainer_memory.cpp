@@ -101,6 +101,7 @@ void Run::plan_memory_and_check(const std::string& from) {
   if (owned) {
     if (a_.zero_stage > 0) in.state_gathered_at_save = stage_processes;  // a save gathers the stage's state
     plan_owned_layers(in);
+    in.reference_owned = true;  // (a reference copy, where the stage holds one: PrepareContext::frozen_layer_owners)
     in.policy_loaded_whole = !policy_whole_load_reason(from).empty();
   }
   if (a_.zero_stage == 3 && world_size() > 1 && zero3_fallback().empty()) {

@@ -227,6 +227,8 @@ class Run {
   EvalResult last_eval_{-1, -1, {}};
   int64_t last_eval_step_ = -1;
   bool evaluating_split_ = false;  // inside an evaluation of split forwards (evaluate)
+  // The shards of the frozen models the stage holds (a reference copy; PrepareContext::frozen_sharded).
+  std::vector<ParamShards*> frozen_shards_;
   bool stop_early_ = false;  // HF's EarlyStoppingCallback ran out of patience (run_eval)
   // The last evaluation's metric_for_best_model, if it had one.
   std::optional<double> eval_metric();

@@ -4,7 +4,7 @@
 // parallelism, full and LoRA (with dropout), give one process's run with the same micro-batches
 // — losses, gradient norms, evaluation and final weights within 1e-5 — and its checkpoints
 // resume under one process; the preference stages and SFT's ASFT loss run as stages too. Each
-// stage holds only its own layers.
+// stage holds only its own layers, and of a reference copy too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -226,6 +226,39 @@ TEST(Pipeline, PreferenceStagesAndReferencePasses) {
   for (const auto& j : log)
     if (j.contains("rewards/chosen")) last_reward = j["rewards/chosen"].get<double>();
   EXPECT_GT(std::abs(last_reward), 1e-3);
+}
+
+// A reference copy (DPO with full fine-tuning, SFT's ASFT) holds only the stage's layers as the
+// policy does, read straight into them: its passes in training run through the pipeline, and
+// evaluation's whole forwards have each foreign layer broadcast by its stage. One pipeline (against
+// one process) and two (pp 2 × dp 2, whose replicas evaluate different batches in lockstep, against
+// dp 2), with stories260K's tied
+// embedding (in the copy's root unit, which the first stage reads too), give the same run,
+// evaluation included.
+TEST(Pipeline, ReferenceCopyHoldsOnlyTheStagesLayers) {
+  const std::string dir = testing::temp_dir("pipe_refcopy");
+  const std::string ex = "examples/train_lora/stories260K_lora_";
+  const std::string eval = " val_size=0.25 eval_strategy=steps eval_steps=2 per_device_eval_batch_size=2";
+  const std::string base = " max_steps=4 logging_steps=1 save_strategy=no max_samples=40 bf16=false --quiet output_dir=" + dir;
+  for (const auto& [name, config] : std::vector<std::pair<std::string, std::string>>{
+           {"dpo", ex + "dpo.yaml finetuning_type=full" + eval}, {"asft", ex + "sft.yaml finetuning_type=full use_asft_loss=true" + eval}}) {
+    auto one = train(1, config + base + "/" + name + "_one gradient_accumulation_steps=4");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto pp = train(2, config + base + "/" + name + "_pp gradient_accumulation_steps=4 pipeline_parallel_degree=2");
+    ASSERT_EQ(pp.exit_code, 0) << pp.err;
+    EXPECT_NE(pp.err.find("pipeline parallel: the reference model holds only this stage's layers, loaded straight into "
+                          "them: this stage holds 3 of the 5 layers, a copy of the tied embedding: "),
+              std::string::npos)
+        << pp.err;
+    expect_runs_close(dir + "/" + name + "_one", dir + "/" + name + "_pp", name + " pp2", 5e-5);
+    // Against data parallelism alone with the same micro-batches (ASFT's normalisation is
+    // LLaMA-Factory's, which depends on the data-parallel size).
+    auto dp = train(2, config + base + "/" + name + "_dp gradient_accumulation_steps=2");
+    ASSERT_EQ(dp.exit_code, 0) << dp.err;
+    auto four = train(4, config + base + "/" + name + "_four gradient_accumulation_steps=2 pipeline_parallel_degree=2");
+    ASSERT_EQ(four.exit_code, 0) << four.err;
+    expect_runs_close(dir + "/" + name + "_dp", dir + "/" + name + "_four", name + " pp2 × dp2", 5e-5);
+  }
 }
 
 TEST(Pipeline, CheckpointsResumeUnderOneProcessAndRefusals) {

@@ -147,7 +147,8 @@ struct LoadedReference {
 // its one adapter unmerged over the quantised weights, as LLaMA-Factory's load_model does for a
 // quantised base (it accepts a single adapter there and does not merge it).
 // Under ZeRO-3 (ctx.shard_frozen_over, and `shard`) it is sharded: loaded straight into its
-// shards when nothing changes the weights after loading, else sharded once loaded.
+// shards when nothing changes the weights after loading, else sharded once loaded; beside
+// pipeline stages holding their own layers (ctx.frozen_layer_owners) each stage keeps its own.
 LoadedReference load_reference(const TrainArgs& a, const PrepareContext& ctx, bool shard) {
   const std::string dir = a.ref_model.empty() ? ctx.model_dir : resolve_model_path(a.ref_model, ctx.hf_cache_root);
   const bool quantised = a.ref_model_quantization_bit > 0 && !a.ref_model.empty();
@@ -167,9 +168,14 @@ LoadedReference load_reference(const TrainArgs& a, const PrepareContext& ctx, bo
                        q.quantization_bit == 4 ? q.quantization_type : std::string("int8"), ")"));
   }
   shard = shard && ctx.shard_frozen_over;
-  auto frozen_shards = [&ctx](models::CausalLM& m) {
+  const bool by_owner = !ctx.frozen_layer_owners.empty();
+  auto frozen_shards = [&ctx, by_owner](models::CausalLM& m) {
     for (auto& p : m.module().parameters()) p.tensor->set_requires_grad(false);
-    return std::make_shared<ParamShards>(m.module(), m.config().tie_word_embeddings, *ctx.shard_frozen_over);
+    const bool tied = m.config().tie_word_embeddings;
+    if (by_owner)
+      return std::make_shared<ParamShards>(m.module(), tied, *ctx.shard_frozen_over,
+                                           ParamShards::Owners{ctx.frozen_layer_owners});
+    return std::make_shared<ParamShards>(m.module(), tied, *ctx.shard_frozen_over);
   };
   std::shared_ptr<ParamShards> shards;
   const bool straight = shard && a.ref_model_adapters.empty() && !quantised;
@@ -198,8 +204,13 @@ LoadedReference load_reference(const TrainArgs& a, const PrepareContext& ctx, bo
   if (shards) {
     ParamShards* s = shards.get();
     m->set_layer_hooks({[s](int64_t l) { s->before_forward(l); }, [s](int64_t l) { s->after_forward(l); }, {}});
-    ctx.say(std::string("ZeRO stage 3: the reference model's parameters sharded too") +
-            (straight ? ", loaded straight into its shards" : "") + ", in " + s->describe());
+    if (by_owner)
+      ctx.say(std::string("pipeline parallel: the reference model holds only this stage's layers") +
+              (straight ? ", loaded straight into them" : "") + ": " + s->describe());
+    else
+      ctx.say(std::string("ZeRO stage 3: the reference model's parameters sharded too") +
+              (straight ? ", loaded straight into its shards" : "") + ", in " + s->describe());
+    if (ctx.frozen_sharded) ctx.frozen_sharded(s);
   }
   return {std::move(m), std::move(shards)};
 }

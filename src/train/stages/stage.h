@@ -23,6 +23,8 @@
 
 namespace unillm::train {
 
+class ParamShards;
+
 // Named figures of one micro-batch or evaluation batch, in the order they are logged.
 using StageMetrics = std::vector<std::pair<std::string, double>>;
 // A figure logged as a ratio of sums over the logging interval (or the evaluation): its sums and
@@ -115,6 +117,14 @@ struct PrepareContext {
   // ZeRO-3: a frozen model the stage loads (a reference copy) is sharded over these processes as
   // the policy is (train/param_shards.h). Null: it stays whole.
   dist::ProcessGroup* shard_frozen_over = nullptr;
+  // Beside pipeline stages holding their own layers shard_frozen_over is the pipeline group and a
+  // frozen model is kept by owner: layer i whole on stage frozen_layer_owners[i] (the policy's
+  // split, which the pipeline's passes run), the embedding on the first stage, the final norm and
+  // lm_head on the last (a tied embedding on both). Empty: equal pieces (ZeRO-3).
+  std::vector<int> frozen_layer_owners;
+  // Told of each frozen model's shards the stage makes (the trainer opens their whole-model
+  // scopes around evaluation's whole forwards); may be empty.
+  std::function<void(ParamShards*)> frozen_sharded;
   Exchange exchange;
   int64_t dp_size = 1;  // the data-parallel replicas (a step's group is their micro-batches)
   // The same over evaluation rounds, whose replicas are every process where each evaluates alone
