@@ -321,19 +321,6 @@ void Run::load(const std::string& from) {
   }
 }
 
-std::pair<dist::ProcessGroup*, dist::ProcessGroup*> Run::shard_groups(bool zero3) {
-  const int world = static_cast<int>(world_size());
-  if (zero3 && model_mesh_ && a_.pipeline_degree > 1) {  // (zero3_fallback: no tensor axis here)
-    shard_replicas_ = &model_mesh_->pp();
-    return {&model_mesh_->dp(), shard_replicas_};
-  }
-  if (sharding_degree() <= 1 || sharding_degree() >= world) return {h_.dp, nullptr};
-  if (!mesh_)
-    mesh_ = std::make_unique<dist::DeviceMesh>(*h_.dp, dist::mesh_shape(world, 1, 1, static_cast<int>(sharding_degree())));
-  shard_replicas_ = &mesh_->dp();
-  return {&mesh_->sharding(), shard_replicas_};
-}
-
 void Run::prepare_stage(const std::string& from) {
   PrepareContext ctx;
   ctx.model_dir = model_dir_;

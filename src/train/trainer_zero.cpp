@@ -1,5 +1,7 @@
 // Where ZeRO stage 3 shards the parameters, and how its policy is loaded (docs/ARCHITECTURE.md,
-// "ZeRO stage 3"): the trainer's decisions, kept beside each other.
+// "ZeRO stage 3") and over which processes ZeRO shards: the trainer's decisions, kept beside each
+// other.
+#include "dist/mesh.h"
 #include "models/inference_bundle.h"
 #include "train/finetune.h"
 #include "train/trainer_run.h"
@@ -55,6 +57,20 @@ std::string Run::policy_whole_load_reason(const std::string& from, bool casts_as
     return "the frozen matrices are cast to " + std::string(dtype_name(low_precision_dtype(a_))) + " after loading";
   if (models::read_inference_plan(from.empty() || lora ? model_dir_ : from)) return "an inference bundle";
   return "";
+}
+
+// ZeRO's sharding group and the replicas holding this rank's part elsewhere (trainer_run.h).
+std::pair<dist::ProcessGroup*, dist::ProcessGroup*> Run::shard_groups(bool zero3) {
+  const int world = static_cast<int>(world_size());
+  if (zero3 && model_mesh_ && a_.pipeline_degree > 1) {  // (zero3_fallback: no tensor axis here)
+    shard_replicas_ = &model_mesh_->pp();
+    return {&model_mesh_->dp(), shard_replicas_};
+  }
+  if (sharding_degree() <= 1 || sharding_degree() >= world) return {h_.dp, nullptr};
+  if (!mesh_)
+    mesh_ = std::make_unique<dist::DeviceMesh>(*h_.dp, dist::mesh_shape(world, 1, 1, static_cast<int>(sharding_degree())));
+  shard_replicas_ = &mesh_->dp();
+  return {&mesh_->sharding(), shard_replicas_};
 }
 
 }  // namespace unillm::train::detail
